@@ -302,13 +302,44 @@ def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max):
 
 
 @cli.command()
-@click.argument("document", type=click.Choice(["pairs", "topology", "bar1"]))
+@click.argument("document", type=click.Choice(["pairs", "topology", "bar1", "fleet"]))
 def schema(document):
-    """Print the JSON Schema of a document (pairs, topology, bar1)."""
+    """Print the JSON Schema of a document (pairs, topology, bar1, fleet)."""
     from importlib.resources import files
 
     sys.stdout.write(files("gdrcheck").joinpath("schemas", f"{document}.schema.json").read_text())
     return 0
+
+
+@cli.group()
+def fleet() -> None:
+    """Views over many nodes' reports (gdrcheck pairs --json collected by clush, pdsh, srun or Ansible)."""
+
+
+@fleet.command("summarize")
+@click.option("--expect", metavar="NODESET",
+              help="the nodes that should have reported, e.g. gpu[001-128] or $SLURM_JOB_NODELIST")
+@click.option("--reference", metavar="FILE", help="a golden report to compare with (default: the largest group)")
+@click.option("--input-format", "input_format", type=click.Choice(["auto", "json", "prefixed"]), default="auto",
+              show_default=True, help="json: report files or JSONL; prefixed: 'host: {json}' lines (pdsh, clush)")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True,
+              help="text, the fleet JSON document, or Markdown for a ticket")
+@click.option("-o", "--output", "output", metavar="FILE",
+              help="write to FILE instead of stdout (a temporary file renamed into place)")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH... | -")
+def fleet_summarize(expect, reference, input_format, fmt, output, paths):
+    """Group nodes by fingerprint, show what differs from the reference, findings by code.
+
+    PATH is a report file, a JSONL file, a directory of per-node files (clush --outdir,
+    dshbak -d, srun --output=%N.json, Ansible fetch; top level only, hidden and *.err
+    files skipped), or - for stdin.
+
+    Exit status: 0 all nodes alike and passing; 1 nodes not alike or failing; 3 missing,
+    unknown or unreadable reports (and nothing for 1); 2 bad usage.
+    """
+    from gdrcheck.fleet import summarize_command
+
+    return summarize_command(paths, expect, reference, input_format, fmt, output)
 
 
 def main(argv=None) -> None:

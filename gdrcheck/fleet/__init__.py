@@ -1,0 +1,55 @@
+"""Fleet views over many nodes' reports: ``gdrcheck fleet summarize``.
+
+``reader`` turns files, directories and ``host: {json}`` streams into one report
+at a time; ``summarize`` folds them into small per-node records, groups nodes by
+fingerprint and builds the fleet document; ``render`` prints it as text or
+Markdown; ``nodeset`` folds node names (``gpu[001-076,078]``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+
+def summarize_command(paths: Sequence[str], expect: Optional[str], reference: Optional[str], input_format: str,
+                      fmt: str, output: Optional[str]) -> int:
+    """Read every report, print the fleet summary, return the exit status."""
+    import sys
+
+    from gdrcheck.errors import InputError
+    from gdrcheck.fleet import reader
+    from gdrcheck.fleet.nodeset import NodeSetError, expand
+    from gdrcheck.fleet.summarize import Fleet
+
+    reader.check_paths(paths)
+    expected = None
+    if expect is not None:
+        try:
+            expected = expand(expect)
+        except NodeSetError as e:
+            raise InputError(f"--expect: {e}") from None
+    ref_doc = reader.read_reference(reference) if reference else None
+    if output:
+        from gdrcheck.output import check_target
+
+        check_target(output)
+    fleet = Fleet()
+    for item in reader.read_inputs(paths, input_format, stdin=sys.stdin.buffer):
+        fleet.add(item)
+    for name in fleet.duplicates[:5]:
+        sys.stderr.write(f"gdrcheck: warning: more than one report for {name}; the last one read is used\n")
+    if len(fleet.duplicates) > 5:
+        sys.stderr.write(f"gdrcheck: warning: {len(fleet.duplicates) - 5} more nodes reported more than once\n")
+    doc = fleet.document(expected=expected, reference=ref_doc, reference_path=reference)
+    if fmt == "json":
+        from gdrcheck.render.json_out import render_json
+
+        text = render_json(doc, pretty=not output and sys.stdout.isatty())
+    else:
+        from gdrcheck.fleet import render
+
+        text = render.render_md(doc) if fmt == "md" else render.render_text(doc)
+    from gdrcheck.output import deliver
+
+    deliver(text, output)
+    return doc["exit_status"]
