@@ -45,32 +45,106 @@ def _redacted(snap, redact: bool):
     return replace(snap, hostname="redacted-host" if snap.hostname else None)
 
 
-def _emit(doc, fmt: str, as_json: bool, redact: bool, render_text) -> None:
-    """Write a document: JSON (stable bytes) or text through one console."""
-    if _fmt(fmt, as_json) == "json":
+def _emit(doc, fmt: str, as_json: bool, redact: bool, render_text, output: Optional[str] = None) -> None:
+    """Write a document: JSON (stable bytes) or text through one console; to stdout or ``--output``."""
+    if not _RUN.begin_output():
+        return
+    if _fmt(fmt, as_json) in ("json", "jsonl"):
         from gdrcheck.render.json_out import render_json
 
-        out = render_json(doc, pretty=sys.stdout.isatty())
-        if redact:
-            from gdrcheck.snapshot import redact_text
-
-            out = redact_text(out, None)
-        sys.stdout.write(out)
+        _deliver(render_json(doc, pretty=_fmt(fmt, as_json) == "json" and not output and sys.stdout.isatty()),
+                 redact, output)
         return
     from gdrcheck.render.console import make_console
 
     console = make_console()
-    if redact:
+    if redact or output:
         import io
-
-        from gdrcheck.snapshot import redact_text
 
         buf = io.StringIO()
         console.file = buf
         render_text(doc, console)
-        sys.stdout.write(redact_text(buf.getvalue(), None))
+        _deliver(buf.getvalue(), redact, output)
         return
     render_text(doc, console)
+
+
+def _deliver(text: str, redact: bool, output: Optional[str]) -> None:
+    from gdrcheck.output import deliver
+
+    if redact:
+        from gdrcheck.snapshot import redact_text
+
+        text = redact_text(text, None)
+    deliver(text, output)
+
+
+class _Run:
+    """The run's deadline and its watchdog; what the watchdog prints if the run overstays."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.started = time.monotonic()
+        self.deadline = None
+        self.watchdog = None
+        self.fmt = "text"
+        self.output: Optional[str] = None
+
+    def start(self, timeout: Optional[float], fmt: str, output: Optional[str], from_path: Optional[str] = None):
+        from gdrcheck.deadline import Deadline, Watchdog
+
+        if output:
+            from gdrcheck.output import check_target
+
+            check_target(output)
+        self.fmt, self.output, self.live = fmt, output, from_path is None
+        if timeout is None:  # health checks run live under an engine's limit; replays take their time
+            from gdrcheck.deadline import DEFAULT_SECONDS
+
+            timeout = DEFAULT_SECONDS if from_path is None else 0
+        self.deadline = Deadline(timeout)
+        self.watchdog = Watchdog(self.deadline, self._last_words)
+        return self.deadline
+
+    def begin_output(self) -> bool:
+        """False when the watchdog has already spoken: print nothing more."""
+        return self.watchdog is None or self.watchdog.disarm()
+
+    def _last_words(self) -> None:
+        from gdrcheck.report_pairs import timeout_doc
+
+        from gdrcheck.inputs import remove_temp_dirs
+
+        remove_temp_dirs()
+        doc = timeout_doc(self.deadline.seconds, live=self.live)
+        sys.stderr.write(f"gdrcheck: {doc['summary_line']}\n")
+        if self.output:
+            return
+        if self.fmt in ("json", "jsonl"):
+            from gdrcheck.render.json_out import render_json
+
+            sys.stdout.write(render_json(doc))
+        elif self.fmt in ("nhc", "npd", "nagios"):
+            sys.stdout.write(("GDRCHECK UNKNOWN - " if self.fmt == "nagios" else "") + doc["summary_line"] + "\n")
+        if self.fmt == "npd":
+            sys.stdout.flush()
+            os._exit(2)
+
+
+_RUN = _Run()
+
+
+def run_options(f):
+    """--timeout and --output, for every command that reads a machine."""
+    from gdrcheck.deadline import DEFAULT_SECONDS
+
+    f = click.option("-o", "--output", "output", metavar="FILE",
+                     help="write to FILE instead of stdout (a temporary file renamed into place)")(f)
+    f = click.option("--timeout", "timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+                     help=f"give up on what has not answered by then: those verdicts become unknown (exit 3); "
+                          f"default {DEFAULT_SECONDS:g} on a live machine, none with --from; 0 waits forever")(f)
+    return f
 
 
 def _progress():
@@ -97,7 +171,7 @@ def load(from_path: Optional[str], want_driver: bool = True, endpoint_config: bo
     progress = _progress() if from_path is None else None
     try:
         return load_snapshot(from_path, want_driver=want_driver, endpoint_config=endpoint_config,
-                             progress=progress)
+                             progress=progress, deadline=_RUN.deadline)
     finally:
         _done_progress(progress)
 
@@ -117,11 +191,13 @@ def cli() -> None:
 @from_option
 @format_options
 @click.option("--all", "show_all", is_flag=True, help="show every PCI function, not only the paths that matter")
-def topology(from_path, fmt, as_json, redact, show_all):
+@run_options
+def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
     """The PCIe tree that matters: root complexes, switches, GPUs, NICs, NVMe."""
     from gdrcheck.report_topology import topology_doc
     from gdrcheck.topology import Topology
 
+    _RUN.start(timeout, _fmt(fmt, as_json), output, from_path)
     topo = Topology(_redacted(load(from_path, want_driver=True), redact))
 
     def text(_doc, console):
@@ -129,7 +205,7 @@ def topology(from_path, fmt, as_json, redact, show_all):
 
         render_topology(topo, console, show_all=show_all)
 
-    _emit(topology_doc(topo) if _fmt(fmt, as_json) == "json" else None, fmt, as_json, redact, text)
+    _emit(topology_doc(topo) if _fmt(fmt, as_json) == "json" else None, fmt, as_json, redact, text, output)
 
 
 def _options(nccl_version: Optional[str], min_bar1: Optional[str] = None, bar1_used_max: Optional[float] = None):
@@ -183,12 +259,16 @@ def _finish(report, fail_on: str) -> int:
 @format_options
 @fail_on_option
 @nccl_option
-def pairs(from_path, fmt, as_json, redact, fail_on, nccl_version):
+@click.option("--jsonl", "as_jsonl", is_flag=True, help="the JSON document on one line (for 'host: line' streams)")
+@run_options
+def pairs(from_path, fmt, as_json, redact, fail_on, nccl_version, as_jsonl, timeout, output):
     """Every GPU-GPU, GPU-NIC and GPU-NVMe pair: path class, NCCL's decision, verdict and findings."""
     from gdrcheck.evaluate import evaluate
     from gdrcheck.report_pairs import pairs_doc
 
+    fmt = "jsonl" if as_jsonl else _fmt(fmt, as_json)
     options = _options(nccl_version)
+    _RUN.start(timeout, fmt, output, from_path)
     report = evaluate(_redacted(load(from_path), redact), options)
 
     def text(doc, console):
@@ -196,7 +276,7 @@ def pairs(from_path, fmt, as_json, redact, fail_on, nccl_version):
 
         render_pairs(doc, console)
 
-    _emit(pairs_doc(report), fmt, as_json, redact, text)
+    _emit(pairs_doc(report, fail_on), fmt, False, redact, text, output)
     return _finish(report, fail_on)
 
 
@@ -267,12 +347,14 @@ def snapshot(output, redact):
               help="smallest BAR1 that is not a finding")
 @click.option("--max-used", "bar1_used_max", type=click.FloatRange(0, 100), default=90.0, show_default=True,
               help="BAR1 use (percent) above which it is a finding")
-def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max):
+@run_options
+def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max, timeout, output):
     """BAR1 aperture per GPU (total, used, free) against what GPUDirect needs."""
     from gdrcheck.evaluate import evaluate
     from gdrcheck.report_bar1 import bar1_doc, is_bar1_code
 
     options = _options(None, min_bar1, bar1_used_max)
+    _RUN.start(timeout, _fmt(fmt, as_json), output, from_path)
     # the Resizable BAR capability is in the GPU's config space
     snap = _redacted(load(from_path, endpoint_config=True), redact)
     report = evaluate(snap, options)
@@ -284,7 +366,7 @@ def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max):
         render_bar1(doc, console)
 
     doc = bar1_doc(snap, report.topo, findings)
-    _emit(doc, fmt, as_json, redact, text)
+    _emit(doc, fmt, as_json, redact, text, output)
     from gdrcheck.report_pairs import SEVERITY_RANK
 
     if any(SEVERITY_RANK[f.severity] >= SEVERITY_RANK[fail_on] for f in findings):
@@ -298,6 +380,109 @@ def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max):
                         and c.status != "ok")
         sys.stderr.write("gdrcheck: no GPU found" + (f" ({why})" if why else "") + "\n")
         return 3 if snap.input_kind in ("live", "snapshot") and why else 0
+    return 0
+
+
+CHECK_FORMATS = ("text", "json", "jsonl", "nhc", "npd", "nagios", "prometheus")
+
+
+def _requirements(text: str):
+    from gdrcheck.evaluate import PAIR_KIND_OF
+
+    caps = [c.strip().lower() for c in text.split(",") if c.strip()]
+    bad = [c for c in caps if c not in PAIR_KIND_OF]
+    if bad or not caps:
+        raise click.BadParameter(f"{text!r}: name one or more of gdr, p2p, gds, comma-separated",
+                                 param_hint="--require")
+    return caps
+
+
+@cli.command()
+@from_option
+@click.option("--format", "fmt", type=click.Choice(CHECK_FORMATS), default="text", show_default=True,
+              help="text; json/jsonl (the pairs document); nhc, npd, nagios (one line, each engine's exit "
+                   "codes); prometheus (node_exporter textfile)")
+@click.option("--jsonl", "as_jsonl", is_flag=True, help="same as --format jsonl")
+@click.option("--require", "require", default="gdr,p2p,gds", show_default=True, metavar="LIST",
+              help="what must work: gdr (GPU-NIC), p2p (GPU-GPU), gds (GPU-NVMe)")
+@click.option("--per-pair-metrics", is_flag=True, help="prometheus: also one series per pair")
+@click.option("--redact", is_flag=True, help="replace the host name, serial numbers, UUIDs and MAC addresses")
+@fail_on_option
+@nccl_option
+@run_options
+def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, nccl_version, timeout, output):
+    """The gate for health checks: pass, fail or unknown, in the format the engine reads.
+
+    Exit status: the contract's 0/1/3 (2 bad usage); --format npd maps 3 to 2,
+    --format nagios gives 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+    """
+    from gdrcheck.evaluate import evaluate, restrict
+    from gdrcheck.report_pairs import exit_status, pairs_doc
+
+    fmt = "jsonl" if as_jsonl else fmt
+    caps = _requirements(require)
+    options = _options(nccl_version)
+    _RUN.start(timeout, fmt, output, from_path)
+    report = evaluate(_redacted(load(from_path, endpoint_config=fmt == "prometheus"), redact), options)
+    gate = restrict(report, caps)
+    doc = pairs_doc(gate, fail_on)
+    code = exit_status(gate, fail_on)[0]
+    if fmt in ("json", "jsonl"):
+        _emit(doc, fmt, False, redact, None, output)
+        return _finish(gate, fail_on)
+    if fmt == "prometheus":
+        import time
+
+        from gdrcheck import __version__
+        from gdrcheck.render.prometheus import render_prometheus
+        from gdrcheck.report_bar1 import bar1_doc
+        from gdrcheck.report_topology import topology_doc
+
+        text = render_prometheus(doc, bar1_doc(report.snap, report.topo, report.findings),
+                                 topology_doc(report.topo), __version__, time.monotonic() - _RUN.started,
+                                 time.time(), per_pair=per_pair_metrics)
+    else:
+        from gdrcheck.render import adapters
+
+        text, code = {"text": adapters.check_text, "nhc": adapters.nhc, "npd": adapters.npd,
+                      "nagios": adapters.nagios}[fmt](doc)
+    if _RUN.begin_output():
+        _deliver(text, redact, output)
+    return code
+
+
+@cli.command()
+@from_option
+@click.option("--explain", is_flag=True, help="print the canonical key=value lines the hashes are made of")
+@click.option("--addresses", is_flag=True, help="with --explain: PCI addresses instead of positions (gpu0, nic1)")
+@click.option("--json", "as_json", is_flag=True, help="hashes, lines and positions as JSON")
+@run_options
+def fingerprint(from_path, explain, addresses, as_json, timeout, output):
+    """One line that is identical on identically built nodes (for clush -b / --diff and fleet grouping)."""
+    from gdrcheck.evaluate import evaluate
+    from gdrcheck.fingerprint import fingerprint as make, one_line
+
+    _RUN.start(timeout, "json" if as_json else "text", output, from_path)
+    report = evaluate(load(from_path))
+    fp = make(report)
+    if as_json:
+        from gdrcheck import FORMAT_VERSION, __version__
+        from gdrcheck.render.json_out import render_json
+
+        doc = {"format_version": FORMAT_VERSION, "gdrcheck_version": __version__, **fp.to_doc(),
+               "topology_lines": list(fp.topology_lines), "line": one_line(report, fp)}
+        text = render_json(doc, pretty=not output and sys.stdout.isatty())
+    elif explain:
+        text = "\n".join(fp.topology_lines if addresses else fp.shape_lines) + "\n"
+    else:
+        text = one_line(report, fp) + "\n"
+    if _RUN.begin_output():
+        _deliver(text, False, output)
+    from gdrcheck.report_pairs import timed_out
+
+    if timed_out(report):
+        sys.stderr.write("gdrcheck: the --timeout ran out; the fingerprint is of what was read in time\n")
+        return 3
     return 0
 
 
@@ -341,6 +526,14 @@ def fleet_summarize(expect, reference, input_format, fmt, output, paths):
 
     return summarize_command(paths, expect, reference, input_format, fmt, output)
 
+def _usage_status(argv) -> int:
+    """2 by the contract; 3 (UNKNOWN) under --format nagios, so a broken invocation does not page as CRITICAL."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    for i, a in enumerate(args):
+        if a == "--format=nagios" or (a == "--format" and args[i + 1:i + 2] == ["nagios"]):
+            return 3
+    return 2
+
 
 def main(argv=None) -> None:
     """Entry point: one-line errors, never a traceback."""
@@ -358,10 +551,10 @@ def main(argv=None) -> None:
         if isinstance(e, click.UsageError) and ctx is not None:
             msg = f"{msg} (try '{ctx.command_path} --help')"
         sys.stderr.write(f"gdrcheck: error: {msg}\n")
-        sys.exit(2 if isinstance(e, click.UsageError) or e.exit_code == 2 else e.exit_code)
+        sys.exit(_usage_status(argv) if isinstance(e, click.UsageError) or e.exit_code == 2 else e.exit_code)
     except InputError as e:
         sys.stderr.write(f"gdrcheck: error: {_one_line(str(e))}\n")
-        sys.exit(2)
+        sys.exit(_usage_status(argv))
     except BrokenPipeError:
         try:
             sys.stdout = open(os.devnull, "w")

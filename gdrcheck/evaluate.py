@@ -28,6 +28,34 @@ class Report:
     verdicts: Dict[Tuple[str, str], str] = field(default_factory=dict)
     pair_findings: Dict[Tuple[str, str], List[str]] = field(default_factory=dict)
     nccl_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
+    whole: Optional["Report"] = None  # for a report restricted to some pair kinds: the node's full report
+
+
+PAIR_KIND_OF = {"gdr": "gpu-nic", "p2p": "gpu-gpu", "gds": "gpu-nvme"}
+
+
+def restrict(report: Report, capabilities) -> Report:
+    """The report as far as ``capabilities`` (gdr, p2p, gds) go: their pairs, and the findings that
+    concern those pairs or no pair at all (BAR1, host facts)."""
+    from dataclasses import replace
+
+    kinds = {PAIR_KIND_OF[c] for c in capabilities}
+    pairs = tuple(p for p in report.pairs if p.kind in kinds)
+    keep = {(p.a, p.b) for p in pairs}
+    findings = []
+    for f in report.findings:
+        if not f.pairs:
+            findings.append(f)
+            continue
+        mine = tuple(k for k in f.pairs if k in keep)
+        if mine:
+            findings.append(replace(f, pairs=mine))
+    return Report(snap=report.snap, topo=report.topo, options=report.options, settings=report.settings,
+                  pairs=pairs, findings=findings,
+                  verdicts={k: v for k, v in report.verdicts.items() if k in keep},
+                  pair_findings={k: v for k, v in report.pair_findings.items() if k in keep},
+                  nccl_view={k: v for k, v in report.nccl_view.items() if k in keep},
+                  whole=report.whole or report)
 
 
 def _flattened(topo: Topology, bridges: Tuple[str, ...]) -> bool:

@@ -36,6 +36,16 @@ def _hostname(src: Source) -> Optional[str]:
     return name or None
 
 
+def _out_of_time(dl, what: str, statuses: List[CollectorStatus]) -> bool:
+    """True (and the collector marked not run) when the --timeout has run out before it starts."""
+    if dl is None or not dl.expired():
+        return False
+    dl.miss(what)
+    statuses.append(CollectorStatus(what, "unavailable", f"not read: the --timeout of {dl.seconds:g} s ran out",
+                                    "raise --timeout (a full run usually takes well under a second)"))
+    return True
+
+
 def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = True, want_names: bool = True,
            progress: Optional[Callable[[str], None]] = None) -> Snapshot:
     """All facts of one machine (live, a ``--from`` tree or an unpacked snapshot)."""
@@ -56,15 +66,17 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
         if names:
             devices = tuple(replace(d, name=names[d.bdf]) if d.bdf in names and not d.name else d for d in devices)
     host: Dict[str, Fact] = {"numa_nodes": _numa_nodes(src)}
-    say("reading kernel and driver state")
-    facts, host_statuses = collect_host(src, devices)
-    host.update(facts)
-    statuses.extend(host_statuses)
+    dl = src.deadline
+    if not _out_of_time(dl, "host", statuses):
+        say("reading kernel and driver state")
+        facts, host_statuses = collect_host(src, devices)
+        host.update(facts)
+        statuses.extend(host_statuses)
     gpus = ()
     nvlinks = ()
     p2p = {}
     shows_nvlink = False
-    if want_driver:
+    if want_driver and not _out_of_time(dl, "nvml", statuses):
         from gdrcheck.collectors.driver import collect_driver
 
         say("asking the NVIDIA driver (NVML, nvidia-smi)")
@@ -78,6 +90,8 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
         kind = "snapshot"
     else:
         kind = "sysfs"
+    if dl is not None and dl.missed:
+        host["run_deadline"] = Fact({"seconds": dl.seconds, "missed": list(dl.missed)}, source="--timeout")
     roots = tuple(sorted(set(root_numa) | {d.root for d in devices}))
     return Snapshot(
         input_kind=kind,

@@ -169,6 +169,16 @@ def parse_single_file(path: str) -> Snapshot:
     raise InputError(f"{name}: not an lspci -t tree, NCCL topology XML (<system>) or hwloc XML (<topology>)")
 
 
+_TEMP_DIRS: set = set()
+
+
+def remove_temp_dirs() -> None:
+    """Remove unpacked archives now (the --timeout watchdog ends the process without unwinding)."""
+    for d in list(_TEMP_DIRS):
+        shutil.rmtree(d, ignore_errors=True)
+        _TEMP_DIRS.discard(d)
+
+
 @contextlib.contextmanager
 def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[object]:
     """Yield a :class:`Source` (live, directory, archive) or a parsed :class:`Snapshot`."""
@@ -182,12 +192,14 @@ def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[o
         return
     if _is_archive(from_path):
         tmp = tempfile.mkdtemp(prefix="gdrcheck-")
+        _TEMP_DIRS.add(tmp)
         try:
             unpack_archive(from_path, tmp)
             root = _archive_root(tmp)
             yield Source(root, live=False, label=os.path.basename(from_path))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+            _TEMP_DIRS.discard(tmp)
         return
     yield parse_single_file(from_path)
 
@@ -203,11 +215,12 @@ def _archive_root(tmp: str) -> str:
 
 
 def load_snapshot(from_path: Optional[str], *, want_driver: bool = True, endpoint_config: bool = True,
-                  progress: Optional[Callable[[str], None]] = None) -> Snapshot:
-    """Read the facts once, from wherever they are."""
+                  progress: Optional[Callable[[str], None]] = None, deadline=None) -> Snapshot:
+    """Read the facts once, from wherever they are (within ``deadline``, a :class:`gdrcheck.deadline.Deadline`)."""
     from gdrcheck.gather import gather
 
     with open_source(from_path) as src:
         if isinstance(src, Snapshot):
             return src
+        src.deadline = deadline
         return gather(src, want_driver=want_driver, endpoint_config=endpoint_config, progress=progress)

@@ -55,7 +55,7 @@ def nccl_decision(report: Report, pair: PairInfo, nic_side: Tuple) -> Dict[str, 
     return view
 
 
-def pairs_doc(report: Report) -> Dict[str, Any]:
+def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
     snap, topo = report.snap, report.topo
     doc = header_doc(snap)
     st = report.settings
@@ -95,11 +95,89 @@ def pairs_doc(report: Report) -> Dict[str, Any]:
     doc["collectors"] = collectors_doc(snap)
     if snap.notes:
         doc["notes"] = list(snap.notes)
+    code, _missing = exit_status(report, fail_on)
+    doc["status"] = STATUS_WORDS[code]
+    doc["timed_out"] = timed_out(report)
+    doc["summary_line"] = summary_line(report, fail_on)
+    from gdrcheck.fingerprint import fingerprint
+
+    doc["fingerprint"] = fingerprint(report.whole or report).to_doc()
     return doc
+
+
+STATUS_WORDS = {0: "pass", 1: "fail", 3: "unknown"}
+SUMMARY_MAX = 80  # Node Problem Detector cuts at 80 bytes; a Slurm drain reason shows the first word
+
+
+def timeout_doc(seconds, live: bool = True) -> Dict[str, Any]:
+    """What can be said when the run overstayed its --timeout before any report was made."""
+    import os
+    import socket
+
+    from gdrcheck import FORMAT_VERSION, __version__
+
+    line = _fit(f"GDR122 run-timed-out: no result within {seconds or 0:g} s")
+    return {
+        "format_version": FORMAT_VERSION, "gdrcheck_version": __version__,
+        "host": (os.environ.get("NODE_NAME") or socket.gethostname() or None) if live else None,
+        "devices": [], "pairs": [], "status": "unknown", "timed_out": True, "summary_line": line,
+        "findings": [{"code": "GDR122", "severity": "warning", "subject": ["gdrcheck"], "effect": "unknown",
+                      "message": f"the --timeout of {seconds or 0:g} s ran out before the facts were read; "
+                                 "nothing could be judged"}],
+        "summary": {"pairs": 0, "verdicts": {}, "findings": {"error": 0, "warning": 1, "info": 0}},
+    }
+
+
+def timed_out(report: Report) -> bool:
+    f = report.snap.host.get("run_deadline")
+    return f is not None and bool(f.value)
+
+
+def summary_line(report: Report, fail_on: str = "error") -> str:
+    """One line, code first, at most 80 bytes: what an NHC drain reason or an NPD condition shows."""
+    code, _missing = exit_status(report, fail_on)
+    if code == 0:
+        counts: Dict[str, int] = {}
+        for v in report.verdicts.values():
+            counts[v] = counts.get(v, 0) + 1
+        topo = report.topo
+        what = (f"{len(topo.of_kind('gpu'))} GPU, {len(topo.of_kind('nic'))} NIC, "
+                f"{len(topo.of_kind('nvme'))} NVMe: ")
+        parts = [f"{counts[v]} {v}" for v in ("ok", "degraded") if counts.get(v)]
+        return _fit("OK " + what + (", ".join(parts) if parts else "no pairs"))
+    if code == 1:
+        threshold = SEVERITY_RANK[fail_on]
+        hits = [f for f in report.findings if SEVERITY_RANK[f.severity] >= threshold]
+        hits.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.code))
+    else:
+        hits = [f for f in report.findings if f.code == "GDR122"] or \
+            sorted((f for f in report.findings if f.effect == "unknown"), key=lambda f: f.code)
+    first = hits[0]
+    from gdrcheck.rules import by_code
+
+    rule = by_code().get(first.code)
+    head = f"{first.code} {rule.name if rule else first.severity}"
+    if first.subject and first.subject[0] not in ("host", "gdrcheck"):
+        head += " " + first.subject[0]
+    more = len(hits) - 1
+    return _fit(head, f" (+{more} more)" if more else "")
+
+
+def _fit(text: str, tail: str = "") -> str:
+    text = " ".join(text.split())
+    room = SUMMARY_MAX - len(tail.encode())
+    raw = text.encode()
+    if len(raw) > room:
+        text = raw[:room - 3].decode("utf-8", "ignore").rstrip() + "..."
+    return text + tail
 
 
 def exit_status(report: Report, fail_on: str = "error") -> Tuple[int, List[str]]:
     """The contract's exit status, and for status 3 the facts that were missing."""
+    if timed_out(report):
+        f = report.snap.host["run_deadline"]
+        return 3, [f"GDR122: the --timeout ran out before {', '.join(map(str, f.value.get('missed', ())))} "
+                   "answered"]
     threshold = SEVERITY_RANK[fail_on]
     if any(SEVERITY_RANK[f.severity] >= threshold for f in report.findings):
         return 1, []

@@ -64,6 +64,7 @@ class Source:
         self._errors: Dict[str, str] = {}
         self._placeholders: set = set()
         self._rcache: Dict[Tuple[str, bool], str] = {}
+        self.deadline = None  # a gdrcheck.deadline.Deadline when --timeout applies
 
     # -- paths ---------------------------------------------------------------
 
@@ -276,9 +277,15 @@ class Source:
         if not self.live:
             return self._replay(argv, key)
         exe = _find_tool(argv[0])
+        dl = self.deadline
         if exe is None:
             res = CommandResult(argv, error="not found")
+        elif dl is not None and dl.expired():
+            dl.miss(argv[0])
+            res = CommandResult(argv, error="not run: the --timeout ran out")
         else:
+            if dl is not None:
+                timeout = dl.cap(timeout)
             t0 = time.monotonic()
             try:
                 p = subprocess.run([exe, *argv[1:]], stdin=subprocess.DEVNULL, capture_output=True,
@@ -289,6 +296,8 @@ class Source:
                                     seconds=time.monotonic() - t0)
             except subprocess.TimeoutExpired:
                 res = CommandResult(argv, error=f"timed out after {timeout:g} s", seconds=timeout)
+                if dl is not None and dl.expired():
+                    dl.miss(argv[0])
             except OSError as e:
                 res = CommandResult(argv, error=_why(e))
         if self.recording:

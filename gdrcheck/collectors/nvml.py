@@ -323,10 +323,16 @@ def _live_record(full: bool = True) -> Dict[str, Any]:
 def collect_nvml(src: Source, query: Optional[Callable[[], Dict[str, Any]]] = None) -> NvmlFacts:
     """NVML facts of the source: asked live, or replayed from ``/gdrcheck/nvml.json``."""
     if src.live:
+        ask = query if query is not None else (lambda: _live_record(full=src.recording))
         try:
-            rec = query() if query is not None else _live_record(full=src.recording)
+            rec = src.deadline.call("nvml", ask) if src.deadline is not None else ask()
         except Exception as e:  # noqa: BLE001 - never a crash, whatever the bindings do
             rec = {"version": RECORD_VERSION, "init": error_doc(e), "gpus": [], "p2p": [], "topology": []}
+        if rec is None:
+            return NvmlFacts(CollectorStatus(
+                "nvml", "unavailable", f"NVML did not answer within the --timeout of {src.deadline.seconds:g} s",
+                "a driver call is stuck or slow: check 'nvidia-smi' by hand and 'dmesg' for Xid errors, "
+                "or raise --timeout"))
         if src.recording:
             src.recorded[NVML_FILE] = ("f", json.dumps(rec, indent=1, sort_keys=True).encode())
         return facts_from_record(rec)

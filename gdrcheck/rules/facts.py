@@ -23,6 +23,29 @@ VIRTUAL_MACHINE = Rule(
     "support (ATS/ACS settings on the host, P2P approval in the VM configuration).",
     "Check the host with gdrcheck as well, or ask the provider for the physical topology (an NCCL "
     "topology file such as the ones cloud images ship, passed with NCCL_TOPO_FILE).")
+RUN_TIMED_OUT = Rule(
+    "GDR122", "run-timed-out", "warning", "host",
+    "The run's --timeout ran out before every fact was read",
+    "gdrcheck keeps its own deadline (--timeout, default 20 s) so that a stuck driver call or tool cannot "
+    "hold a health check past the limit of whatever runs it (NHC, Slurm, Node Problem Detector). What was "
+    "not read in time is not guessed: every verdict that was not already failing becomes unknown and the "
+    "exit status is 3.",
+    "Run `nvidia-smi` by hand: if it hangs, look for Xid errors in `sudo dmesg` and drain the node; if the "
+    "node is only slow, raise --timeout (a full run usually takes well under a second).")
+
+
+def _check_deadline(ctx: Context) -> Iterable[Finding]:
+    v = value(ctx, "run_deadline")
+    if not isinstance(v, dict) or not v.get("missed"):
+        return
+    missed = ", ".join(str(m) for m in v["missed"])
+    yield Finding(RUN_TIMED_OUT.code, "warning", tuple(str(m) for m in v["missed"]),
+                  f"the --timeout of {v.get('seconds', 0):g} s ran out before {missed} answered; verdicts not "
+                  "already failing are unknown",
+                  pairs=tuple((p.a, p.b) for p in ctx.pairs), effect="unknown",
+                  settle="run again with a longer --timeout once the driver answers")
+
+
 def _check_overrides(ctx: Context) -> Iterable[Finding]:
     st = ctx.nccl
     if st is None or not st.overrides:
@@ -47,4 +70,5 @@ def _check_vm(ctx: Context) -> Iterable[Finding]:
 CHECKS = (
     (NCCL_OVERRIDES, _check_overrides),
     (VIRTUAL_MACHINE, _check_vm),
+    (RUN_TIMED_OUT, _check_deadline),
 )

@@ -1,0 +1,117 @@
+"""``--timeout``: one deadline for a whole run, kept by the parts that can wait.
+
+Reading sysfs is quick; what can hang is a tool (``nvidia-smi``) or a library
+call into the driver (NVML). The deadline caps each tool's own timeout, runs
+NVML where a stuck call cannot hold the run, and stops collectors that have not
+started when it runs out. What was not read is recorded, so the verdicts that
+needed it are ``unknown`` and the exit status is 3. A last-resort watchdog ends
+the process shortly after the deadline if something still blocks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Callable, List, Optional, TypeVar
+
+T = TypeVar("T")
+
+#: the deadline used when ``--timeout`` is not given (NHC allows 30 s, Slurm 60 s)
+DEFAULT_SECONDS = 20.0
+
+
+class Deadline:
+    """When the run must end; ``seconds`` 0 or None means no limit."""
+
+    def __init__(self, seconds: Optional[float]) -> None:
+        self.seconds = seconds if seconds and seconds > 0 else None
+        self.start = time.monotonic()
+        self.end = self.start + self.seconds if self.seconds else None
+        self.missed: List[str] = []
+
+    def remaining(self) -> Optional[float]:
+        return None if self.end is None else max(0.0, self.end - time.monotonic())
+
+    def expired(self) -> bool:
+        return self.end is not None and time.monotonic() >= self.end
+
+    def cap(self, timeout: float) -> float:
+        left = self.remaining()
+        return timeout if left is None else max(0.01, min(timeout, left))
+
+    def miss(self, what: str) -> None:
+        if what not in self.missed:
+            self.missed.append(what)
+
+    def call(self, what: str, fn: Callable[[], T]) -> Optional[T]:
+        """``fn()`` within the time left; None (and ``what`` recorded) when it did not answer in time.
+
+        Without a limit it is a plain call. With one, it runs in a daemon thread:
+        a call stuck in the driver cannot be interrupted, but it no longer holds the run.
+        """
+        if self.end is None:
+            return fn()
+        if self.expired():
+            self.miss(what)
+            return None
+        box: dict = {}
+
+        def work() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                box["error"] = e
+
+        t = threading.Thread(target=work, name=f"gdrcheck-{what}", daemon=True)
+        t.start()
+        t.join(self.remaining())
+        if t.is_alive():
+            self.miss(what)
+            return None
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+
+class Watchdog:
+    """Ends the process ``grace`` seconds after the deadline if the run is still going.
+
+    ``last_words`` is called once (from the watchdog thread) to print what can be
+    said; then the process exits with status 3 without waiting for stuck threads.
+    """
+
+    def __init__(self, deadline: Deadline, last_words: Callable[[], None], grace: float = 2.0) -> None:
+        self._timer: Optional[threading.Timer] = None
+        self._lock = threading.Lock()
+        self._done = False
+        if deadline.end is None:
+            return
+        delay = deadline.remaining() + grace  # type: ignore[operator]
+        self._last_words = last_words
+        self._timer = threading.Timer(delay, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        try:
+            self._last_words()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(3)
+
+    def disarm(self) -> bool:
+        """Stop the watchdog; False when it has already fired (the caller must not print)."""
+        with self._lock:
+            if self._done:
+                return False
+            self._done = True
+        if self._timer is not None:
+            self._timer.cancel()
+        return True

@@ -1,0 +1,74 @@
+"""One-line outputs for the engines that run gdrcheck: NHC/Slurm, Node Problem Detector, Nagios.
+
+Each is a pure function of the ``pairs`` document (the same one ``--json``
+prints) and returns ``(text, exit status)``: the contract's status mapped to
+the engine's convention (docs/fleet.md has the table).
+
+* NHC: silent on success, one line on failure, code first (it becomes the Slurm
+  drain reason ``NHC: check_gdr: GDR040 ...``); the contract's status is kept and
+  the NHC check decides what 3 means.
+* NPD custom plugin: always one line of at most 80 bytes; 0 OK, 1 problem,
+  2 unknown (NPD treats anything else as unknown, so 3 becomes 2).
+* Nagios: ``GDRCHECK OK - ... | perfdata`` then the findings; 0 OK, 1 WARNING
+  (warning findings), 2 CRITICAL (error findings), 3 UNKNOWN.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+CONTRACT = {"pass": 0, "fail": 1, "unknown": 3}
+
+
+def nhc(doc: Dict[str, Any]) -> Tuple[str, int]:
+    code = CONTRACT[doc["status"]]
+    return ("" if code == 0 else doc["summary_line"] + "\n"), code
+
+
+def npd(doc: Dict[str, Any]) -> Tuple[str, int]:
+    code = {0: 0, 1: 1, 3: 2}[CONTRACT[doc["status"]]]
+    return doc["summary_line"] + "\n", code
+
+
+def _counts(doc: Dict[str, Any]) -> Dict[str, int]:
+    verdicts = doc.get("summary", {}).get("verdicts", {})
+    return {v: int(verdicts.get(v, 0)) for v in ("ok", "degraded", "fail", "unknown")}
+
+
+def nagios(doc: Dict[str, Any]) -> Tuple[str, int]:
+    sev = {s: sum(1 for f in doc["findings"] if f["severity"] == s) for s in ("error", "warning", "info")}
+    if doc["status"] == "unknown" and not sev["error"]:
+        state, code = "UNKNOWN", 3
+    elif sev["error"]:
+        state, code = "CRITICAL", 2
+    elif sev["warning"]:
+        state, code = "WARNING", 1
+    else:
+        state, code = "OK", 0
+    c = _counts(doc)
+    perf = (f"pairs={len(doc['pairs'])};;;0 ok={c['ok']};;;0 degraded={c['degraded']};;;0 fail={c['fail']};;;0 "
+            f"unknown={c['unknown']};;;0 errors={sev['error']};;;0 warnings={sev['warning']};;;0")
+    lines = [f"GDRCHECK {state} - {doc['summary_line']} | {perf}"]
+    lines += [f"{f['code']} {f['severity']}: {f['message']}" for f in doc["findings"]
+              if f["severity"] in ("error", "warning")]
+    return "\n".join(lines) + "\n", code
+
+
+def check_text(doc: Dict[str, Any]) -> Tuple[str, int]:
+    """The gate as a person reads it: the verdict line, then each finding with where to read the fix."""
+    code = CONTRACT[doc["status"]]
+    word = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN"}[doc["status"]]
+    host = doc.get("host") or "this input"
+    lines: List[str] = [f"gdrcheck {word} on {host}: {doc['summary_line']}"]
+    c = _counts(doc)
+    lines.append("pairs: " + ", ".join(f"{n} {v}" for v, n in c.items() if n) if doc["pairs"] else "pairs: none")
+    shown = [f for f in doc["findings"] if f["severity"] != "info" or f.get("effect") == "unknown"]
+    for f in shown:
+        subject = ",".join(f["subject"][:3]) + (f" (+{len(f['subject']) - 3})" if len(f["subject"]) > 3 else "")
+        lines.append(f"  {f['code']} {f['severity']:<7} {subject}: {f['message']}")
+    quiet = len(doc["findings"]) - len(shown)
+    if quiet:
+        lines.append(f"  ({quiet} informational finding{'s' if quiet > 1 else ''}: gdrcheck pairs shows them)")
+    if shown:
+        lines.append("fixes: gdrcheck explain CODE")
+    return "\n".join(lines) + "\n", code

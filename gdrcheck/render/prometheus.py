@@ -1,0 +1,136 @@
+"""The node_exporter textfile: ``gdrcheck_*`` metrics with bounded labels, no timestamps.
+
+Pure function of the documents the other formats print. Series per node are
+bounded by device and finding-code counts; per-pair series only on request
+(``--per-pair-metrics``: 124 series on an 8 GPU, 8 NIC, 4 NVMe node, which across
+thousands of nodes is a cardinality decision for the site). No host label:
+Prometheus adds ``instance``. Timestamps are values, never sample timestamps
+(node_exporter skips a textfile that carries them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+CAPABILITY = {"gpu-nic": "gdr", "gpu-gpu": "p2p", "gpu-nvme": "gds"}
+RESULT = {"ok": "supported", "degraded": "supported", "fail": "unsupported", "unknown": "unknown"}
+
+
+def _esc(v: object) -> str:
+    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(labels: Dict[str, object]) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items()) + "}"
+
+
+def _num(v: float) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int) or float(v).is_integer():
+        return str(int(v))
+    return repr(float(v))
+
+
+class _Out:
+    def __init__(self) -> None:
+        self.lines: List[str] = []
+
+    def metric(self, name: str, kind: str, help_text: str,
+               samples: Iterable[Tuple[Dict[str, object], float]]) -> None:
+        self.lines.append(f"# HELP {name} {help_text}")
+        self.lines.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            self.lines.append(f"{name}{_labels(labels)} {_num(value)}")
+
+
+def check_results(doc: Dict[str, Any]) -> Dict[str, str]:
+    """pass / fail / unknown per capability (gdr, p2p, gds): fail when a pair of that kind fails or an
+    error-level finding concerns one (ACS redirect leaves a path working but is still a failed check)."""
+    errors = {f["code"] for f in doc["findings"] if f["severity"] == "error"}
+    out: Dict[str, str] = {}
+    for kind, cap in CAPABILITY.items():
+        mine = [p for p in doc["pairs"] if p["kind"] == kind]
+        verdicts = {p["verdict"] for p in mine}
+        failed = "fail" in verdicts or any(c in errors for p in mine for c in p["findings"])
+        out[cap] = "fail" if failed else "unknown" if "unknown" in verdicts else "pass"
+    return out
+
+
+def link_degraded(topology: Dict[str, Any]) -> List[Tuple[str, bool]]:
+    """GPUs, NICs and NVMe drives, and whether the link runs below its maximum.
+
+    Width below max counts for all; speed only for NICs and drives (an idle GPU
+    lowers its speed to save power).
+    """
+    out = []
+    for d in topology["devices"]:
+        if d["kind"] not in ("gpu", "nic", "nvme"):
+            continue
+        k = d.get("link") or {}
+        cw, mw, cs, ms = (k.get("current_width"), k.get("max_width"), k.get("current_speed_gts"),
+                          k.get("max_speed_gts"))
+        low = bool(cw and mw and cw < mw)
+        if d["kind"] != "gpu" and cs and ms and cs < ms:
+            low = True
+        out.append((d["bdf"], low))
+    return out
+
+
+def render_prometheus(pairs: Dict[str, Any], bar1: Optional[Dict[str, Any]], topology: Dict[str, Any],
+                      version: str, duration: float, now: float, per_pair: bool = False) -> str:
+    o = _Out()
+    o.metric("gdrcheck_build_info", "gauge", "gdrcheck version (always 1).", [({"version": version}, 1)])
+    fp = pairs.get("fingerprint") or {}
+    o.metric("gdrcheck_topology_info", "gauge",
+             "The node's fingerprint: nodes built alike share 'fingerprint' (shape) (always 1).",
+             [({"fingerprint": str(fp.get("shape", ""))[:23], "topology": str(fp.get("topology", ""))[:23]}, 1)])
+    kinds = {"gpu": 0, "nic": 0, "nvme": 0}
+    for d in topology["devices"]:
+        if d["kind"] in kinds:
+            kinds[d["kind"]] += 1
+    o.metric("gdrcheck_devices", "gauge", "GPUs, NICs and NVMe drives seen on PCIe.",
+             [({"kind": k}, n) for k, n in kinds.items()])
+    counts: Dict[Tuple[str, str], int] = {}
+    for p in pairs["pairs"]:
+        key = (p["kind"], RESULT[p["verdict"]])
+        counts[key] = counts.get(key, 0) + 1
+    o.metric("gdrcheck_pairs", "gauge", "Pairs by kind, capability and result.",
+             [({"kind": kind, "capability": cap, "result": res}, counts.get((kind, res), 0))
+              for kind, cap in CAPABILITY.items() for res in ("supported", "unsupported", "unknown")])
+    results = check_results(pairs)
+    o.metric("gdrcheck_check_result", "gauge",
+             "Result of each check (gdr, p2p, gds): 1 for the result in force, 0 for the others.",
+             [({"check": cap, "result": res}, 1 if results[cap] == res else 0)
+              for cap in ("gdr", "p2p", "gds") for res in ("pass", "fail", "unknown")])
+    status = pairs.get("status", "unknown")
+    o.metric("gdrcheck_status", "gauge", "The node's status (pass, fail, unknown): 1 for the one in force.",
+             [({"status": s}, 1 if status == s else 0) for s in ("pass", "fail", "unknown")])
+    codes: Dict[Tuple[str, str], int] = {}
+    for f in pairs["findings"]:
+        key = (f["code"], f["severity"])
+        codes[key] = codes.get(key, 0) + max(1, len(f.get("subject") or ()))
+    o.metric("gdrcheck_findings", "gauge", "Subjects (devices, pairs, facilities) per finding code.",
+             [({"code": c, "severity": s}, n) for (c, s), n in sorted(codes.items())])
+    gpus = (bar1 or {}).get("gpus") or []
+    o.metric("gdrcheck_bar1_total_bytes", "gauge", "BAR1 aperture per GPU.",
+             [({"gpu": g["bdf"]}, g["bar1_total_bytes"]) for g in gpus if g.get("bar1_total_bytes") is not None])
+    o.metric("gdrcheck_bar1_used_bytes", "gauge", "BAR1 in use per GPU.",
+             [({"gpu": g["bdf"]}, g["bar1_used_bytes"]) for g in gpus if g.get("bar1_used_bytes") is not None])
+    o.metric("gdrcheck_pcie_link_degraded", "gauge",
+             "1 when the device's PCIe link runs below its maximum width (or speed, for NICs and NVMe).",
+             [({"device": b}, low) for b, low in link_degraded(topology)])
+    if per_pair:
+        verdict_value = {"ok": 0, "degraded": 1, "unknown": 2, "fail": 3}
+        o.metric("gdrcheck_pair_verdict", "gauge",
+                 "Verdict per pair: 0 ok, 1 degraded, 2 unknown, 3 fail.",
+                 [({"a": p["a"], "b": p["b"], "kind": p["kind"], "path": p["path"] or "unknown"},
+                   verdict_value[p["verdict"]]) for p in pairs["pairs"]])
+    o.metric("gdrcheck_timed_out", "gauge", "1 when the run's --timeout ran out.",
+             [({}, bool(pairs.get("timed_out")))])
+    o.metric("gdrcheck_last_run_timestamp_seconds", "gauge", "When this file was written (Unix time).",
+             [({}, round(now, 3))])
+    o.metric("gdrcheck_run_duration_seconds", "gauge", "How long the run took.", [({}, round(duration, 4))])
+    return "\n".join(o.lines) + "\n"

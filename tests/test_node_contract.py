@@ -1,0 +1,287 @@
+"""The per-node contract for fleets: --timeout, --output, NODE_NAME, determinism, fingerprint, check formats."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cli_util import ROOT, assert_clean_error, run
+from scenarios import scenario
+
+SLEEP = "/bin/sleep" if os.path.exists("/bin/sleep") else "/usr/bin/sleep"
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory):
+    base = tmp_path_factory.mktemp("trees")
+    return {c: scenario(base / c, c) for c in ("healthy-gdr-node", "acs-redirect-on-switch",
+                                                  "no-peer-memory-module", "config-space-not-root")}
+
+
+def _hanging_tool(tmp_path: Path) -> Path:
+    d = tmp_path / "tools"
+    d.mkdir()
+    exe = d / "nvidia-smi"
+    exe.write_text(f"#!/bin/sh\nexec {SLEEP} 60\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    return d
+
+
+# -- --timeout -------------------------------------------------------------------------------------------
+
+
+def test_timeout_gives_a_partial_result_with_unknown_verdicts_and_exit_3(tmp_path):
+    tools = _hanging_tool(tmp_path)
+    t0 = time.monotonic()
+    p = run("pairs", "--json", "--timeout", "1", env={"GDRCHECK_TOOL_PATH": str(tools)})
+    took = time.monotonic() - t0
+    assert p.returncode == 3, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["timed_out"] is True and doc["status"] == "unknown"
+    assert doc["summary_line"].startswith("GDR122 ")
+    assert any(f["code"] == "GDR122" and "nvidia-smi" in f["subject"] for f in doc["findings"])
+    assert all(p["verdict"] in ("unknown", "fail") for p in doc["pairs"])
+    smi = [c for c in doc["collectors"] if c["name"] == "nvidia-smi"]
+    assert smi and smi[0]["status"] == "unavailable"
+    assert "GDR122" in p.stderr and "Traceback" not in p.stderr
+    assert took < 15  # the hanging tool was given up on, not waited for (60 s)
+
+
+def test_timeout_zero_means_no_deadline_and_a_normal_run_is_not_timed_out(trees):
+    p = run("pairs", "--json", "--timeout", "0", "--from", trees["healthy-gdr-node"])
+    doc = json.loads(p.stdout)
+    assert p.returncode == 0 and doc["timed_out"] is False and doc["status"] == "pass"
+
+
+def test_watchdog_ends_a_run_stuck_past_the_deadline(tmp_path):
+    """A 1000-device chassis takes far longer than 0.3 s to judge: the watchdog answers for it."""
+    tree = tmp_path / "chassis"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gen_tree.py"), "--chassis", "1000", str(tree)],
+                   check=True, capture_output=True)
+    t0 = time.monotonic()
+    p = run("pairs", "--json", "--timeout", "0.3", "--from", tree)
+    took = time.monotonic() - t0
+    assert p.returncode == 3, (p.stdout[-300:], p.stderr)
+    doc = json.loads(p.stdout)
+    assert doc["timed_out"] is True and doc["pairs"] == [] and doc["host"] is None
+    assert doc["findings"][0]["code"] == "GDR122"
+    assert p.stderr.strip().startswith("gdrcheck: GDR122")
+    assert took < 10
+
+
+def test_watchdog_under_npd_answers_unknown_within_80_bytes(tmp_path):
+    tree = tmp_path / "chassis"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gen_tree.py"), "--chassis", "600", str(tree)],
+                   check=True, capture_output=True)
+    p = run("check", "--format", "npd", "--timeout", "0.2", "--from", tree)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert p.stdout.startswith("GDR122") and len(p.stdout.strip().encode()) <= 80
+
+
+def test_bad_timeout_is_a_usage_error():
+    assert_clean_error(run("pairs", "--timeout", "-1"))
+    assert_clean_error(run("pairs", "--timeout", "soon"))
+
+
+# -- --output ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [("pairs", "--json"), ("pairs",), ("topology", "--json"), ("bar1", "--json"),
+                                  ("check", "--format", "prometheus"), ("check", "--format", "nagios"),
+                                  ("fingerprint",)])
+def test_output_is_written_atomically_and_nothing_on_stdout(trees, tmp_path, args):
+    out = tmp_path / "out" / "report.txt"
+    out.parent.mkdir()
+    out.write_text("old content\n")
+    p = run(*args, "--from", trees["healthy-gdr-node"], "--output", out)
+    assert p.returncode in (0, 1, 3), p.stderr
+    assert p.stdout == ""
+    assert out.read_text() != "old content\n" and out.read_text().endswith("\n")
+    assert sorted(os.listdir(out.parent)) == ["report.txt"]  # no temporary file left behind
+    assert oct(out.stat().st_mode & 0o777) == "0o644"
+    if args[-1] == "--json":
+        json.loads(out.read_text())
+
+
+def test_output_into_a_missing_or_unwritable_place_is_a_one_line_error(trees, tmp_path):
+    assert_clean_error(run("pairs", "--from", trees["healthy-gdr-node"], "-o", tmp_path / "nope" / "x.json"))
+    assert_clean_error(run("pairs", "--from", trees["healthy-gdr-node"], "-o", tmp_path))
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        if os.access(ro, os.W_OK):
+            pytest.skip("running as root: a read-only directory is still writable")
+        assert_clean_error(run("pairs", "--from", trees["healthy-gdr-node"], "-o", ro / "x.json"))
+    finally:
+        ro.chmod(0o755)
+
+
+# -- host name and determinism ---------------------------------------------------------------------------------
+
+
+def test_node_name_wins_over_the_system_host_name_live():
+    p = run("pairs", "--json", env={"NODE_NAME": "gpu-k8s-017", "GDRCHECK_TOOL_PATH": "/nonexistent"})
+    assert json.loads(p.stdout)["host"] == "gpu-k8s-017"
+
+
+def test_node_name_does_not_rename_a_replayed_input(trees):
+    p = run("pairs", "--json", "--from", trees["healthy-gdr-node"], env={"NODE_NAME": "someone-else"})
+    assert json.loads(p.stdout)["host"] == "gpu-node-01"
+
+
+@pytest.mark.parametrize("args", [("pairs", "--json"), ("check", "--format", "json"), ("fingerprint", "--json"),
+                                  ("topology", "--json"), ("check", "--format", "nhc")])
+def test_identical_input_gives_identical_bytes(trees, tmp_path, args):
+    import shutil
+
+    other = tmp_path / "copy"
+    shutil.copytree(trees["acs-redirect-on-switch"], other, symlinks=True)
+    a = run(*args, "--from", trees["acs-redirect-on-switch"])
+    b = run(*args, "--from", other)
+    # the input's own path is named where the input is described; nothing else may differ
+    assert a.stdout.replace(str(trees["acs-redirect-on-switch"]), "IN") == b.stdout.replace(str(other), "IN")
+    assert a.returncode == b.returncode
+
+
+# -- fingerprint --------------------------------------------------------------------------------------------------
+
+
+def test_fingerprint_line_and_explain(trees):
+    p = run("fingerprint", "--from", trees["healthy-gdr-node"])
+    assert p.returncode == 0
+    line = p.stdout.strip()
+    assert "\n" not in line
+    fields = dict(f.split("=", 1) for f in line.split())
+    assert fields["shape"].startswith("sha256:") and len(fields["shape"]) == 23
+    assert fields["gpus"] == "4x10de:2335" and fields["nics"] == "2x15b3:1021" and fields["nvme"] == "2x144d:a80a"
+    assert fields["gpu-gpu"] == "NV18:6" and fields["gpu-nic"] == "PIX:4,SYS:4"
+    assert fields["acs"] == "off" and fields["iommu"] == "passthrough" and fields["peermem"] == "loaded"
+    assert fields["driver"] == "580.95.05"
+    explain = run("fingerprint", "--explain", "--from", trees["healthy-gdr-node"]).stdout.splitlines()
+    assert "pair[gpu0,nic0]=PIX" in explain and "host.module.nvidia_peermem=loaded" in explain
+    assert all("=" in ln for ln in explain)
+    addressed = run("fingerprint", "--explain", "--addresses", "--from", trees["healthy-gdr-node"]).stdout
+    assert "pair[0000:03:00.0,0000:05:00.0]=PIX" in addressed
+
+
+def test_fingerprint_changes_with_what_matters_only(trees):
+    def fp(case):
+        return json.loads(run("fingerprint", "--json", "--from", trees[case]).stdout)
+
+    healthy, acs, peer = fp("healthy-gdr-node"), fp("acs-redirect-on-switch"), fp("no-peer-memory-module")
+    assert healthy["shape"] != acs["shape"] and healthy["shape"] != peer["shape"]
+    diff = set(acs["lines"]) ^ set(healthy["lines"])
+    assert diff and all(".acs=" in ln for ln in diff)
+    diff = {ln.split("=")[0] for ln in set(peer["lines"]) ^ set(healthy["lines"])}
+    assert "host.module.nvidia_peermem" in diff and all(k.startswith("host.") for k in diff)
+
+
+def test_fingerprint_ignores_what_changes_by_the_moment(trees, tmp_path):
+    """BAR1 in use, processes, the GPU's idle link speed and the host name do not move it."""
+    import shutil
+
+    other = tmp_path / "busy"
+    shutil.copytree(trees["healthy-gdr-node"], other, symlinks=True)
+    (other / "proc/sys/kernel/hostname").write_text("gpu-node-99\n")
+    nvml = json.loads((other / "gdrcheck/nvml.json").read_text())
+    text = json.dumps(nvml).replace('"bar1_used_bytes": 1703936', '"bar1_used_bytes": 99999999')
+    (other / "gdrcheck/nvml.json").write_text(text)
+    gpu0 = other / "sys/bus/pci/devices/0000:03:00.0"
+    (gpu0 / "current_link_speed").write_text("2.5 GT/s PCIe\n")
+    a = json.loads(run("fingerprint", "--json", "--from", trees["healthy-gdr-node"]).stdout)
+    b = json.loads(run("fingerprint", "--json", "--from", other).stdout)
+    assert a["shape"] == b["shape"] and a["topology"] == b["topology"]
+
+
+def test_fingerprint_in_the_pairs_report(trees):
+    doc = json.loads(run("pairs", "--json", "--from", trees["healthy-gdr-node"]).stdout)
+    fp = doc["fingerprint"]
+    assert fp["shape"].startswith("sha256:") and len(fp["shape"]) == 71
+    assert fp["positions"]["gpu0"] == "0000:03:00.0" and fp["positions"]["bridge0"] == "0000:00:01.0"
+    assert fp["lines"] == sorted(fp["lines"], key=lambda s: [int(t) if t.isdigit() else t
+                                                          for t in __import__("re").split(r"(\d+)", s)])
+
+
+# -- check and its formats -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case,status", [("healthy-gdr-node", 0), ("acs-redirect-on-switch", 1),
+                                         ("no-peer-memory-module", 1), ("config-space-not-root", 3)])
+def test_check_nhc_is_silent_on_success_and_one_code_first_line_otherwise(trees, case, status):
+    p = run("check", "--format", "nhc", "--from", trees[case])
+    assert p.returncode == status
+    if status == 0:
+        assert p.stdout == ""
+    else:
+        lines = p.stdout.splitlines()
+        assert len(lines) == 1 and lines[0][:3] == "GDR" and lines[0][3:6].isdigit()
+        assert len(lines[0].encode()) <= 80
+
+
+@pytest.mark.parametrize("case,status", [("healthy-gdr-node", 0), ("acs-redirect-on-switch", 1),
+                                         ("config-space-not-root", 2)])
+def test_check_npd_speaks_the_plugin_protocol(trees, case, status):
+    p = run("check", "--format", "npd", "--from", trees[case])
+    assert p.returncode == status
+    out = p.stdout.strip()
+    assert "\n" not in out and 0 < len(out.encode()) <= 80
+    assert out.startswith("OK ") if status == 0 else out.startswith("GDR")
+
+
+@pytest.mark.parametrize("case,state,status", [("healthy-gdr-node", "OK", 0),
+                                               ("acs-redirect-on-switch", "CRITICAL", 2),
+                                               ("config-space-not-root", "UNKNOWN", 3)])
+def test_check_nagios_states(trees, case, state, status):
+    p = run("check", "--format", "nagios", "--from", trees[case])
+    assert p.returncode == status
+    first = p.stdout.splitlines()[0]
+    assert first.startswith(f"GDRCHECK {state} - ") and " | pairs=" in first
+
+
+def test_check_nagios_usage_error_is_unknown_not_critical():
+    p = run("check", "--format", "nagios", "--require", "everything")
+    assert p.returncode == 3 and "Traceback" not in p.stderr
+
+
+def test_check_require_limits_the_gate_to_those_pairs(trees):
+    gdr = json.loads(run("check", "--format", "json", "--require", "gdr",
+                         "--from", trees["no-peer-memory-module"]).stdout)
+    p2p = run("check", "--format", "json", "--require", "p2p", "--from", trees["no-peer-memory-module"])
+    assert {p["kind"] for p in gdr["pairs"]} == {"gpu-nic"} and gdr["status"] == "fail"
+    assert p2p.returncode == 0 and {p["kind"] for p in json.loads(p2p.stdout)["pairs"]} == {"gpu-gpu"}
+    # the fingerprint is the whole node's whatever the gate looks at
+    assert json.loads(p2p.stdout)["fingerprint"] == gdr["fingerprint"]
+
+
+def test_check_jsonl_and_pairs_jsonl_are_one_line(trees):
+    for args in (("check", "--jsonl"), ("pairs", "--jsonl"), ("check", "--format", "jsonl")):
+        p = run(*args, "--from", trees["healthy-gdr-node"])
+        assert p.stdout.count("\n") == 1 and json.loads(p.stdout)["format_version"] == "1.1"
+
+
+def test_check_prometheus_textfile(trees):
+    p = run("check", "--format", "prometheus", "--from", trees["acs-redirect-on-switch"])
+    assert p.returncode == 1
+    samples = [ln for ln in p.stdout.splitlines() if ln and not ln.startswith("#")]
+    assert all(ln.startswith("gdrcheck_") for ln in samples)
+    # no sample timestamps: every line is 'name{labels} value'
+    import re
+
+    assert all(re.fullmatch(r'gdrcheck_[a-z0-9_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? -?[0-9.e+]+', ln)
+               for ln in samples), samples
+    text = p.stdout
+    assert 'gdrcheck_check_result{check="gdr",result="fail"} 1' in text
+    assert 'gdrcheck_findings{code="GDR040",severity="error"} 8' in text
+    assert 'gdrcheck_devices{kind="gpu"} 4' in text
+    assert 'gdrcheck_bar1_total_bytes{gpu="0000:03:00.0"} 274877906944' in text
+    assert "gdrcheck_pair_verdict" not in text
+    per_pair = run("check", "--format", "prometheus", "--per-pair-metrics", "--from", trees["healthy-gdr-node"])
+    assert per_pair.stdout.count("gdrcheck_pair_verdict{") == 22
