@@ -15,7 +15,6 @@ Pure: a function of the report.
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from gdrcheck.model import bdf_key
@@ -173,26 +172,23 @@ def fingerprint(report) -> Fingerprint:
         cls = p.pcie_path or ("?" + "|".join(p.candidates) if p.candidates else "?")
         add("pair[{0},{1}]", cls if p.path == p.pcie_path or p.path is None else f"{p.path}/{cls}", p.a, p.b)
 
-    def render(names: Dict[str, str]) -> List[str]:
-        lines = []
+    def render(names: Dict[str, str], order: Dict[str, object]) -> List[str]:
+        # sorted per thing (host facts, then each device, bridge and pair in position or address order)
+        keyed = []
         for addrs, key, value in facts:
             shown = [names.get(a, a) for a in addrs]
-            lines.append(key.format(*shown) + "=" + (shown[value] if isinstance(value, int) else str(value)))
-        return sorted(lines, key=_natural)
+            line = key.format(*shown) + "=" + (shown[value] if isinstance(value, int) else str(value))
+            keyed.append(((key.split("[", 1)[0], tuple(order[a] for a in addrs), key), line))
+        keyed.sort()
+        return [line for _k, line in keyed]
 
-    shape_lines = render(pos)
-    topology_lines = render({})
+    shape_order = {b: _pos_key(n) for b, n in pos.items()}
+    addr_order = {b: (bdf_key(b) if b.count(":") == 2 else bdf_key(b + ":00.0")) for b in pos}
+    shape_lines = render(pos, shape_order)
+    topology_lines = render({}, addr_order)
     used = {a for addrs, _k, _v in facts for a in addrs}
     by_pos = {name: bdf for bdf, name in pos.items() if bdf in used}
     return Fingerprint(shape_lines, topology_lines, dict(sorted(by_pos.items(), key=lambda kv: _pos_key(kv[0]))))
-
-
-def _natural(text: str) -> List[object]:
-    """Sort key: digit runs as numbers (``bridge2`` before ``bridge10``)."""
-    return [int(t) if t.isdigit() else t for t in _DIGITS.split(text)]
-
-
-_DIGITS = re.compile(r"(\d+)")
 
 
 def _pos_key(name: str) -> Tuple[str, int]:

@@ -206,8 +206,12 @@ def test_fingerprint_in_the_pairs_report(trees):
     fp = doc["fingerprint"]
     assert fp["shape"].startswith("sha256:") and len(fp["shape"]) == 71
     assert fp["positions"]["gpu0"] == "0000:03:00.0" and fp["positions"]["bridge0"] == "0000:00:01.0"
-    assert fp["lines"] == sorted(fp["lines"], key=lambda s: [int(t) if t.isdigit() else t
-                                                          for t in __import__("re").split(r"(\d+)", s)])
+    lines = fp["lines"]
+    assert len(set(lines)) == len(lines)
+    # host facts first, then each thing in position order, its lines together
+    assert lines.index("device[gpu0].id=10de:2335") < lines.index("device[gpu0].numa=0") < \
+        lines.index("device[gpu1].id=10de:2335")
+    assert lines.index("bridge[bridge2].acs=off") < lines.index("bridge[bridge10].acs=off")
 
 
 # -- check and its formats -----------------------------------------------------------------------------------------
