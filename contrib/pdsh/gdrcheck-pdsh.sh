@@ -26,9 +26,9 @@ read -r -a pdsh_opts <<<"${PDSH_OPTS:-}"
 
 # The command goes as separate words: the exec module runs them as argv (with %h replaced by the
 # node name), ssh joins them into one remote command line.
-pdsh "${pdsh_opts[@]}" -w "$nodes" -f "${GDRCHECK_FANOUT:-256}" -u "$((${timeout%.*} + 20))" \
+pdsh -S "${pdsh_opts[@]}" -w "$nodes" -f "${GDRCHECK_FANOUT:-256}" -u "$((${timeout%.*} + 20))" \
     "$GDRCHECK" pairs --jsonl --timeout "$timeout" "$@" |
     "$GDRCHECK" fleet summarize --input-format prefixed --expect "$nodes" -
 rc=("${PIPESTATUS[@]}")
-echo "pdsh exit status: ${rc[0]}" >&2
+echo "pdsh exit status (the highest node status): ${rc[0]}" >&2
 exit "${rc[1]}"
