@@ -76,7 +76,7 @@ def _parse(raw: bytes) -> Tuple[Optional[dict], Optional[str]]:
         return None, "JSON nests too deeply"
     except ValueError as e:
         pos = getattr(e, "pos", None)
-        if pos is not None and pos >= len(raw.rstrip()):
+        if (pos is not None and pos >= len(raw.rstrip())) or str(e).startswith("Unterminated string"):
             return None, "truncated JSON (cut off mid-write?)"
         return None, "not JSON" + (" (a traceback?)" if b"Traceback" in raw[:4096] else "")
     problem = report_problem(doc)
