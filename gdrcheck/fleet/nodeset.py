@@ -17,6 +17,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 # names ClusterShell's parser reads as plain node names (no operators, groups or brackets)
 _SAFE = re.compile(r"^[A-Za-z0-9._+-]+$")
 _LAST_NUMBER = re.compile(r"^(.*?)(\d+)(\D*)$")
+_SEVERAL_NUMBERS = re.compile(r"^\D*\d+\D+\d")
 _RANGE = re.compile(r"^(\d+)(?:-(\d+)(?:/(\d+))?)?$")
 EXPAND_MAX = 1_000_000
 
@@ -41,6 +42,8 @@ def fold(names: Iterable[str], use_clustershell: bool = True) -> str:
     names = sorted(set(names))
     if not names:
         return ""
+    if not any(_SEVERAL_NUMBERS.match(n) for n in names):
+        return fold_own(names)  # the same text as ClusterShell's (tests/test_nodeset.py), and faster
     NodeSet = _clustershell() if use_clustershell else None
     if NodeSet is not None and all(_SAFE.match(n) for n in names):
         try:
