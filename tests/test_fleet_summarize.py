@@ -9,7 +9,6 @@ import shutil
 import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -198,7 +197,7 @@ def test_unknown_and_timed_out_nodes_are_listed_apart_from_failing_ones(tmp_path
     assert code == 3, out
     assert "unknown (could not decide): 2 nodes" in out
     assert "  timed out: 1 node gpu006" in out
-    assert "  GDR041 acs-state-unknown 0000:02:00.0 (+7 more): 1 node gpu005" in out
+    assert "  GDR041 acs-state-unknown: 1 node gpu005" in out
     assert "failing" not in out
     doc = fleet_json(d)
     # a timed-out report is partial: not grouped, its findings not counted
@@ -210,6 +209,22 @@ def test_unknown_and_timed_out_nodes_are_listed_apart_from_failing_ones(tmp_path
     fd.write_fleet(d, {"gpu007": docs["gpu007"]})
     code, out, _ = fleet(d)
     assert code == 1 and "failing: 1 node gpu007" in out
+
+
+def test_unknown_reasons_fold_across_nodes_and_are_capped_in_text(tmp_path):
+    docs = healthy(2)
+    for i in range(3, 6):
+        docs[f"gpu{i:03d}"] = fd.report(f"gpu{i:03d}", status="unknown",
+                                        summary_line=f"GDR041 acs-state-unknown 0000:0{i}:00.0 (+{i} more)")
+    for i in range(6, 36):
+        docs[f"gpu{i:03d}"] = fd.report(f"gpu{i:03d}", status="unknown", summary_line=f"GDR{i:03d} rule-{i}")
+    d = fd.write_fleet(tmp_path / "out", docs)
+    doc = fleet_json(d)
+    assert {"reason": "GDR041 acs-state-unknown", "timed_out": False, "count": 3,
+            "nodes": "gpu[003-005]"} in doc["unknown"]
+    assert len(doc["unknown"]) == 31
+    _, out, _ = fleet(d)
+    assert "  (+11 more reasons)" in out
 
 
 def test_findings_by_severity_then_code_with_folded_nodes_and_one_sample(tmp_path):
@@ -230,7 +245,8 @@ def test_findings_by_severity_then_code_with_folded_nodes_and_one_sample(tmp_pat
     assert s == {"node": "gpu003", "message": "GDR040 on 0000:02:03.0 of gpu003", "subject": ["0000:02:03.0"]}
     assert doc["findings"][0]["name"] == "acs-redirect-on-path"
     _, out, _ = fleet(d)
-    assert ["GDR040", "error", "acs-redirect-on-path", "4", "gpu[003-005,009]"] in [ln.split() for ln in out.splitlines()]
+    rows = [ln.split() for ln in out.splitlines()]
+    assert ["GDR040", "error", "acs-redirect-on-path", "4", "gpu[003-005,009]"] in rows
     assert "e.g. gpu003: GDR040 on 0000:02:03.0 of gpu003" in out
 
 
@@ -272,9 +288,10 @@ def test_jsonl_names_nodes_by_their_host(tmp_path):
     docs = healthy(5)
     docs["gpu006"] = fd.report(None)
     p = tmp_path / "sweep.out"
-    p.write_text("".join(fd.dumps(x) + "\n" + ("\n" if i == 2 else "") for i, x in enumerate(docs.values())))
+    p.write_text("".join(fd.dumps(x) + "\n" + ("\nsrun: warning: a line between reports\n" if i == 2 else "")
+                         for i, x in enumerate(docs.values())))
     doc = fleet_json(p)
-    assert doc["groups"][0]["nodes"] == "gpu[001-005],sweep:7"
+    assert doc["groups"][0]["nodes"] == "gpu[001-005],sweep:8" and doc["unreadable"] == []
     # a .jsonl file holding one report is still named by its host
     one = fd.write(tmp_path / "one.jsonl", docs["gpu002"])
     assert fleet_json(one)["groups"][0]["nodes"] == "gpu002"

@@ -170,8 +170,8 @@ def _read_lines(first: bytes, doc, problem, f, name, label, jsonl) -> Iterator[I
     lineno = 1
     for line in f:
         lineno += 1
-        if not line.strip():
-            continue
+        if not line.lstrip().startswith(b"{"):
+            continue  # blank lines, or a warning printed between reports
         if pending is not None:
             yield _line_item(*pending, label)
             pending = None

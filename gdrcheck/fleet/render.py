@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Optional
 DIFF_SHOWN = 20      # diff lines shown per group; the JSON document has them all
 VARIANT_SHOWN = 8    # address differences shown per topology variant
 SAMPLE_WIDTH = 160
+REASONS_SHOWN = 20   # unknown/unreadable reasons shown; the JSON document has them all
 RENUMBERED = "same shape, different addresses (renumbered buses)"
 
 
@@ -94,7 +95,8 @@ def render_text(doc: Dict[str, Any]) -> str:
         nw = max(len(f["name"] or "") for f in doc["findings"])
         cw = max(len(str(f["count"])) for f in doc["findings"])
         for f in doc["findings"]:
-            out.append(f"  {f['code']}  {f['severity']:<7}  {(f['name'] or ''):<{nw}}  {f['count']:>{cw}}  {f['nodes']}")
+            name = f["name"] or ""
+            out.append(f"  {f['code']}  {f['severity']:<7}  {name:<{nw}}  {f['count']:>{cw}}  {f['nodes']}")
             s = f["sample"]
             msg = s["message"] if len(s["message"]) <= SAMPLE_WIDTH else s["message"][:SAMPLE_WIDTH - 3] + "..."
             out.append(f"        e.g. {s['node']}: {msg}")
@@ -107,8 +109,10 @@ def render_text(doc: Dict[str, Any]) -> str:
         entries = doc[key]
         if entries:
             out.append(f"{title}: {_count(sum(e['count'] for e in entries))}")
-            for e in entries:
+            for e in entries[:REASONS_SHOWN]:
                 out.append(f"  {e['reason']}: {_set(e)}")
+            if len(entries) > REASONS_SHOWN:
+                out.append(f"  (+{len(entries) - REASONS_SHOWN} more reasons)")
     if doc["nodes"]["expected"] is not None:
         out.append(f"missing (no report): {_set(doc['missing'])}")
         if doc["unexpected"]["count"]:
@@ -165,8 +169,11 @@ def render_md(doc: Dict[str, Any]) -> str:
         lists.append(("Failing", [f"{_count(doc['failing']['count'])}: {_code(doc['failing']['nodes'])}"]))
     for key, title in (("unknown", "Unknown (could not decide)"), ("unreadable", "Unreadable reports")):
         if doc[key]:
-            lists.append((title, [f"{_cell(e['reason'])}: {_count(e['count'])} {_code(e['nodes'])}"
-                                  for e in doc[key]]))
+            items = [f"{_cell(e['reason'])}: {_count(e['count'])} {_code(e['nodes'])}"
+                     for e in doc[key][:REASONS_SHOWN]]
+            if len(doc[key]) > REASONS_SHOWN:
+                items.append(f"(+{len(doc[key]) - REASONS_SHOWN} more reasons)")
+            lists.append((title, items))
     if n["expected"] is not None and doc["missing"]["count"]:
         lists.append(("Missing (no report)", [f"{_count(doc['missing']['count'])}: {_code(doc['missing']['nodes'])}"]))
     if doc["unexpected"]["count"]:

@@ -95,8 +95,7 @@ class Fleet:
         elif fp is None:
             reason = NO_FINGERPRINT
         elif status == "unknown":
-            line = doc.get("summary_line")
-            reason = " ".join(line.split())[:120] if isinstance(line, str) and line.strip() else "status unknown"
+            reason = _unknown_reason(doc.get("summary_line"))
         codes = 0
         if not timed_out:
             codes = self._findings(name, doc["findings"])
@@ -239,6 +238,16 @@ class Fleet:
             out.append({"code": code, "name": names.get(code), "severity": sev, **_set_doc(nodes),
                         "sample": {"node": node, "message": message, "subject": subject}})
         return out
+
+
+def _unknown_reason(line) -> str:
+    """``GDR041 acs-state-unknown 0000:02:00.0 (+7 more)`` -> ``GDR041 acs-state-unknown``: folds across nodes."""
+    words = line.split() if isinstance(line, str) else []
+    if not words:
+        return "status unknown"
+    if re.match(r"^[A-Z]+\d+$", words[0]):
+        return " ".join(words[:2])
+    return " ".join(words)[:120]
 
 
 def _rule_names() -> Dict[str, str]:
