@@ -45,6 +45,34 @@ class Deadline:
         if what not in self.missed:
             self.missed.append(what)
 
+    def begin(self, what: str, fn: Callable[[], T]) -> Callable[[], Optional[T]]:
+        """Begin ``fn()`` in a daemon thread now; the returned waiter gives its value (re-raising its
+        error), or None with ``what`` recorded when it has not answered by the deadline.
+
+        Used to let the driver work (NVML calls release the GIL) while sysfs is read.
+        """
+        box: dict = {}
+
+        def work() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                box["error"] = e
+
+        t = threading.Thread(target=work, name=f"gdrcheck-{what}", daemon=True)
+        t.start()
+
+        def wait() -> Optional[T]:
+            t.join(self.remaining())
+            if t.is_alive():
+                self.miss(what)
+                return None
+            if "error" in box:
+                raise box["error"]
+            return box.get("value")
+
+        return wait
+
     def call(self, what: str, fn: Callable[[], T]) -> Optional[T]:
         """``fn()`` within the time left; None (and ``what`` recorded) when it did not answer in time.
 

@@ -54,6 +54,11 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
 
     say = progress or (lambda _msg: None)
     statuses: List[CollectorStatus] = []
+    pending_nvml = None
+    if want_driver and src.live:
+        from gdrcheck.collectors.nvml import begin_nvml
+
+        pending_nvml = begin_nvml(src)  # the driver answers while sysfs is read
     say("reading PCI devices")
     devices, root_numa, st = collect_sysfs_pci(src, endpoint_config=endpoint_config)
     statuses.append(st)
@@ -80,7 +85,7 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
         from gdrcheck.collectors.driver import collect_driver
 
         say("asking the NVIDIA driver (NVML, nvidia-smi)")
-        drv = collect_driver(src, devices)
+        drv = collect_driver(src, devices, nvml=pending_nvml)
         gpus, nvlinks, p2p, shows_nvlink = drv.gpus, drv.nvlinks, drv.p2p_status, drv.shows_nvlink
         statuses.extend(drv.statuses)
         devices = drv.renumber(devices)

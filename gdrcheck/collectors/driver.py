@@ -63,11 +63,12 @@ def _missing(gpus: Sequence[DriverGpu], devices: Sequence[PciFunction], who: str
     return out
 
 
-def collect_driver(src: Source, devices: Sequence[PciFunction]) -> DriverFacts:
+def collect_driver(src: Source, devices: Sequence[PciFunction], nvml=None) -> DriverFacts:
+    """``nvml``: the waiter :func:`gdrcheck.collectors.nvml.begin_nvml` gave, when NVML was asked early."""
     from gdrcheck.collectors.nvidia_smi import collect_nvidia_smi, rows_to_gpus
     from gdrcheck.collectors.nvml import collect_nvml
 
-    nv = collect_nvml(src)
+    nv = nvml() if nvml is not None else collect_nvml(src)
     facts = DriverFacts(statuses=[nv.status])
     if nv.answered:
         facts.gpus = _with_bus_view(src, nv.gpus, devices)

@@ -320,12 +320,26 @@ def _live_record(full: bool = True) -> Dict[str, Any]:
     return rec
 
 
-def collect_nvml(src: Source, query: Optional[Callable[[], Dict[str, Any]]] = None) -> NvmlFacts:
+def begin_nvml(src: Source) -> Callable[[], NvmlFacts]:
+    """Start asking NVML now, in a thread (its calls release the GIL, so the driver answers while
+    sysfs is read); the returned function waits (within the run's deadline) and gives the facts."""
+    from gdrcheck.deadline import Deadline
+
+    dl = src.deadline if src.deadline is not None else Deadline(None)
+    wait = dl.begin("nvml", lambda: _live_record(full=src.recording))
+    return lambda: collect_nvml(src, waiter=wait)
+
+
+def collect_nvml(src: Source, query: Optional[Callable[[], Dict[str, Any]]] = None,
+                 waiter: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> NvmlFacts:
     """NVML facts of the source: asked live, or replayed from ``/gdrcheck/nvml.json``."""
     if src.live:
         ask = query if query is not None else (lambda: _live_record(full=src.recording))
         try:
-            rec = src.deadline.call("nvml", ask) if src.deadline is not None else ask()
+            if waiter is not None:
+                rec = waiter()
+            else:
+                rec = src.deadline.call("nvml", ask) if src.deadline is not None else ask()
         except Exception as e:  # noqa: BLE001 - never a crash, whatever the bindings do
             rec = {"version": RECORD_VERSION, "init": error_doc(e), "gpus": [], "p2p": [], "topology": []}
         if rec is None:
