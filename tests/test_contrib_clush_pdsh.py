@@ -8,6 +8,7 @@ Nothing leaves tmp_path and no network is used.
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -197,3 +198,23 @@ def test_dshbak_d_writes_per_host_files_summarize_reads(fleet, tmp_path):
     assert sorted(x.name for x in out.iterdir()) == ["node01", "node02", "node03", "node04"]
     s = run(["gdrcheck", "fleet", "summarize", "--expect", "node[01-04]", out], env)
     assert s.returncode == 0, (s.stdout, s.stderr)
+
+
+# --- the scripts themselves --------------------------------------------------------------------
+
+SCRIPTS = [CONTRIB / "clush" / "gdrcheck-clush.sh", CONTRIB / "pdsh" / "gdrcheck-pdsh.sh"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_scripts_static(script):
+    assert os.access(script, os.X_OK)
+    assert run(["bash", "-n", script], None).returncode == 0
+    sc = engine("shellcheck")
+    p = run([sc, script], None)
+    assert p.returncode == 0, p.stdout
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_scripts_usage(script):
+    p = run(["bash", script], None)
+    assert p.returncode == 2 and p.stderr.startswith("usage: ")
