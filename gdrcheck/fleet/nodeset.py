@@ -103,6 +103,8 @@ def expand(text: str, use_clustershell: bool = True) -> List[str]:
             ns = NodeSet(text)
             if len(ns) > EXPAND_MAX:
                 raise NodeSetError(f"{len(ns)} nodes is more than {EXPAND_MAX}")
+            if not len(ns):
+                raise NodeSetError(f"{text!r} names no node (an unknown @group?)")
             return sorted(ns)
         except NodeSetError:
             raise
