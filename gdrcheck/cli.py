@@ -23,13 +23,17 @@ def from_option(f):
     return click.option("--from", "from_path", metavar="PATH", help=FROM_HELP)(f)
 
 
-def format_options(f):
+def format_options(f, formats=("text", "json")):
     f = click.option("--redact", is_flag=True,
                      help="replace the host name, serial numbers, UUIDs and MAC addresses in the output")(f)
     f = click.option("--json", "as_json", is_flag=True, help="same as --format json")(f)
-    f = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-                     help="output format")(f)
+    f = click.option("--format", "fmt", type=click.Choice(list(formats)), default="text", show_default=True,
+                     help="output format" + ("; dot: Graphviz (dot -Tsvg)" if "dot" in formats else ""))(f)
     return f
+
+
+def topology_formats(f):
+    return format_options(f, ("text", "json", "dot"))
 
 
 def _fmt(fmt: str, as_json: bool) -> str:
@@ -189,7 +193,7 @@ def cli() -> None:
 
 @cli.command()
 @from_option
-@format_options
+@topology_formats
 @click.option("--all", "show_all", is_flag=True, help="show every PCI function, not only the paths that matter")
 @run_options
 def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
@@ -199,6 +203,12 @@ def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
 
     _RUN.start(timeout, _fmt(fmt, as_json), output, from_path)
     topo = Topology(_redacted(load(from_path, want_driver=True), redact))
+    if _fmt(fmt, as_json) == "dot":
+        from gdrcheck.render.dot import render_dot
+
+        if _RUN.begin_output():
+            _deliver(render_dot(topology_doc(topo), show_all=show_all), redact, output)
+        return 0
 
     def text(_doc, console):
         from gdrcheck.render.topology_text import render_topology
@@ -337,6 +347,49 @@ def snapshot(output, redact):
         _done_progress(progress)
     click.echo(f"gdrcheck: wrote {output} ({count} entries); replay with: gdrcheck pairs --from {output}", err=True)
     return 0
+
+
+@cli.command()
+@from_option
+@click.option("-o", "--output", "output", required=True, metavar="FILE.html",
+              help="page to write (written to a temporary file and renamed into place)")
+@click.option("--redact", is_flag=True, help="replace the host name, serial numbers, UUIDs and MAC addresses")
+@fail_on_option
+@nccl_option
+def report(from_path, output, redact, fail_on, nccl_version):
+    """One self-contained HTML page to hand on: host, PCIe tree, pairs, BAR1, every finding and its fix.
+
+    Exit status as for pairs.
+    """
+    from gdrcheck.evaluate import evaluate
+    from gdrcheck.output import check_target, write_atomic
+    from gdrcheck.report_bar1 import bar1_doc
+    from gdrcheck.report_pairs import pairs_doc
+    from gdrcheck.report_topology import topology_doc
+
+    options = _options(nccl_version)
+    check_target(output)
+    # the Resizable BAR capability is in the GPU's config space
+    result = evaluate(_redacted(load(from_path, endpoint_config=True), redact), options)
+    progress = _progress()
+    try:
+        if progress:
+            progress("writing " + output)
+        from gdrcheck.render.html_report import render_html
+        from gdrcheck.rules import all_rules
+
+        page = render_html(topology_doc(result.topo), pairs_doc(result, fail_on),
+                           bar1_doc(result.snap, result.topo, result.findings), all_rules())
+        if redact:
+            from gdrcheck.snapshot import redact_text
+
+            page = redact_text(page, None)
+        write_atomic(output, page)
+    finally:
+        _done_progress(progress)
+    if progress:
+        click.echo(f"gdrcheck: wrote {output}", err=True)
+    return _finish(result, fail_on)
 
 
 @cli.command()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from gdrcheck import FORMAT_VERSION, __version__
 from gdrcheck.model import Bar, bdf_key
@@ -53,7 +53,61 @@ def device_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
         doc["physfn"] = d.physfn
     if d.iommu_group is not None:
         doc["iommu_group"] = d.iommu_group
+    if d.is_bridge and topo.kind[d.bdf] != "gpu":
+        doc["acs"] = acs_doc(d)
     return doc
+
+
+def acs_doc(d) -> Dict[str, Any]:
+    """A bridge's ACS as read, with ``redirect``: whether it sends peer traffic up to the root complex
+    (true/false, null where the registers could not be read)."""
+    from gdrcheck.acs import parse_acs, redirect_names, redirects
+
+    state = parse_acs(d.config)
+    doc = state.to_doc()
+    doc["redirect"] = redirects(state)
+    if doc["redirect"]:
+        doc["redirect_bits"] = redirect_names(state.ctrl)
+    return doc
+
+
+def _fact(snap, name: str, pick=None) -> Dict[str, Any]:
+    f = snap.host.get(name)
+    if f is None:
+        return {"value": None, "reason": "not read from this input"}
+    v = f.value
+    if v is not None and pick is not None:
+        v = pick(v)
+    out: Dict[str, Any] = {"value": v}
+    if f.source:
+        out["source"] = f.source
+    if v is None and (f.reason or f.settle):
+        out["reason"] = f.reason or f.settle
+    return out
+
+
+def _peermem(v) -> Optional[str]:
+    if not isinstance(v, dict):
+        return None
+    loaded = [m for m, key in (("nvidia_peermem", "nvidia_peermem_loaded"), ("nv_peer_mem", "nv_peer_mem_loaded"))
+              if v.get(key)]
+    return ", ".join(loaded) if loaded else "none loaded"
+
+
+def host_facts_doc(snap) -> Dict[str, Any]:
+    """The host facts a reader looks at first: driver, kernel, IOMMU, peer memory, CPU, virtualisation."""
+    return {
+        "kernel_release": _fact(snap, "kernel_release"),
+        "nvidia_driver_version": _fact(snap, "nvidia_driver_version"),
+        "nvidia_driver_flavor": _fact(snap, "nvidia_driver_flavor"),
+        "iommu_mode": _fact(snap, "iommu", lambda v: v.get("mode") if isinstance(v, dict) else None),
+        "peermem": _fact(snap, "peermem", _peermem),
+        "dmabuf_possible": _fact(snap, "dmabuf", lambda v: v.get("possible") if isinstance(v, dict) else None),
+        "cpu_vendor": _fact(snap, "cpu_vendor"),
+        "cpu_arch": _fact(snap, "cpu_arch"),
+        "virtual": _fact(snap, "virtualization", lambda v: v.get("virtual") if isinstance(v, dict) else None),
+        "numa_nodes": _fact(snap, "numa_nodes", list),
+    }
 
 
 def collectors_doc(snap) -> List[Dict[str, str]]:
@@ -78,4 +132,6 @@ def topology_doc(topo: Topology) -> Dict[str, Any]:
     doc["collectors"] = collectors_doc(snap)
     if snap.notes:
         doc["notes"] = list(snap.notes)
+    doc["input"] = {"kind": snap.input_kind, "label": snap.label}
+    doc["host_facts"] = host_facts_doc(snap)
     return doc

@@ -1,0 +1,418 @@
+"""``gdrcheck report``: one self-contained HTML page from the topology, pairs and bar1 documents.
+
+Inline CSS and inline SVG only: no script, no font, no image, nothing the page
+would load. It prints on A4: the diagram scales to the page width, matrices are
+cut into column blocks that fit it and their rows flow across pages under a
+repeated header.
+"""
+
+from __future__ import annotations
+
+import re
+from html import escape
+from typing import Any, Dict, Iterable, List, Optional
+
+from gdrcheck.render import tree_model as tm
+from gdrcheck.render.console import human_bytes
+
+MAX_COLS = 12  # matrix columns per block: fits the A4 text width
+MAX_MESSAGES = 12  # per finding code; the JSON has them all
+MARK = {"ok": "", "degraded": "~", "fail": "!", "unknown": "?"}
+STATUS = {"pass": ("PASS", "every pair judged; nothing at or above the failure threshold"),
+          "fail": ("FAIL", "findings at or above the failure threshold"),
+          "unknown": ("UNKNOWN", "a fact some verdict needs was not available")}
+SEV_ORDER = {"error": 0, "warning": 1, "info": 2}
+ORIGIN = {"nccl": "NCCL rule", "nvidia-docs": "NVIDIA requirement", "kernel": "kernel rule",
+          "gdrcheck": "gdrcheck check"}
+
+
+def render_html(topology: Dict[str, Any], pairs: Dict[str, Any], bar1: Dict[str, Any],
+                rules: Iterable[Any]) -> str:
+    """The page. ``rules``: the rule registry (``Rule`` objects or their ``to_doc()`` dicts)."""
+    from gdrcheck.render.svg_tree import render_svgs
+
+    by_code = {}
+    for r in rules:
+        d = r.to_doc() if hasattr(r, "to_doc") else r
+        by_code[d["code"]] = d
+    names = tm.device_names(topology)
+    svgs, forest = render_svgs(topology, names)
+    host = pairs.get("host") or topology.get("host") or (topology.get("input") or {}).get("label") or "this node"
+    body = [
+        _header(topology, pairs, host),
+        _summary(topology, pairs),
+        _tree(svgs, forest, topology),
+        _matrix(pairs, names, topology),
+        _bar1(bar1),
+        _findings(pairs, bar1, by_code),
+        _notes(topology, pairs, bar1),
+        f'<footer>gdrcheck {escape(str(topology.get("gdrcheck_version", "")))}, document format '
+        f'{escape(str(topology.get("format_version", "")))}. The same facts as JSON: '
+        f'<code>gdrcheck topology --json</code>, <code>gdrcheck pairs --json</code>, '
+        f'<code>gdrcheck bar1 --json</code>.</footer>',
+    ]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>gdrcheck report: {escape(host)}</title><style>{CSS}</style></head><body>\n"
+            + "\n".join(b for b in body if b) + "\n</body></html>\n")
+
+
+# -- sections ---------------------------------------------------------------------
+
+def overall(pairs: Dict[str, Any]) -> str:
+    """pass, fail or unknown: the document's own word, else from its counts (as the exit status is)."""
+    if pairs.get("status") in STATUS:
+        return pairs["status"]
+    s = pairs.get("summary") or {}
+    if (s.get("findings") or {}).get("error"):
+        return "fail"
+    if (s.get("verdicts") or {}).get("unknown"):
+        return "unknown"
+    return "pass"
+
+
+def _header(topology, pairs, host: str) -> str:
+    status = overall(pairs)
+    word, meaning = STATUS[status]
+    inp = topology.get("input") or {}
+    source = f"{inp.get('kind')}: {inp.get('label')}" if inp.get("kind") else ""
+    line = pairs.get("summary_line") or meaning
+    return (f'<header><h1>GPUDirect report: {escape(host)}</h1>'
+            f'<p class="sub">gdrcheck {escape(str(pairs.get("gdrcheck_version", "")))}'
+            + (f" \u00b7 read from {escape(source)}" if source else "") + "</p>"
+            f'<div class="verdict v-{status}"><span class="word">{word}</span>'
+            f'<span class="line">{escape(line)}</span></div></header>')
+
+
+def _fact_cell(facts: Dict[str, Any], key: str, show=None) -> str:
+    f = facts.get(key) or {}
+    v = f.get("value")
+    if v is None:
+        why = f.get("reason") or "not in this input"
+        return f'<span class="unknown">not known</span> <span class="why">({escape(why)})</span>'
+    return escape(show(v) if show else str(v))
+
+
+def _yes_no(v) -> str:
+    return "yes" if v else "no"
+
+
+def _summary(topology, pairs) -> str:
+    facts = topology.get("host_facts") or {}
+    kinds: Dict[str, int] = {}
+    for d in topology.get("devices") or []:
+        kinds[d.get("kind")] = kinds.get(d.get("kind"), 0) + 1
+    drv = _fact_cell(facts, "nvidia_driver_version")
+    if (facts.get("nvidia_driver_flavor") or {}).get("value"):
+        drv += f' ({escape(str(facts["nvidia_driver_flavor"]["value"]))} kernel modules)'
+    peer = _fact_cell(facts, "peermem")
+    dmabuf = (facts.get("dmabuf_possible") or {}).get("value")
+    if dmabuf is not None:
+        peer += f"; DMA-BUF {'possible' if dmabuf else 'not possible'}"
+    cpu = " ".join(str((facts.get(k) or {}).get("value")) for k in ("cpu_vendor", "cpu_arch")
+                   if (facts.get(k) or {}).get("value"))
+    n = pairs.get("nccl") or {}
+    s = pairs.get("summary") or {}
+    verdicts = ", ".join(f'<span class="chip v-{v}">{c} {escape(v)}</span>'
+                         for v, c in sorted((s.get("verdicts") or {}).items(), key=lambda kv: _vorder(kv[0])))
+    fc = s.get("findings") or {}
+    rows = [
+        ("Host", escape(str(pairs.get("host") or topology.get("host") or "not known"))),
+        ("NVIDIA driver", drv),
+        ("Kernel", _fact_cell(facts, "kernel_release")),
+        ("IOMMU", _fact_cell(facts, "iommu_mode")),
+        ("Peer memory", peer),
+        ("CPU", escape(cpu) if cpu else '<span class="unknown">not known</span>'),
+        ("Virtual machine", _fact_cell(facts, "virtual", _yes_no)),
+        ("NUMA nodes", _fact_cell(facts, "numa_nodes", lambda v: ", ".join(map(str, v)) or "none")),
+        ("Devices", f"{kinds.get('gpu', 0)} GPU, {kinds.get('nic', 0)} NIC, {kinds.get('nvme', 0)} NVMe; "
+                    f"{len(topology.get('devices') or [])} PCI functions on {len(topology.get('roots') or [])} "
+                    "root buses"),
+        ("NCCL rules", escape(f"{n.get('version', '?')}: GDR level {n.get('gdr_level', '?')}, "
+                              f"P2P level {n.get('p2p_level', '?')}") if n else "not known"),
+        ("Pairs", f"{s.get('pairs', 0)}" + (f": {verdicts}" if verdicts else "")),
+        ("Findings", f"{fc.get('error', 0)} error, {fc.get('warning', 0)} warning, {fc.get('info', 0)} info"),
+        ("Overall verdict", f'<span class="chip v-{overall(pairs)}">{STATUS[overall(pairs)][0]}</span>'),
+    ]
+    cells = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    return f'<section id="host"><h2>Host</h2><table class="facts">{cells}</table></section>'
+
+
+def _vorder(v: str) -> int:
+    return {"ok": 0, "degraded": 1, "fail": 2, "unknown": 3}.get(v, 4)
+
+
+def _tree(svgs: List[str], forest: tm.Forest, topology) -> str:
+    keys = (("k-gpu", "GPU"), ("k-nic", "NIC"), ("k-nvme", "NVMe"), ("k-nvs", "NVSwitch"),
+            ("k-sw", "switch (its downstream ports are the edges below it)"), ("k-rp", "root port"),
+            ("acs", "ACS redirect: peer traffic goes up to the root complex"), ("low", "link below its maximum"))
+    legend = '<p class="legend">' + " ".join(f'<span class="key"><span class="sw {c}"></span>{t}</span>'
+                                             for c, t in keys) + "</p>"
+    if not svgs:
+        return ('<section id="tree"><h2>PCIe tree</h2><p>No GPU, NIC, NVMe or NVSwitch in this input'
+                + (f" ({forest.total} other PCI functions)" if forest.total else "") + ".</p></section>")
+    unread = sum(1 for d in topology.get("devices") or [] if (d.get("acs") or {}).get("redirect", False) is None)
+    notes = []
+    if forest.hidden:
+        notes.append(f"{forest.hidden} of {forest.total} PCI functions lead to no GPU, NIC, NVMe or NVSwitch "
+                     "and are not drawn (<code>gdrcheck topology --all</code> lists them).")
+    if unread:
+        notes.append(f"ACS of {unread} bridge{'s' if unread != 1 else ''} could not be read from this input; "
+                     "they are drawn without an ACS mark.")
+    return ('<section id="tree"><h2>PCIe tree</h2>' + legend + '<div class="diagram">' + "\n".join(svgs)
+            + "</div>" + "".join(f'<p class="note">{n}</p>' for n in notes) + "</section>")
+
+
+def _cell(p: Optional[Dict[str, Any]]) -> str:
+    if p is None:
+        return '<td class="none"></td>'
+    path = p.get("path") or "/".join(p.get("path_candidates") or []) or "?"
+    v = p.get("verdict", "unknown")
+    codes = ", ".join(p.get("findings") or [])
+    nccl = p.get("nccl") or {}
+    said = nccl.get("gdr") or nccl.get("p2p")
+    tip = f"{v}" + (f"; {codes}" if codes else "") + (f"; NCCL: {said}" if said else "")
+    return f'<td class="v-{escape(v)}" title="{escape(tip)}">{escape(path)}{MARK.get(v, "")}</td>'
+
+
+def _matrix(pairs, names: Dict[str, str], topology) -> str:
+    devices = pairs.get("devices") or []
+    gpus = [d["bdf"] for d in devices if d.get("kind") == "gpu"]
+    if not gpus:
+        return '<section id="pairs"><h2>Pairs</h2><p>No GPU in this input: there are no GPUDirect pairs.</p></section>'
+    numa = {d["bdf"]: d.get("numa_node") for d in devices}
+    cells = {}
+    for p in pairs.get("pairs") or []:
+        cells[(p["a"], p["b"])] = p
+        cells[(p["b"], p["a"])] = p
+
+    def label(b: str) -> str:
+        return names.get(b) or b
+
+    out = ['<section id="pairs"><h2>Pairs</h2><p class="legend">Each cell: the path class as '
+           '<code>nvidia-smi topo -m</code> prints it (PIX one switch, PXB several switches, PHB one root complex, '
+           'NODE two root complexes of one NUMA node, SYS across NUMA nodes, NV# NVLinks), coloured by verdict: '
+           '<span class="chip v-ok">ok</span> <span class="chip v-degraded">degraded ~</span> '
+           '<span class="chip v-fail">fail !</span> <span class="chip v-unknown">unknown ?</span></p>']
+    for kind, title in (("gpu", "GPU \u2013 GPU (peer-to-peer)"), ("nic", "GPU \u2013 NIC (GPUDirect RDMA)"),
+                        ("nvme", "GPU \u2013 NVMe (GPUDirect Storage)")):
+        cols = [d["bdf"] for d in devices if d.get("kind") == kind]
+        if not cols or (kind == "gpu" and len(cols) < 2):
+            continue
+        blocks = [cols[i:i + MAX_COLS] for i in range(0, len(cols), MAX_COLS)]
+        for n, block in enumerate(blocks):
+            head = title + (f", columns {n * MAX_COLS + 1}\u2013{n * MAX_COLS + len(block)} of {len(cols)}"
+                            if len(blocks) > 1 else "")
+            rows = []
+            for g in gpus:
+                tds = "".join('<td class="self">X</td>' if c == g else _cell(cells.get((g, c))) for c in block)
+                rows.append(f'<tr><th class="row" title="{escape(g)}">{escape(label(g))}</th>{tds}'
+                            f'<td class="numa">{_numa(numa.get(g))}</td></tr>')
+            ths = "".join(f'<th title="{escape(c)}">{escape(label(c))}</th>' for c in block)
+            out.append(f'<h3 class="mcap">{escape(head)}</h3><table class="m"><thead><tr><th></th>{ths}'
+                       f'<th class="numa">NUMA</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    legend = [d for d in devices if d.get("kind") in ("gpu", "nic", "nvme")]
+    ident = {d["bdf"]: tm.ident(d) for d in topology.get("devices") or []}
+    lines = []
+    for d in legend:
+        extra = tm.names_text(d)
+        lines.append(f"<tr><th>{escape(label(d['bdf']))}</th><td class=\"mono\">{escape(d['bdf'])}</td>"
+                     f"<td>{escape(extra)}</td><td>{escape(d.get('name') or ident.get(d['bdf'], ''))}</td>"
+                     f"<td>{_numa(d.get('numa_node'))}</td></tr>")
+    out.append('<table class="devices"><thead><tr><th>name</th><th>address</th><th>Linux names</th>'
+               f'<th>device</th><th>NUMA</th></tr></thead><tbody>{"".join(lines)}</tbody></table>')
+    out.append("</section>")
+    return "".join(out)
+
+
+def _numa(n) -> str:
+    return "?" if n is None else escape(str(n))
+
+
+def _bar1(bar1) -> str:
+    gpus = bar1.get("gpus") or []
+    if not gpus:
+        return ""
+    rows = []
+    for g in gpus:
+        total, used = g.get("bar1_total_bytes"), g.get("bar1_used_bytes")
+        label = f"GPU{g['index']}" if g.get("index") is not None else "GPU"
+        if total:
+            pct = 100.0 * used / total if used is not None else None
+            fill = (f'<span class="used" style="width:{min(pct, 100):.1f}%"></span>' if pct is not None
+                    else '<span class="nouse"></span>')
+            bar = f'<span class="bar{" high" if pct is not None and pct >= 90 else ""}">{fill}</span>'
+            text = (f"{human_bytes(used)} used of {human_bytes(total)} ({pct:.0f}%)" if pct is not None
+                    else f"{human_bytes(total)}, use not known")
+        else:
+            bar, text = '<span class="bar none"></span>', "BAR1 size not known"
+        mem = f"GPU memory {human_bytes(g['fb_total_bytes'])}" if g.get("fb_total_bytes") else ""
+        rows.append(f'<tr><th>{escape(label)}</th><td class="mono">{escape(g["bdf"])}</td>'
+                    f'<td>{escape((g.get("name") or "").replace("NVIDIA ", ""))}</td><td class="barcell">{bar}</td>'
+                    f'<td>{escape(text)}</td><td class="muted">{escape(mem)}'
+                    f'{" (" + escape(g["source"]) + ")" if g.get("source") else ""}</td></tr>')
+    return ('<section id="bar1"><h2>BAR1 per GPU</h2><p class="legend">The aperture through which NICs and '
+            'NVMe reach GPU memory: the bar is its total, the dark part what is mapped now.</p>'
+            f'<table class="bar1">{"".join(rows)}</table></section>')
+
+
+def _code_spans(text: str) -> str:
+    """Escape, then show `...` as code."""
+    return re.sub(r"`([^`]+)`", lambda m: f"<code>{m.group(1)}</code>", escape(text))
+
+
+def _findings(pairs, bar1, rules: Dict[str, Dict[str, Any]]) -> str:
+    seen = set()
+    groups: Dict[str, List[Dict[str, Any]]] = {}
+    for f in list(pairs.get("findings") or []) + list(bar1.get("findings") or []):
+        key = (f["code"], tuple(f.get("subject") or ()), f.get("message"))
+        if key in seen:
+            continue
+        seen.add(key)
+        groups.setdefault(f["code"], []).append(f)
+    if not groups:
+        return '<section id="findings"><h2>Findings</h2><p>None.</p></section>'
+    out = ['<section id="findings"><h2>Findings and fixes</h2>']
+    for code in sorted(groups, key=lambda c: (SEV_ORDER.get(groups[c][0]["severity"], 3), c)):
+        items = groups[code]
+        rule = rules.get(code) or {}
+        sev = items[0]["severity"]
+        origin = ORIGIN.get(rule.get("origin"), "")
+        msgs = "".join(f"<li>{escape(f['message'])}</li>" for f in items[:MAX_MESSAGES])
+        if len(items) > MAX_MESSAGES:
+            msgs += f"<li class=\"muted\">and {len(items) - MAX_MESSAGES} more (<code>gdrcheck pairs --json</code>)</li>"
+        settle = next((f["settle"] for f in items if f.get("settle")), "")
+        out.append(
+            f'<div class="finding s-{escape(sev)}"><h3><span class="sev">{escape(sev.upper())}</span> '
+            f'{escape(code)} <span class="name">{escape(rule.get("name", ""))}</span>'
+            + (f' <span class="origin">{escape(origin)}</span>' if origin else "") + "</h3>"
+            + (f'<p class="title">{escape(rule["title"])}</p>' if rule.get("title") else "")
+            + f"<ul>{msgs}</ul>"
+            + (f'<p><b>Why:</b> {_code_spans(rule["rationale"])}</p>' if rule.get("rationale") else "")
+            + (f'<p class="fix"><b>Fix:</b> {_code_spans(rule["remediation"])}</p>' if rule.get("remediation")
+               else "")
+            + (f'<p><b>To settle:</b> {_code_spans(settle)}</p>' if settle else "")
+            + "</div>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _notes(topology, pairs, bar1) -> str:
+    lines, seen = [], set()
+    for doc in (topology, pairs, bar1):
+        for c in doc.get("collectors") or []:
+            if c.get("status") != "ok":
+                text = f"{c['name']}: {c['status']}: {c.get('detail', '')}" + (f" ({c['hint']})" if c.get("hint") else "")
+                if text not in seen:
+                    seen.add(text)
+                    lines.append(text)
+        for n in doc.get("notes") or []:
+            if n not in seen:
+                seen.add(n)
+                lines.append(n)
+    if not lines:
+        return ""
+    return ('<section id="notes"><h2>Notes on the input</h2><ul>'
+            + "".join(f"<li>{escape(t)}</li>" for t in lines) + "</ul></section>")
+
+
+CSS = """
+@page { size: A4; margin: 12mm 12mm 14mm; }
+* { box-sizing: border-box; }
+html { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+body { font: 13px/1.45 "DejaVu Sans", "Segoe UI", Arial, sans-serif; color: #1d2329; margin: 0 auto;
+  padding: 16px 20px; max-width: 1100px; overflow-wrap: anywhere; }
+h1 { font-size: 21px; margin: 0; }
+h2 { font-size: 16px; border-bottom: 1.5px solid #9aa7b3; padding-bottom: 3px; margin: 22px 0 8px;
+  break-after: avoid; page-break-after: avoid; }
+h3 { font-size: 13px; margin: 0 0 3px; }
+p { margin: 4px 0; }
+code, .mono { font-family: "DejaVu Sans Mono", Consolas, monospace; font-size: 0.92em; }
+code { background: #eef1f4; padding: 0 3px; border-radius: 3px; }
+.sub { color: #5f6b76; margin: 2px 0 10px; }
+.muted, .why { color: #5f6b76; }
+.why { font-size: 0.9em; }
+.unknown { color: #6a3d9a; font-weight: 600; }
+.verdict { display: flex; align-items: center; gap: 14px; padding: 8px 12px; border-radius: 6px;
+  border: 1px solid rgba(0,0,0,.15); break-inside: avoid; }
+.verdict .word { font-size: 20px; font-weight: 800; letter-spacing: .05em; }
+.verdict .line { font-family: "DejaVu Sans Mono", Consolas, monospace; font-size: 12px; }
+.v-pass, .v-ok { background: #cdebd0; } .v-fail { background: #f6c3bf; } .v-degraded { background: #ffe9a8; }
+.v-unknown { background: #e3d7f1; }
+.chip { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 0.92em; white-space: nowrap; }
+table { border-collapse: collapse; }
+table.facts { width: 100%; }
+table.facts th { text-align: left; font-weight: 600; width: 10.5em; padding: 2px 10px 2px 0;
+  vertical-align: top; color: #34495e; }
+table.facts td { padding: 2px 0; }
+table.facts tr { border-bottom: 1px solid #eceff2; }
+.legend { color: #34495e; font-size: 12px; }
+.sw { display: inline-block; width: 14px; height: 10px; border: 1.5px solid #8a97a3; border-radius: 2px;
+  margin: 0 3px 0 8px; vertical-align: -1px; }
+.sw.k-gpu { background: #e4f4e2; border-color: #2e7d32; } .sw.k-nic { background: #ddf1f6; border-color: #00838f; }
+.sw.k-nvme { background: #f3e5f5; border-color: #8e24aa; } .sw.k-nvs { background: #fff4d6; border-color: #c99700; }
+.sw.k-sw { background: #e8ecf0; border-color: #455a64; } .sw.k-rp { background: #fff; border-color: #78909c; }
+.sw.acs { border: 2.5px solid #c62828; } .sw.low { border: 2px dashed #d97a00; }
+.diagram { width: 100%; }
+svg.tree { display: block; width: 100%; height: auto; margin: 0 0 6px; break-inside: avoid;
+  page-break-inside: avoid; }
+svg text { font-family: "DejaVu Sans", Arial, sans-serif; fill: #1d2329; }
+svg .t10 { font-size: 10px; } svg .t9 { font-size: 9px; } svg .b { font-weight: 700; }
+svg .muted { fill: #5f6b76; } svg .warn { fill: #b35c00; } svg .bad, svg .acs-t { fill: #c62828; }
+svg .acs-t { font-weight: 700; }
+.band { fill: #f4f7fa; stroke: #cdd6df; }
+.bandlabel { font-size: 11px; font-weight: 700; fill: #34495e; }
+.box { fill: #fff; stroke: #8a97a3; stroke-width: 1.2; }
+.box.k-root { fill: #fdfdfd; stroke: #607080; }
+.box.k-gpu { fill: #e4f4e2; stroke: #2e7d32; } .box.k-nic { fill: #ddf1f6; stroke: #00838f; }
+.box.k-nvme { fill: #f3e5f5; stroke: #8e24aa; } .box.k-nvs { fill: #fff4d6; stroke: #c99700; }
+.box.k-sw { fill: #e8ecf0; stroke: #455a64; } .box.k-rp { fill: #fff; stroke: #78909c; }
+.box.low { stroke: #d97a00; stroke-dasharray: 5 2; stroke-width: 1.8; }
+.box.acs { stroke: #c62828; stroke-width: 2.6; stroke-dasharray: none; }
+.box.ghost { stroke-dasharray: 3 3; }
+.edge { fill: none; stroke: #7b8894; stroke-width: 1.2; }
+.edge.low { stroke: #d97a00; stroke-dasharray: 5 3; stroke-width: 1.8; }
+.edge.acs { stroke: #c62828; stroke-width: 2.2; }
+.note { font-size: 12px; color: #5f6b76; }
+table.m { margin: 6px 0 12px; }
+h3.mcap { margin: 10px 0 2px; break-after: avoid; page-break-after: avoid; }
+.key { white-space: nowrap; }
+table.m th, table.m td { border: 1px solid #fff; padding: 1px 3px; text-align: center; min-width: 3.7em;
+  font: 11px/1.35 "DejaVu Sans Mono", Consolas, monospace; }
+table.m thead th { background: #e8ecf0; }
+table.m th.row { text-align: left; background: #e8ecf0; min-width: 4.5em; }
+table.m td.self { color: #9aa7b3; } table.m td.none { background: #f7f8fa; }
+table.m td.numa, table.m th.numa { min-width: 0; color: #5f6b76; background: none; }
+table.m thead { display: table-header-group; }
+table.m tr, table.devices tr, table.bar1 tr { break-inside: avoid; page-break-inside: avoid; }
+table.devices { margin: 6px 0 4px; font-size: 12px; }
+table.devices th, table.devices td { text-align: left; padding: 1px 10px 1px 0; border-bottom: 1px solid #eceff2; }
+table.bar1 { width: 100%; font-size: 12px; }
+table.bar1 th, table.bar1 td { text-align: left; padding: 3px 10px 3px 0; border-bottom: 1px solid #eceff2; }
+.barcell { width: 32%; }
+.bar { display: block; height: 12px; background: #dfe6ec; border: 1px solid #9aa7b3; border-radius: 2px;
+  position: relative; overflow: hidden; }
+.bar .used { display: block; height: 100%; background: #3b6e96; }
+.bar.high .used { background: #c62828; }
+.bar .nouse { display: block; height: 100%; background: repeating-linear-gradient(45deg, #dfe6ec 0 4px,
+  #c4ced8 4px 8px); }
+.bar.none { background: #f7f8fa; border-style: dashed; }
+.finding { border-left: 5px solid #9aa7b3; padding: 4px 10px 6px; margin: 8px 0; background: #fafbfc;
+  break-inside: avoid; page-break-inside: avoid; }
+.finding.s-error { border-color: #c62828; } .finding.s-warning { border-color: #d97a00; }
+.finding.s-info { border-color: #1e78b4; }
+.finding .sev { font-size: 11px; letter-spacing: .04em; }
+.s-error .sev { color: #c62828; } .s-warning .sev { color: #b35c00; } .s-info .sev { color: #1e78b4; }
+.finding .name { font-weight: 400; color: #34495e; }
+.finding .origin { font-weight: 400; font-size: 11px; color: #5f6b76; border: 1px solid #cdd6df;
+  border-radius: 8px; padding: 0 6px; }
+.finding .title { font-weight: 600; }
+.finding ul { margin: 3px 0 4px; padding-left: 18px; }
+.finding .fix { background: #eef6ee; padding: 3px 6px; border-radius: 3px; }
+footer { margin-top: 24px; font-size: 11px; color: #5f6b76; border-top: 1px solid #cdd6df; padding-top: 4px; }
+@media print {
+  body { padding: 0; max-width: none; font-size: 9.5pt; }
+  h2 { margin-top: 14px; }
+  .verdict { border-width: 2px; }
+}
+"""

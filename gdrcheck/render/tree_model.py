@@ -1,0 +1,154 @@
+"""The PCIe tree of a ``topology`` document, pruned to what matters, for the diagram renderers.
+
+Pure functions of the document (no snapshot): the SVG of ``gdrcheck report`` and
+``gdrcheck topology --format dot`` draw the same tree from the same JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+INTERESTING = ("gpu", "nic", "nvme", "nvswitch")
+KIND_LABEL = {
+    "root_port": "Root port", "switch_upstream": "Switch", "switch_downstream": "Downstream port",
+    "bridge": "Bridge", "host_bridge": "Host bridge", "gpu": "GPU", "nic": "NIC", "nvme": "NVMe",
+    "nvswitch": "NVSwitch", "other": "Function",
+}
+GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+@dataclass
+class Node:
+    dev: Dict[str, Any]
+    children: List["Node"] = field(default_factory=list)
+
+    @property
+    def bdf(self) -> str:
+        return self.dev["bdf"]
+
+    @property
+    def kind(self) -> str:
+        return self.dev.get("kind") or "other"
+
+
+@dataclass
+class Root:
+    root: str
+    numa: Optional[int]
+    top: List[Node]
+
+
+@dataclass
+class Forest:
+    roots: List[Root]
+    hidden: int  # functions not drawn (nothing of interest below them)
+    total: int
+
+
+def build(doc: Dict[str, Any], show_all: bool = False) -> Forest:
+    """The forest of ``doc['devices']``; without ``show_all`` only paths to GPUs, NICs, NVMe, NVSwitches."""
+    devices = doc.get("devices") or []
+    by_bdf = {d["bdf"]: d for d in devices}
+    kids: Dict[Optional[str], List[str]] = {}
+    for d in devices:
+        p = d.get("parent")
+        kids.setdefault(p if p in by_bdf else None, []).append(d["bdf"])
+    keep = _kept(by_bdf, kids, show_all)
+    nodes = {d["bdf"]: Node(d) for d in devices if d["bdf"] in keep}
+    for b, node in nodes.items():
+        p = node.dev.get("parent")
+        if p in nodes:
+            nodes[p].children.append(node)
+    numa = {r["root"]: r.get("numa_node") for r in doc.get("roots") or []}
+    order = [r["root"] for r in doc.get("roots") or []]
+    for d in devices:
+        if d["root"] not in numa:
+            numa[d["root"]] = None
+            order.append(d["root"])
+    roots = []
+    for r in order:
+        top = [nodes[b] for b in kids.get(None, ()) if b in nodes and by_bdf[b]["root"] == r]
+        if top or show_all:
+            roots.append(Root(r, numa[r], top))
+    return Forest(roots, len(devices) - len(keep), len(devices))
+
+
+def _kept(by_bdf, kids, show_all: bool) -> set:
+    """Functions to draw: every one with ``show_all``, else those with something of interest at or below."""
+    if show_all:
+        return set(by_bdf)
+    keep = set()
+    for b, d in by_bdf.items():
+        if d.get("kind") not in INTERESTING:
+            continue
+        seen = set()
+        while b is not None and b not in keep and b not in seen:  # parents may loop in damaged input
+            seen.add(b)
+            keep.add(b)
+            p = by_bdf[b].get("parent")
+            b = p if p in by_bdf else None
+    return keep
+
+
+def device_names(doc: Dict[str, Any]) -> Dict[str, str]:
+    """Short names as ``gdrcheck pairs`` prints them: GPU<index>, NIC<n>, NVMe<n> in bus order."""
+    names: Dict[str, str] = {}
+    counters = {"nic": 0, "nvme": 0}
+    for d in doc.get("devices") or []:
+        kind = d.get("kind")
+        if kind == "gpu":
+            names[d["bdf"]] = f"GPU{d['gpu_index']}" if d.get("gpu_index") is not None else "GPU"
+        elif kind in counters:
+            names[d["bdf"]] = f"{'NIC' if kind == 'nic' else 'NVMe'}{counters[kind]}"
+            counters[kind] += 1
+    return names
+
+
+def _speed(v) -> str:
+    if v is None:
+        return "?"
+    g = GEN.get(float(v))
+    return f"Gen{g}" if g else f"{v:g}GT/s"
+
+
+def link_text(dev: Dict[str, Any]) -> Tuple[str, bool]:
+    """(``Gen4 x16`` or ``Gen4 x8 (max Gen4 x16)``, whether the link runs below its maximum)."""
+    link = dev.get("link") or {}
+    cs, cw, ms, mw = (link.get(k) for k in ("current_speed_gts", "current_width", "max_speed_gts", "max_width"))
+    if cs is None and cw is None and ms is None:
+        return "", False
+    cur = f"{_speed(cs)} x{cw or '?'}"
+    low = bool((cw and mw and cw < mw) or (cs and ms and cs < ms))
+    if low:
+        return f"{cur} (max {_speed(ms)} x{mw or '?'})", True
+    return cur, False
+
+
+def acs_redirect(dev: Dict[str, Any]) -> Optional[bool]:
+    """True when the bridge's ACS sends peer traffic up to the root complex; None when not readable."""
+    acs = dev.get("acs")
+    if not acs:
+        return False
+    return acs.get("redirect")
+
+
+def acs_text(dev: Dict[str, Any]) -> str:
+    acs = dev.get("acs") or {}
+    bits = acs.get("redirect_bits") or []
+    return "ACS redirect" + (f" ({' '.join(bits)})" if bits else "")
+
+
+def names_text(dev: Dict[str, Any]) -> str:
+    return " ".join(list(dev.get("rdma_devices") or []) + list(dev.get("netdevs") or [])
+                    + list(dev.get("nvme_names") or []))
+
+
+def ident(dev: Dict[str, Any]) -> str:
+    """The device's name as the input gave it, else its vendor:device IDs."""
+    if dev.get("name"):
+        return dev["name"]
+    v, d = dev.get("vendor_id"), dev.get("device_id")
+    if v and d:
+        return f"[{v[2:]}:{d[2:]}]"
+    return ""
