@@ -51,7 +51,7 @@ def render_dot(doc: dict, show_all: bool = False) -> str:
         f"label={q('PCIe topology of ' + host)}, nodesep=0.15, ranksep=0.5];",
         '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10, fillcolor="#ffffff", '
         'color="#8a97a3"];',
-        '  edge [color="#7b8894", arrowhead=none];',
+        '  edge [color="#7b8894", arrowhead=none, fontname="Helvetica"];',
     ]
     groups: Dict[Optional[int], List[tm.Root]] = {}
     for r in forest.roots:

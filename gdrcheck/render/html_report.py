@@ -16,6 +16,7 @@ from gdrcheck.render import tree_model as tm
 from gdrcheck.render.console import human_bytes
 
 MAX_COLS = 12  # matrix columns per block: fits the A4 text width
+MAX_COLS_WIDE = 8  # when a cell names several candidate classes (NODE/SYS?)
 MAX_MESSAGES = 12  # per finding code; the JSON has them all
 MARK = {"ok": "", "degraded": "~", "fail": "!", "unknown": "?"}
 STATUS = {"pass": ("PASS", "every pair judged; nothing at or above the failure threshold"),
@@ -163,10 +164,16 @@ def _tree(svgs: List[str], forest: tm.Forest, topology) -> str:
             + "</div>" + "".join(f'<p class="note">{n}</p>' for n in notes) + "</section>")
 
 
+def _path(p: Optional[Dict[str, Any]]) -> str:
+    if p is None:
+        return ""
+    return p.get("path") or "/".join(p.get("path_candidates") or []) or "?"
+
+
 def _cell(p: Optional[Dict[str, Any]]) -> str:
     if p is None:
         return '<td class="none"></td>'
-    path = p.get("path") or "/".join(p.get("path_candidates") or []) or "?"
+    path = _path(p)
     v = p.get("verdict", "unknown")
     codes = ", ".join(p.get("findings") or [])
     nccl = p.get("nccl") or {}
@@ -199,10 +206,13 @@ def _matrix(pairs, names: Dict[str, str], topology) -> str:
         cols = [d["bdf"] for d in devices if d.get("kind") == kind]
         if not cols or (kind == "gpu" and len(cols) < 2):
             continue
-        blocks = [cols[i:i + MAX_COLS] for i in range(0, len(cols), MAX_COLS)]
+        wide = any(len(_path(cells.get((g, c)))) > 5 for g in gpus for c in cols)
+        per = MAX_COLS_WIDE if wide else MAX_COLS
+        blocks = [cols[i:i + per] for i in range(0, len(cols), per)]
         for n, block in enumerate(blocks):
-            head = title + (f", columns {n * MAX_COLS + 1}\u2013{n * MAX_COLS + len(block)} of {len(cols)}"
-                            if len(blocks) > 1 else "")
+            first, last = n * per + 1, n * per + len(block)
+            span = f"column {first}" if first == last else f"columns {first}\u2013{last}"
+            head = title + (f", {span} of {len(cols)}" if len(blocks) > 1 else "")
             rows = []
             for g in gpus:
                 tds = "".join('<td class="self">X</td>' if c == g else _cell(cells.get((g, c))) for c in block)
@@ -211,7 +221,8 @@ def _matrix(pairs, names: Dict[str, str], topology) -> str:
             ths = "".join(f'<th title="{escape(c)}">{escape(label(c))}</th>' for c in block)
             out.append(f'<h3 class="mcap">{escape(head)}</h3><table class="m"><thead><tr><th></th>{ths}'
                        f'<th class="numa">NUMA</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
-    legend = [d for d in devices if d.get("kind") in ("gpu", "nic", "nvme")]
+    order = {"gpu": 0, "nic": 1, "nvme": 2}
+    legend = sorted((d for d in devices if d.get("kind") in order), key=lambda d: order[d["kind"]])
     ident = {d["bdf"]: tm.ident(d) for d in topology.get("devices") or []}
     lines = []
     for d in legend:
@@ -357,7 +368,7 @@ table.facts tr { border-bottom: 1px solid #eceff2; }
 svg.tree { display: block; width: 100%; height: auto; margin: 0 0 6px; break-inside: avoid;
   page-break-inside: avoid; }
 svg text { font-family: "DejaVu Sans", Arial, sans-serif; fill: #1d2329; }
-svg .t10 { font-size: 10px; } svg .t9 { font-size: 9px; } svg .b { font-weight: 700; }
+svg .t10 { font-size: 10px; } svg .t9 { font-size: 9px; } svg .t8 { font-size: 8px; } svg .b { font-weight: 700; }
 svg .muted { fill: #5f6b76; } svg .warn { fill: #b35c00; } svg .bad, svg .acs-t { fill: #c62828; }
 svg .acs-t { font-weight: 700; }
 .band { fill: #f4f7fa; stroke: #cdd6df; }
@@ -378,7 +389,7 @@ table.m { margin: 6px 0 12px; }
 h3.mcap { margin: 10px 0 2px; break-after: avoid; page-break-after: avoid; }
 .key { white-space: nowrap; }
 table.m th, table.m td { border: 1px solid #fff; padding: 1px 3px; text-align: center; min-width: 3.7em;
-  font: 11px/1.35 "DejaVu Sans Mono", Consolas, monospace; }
+  font: 11px/1.35 "DejaVu Sans Mono", Consolas, monospace; white-space: nowrap; overflow-wrap: normal; }
 table.m thead th { background: #e8ecf0; }
 table.m th.row { text-align: left; background: #e8ecf0; min-width: 4.5em; }
 table.m td.self { color: #9aa7b3; } table.m td.none { background: #f7f8fa; }
@@ -387,6 +398,7 @@ table.m thead { display: table-header-group; }
 table.m tr, table.devices tr, table.bar1 tr { break-inside: avoid; page-break-inside: avoid; }
 table.devices { margin: 6px 0 4px; font-size: 12px; }
 table.devices th, table.devices td { text-align: left; padding: 1px 10px 1px 0; border-bottom: 1px solid #eceff2; }
+table.devices th, td.mono, table.bar1 th { white-space: nowrap; overflow-wrap: normal; }
 table.bar1 { width: 100%; font-size: 12px; }
 table.bar1 th, table.bar1 td { text-align: left; padding: 3px 10px 3px 0; border-bottom: 1px solid #eceff2; }
 .barcell { width: 32%; }

@@ -19,10 +19,11 @@ MARGIN = 8
 HEAD = 24  # band label strip
 ROW = 34  # one device row
 BOX_H = 28
-ROOT_W = 96
-COL_W = 156  # an inner column: box and the gap for the edges
-BOX_W = 132
-LEAF_W = 330
+ROOT_W = 84
+COL_W = 168  # an inner column: box and the gap for the edges
+BOX_W = 136
+GAP = COL_W - BOX_W
+LEAF_W = 310
 ROOT_GAP = 8  # between root buses of one band
 PAGE_PX = 700  # printable A4 width at 96 dpi (186 mm), the width the diagram scales to
 SLICE_PX = 860  # the most one <svg> may take on a printed page
@@ -59,7 +60,7 @@ def render_svgs(doc: dict, names: Optional[Dict[str, str]] = None) -> Tuple[List
     names = names if names is not None else tm.device_names(doc)
     bands = _bands(forest)
     depth = max((_depth(r) for b in bands for r in b.roots), default=0)
-    leaf_x = MARGIN + ROOT_W + 24 + depth * COL_W
+    leaf_x = MARGIN + ROOT_W + GAP + depth * COL_W
     width = leaf_x + LEAF_W + MARGIN
     scale = min(1.0, PAGE_PX / width)
     per_slice = max(8, int(SLICE_PX / scale) // ROW)
@@ -194,7 +195,7 @@ def _draw(item: Item, band: Band, a: int, b: int, leaf_x: float, names, parts: L
         anchor = (x + w, None)
     else:
         leaf = not item.children
-        x = leaf_x if leaf else MARGIN + ROOT_W + 24 + (item.col - 1) * COL_W
+        x = leaf_x if leaf else MARGIN + ROOT_W + GAP + (item.col - 1) * COL_W
         w = LEAF_W if leaf else BOX_W
         full = (band.rows[item.lo][1] + band.rows[item.hi][1]) / 2
         cy = min(max(full, y0), y1)
@@ -217,7 +218,7 @@ def _draw(item: Item, band: Band, a: int, b: int, leaf_x: float, names, parts: L
 def _edge(p: Tuple[float, float], c: Tuple[float, float], via: List[dict], dev: dict, parts: List[str]) -> None:
     px, py = p
     cx, cy = c
-    mx = px + 12
+    mx = px + 9
     acs = any(tm.acs_redirect(v) for v in via)
     low = any(tm.link_text(v)[1] for v in via) or tm.link_text(dev)[1]
     cls = "edge" + (" acs" if acs else "") + (" low" if low else "")
@@ -231,7 +232,7 @@ def _edge(p: Tuple[float, float], c: Tuple[float, float], via: List[dict], dev: 
     title = f"<title>{escape('; '.join(tip))}</title>" if tip else ""
     parts.append(f'<path d="M{px:.0f} {py:.1f}H{mx:.0f}V{cy:.1f}H{cx:.0f}" class="{cls}">{title}</path>')
     if acs:
-        parts.append(f'<text x="{cx - 4:.0f}" y="{cy - 3:.1f}" class="t9 acs-t" text-anchor="end">ACS</text>')
+        parts.append(f'<text x="{cx - 3:.0f}" y="{cy - 3:.1f}" class="t8 acs-t" text-anchor="end">ACS</text>')
 
 
 def _box(item: Item, x: float, cy: float, w: float, names, parts: List[str], ghost: bool) -> None:
@@ -248,11 +249,12 @@ def _box(item: Item, x: float, cy: float, w: float, names, parts: List[str], gho
                  f'<rect x="{x:.0f}" y="{top:.1f}" width="{w:.0f}" height="{BOX_H}" rx="4" class="{cls}"/>')
     if item.children:  # a bridge or switch
         label = tm.KIND_LABEL.get(kind, kind) + (" (cont.)" if ghost else "")
-        parts.append(f'<text x="{x + 6:.0f}" y="{top + 12:.1f}" class="t10"><tspan class="b">'
-                     f'{escape(label)}</tspan> {escape(_fit(dev["bdf"], w - 12 - 5.7 * len(label), 10))}</text>')
         second = " \u00b7 ".join(t for t in (link, tm.ident(dev)) if t)
         if acs:
             second = tm.acs_text(dev) + (" \u00b7 " + second if second else "")
+        y = top + (12 if second else 17.5)
+        parts.append(f'<text x="{x + 6:.0f}" y="{y:.1f}" class="t10"><tspan class="b">'
+                     f'{escape(label)}</tspan> {escape(_fit(dev["bdf"], w - 12 - 5.7 * len(label), 10))}</text>')
     else:
         label = names.get(dev["bdf"]) or tm.KIND_LABEL.get(kind, kind)
         extra = tm.names_text(dev)

@@ -6,6 +6,7 @@ Pure functions of the document (no snapshot): the SVG of ``gdrcheck report`` and
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -16,6 +17,8 @@ KIND_LABEL = {
     "nvswitch": "NVSwitch", "other": "Function",
 }
 GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+# words pci.ids vendor names carry that a label has no room for ("NVIDIA Corporation AD102GL")
+SHORTER = re.compile(r"(?<=\w) (?:Corporation|Technologies|Electronics Co Ltd|Co\., Ltd\.|Inc\.)(?= )")
 
 
 @dataclass
@@ -147,7 +150,7 @@ def names_text(dev: Dict[str, Any]) -> str:
 def ident(dev: Dict[str, Any]) -> str:
     """The device's name as the input gave it, else its vendor:device IDs."""
     if dev.get("name"):
-        return dev["name"]
+        return SHORTER.sub("", dev["name"])
     v, d = dev.get("vendor_id"), dev.get("device_id")
     if v and d:
         return f"[{v[2:]}:{d[2:]}]"
