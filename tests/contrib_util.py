@@ -38,7 +38,7 @@ def engine(name: str) -> str:
     """The engine's executable, or skip the test saying which package provides it."""
     path = shutil.which(name)
     if not path:
-        pytest.skip(f"{name} is not installed (see .ci/run for the Debian package)")
+        pytest.skip(f"{name} is not installed (.ci/run installs it)")
     return path
 
 
