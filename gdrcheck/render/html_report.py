@@ -357,7 +357,7 @@ table.facts th { text-align: left; font-weight: 600; width: 10.5em; padding: 2px
   vertical-align: top; color: #34495e; }
 table.facts td { padding: 2px 0; }
 table.facts tr { border-bottom: 1px solid #eceff2; }
-.legend { color: #34495e; font-size: 12px; }
+.legend { color: #34495e; font-size: 12px; break-after: avoid; page-break-after: avoid; }
 .sw { display: inline-block; width: 14px; height: 10px; border: 1.5px solid #8a97a3; border-radius: 2px;
   margin: 0 3px 0 8px; vertical-align: -1px; }
 .sw.k-gpu { background: #e4f4e2; border-color: #2e7d32; } .sw.k-nic { background: #ddf1f6; border-color: #00838f; }

@@ -26,7 +26,7 @@ GAP = COL_W - BOX_W
 LEAF_W = 310
 ROOT_GAP = 8  # between root buses of one band
 PAGE_PX = 700  # printable A4 width at 96 dpi (186 mm), the width the diagram scales to
-SLICE_PX = 860  # the most one <svg> may take on a printed page
+SLICE_PX = 520  # the most one <svg> may take on a printed page: about half, so pages fill up
 CHAR = {10: 5.7, 9: 5.1}  # mean glyph advance of the sans font at these sizes
 
 KIND_CLASS = {"gpu": "k-gpu", "nic": "k-nic", "nvme": "k-nvme", "nvswitch": "k-nvs", "switch_upstream": "k-sw",

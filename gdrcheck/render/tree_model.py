@@ -119,13 +119,17 @@ def link_text(dev: Dict[str, Any]) -> Tuple[str, bool]:
     """(``Gen4 x16`` or ``Gen4 x8 (max Gen4 x16)``, whether the link runs below its maximum)."""
     link = dev.get("link") or {}
     cs, cw, ms, mw = (link.get(k) for k in ("current_speed_gts", "current_width", "max_speed_gts", "max_width"))
-    if cs is None and cw is None and ms is None:
+    cur = _link(cs, cw)
+    if not cur:  # the input does not say (an lspci tree, an XML with empty link attributes)
         return "", False
-    cur = f"{_speed(cs)} x{cw or '?'}"
     low = bool((cw and mw and cw < mw) or (cs and ms and cs < ms))
     if low:
-        return f"{cur} (max {_speed(ms)} x{mw or '?'})", True
+        return f"{cur} (max {_link(ms, mw)})", True
     return cur, False
+
+
+def _link(speed, width) -> str:
+    return " ".join(t for t in (_speed(speed) if speed else "", f"x{width}" if width else "") if t)
 
 
 def acs_redirect(dev: Dict[str, Any]) -> Optional[bool]:
