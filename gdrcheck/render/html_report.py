@@ -78,11 +78,19 @@ def _header(topology, pairs, host: str) -> str:
     inp = topology.get("input") or {}
     source = f"{inp.get('kind')}: {inp.get('label')}" if inp.get("kind") else ""
     line = pairs.get("summary_line") or meaning
+    counts = (pairs.get("summary") or {}).get("verdicts") or {}
+    n_fail, n_deg = counts.get("fail", 0), counts.get("degraded", 0)
+    below = ([f"{n_fail} pair{'s fail' if n_fail != 1 else ' fails'}"] if n_fail else []) \
+        + ([f"{n_deg} pair{'s are' if n_deg != 1 else ' is'} degraded"] if n_deg else [])
+    aside = ""
+    if status == "pass" and below:
+        aside = (f'<span class="aside">yet {" and ".join(below)}: their findings are below the failure '
+                 "threshold (see Findings)</span>")
     return (f'<header><h1>GPUDirect report: {escape(host)}</h1>'
             f'<p class="sub">gdrcheck {escape(str(pairs.get("gdrcheck_version", "")))}'
             + (f" \u00b7 read from {escape(source)}" if source else "") + "</p>"
             f'<div class="verdict v-{status}"><span class="word">{word}</span>'
-            f'<span class="line">{escape(line)}</span></div></header>')
+            f'<span class="line">{escape(line)}{aside}</span></div></header>')
 
 
 def _fact_cell(facts: Dict[str, Any], key: str, show=None) -> str:
@@ -127,8 +135,7 @@ def _summary(topology, pairs) -> str:
         ("Virtual machine", _fact_cell(facts, "virtual", _yes_no)),
         ("NUMA nodes", _fact_cell(facts, "numa_nodes", lambda v: ", ".join(map(str, v)) or "none")),
         ("Devices", f"{kinds.get('gpu', 0)} GPU, {kinds.get('nic', 0)} NIC, {kinds.get('nvme', 0)} NVMe; "
-                    f"{len(topology.get('devices') or [])} PCI functions on {len(topology.get('roots') or [])} "
-                    "root buses"),
+                    f"{len(topology.get('devices') or [])} PCI functions on {_n(len(topology.get('roots') or []), 'root bus', 'root buses')}"),
         ("NCCL rules", escape(f"{n.get('version', '?')}: GDR level {n.get('gdr_level', '?')}, "
                               f"P2P level {n.get('p2p_level', '?')}") if n else "not known"),
         ("Pairs", f"{s.get('pairs', 0)}" + (f": {verdicts}" if verdicts else "")),
@@ -137,6 +144,10 @@ def _summary(topology, pairs) -> str:
     ]
     cells = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     return f'<section id="host"><h2>Host</h2><table class="facts">{cells}</table></section>'
+
+
+def _n(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
 
 
 def _vorder(v: str) -> int:
@@ -250,7 +261,8 @@ def _bar1(bar1) -> str:
         label = f"GPU{g['index']}" if g.get("index") is not None else "GPU"
         if total:
             pct = 100.0 * used / total if used is not None else None
-            fill = (f'<span class="used" style="width:{min(pct, 100):.1f}%"></span>' if pct is not None
+            shown = min(max(pct, 0.6 if used else 0.0), 100.0) if pct is not None else None  # a sliver when in use
+            fill = (f'<span class="used" style="width:{shown:.1f}%"></span>' if pct is not None
                     else '<span class="nouse"></span>')
             bar = f'<span class="bar{" high" if pct is not None and pct >= 90 else ""}">{fill}</span>'
             text = (f"{human_bytes(used)} used of {human_bytes(total)} ({pct:.0f}%)" if pct is not None
@@ -259,7 +271,8 @@ def _bar1(bar1) -> str:
             bar, text = '<span class="bar none"></span>', "BAR1 size not known"
         mem = f"GPU memory {human_bytes(g['fb_total_bytes'])}" if g.get("fb_total_bytes") else ""
         rows.append(f'<tr><th>{escape(label)}</th><td class="mono">{escape(g["bdf"])}</td>'
-                    f'<td>{escape((g.get("name") or "").replace("NVIDIA ", ""))}</td><td class="barcell">{bar}</td>'
+                    f'<td class="gname">{escape((g.get("name") or "").replace("NVIDIA ", ""))}</td>'
+                    f'<td class="barcell">{bar}</td>'
                     f'<td>{escape(text)}</td><td class="muted">{escape(mem)}'
                     f'{" (" + escape(g["source"]) + ")" if g.get("source") else ""}</td></tr>')
     return ('<section id="bar1"><h2>BAR1 per GPU</h2><p class="legend">The aperture through which NICs and '
@@ -348,6 +361,7 @@ code { background: #eef1f4; padding: 0 3px; border-radius: 3px; }
   border: 1px solid rgba(0,0,0,.15); break-inside: avoid; }
 .verdict .word { font-size: 20px; font-weight: 800; letter-spacing: .05em; }
 .verdict .line { font-family: "DejaVu Sans Mono", Consolas, monospace; font-size: 12px; }
+.verdict .aside { display: block; font-family: "DejaVu Sans", Arial, sans-serif; color: #7a4b00; }
 .v-pass, .v-ok { background: #cdebd0; } .v-fail { background: #f6c3bf; } .v-degraded { background: #ffe9a8; }
 .v-unknown { background: #e3d7f1; }
 .chip { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 0.92em; white-space: nowrap; }
@@ -399,6 +413,7 @@ table.m tr, table.devices tr, table.bar1 tr { break-inside: avoid; page-break-in
 table.devices { margin: 6px 0 4px; font-size: 12px; }
 table.devices th, table.devices td { text-align: left; padding: 1px 10px 1px 0; border-bottom: 1px solid #eceff2; }
 table.devices th, td.mono, table.bar1 th { white-space: nowrap; overflow-wrap: normal; }
+table.bar1 td { overflow-wrap: normal; } table.bar1 td.gname { white-space: nowrap; }
 table.bar1 { width: 100%; font-size: 12px; }
 table.bar1 th, table.bar1 td { text-align: left; padding: 3px 10px 3px 0; border-bottom: 1px solid #eceff2; }
 .barcell { width: 32%; }
@@ -421,6 +436,7 @@ table.bar1 th, table.bar1 td { text-align: left; padding: 3px 10px 3px 0; border
 .finding .title { font-weight: 600; }
 .finding ul { margin: 3px 0 4px; padding-left: 18px; }
 .finding .fix { background: #eef6ee; padding: 3px 6px; border-radius: 3px; }
+footer code { white-space: nowrap; }
 footer { margin-top: 24px; font-size: 11px; color: #5f6b76; border-top: 1px solid #cdd6df; padding-top: 4px; }
 @media print {
   body { padding: 0; max-width: none; font-size: 9.5pt; }
