@@ -579,13 +579,25 @@ def fleet_summarize(expect, reference, input_format, fmt, output, paths):
 
     return summarize_command(paths, expect, reference, input_format, fmt, output)
 
-def _usage_status(argv) -> int:
-    """2 by the contract; 3 (UNKNOWN) under --format nagios, so a broken invocation does not page as CRITICAL."""
+def _engine_format(argv) -> Optional[str]:
+    """'npd' or 'nagios' when the command line asks for one of those one-line formats."""
     args = list(sys.argv[1:] if argv is None else argv)
     for i, a in enumerate(args):
-        if a == "--format=nagios" or (a == "--format" and args[i + 1:i + 2] == ["nagios"]):
-            return 3
-    return 2
+        for fmt in ("npd", "nagios"):
+            if a == f"--format={fmt}" or (a == "--format" and args[i + 1:i + 2] == [fmt]):
+                return fmt
+    return None
+
+
+def _usage_status(argv, message: str = "") -> int:
+    """2 by the contract; 3 (UNKNOWN) under --format nagios, so a broken invocation does not page as
+    CRITICAL. NPD and Nagios read stdout: they get one line saying why too."""
+    fmt = _engine_format(argv)
+    if fmt is not None:
+        from gdrcheck.render.adapters import usage_line
+
+        sys.stdout.write(usage_line(fmt, message))
+    return 3 if fmt == "nagios" else 2
 
 
 def main(argv=None) -> None:
@@ -604,10 +616,11 @@ def main(argv=None) -> None:
         if isinstance(e, click.UsageError) and ctx is not None:
             msg = f"{msg} (try '{ctx.command_path} --help')"
         sys.stderr.write(f"gdrcheck: error: {msg}\n")
-        sys.exit(_usage_status(argv) if isinstance(e, click.UsageError) or e.exit_code == 2 else e.exit_code)
+        sys.exit(_usage_status(argv, _one_line(msg)) if isinstance(e, click.UsageError) or e.exit_code == 2
+                 else e.exit_code)
     except InputError as e:
         sys.stderr.write(f"gdrcheck: error: {_one_line(str(e))}\n")
-        sys.exit(_usage_status(argv))
+        sys.exit(_usage_status(argv, _one_line(str(e))))
     except BrokenPipeError:
         try:
             sys.stdout = open(os.devnull, "w")

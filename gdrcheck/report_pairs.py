@@ -143,7 +143,8 @@ def summary_line(report: Report, fail_on: str = "error") -> str:
         topo = report.topo
         what = (f"{len(topo.of_kind('gpu'))} GPU, {len(topo.of_kind('nic'))} NIC, "
                 f"{len(topo.of_kind('nvme'))} NVMe: ")
-        parts = [f"{counts[v]} {v}" for v in ("ok", "degraded") if counts.get(v)]
+        # pairs can fail below --fail-on (a NIC that is not an RDMA device): the count says so
+        parts = [f"{counts[v]} {v}" for v in ("ok", "degraded", "fail", "unknown") if counts.get(v)]
         return _fit("OK " + what + (", ".join(parts) if parts else "no pairs"))
     if code == 1:
         threshold = SEVERITY_RANK[fail_on]

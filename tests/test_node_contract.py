@@ -289,3 +289,20 @@ def test_check_prometheus_textfile(trees):
     assert "gdrcheck_pair_verdict" not in text
     per_pair = run("check", "--format", "prometheus", "--per-pair-metrics", "--from", trees["healthy-gdr-node"])
     assert per_pair.stdout.count("gdrcheck_pair_verdict{") == 22
+
+
+@pytest.mark.parametrize("fmt,status,prefix", [("npd", 2, "gdrcheck error: "),
+                                               ("nagios", 3, "GDRCHECK UNKNOWN - gdrcheck error: ")])
+def test_engines_get_a_line_on_stdout_when_gdrcheck_cannot_run(fmt, status, prefix):
+    for args in (("--from", "/nonexistent"), ("--bogus",)):
+        p = run("check", "--format", fmt, *args)
+        assert p.returncode == status
+        assert p.stdout.startswith(prefix) and p.stdout.count("\n") == 1
+        assert len(p.stdout.strip().encode()) <= 80 or fmt == "nagios"
+        assert_clean_error(p, status)
+
+
+def test_nagios_warning_leads_with_the_warning_code(tmp_path):
+    p = run("check", "--format", "nagios", "--from", scenario(tmp_path, "nvidia-fs-missing-no-p2pdma"))
+    assert p.returncode == 1
+    assert p.stdout.startswith("GDRCHECK WARNING - GDR060 ")

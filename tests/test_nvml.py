@@ -240,8 +240,19 @@ def test_deprecated_pynvml_distribution_is_named(live, monkeypatch):
         return "13.0.1" if name == "pynvml" else real(name)
 
     monkeypatch.setattr(importlib.metadata, "version", version)
-    facts, _ = live(fake_pynvml([], init_error="DriverNotLoaded"))
+    facts, _ = live(fake_pynvml([], init_error="DriverNotLoaded"), record=True)  # snapshots look versions up
     assert "deprecated 'pynvml' package 13.0.1" in facts.status.hint
+
+
+def test_deprecated_pynvml_shim_is_named_in_a_plain_run(live):
+    """A plain run skips importlib.metadata (tens of ms); the shim is a package, NVIDIA's is pynvml.py."""
+    mod = fake_pynvml([], init_error="DriverNotLoaded")
+    mod.__file__ = "/usr/lib/python3/dist-packages/pynvml/__init__.py"
+    facts, _ = live(mod)
+    assert "deprecated 'pynvml' package" in facts.status.hint
+    mod.__file__ = "/usr/lib/python3/dist-packages/pynvml.py"
+    facts, _ = live(mod)
+    assert "deprecated" not in facts.status.hint
 
 
 def test_record_then_replay_is_identical(live, tmp_path):

@@ -123,13 +123,19 @@ def explain(err: Dict[str, Any]) -> Tuple[str, str, str]:
 # live
 
 
-def _bindings() -> Tuple[Any, Dict[str, Any], Optional[Dict[str, Any]]]:
-    """(module or None, what is installed, error doc or None)."""
+def _bindings(versions: bool = True) -> Tuple[Any, Dict[str, Any], Optional[Dict[str, Any]]]:
+    """(module or None, what is installed, error doc or None).
+
+    ``versions``: also look the packages up in the installed metadata (importlib.metadata
+    costs tens of milliseconds: snapshots only); a plain run tells the deprecated
+    ``pynvml`` shim (a package directory) from NVIDIA's ``pynvml.py`` by its file."""
     import importlib
     import warnings
 
     info: Dict[str, Any] = {"module": None, "version": None, "deprecated_pynvml": None}
     try:
+        if not versions:
+            raise LookupError
         from importlib import metadata
 
         try:
@@ -140,8 +146,9 @@ def _bindings() -> Tuple[Any, Dict[str, Any], Optional[Dict[str, Any]]]:
             info["deprecated_pynvml"] = metadata.version("pynvml")
         except metadata.PackageNotFoundError:
             pass
-    except Exception:  # noqa: BLE001 - metadata of a broken install
+    except Exception:  # noqa: BLE001 - metadata of a broken install, or not asked
         pass
+    _preload_operator_library()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the deprecated shim warns on every import
@@ -149,12 +156,38 @@ def _bindings() -> Tuple[Any, Dict[str, Any], Optional[Dict[str, Any]]]:
     except Exception as e:  # noqa: BLE001
         return None, info, {"error": "BindingsMissing", "code": None, "message": f"import pynvml: {e}"}
     info["module"] = getattr(mod, "__file__", None)
+    if not versions and str(info["module"] or "").endswith("__init__.py"):
+        info["deprecated_pynvml"] = "(a package directory)"
     needed = ("_nvmlGetFunctionPointer", "nvmlInit", "nvmlDeviceGetBAR1MemoryInfo", "nvmlDeviceGetP2PStatus")
     missing = [n for n in needed if not hasattr(mod, n)]
     if missing:
         return None, info, {"error": "BindingsNotNvidia", "code": None,
                             "message": f"pynvml lacks {', '.join(missing)}"}
     return mod, info, None
+
+
+# where the NVIDIA GPU Operator's driver container puts the library on the host
+OPERATOR_LIBS = ("/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+                 "/run/nvidia/driver/usr/lib64/libnvidia-ml.so.1",
+                 "/run/nvidia/driver/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.1")
+
+
+def _preload_operator_library() -> None:
+    """When the driver is the GPU Operator's (NVML under /run/nvidia/driver, not on the loader's
+    path), load it from there first: pynvml's later dlopen by name then finds it loaded."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+        return
+    except OSError:
+        pass
+    for path in OPERATOR_LIBS:
+        try:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            return
+        except OSError:
+            continue
 
 
 class _Asker:
@@ -312,7 +345,7 @@ def query_nvml(nv: Any, names: bool = True, full: bool = True) -> Dict[str, Any]
 
 
 def _live_record(full: bool = True) -> Dict[str, Any]:
-    nv, info, err = _bindings()
+    nv, info, err = _bindings(versions=full)
     if err is not None:
         return {"version": RECORD_VERSION, "init": err, "bindings": info, "gpus": [], "p2p": [], "topology": []}
     rec = query_nvml(nv, full=full)

@@ -45,13 +45,38 @@ def nagios(doc: Dict[str, Any]) -> Tuple[str, int]:
         state, code = "WARNING", 1
     else:
         state, code = "OK", 0
+    headline = doc["summary_line"]
+    if state == "WARNING" and doc["status"] == "pass":
+        headline = _headline([f for f in doc["findings"] if f["severity"] == "warning"])
     c = _counts(doc)
     perf = (f"pairs={len(doc['pairs'])};;;0 ok={c['ok']};;;0 degraded={c['degraded']};;;0 fail={c['fail']};;;0 "
             f"unknown={c['unknown']};;;0 errors={sev['error']};;;0 warnings={sev['warning']};;;0")
-    lines = [f"GDRCHECK {state} - {doc['summary_line']} | {perf}"]
+    lines = [f"GDRCHECK {state} - {headline} | {perf}"]
     lines += [f"{f['code']} {f['severity']}: {f['message']}" for f in doc["findings"]
               if f["severity"] in ("error", "warning")]
     return "\n".join(lines) + "\n", code
+
+
+def _headline(findings: List[Dict[str, Any]]) -> str:
+    """Code first, like the summary line: the first finding's code, rule name and subject (+N more)."""
+    from gdrcheck.report_pairs import _fit
+    from gdrcheck.rules import by_code
+
+    first = sorted(findings, key=lambda f: f["code"])[0]
+    rule = by_code().get(first["code"])
+    head = f"{first['code']} {rule.name if rule else first['severity']}"
+    if first["subject"] and first["subject"][0] not in ("host", "gdrcheck"):
+        head += " " + first["subject"][0]
+    return _fit(head, f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
+
+
+def usage_line(fmt: str, message: str) -> str:
+    """What an engine reads when gdrcheck could not run (bad usage, unreadable input): one line."""
+    from gdrcheck.report_pairs import _fit
+
+    if fmt == "nagios":
+        return "GDRCHECK UNKNOWN - " + _fit("gdrcheck error: " + message) + "\n"
+    return _fit("gdrcheck error: " + message) + "\n"
 
 
 def check_text(doc: Dict[str, Any]) -> Tuple[str, int]:
