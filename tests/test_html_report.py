@@ -193,7 +193,7 @@ def test_report_of_largest_generated_tree(tmp_path, big_tree):
     svgs = re.findall(r"<svg.*?</svg>", text, re.S)
     assert len(svgs) >= 8 and sum("(continued)" not in s for s in svgs) == 8  # one band per NUMA node
     for svg in svgs:  # each slice of a band starts at a root bus: the cut fell between two of them
-        assert svg.count("root bus") >= 1 and "(cont.)" not in svg
+        assert svg.count("root bus") >= 1 and "(cont.)" not in svg and " ghost" not in svg
     assert "columns 61\u201364 of 64" in text  # the GPU-GPU matrix in column blocks
 
 
@@ -226,12 +226,38 @@ def test_marks_acs_redirect_and_narrow_link(tmp_path, acs_and_x8):
     assert all("acs" in d for d in topo["devices"] if d["kind"].endswith(("port", "upstream", "downstream")))
 
 
-def test_redact(tmp_path):
-    out = tmp_path / "r.html"
-    proc = run("report", "--from", H200, "-o", out, "--redact")
-    assert proc.returncode in (0, 1, 3), proc.stderr
-    text = out.read_text()
+def test_redact(tmp_path, acs_and_x8):
+    plain, hidden = tmp_path / "plain.html", tmp_path / "hidden.html"
+    assert run("report", "--from", acs_and_x8, "-o", plain).returncode == 1
+    assert run("report", "--from", acs_and_x8, "-o", hidden, "--redact").returncode == 1
+    assert "gpu-node-01" in plain.read_text()
+    text = hidden.read_text()
+    assert "gpu-node-01" not in text and "redacted-host" in text
     assert not re.search(r"GPU-[0-9a-f]{8}-(?!0000)", text)
+
+
+def test_progress_only_on_a_terminal(tmp_path):
+    """With stderr on a terminal a progress line shows and is wiped; the page is the same."""
+    import pty
+
+    main, sub = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-m", "gdrcheck", "report", "--from", str(H200), "-o",
+                           str(tmp_path / "t.html")], stdout=subprocess.PIPE, stderr=sub, env=env, timeout=120)
+    os.close(sub)
+    said = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        said += chunk
+    os.close(main)
+    assert proc.returncode in (0, 1, 3) and proc.stdout == b""
+    assert b"gdrcheck: writing" in said and b"\x1b[2K" in said and b"wrote" in said
 
 
 def test_render_time_of_largest_tree(big_tree):

@@ -4,7 +4,7 @@ Left to right: root bus, root port, switch (its downstream ports folded into the
 edges below it), further switches, and the devices aligned in the last column,
 one row each. A band taller than a printed page is cut into several ``<svg>``
 elements at the seams between root buses or switches, so a page break never
-falls through a box; a switch cut in two is drawn again, marked ``(cont.)``.
+falls through a box; a switch cut in two is drawn again in each, dashed.
 """
 
 from __future__ import annotations
@@ -191,7 +191,9 @@ def _draw(item: Item, band: Band, a: int, b: int, leaf_x: float, names, parts: L
         parts.append(f'<rect x="{x}" y="{top:.1f}" width="{w}" height="{h:.1f}" rx="5" class="box k-root"/>')
         cy = (y0 + y1) / 2
         parts.append(_text(x + 8, cy - 2, "root bus", "t9 muted", w - 12, 9))
-        parts.append(_text(x + 8, cy + 10, item.root + (" (cont.)" if cut else ""), "t10 b", w - 12, 10))
+        parts.append(_text(x + 8, cy + 10, item.root, "t10 b", w - 12, 10))
+        if cut:
+            parts.append(_text(x + 8, cy + 21, "(continued)", "t9 muted", w - 12, 9))
         anchor = (x + w, None)
     else:
         leaf = not item.children
@@ -244,11 +246,12 @@ def _box(item: Item, x: float, cy: float, w: float, names, parts: List[str], gho
         + (" ghost" if ghost else "")
     top = cy - BOX_H / 2
     tip = [f"{tm.KIND_LABEL.get(kind, kind)} {dev['bdf']}", tm.ident(dev), link,
-           tm.acs_text(dev) if acs else "", "ACS not readable" if acs is None else ""]
+           tm.acs_text(dev) if acs else "", "ACS not readable" if acs is None else "",
+           "drawn again: its devices continue in the next or previous diagram" if ghost else ""]
     parts.append(f'<g><title>{escape(" | ".join(t for t in tip if t))}</title>'
                  f'<rect x="{x:.0f}" y="{top:.1f}" width="{w:.0f}" height="{BOX_H}" rx="4" class="{cls}"/>')
     if item.children:  # a bridge or switch
-        label = tm.KIND_LABEL.get(kind, kind) + (" (cont.)" if ghost else "")
+        label = tm.KIND_LABEL.get(kind, kind)
         second = " \u00b7 ".join(t for t in (link, tm.ident(dev)) if t)
         if acs:
             second = tm.acs_text(dev) + (" \u00b7 " + second if second else "")
