@@ -437,3 +437,20 @@ def test_browser_largest_tree(browser, tmp_path, big_tree):
     page = tmp_path / "gen-64-64-64.html"
     assert run("report", "--from", big_tree, "-o", page).returncode in (0, 1, 3)
     _look(browser, page, tmp_path, _names(big_tree))
+
+
+def test_parents_that_loop_still_draw_every_device():
+    """A damaged input whose parent pointers loop: the loop is cut, every GPU and NIC still drawn."""
+    from gdrcheck.render.dot import render_dot
+    from gdrcheck.render.svg_tree import render_svgs
+
+    doc = {"roots": [{"root": "0000:00", "numa_node": None}], "devices": [
+        {"bdf": "0000:01:00.0", "parent": "0000:02:00.0", "root": "0000:00", "kind": "bridge", "link": {}},
+        {"bdf": "0000:02:00.0", "parent": "0000:01:00.0", "root": "0000:00", "kind": "bridge", "link": {}},
+        {"bdf": "0000:03:00.0", "parent": "0000:02:00.0", "root": "0000:00", "kind": "gpu", "gpu_index": 0,
+         "link": {}},
+        {"bdf": "0000:04:00.0", "parent": "0000:04:00.0", "root": "0000:00", "kind": "nic", "link": {}}]}
+    svg = " ".join(render_svgs(doc)[0])
+    assert '<tspan class="b">GPU0</tspan> 0000:03:00.0' in svg and '<tspan class="b">NIC0</tspan> 0000:04:00.0' in svg
+    dot = render_dot(doc)
+    assert '"0000:03:00.0" [label=' in dot and '"0000:04:00.0" [label=' in dot

@@ -69,12 +69,39 @@ def build(doc: Dict[str, Any], show_all: bool = False) -> Forest:
         if d["root"] not in numa:
             numa[d["root"]] = None
             order.append(d["root"])
+    tops = [b for b in kids.get(None, ()) if b in nodes]
+    tops += _orphans(nodes, tops)
     roots = []
     for r in order:
-        top = [nodes[b] for b in kids.get(None, ()) if b in nodes and by_bdf[b]["root"] == r]
+        top = [nodes[b] for b in tops if by_bdf[b]["root"] == r]
         if top or show_all:
             roots.append(Root(r, numa[r], top))
     return Forest(roots, len(devices) - len(keep), len(devices))
+
+
+def _orphans(nodes: Dict[str, Node], tops: List[str]) -> List[str]:
+    """Functions whose parents loop (damaged input): cut the loop and draw them on their root bus."""
+    seen = set()
+    stack = list(tops)
+    while stack:
+        b = stack.pop()
+        if b not in seen:
+            seen.add(b)
+            stack.extend(c.bdf for c in nodes[b].children)
+    out = []
+    for b, node in nodes.items():
+        if b not in seen:
+            parent = nodes.get(node.dev.get("parent"))
+            if parent is not None and node in parent.children:
+                parent.children.remove(node)
+            out.append(b)
+            stack = [b]
+            while stack:
+                x = stack.pop()
+                if x not in seen:
+                    seen.add(x)
+                    stack.extend(c.bdf for c in nodes[x].children)
+    return out
 
 
 def _kept(by_bdf, kids, show_all: bool) -> set:
