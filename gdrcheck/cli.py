@@ -207,7 +207,7 @@ def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
         from gdrcheck.render.dot import render_dot
 
         if _RUN.begin_output():
-            _deliver(render_dot(topology_doc(topo), show_all=show_all), redact, output)
+            _deliver(render_dot(topology_doc(topo, describe_input=True), show_all=show_all), redact, output)
         return 0
 
     def text(_doc, console):
@@ -378,7 +378,7 @@ def report(from_path, output, redact, fail_on, nccl_version):
         from gdrcheck.render.html_report import render_html
         from gdrcheck.rules import all_rules
 
-        page = render_html(topology_doc(result.topo), pairs_doc(result, fail_on),
+        page = render_html(topology_doc(result.topo, describe_input=True), pairs_doc(result, fail_on),
                            bar1_doc(result.snap, result.topo, result.findings), all_rules())
         if redact:
             from gdrcheck.snapshot import redact_text

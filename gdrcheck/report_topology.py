@@ -123,7 +123,9 @@ def header_doc(snap) -> Dict[str, Any]:
     }
 
 
-def topology_doc(topo: Topology) -> Dict[str, Any]:
+def topology_doc(topo: Topology, describe_input: bool = False) -> Dict[str, Any]:
+    """``describe_input``: add where the facts came from (for pages that say so); left out of
+    ``--json`` so that a snapshot replays to the same bytes as the live run."""
     snap = topo.snap
     doc = header_doc(snap)
     doc["roots"] = [{"root": r, "numa_node": topo.root_numa(r) if snap.numa_known else None}
@@ -132,6 +134,7 @@ def topology_doc(topo: Topology) -> Dict[str, Any]:
     doc["collectors"] = collectors_doc(snap)
     if snap.notes:
         doc["notes"] = list(snap.notes)
-    doc["input"] = {"kind": snap.input_kind, "label": snap.label}
+    if describe_input:
+        doc["input"] = {"kind": snap.input_kind, "label": snap.label}
     doc["host_facts"] = host_facts_doc(snap)
     return doc

@@ -271,7 +271,7 @@ def test_render_time_of_largest_tree(big_tree):
     from gdrcheck.rules import all_rules
 
     report = evaluate(load_snapshot(str(big_tree), endpoint_config=True))
-    args = (topology_doc(report.topo), pairs_doc(report), bar1_doc(report.snap, report.topo, report.findings),
+    args = (topology_doc(report.topo, describe_input=True), pairs_doc(report), bar1_doc(report.snap, report.topo, report.findings),
             all_rules())
     best = min(_timed(render_html, args) for _ in range(3))
     assert best < 0.5, best
