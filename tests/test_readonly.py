@@ -226,7 +226,9 @@ def test_the_guard_catches_writes_execs_and_sockets(tmp_path, guarded):
 
 
 COMMANDS = (("topology",), ("topology", "--all", "--json"), ("pairs",), ("pairs", "--json"), ("bar1",),
-            ("bar1", "--json"))
+            ("bar1", "--json"), ("check",), ("check", "--format", "prometheus"), ("check", "--format", "nhc"),
+            ("check", "--format", "nagios"), ("fingerprint",), ("fingerprint", "--explain"),
+            ("topology", "--format", "dot"), ("pairs", "--jsonl"))
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(a))
@@ -234,7 +236,7 @@ def test_from_a_scenario_tree_writes_nothing(tmp_path, guarded, args):
     tree = scenario(tmp_path, "healthy-gdr-node")
     proc, lines = guarded(*args, "--from", tree)
     assert proc.returncode in (0, 1, 3), proc.stderr
-    assert proc.stdout.strip()
+    assert proc.stdout.strip() or args[-1] == "nhc"  # NHC's format is silent on success
     execs = [ln for ln in lines if ln.startswith("EXEC")]
     assert not execs, execs  # a --from tree replays commands, it never runs them
 
@@ -294,3 +296,28 @@ def test_snapshot_into_a_read_only_place_is_refused_cleanly(tmp_path, guarded):
     assert "Traceback" not in proc.stderr
     assert list(out.parent.iterdir()) == []
     assert "VIOLATION" in guarded.log.read_text()
+
+
+@pytest.mark.parametrize("args", [("check", "--format", "prometheus"), ("pairs", "--json"), ("report",),
+                                  ("fingerprint",)], ids=lambda a: " ".join(a))
+def test_output_writes_only_the_named_file(tmp_path, guarded, args):
+    """--output (and report's -o): a temporary file beside the target, renamed over it; nothing else."""
+    tree = scenario(tmp_path, "healthy-gdr-node")
+    out_dir = tmp_path / "textfile"
+    out_dir.mkdir()
+    out = out_dir / "gdrcheck.out"
+    proc, _lines = guarded(*args, "--from", tree, "-o", out, allow=(out_dir,))
+    assert proc.returncode in (0, 1, 3), proc.stderr
+    assert [p.name for p in out_dir.iterdir()] == ["gdrcheck.out"] and out.stat().st_size > 0
+    assert proc.stdout == ""
+
+
+def test_fleet_summarize_reads_reports_and_writes_nothing(tmp_path, guarded):
+    tree = scenario(tmp_path, "healthy-gdr-node")
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    doc = run("pairs", "--json", "--from", tree).stdout
+    for n in ("gpu01", "gpu02", "gpu03"):
+        (reports / f"{n}.json").write_text(doc)
+    proc, _lines = guarded("fleet", "summarize", "--expect", "gpu[01-04]", reports)
+    assert proc.returncode == 3 and "gpu04" in proc.stdout, proc.stdout
