@@ -1,3 +1,3 @@
-from gdrcheck.cli import main
+from gdrcheck.entry import main
 
 main()
