@@ -13,6 +13,7 @@ from typing import Optional
 import click
 
 from gdrcheck import __version__
+from gdrcheck.cli_run import RUN, deliver_text, emit, end_progress, fmt_of, load, progress_reporter, redacted
 from gdrcheck.errors import InputError
 
 FROM_HELP = ("read facts from PATH instead of this machine: a directory laid out like /, a snapshot "
@@ -36,109 +37,6 @@ def topology_formats(f):
     return format_options(f, ("text", "json", "dot"))
 
 
-def _fmt(fmt: str, as_json: bool) -> str:
-    return "json" if as_json else fmt
-
-
-def _redacted(snap, redact: bool):
-    """The snapshot with its host name replaced; the text itself is redacted in _emit."""
-    if not redact:
-        return snap
-    from dataclasses import replace
-
-    return replace(snap, hostname="redacted-host" if snap.hostname else None)
-
-
-def _emit(doc, fmt: str, as_json: bool, redact: bool, render_text, output: Optional[str] = None) -> None:
-    """Write a document: JSON (stable bytes) or text through one console; to stdout or ``--output``."""
-    if not _RUN.begin_output():
-        return
-    if _fmt(fmt, as_json) in ("json", "jsonl"):
-        from gdrcheck.render.json_out import render_json
-
-        _deliver(render_json(doc, pretty=_fmt(fmt, as_json) == "json" and not output and sys.stdout.isatty()),
-                 redact, output)
-        return
-    from gdrcheck.render.console import make_console
-
-    console = make_console()
-    if redact or output:
-        import io
-
-        buf = io.StringIO()
-        console.file = buf
-        render_text(doc, console)
-        _deliver(buf.getvalue(), redact, output)
-        return
-    render_text(doc, console)
-
-
-def _deliver(text: str, redact: bool, output: Optional[str]) -> None:
-    from gdrcheck.output import deliver
-
-    if redact:
-        from gdrcheck.snapshot import redact_text
-
-        text = redact_text(text, None)
-    deliver(text, output)
-
-
-class _Run:
-    """The run's deadline and its watchdog; what the watchdog prints if the run overstays."""
-
-    def __init__(self) -> None:
-        import time
-
-        self.started = time.monotonic()
-        self.deadline = None
-        self.watchdog = None
-        self.fmt = "text"
-        self.output: Optional[str] = None
-
-    def start(self, timeout: Optional[float], fmt: str, output: Optional[str], from_path: Optional[str] = None):
-        from gdrcheck.deadline import Deadline, Watchdog
-
-        if output:
-            from gdrcheck.output import check_target
-
-            check_target(output)
-        self.fmt, self.output, self.live = fmt, output, from_path is None
-        if timeout is None:  # health checks run live under an engine's limit; replays take their time
-            from gdrcheck.deadline import DEFAULT_SECONDS
-
-            timeout = DEFAULT_SECONDS if from_path is None else 0
-        self.deadline = Deadline(timeout)
-        self.watchdog = Watchdog(self.deadline, self._last_words)
-        return self.deadline
-
-    def begin_output(self) -> bool:
-        """False when the watchdog has already spoken: print nothing more."""
-        return self.watchdog is None or self.watchdog.disarm()
-
-    def _last_words(self) -> None:
-        from gdrcheck.report_pairs import timeout_doc
-
-        from gdrcheck.inputs import remove_temp_dirs
-
-        remove_temp_dirs()
-        doc = timeout_doc(self.deadline.seconds, live=self.live)
-        sys.stderr.write(f"gdrcheck: {doc['summary_line']}\n")
-        if self.output:
-            return
-        if self.fmt in ("json", "jsonl"):
-            from gdrcheck.render.json_out import render_json
-
-            sys.stdout.write(render_json(doc))
-        elif self.fmt in ("nhc", "npd", "nagios"):
-            sys.stdout.write(("GDRCHECK UNKNOWN - " if self.fmt == "nagios" else "") + doc["summary_line"] + "\n")
-        if self.fmt == "npd":
-            sys.stdout.flush()
-            os._exit(2)
-
-
-_RUN = _Run()
-
-
 def run_options(f):
     """--timeout and --output, for every command that reads a machine."""
     from gdrcheck.deadline import DEFAULT_SECONDS
@@ -150,34 +48,6 @@ def run_options(f):
                           f"default {DEFAULT_SECONDS:g} on a live machine, none with --from; 0 waits forever")(f)
     return f
 
-
-def _progress():
-    """Progress on stderr for a slow live read, only when a person is watching."""
-    if not sys.stderr.isatty():
-        return None
-
-    def say(msg: str) -> None:
-        sys.stderr.write(f"\r\x1b[2Kgdrcheck: {msg}...")
-        sys.stderr.flush()
-
-    return say
-
-
-def _done_progress(progress) -> None:
-    if progress is not None:
-        sys.stderr.write("\r\x1b[2K")
-        sys.stderr.flush()
-
-
-def load(from_path: Optional[str], want_driver: bool = True, endpoint_config: bool = False):
-    from gdrcheck.inputs import load_snapshot
-
-    progress = _progress() if from_path is None else None
-    try:
-        return load_snapshot(from_path, want_driver=want_driver, endpoint_config=endpoint_config,
-                             progress=progress, deadline=_RUN.deadline)
-    finally:
-        _done_progress(progress)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -201,13 +71,13 @@ def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
     from gdrcheck.report_topology import topology_doc
     from gdrcheck.topology import Topology
 
-    _RUN.start(timeout, _fmt(fmt, as_json), output, from_path)
-    topo = Topology(_redacted(load(from_path, want_driver=True), redact))
-    if _fmt(fmt, as_json) == "dot":
+    RUN.start(timeout, fmt_of(fmt, as_json), output, from_path)
+    topo = Topology(redacted(load(from_path, want_driver=True), redact))
+    if fmt_of(fmt, as_json) == "dot":
         from gdrcheck.render.dot import render_dot
 
-        if _RUN.begin_output():
-            _deliver(render_dot(topology_doc(topo, describe_input=True), show_all=show_all), redact, output)
+        if RUN.begin_output():
+            deliver_text(render_dot(topology_doc(topo, describe_input=True), show_all=show_all), redact, output)
         return 0
 
     def text(_doc, console):
@@ -215,7 +85,7 @@ def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
 
         render_topology(topo, console, show_all=show_all)
 
-    _emit(topology_doc(topo) if _fmt(fmt, as_json) == "json" else None, fmt, as_json, redact, text, output)
+    emit(topology_doc(topo) if fmt_of(fmt, as_json) == "json" else None, fmt, as_json, redact, text, output)
 
 
 def _options(nccl_version: Optional[str], min_bar1: Optional[str] = None, bar1_used_max: Optional[float] = None):
@@ -276,17 +146,17 @@ def pairs(from_path, fmt, as_json, redact, fail_on, nccl_version, as_jsonl, time
     from gdrcheck.evaluate import evaluate
     from gdrcheck.report_pairs import pairs_doc
 
-    fmt = "jsonl" if as_jsonl else _fmt(fmt, as_json)
+    fmt = "jsonl" if as_jsonl else fmt_of(fmt, as_json)
     options = _options(nccl_version)
-    _RUN.start(timeout, fmt, output, from_path)
-    report = evaluate(_redacted(load(from_path), redact), options)
+    RUN.start(timeout, fmt, output, from_path)
+    report = evaluate(redacted(load(from_path), redact), options)
 
     def text(doc, console):
         from gdrcheck.render.pairs_text import render_pairs
 
         render_pairs(doc, console)
 
-    _emit(pairs_doc(report, fail_on), fmt, False, redact, text, output)
+    emit(pairs_doc(report, fail_on), fmt, False, redact, text, output)
     return _finish(report, fail_on)
 
 
@@ -337,14 +207,14 @@ def snapshot(output, redact):
     """Capture everything gdrcheck reads on this machine, replayable with --from."""
     from gdrcheck.snapshot import capture, write_archive
 
-    progress = _progress()
+    progress = progress_reporter()
     try:
         src, manifest = capture(redact=redact, progress=progress)
         if progress:
             progress("writing " + output)
         count = write_archive(src, manifest, output, redact=redact)
     finally:
-        _done_progress(progress)
+        end_progress(progress)
     click.echo(f"gdrcheck: wrote {output} ({count} entries); replay with: gdrcheck pairs --from {output}", err=True)
     return 0
 
@@ -370,8 +240,8 @@ def report(from_path, output, redact, fail_on, nccl_version):
     options = _options(nccl_version)
     check_target(output)
     # the Resizable BAR capability is in the GPU's config space
-    result = evaluate(_redacted(load(from_path, endpoint_config=True), redact), options)
-    progress = _progress()
+    result = evaluate(redacted(load(from_path, endpoint_config=True), redact), options)
+    progress = progress_reporter()
     try:
         if progress:
             progress("writing " + output)
@@ -386,7 +256,7 @@ def report(from_path, output, redact, fail_on, nccl_version):
             page = redact_text(page, None)
         write_atomic(output, page)
     finally:
-        _done_progress(progress)
+        end_progress(progress)
     if progress:
         click.echo(f"gdrcheck: wrote {output}", err=True)
     return _finish(result, fail_on)
@@ -407,9 +277,9 @@ def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max, time
     from gdrcheck.report_bar1 import bar1_doc, is_bar1_code
 
     options = _options(None, min_bar1, bar1_used_max)
-    _RUN.start(timeout, _fmt(fmt, as_json), output, from_path)
+    RUN.start(timeout, fmt_of(fmt, as_json), output, from_path)
     # the Resizable BAR capability is in the GPU's config space
-    snap = _redacted(load(from_path, endpoint_config=True), redact)
+    snap = redacted(load(from_path, endpoint_config=True), redact)
     report = evaluate(snap, options)
     findings = [f for f in report.findings if is_bar1_code(f.code)]
 
@@ -419,7 +289,7 @@ def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max, time
         render_bar1(doc, console)
 
     doc = bar1_doc(snap, report.topo, findings)
-    _emit(doc, fmt, as_json, redact, text, output)
+    emit(doc, fmt, as_json, redact, text, output)
     from gdrcheck.report_pairs import SEVERITY_RANK
 
     if any(SEVERITY_RANK[f.severity] >= SEVERITY_RANK[fail_on] for f in findings):
@@ -475,13 +345,13 @@ def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, 
     fmt = "jsonl" if as_jsonl else fmt
     caps = _requirements(require)
     options = _options(nccl_version)
-    _RUN.start(timeout, fmt, output, from_path)
-    report = evaluate(_redacted(load(from_path, endpoint_config=fmt == "prometheus"), redact), options)
+    RUN.start(timeout, fmt, output, from_path)
+    report = evaluate(redacted(load(from_path, endpoint_config=fmt == "prometheus"), redact), options)
     gate = restrict(report, caps)
     doc = pairs_doc(gate, fail_on)
     code = exit_status(gate, fail_on)[0]
     if fmt in ("json", "jsonl"):
-        _emit(doc, fmt, False, redact, None, output)
+        emit(doc, fmt, False, redact, None, output)
         return _finish(gate, fail_on)
     if fmt == "prometheus":
         import time
@@ -492,15 +362,15 @@ def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, 
         from gdrcheck.report_topology import topology_doc
 
         text = render_prometheus(doc, bar1_doc(report.snap, report.topo, report.findings),
-                                 topology_doc(report.topo), __version__, time.monotonic() - _RUN.started,
+                                 topology_doc(report.topo), __version__, time.monotonic() - RUN.started,
                                  time.time(), per_pair=per_pair_metrics)
     else:
         from gdrcheck.render import adapters
 
         text, code = {"text": adapters.check_text, "nhc": adapters.nhc, "npd": adapters.npd,
                       "nagios": adapters.nagios}[fmt](doc)
-    if _RUN.begin_output():
-        _deliver(text, redact, output)
+    if RUN.begin_output():
+        deliver_text(text, redact, output)
     return code
 
 
@@ -515,7 +385,7 @@ def fingerprint(from_path, explain, addresses, as_json, timeout, output):
     from gdrcheck.evaluate import evaluate
     from gdrcheck.fingerprint import fingerprint as make, one_line
 
-    _RUN.start(timeout, "json" if as_json else "text", output, from_path)
+    RUN.start(timeout, "json" if as_json else "text", output, from_path)
     report = evaluate(load(from_path))
     fp = make(report)
     if as_json:
@@ -529,8 +399,8 @@ def fingerprint(from_path, explain, addresses, as_json, timeout, output):
         text = "\n".join(fp.topology_lines if addresses else fp.shape_lines) + "\n"
     else:
         text = one_line(report, fp) + "\n"
-    if _RUN.begin_output():
-        _deliver(text, False, output)
+    if RUN.begin_output():
+        deliver_text(text, False, output)
     from gdrcheck.report_pairs import timed_out
 
     if timed_out(report):
