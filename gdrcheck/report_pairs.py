@@ -158,7 +158,9 @@ def summary_line(report: Report, fail_on: str = "error") -> str:
 
     rule = by_code().get(first.code)
     head = f"{first.code} {rule.name if rule else first.severity}"
-    if first.subject and first.subject[0] not in ("host", "gdrcheck"):
+    if first.code == "GDR122":  # what did not answer in time
+        head += " " + ",".join(first.subject)
+    elif first.subject and first.subject[0] not in ("host", "gdrcheck"):
         head += " " + first.subject[0]
     more = len(hits) - 1
     return _fit(head, f" (+{more} more)" if more else "")
