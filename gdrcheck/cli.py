@@ -37,6 +37,12 @@ def topology_formats(f):
     return format_options(f, ("text", "json", "dot"))
 
 
+def _no_nan(_ctx, _param, value):
+    if value is not None and value != value:
+        raise click.BadParameter("not a number of seconds")
+    return value
+
+
 def run_options(f):
     """--timeout and --output, for every command that reads a machine."""
     from gdrcheck.deadline import DEFAULT_SECONDS
@@ -44,6 +50,7 @@ def run_options(f):
     f = click.option("-o", "--output", "output", metavar="FILE",
                      help="write to FILE instead of stdout (a temporary file renamed into place)")(f)
     f = click.option("--timeout", "timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+                     callback=_no_nan,
                      help=f"give up on what has not answered by then: those verdicts become unknown (exit 3); "
                           f"default {DEFAULT_SECONDS:g} on a live machine, none with --from; 0 waits forever")(f)
     return f

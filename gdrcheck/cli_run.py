@@ -97,7 +97,12 @@ class _Run:
         from gdrcheck.inputs import remove_temp_dirs
 
         remove_temp_dirs()
-        doc = timeout_doc(self.deadline.seconds, live=self.live)
+        host = None
+        if self.live:  # the facts were never read: the name the node goes by
+            import socket
+
+            host = os.environ.get("NODE_NAME") or socket.gethostname() or None
+        doc = timeout_doc(self.deadline.seconds, host)
         sys.stderr.write(f"gdrcheck: {doc['summary_line']}\n")
         if self.output:
             return

@@ -20,13 +20,15 @@ T = TypeVar("T")
 
 #: the deadline used when ``--timeout`` is not given (NHC allows 30 s, Slurm 60 s)
 DEFAULT_SECONDS = 20.0
+MAX_SECONDS = 1e7
 
 
 class Deadline:
     """When the run must end; ``seconds`` 0 or None means no limit."""
 
     def __init__(self, seconds: Optional[float]) -> None:
-        self.seconds = seconds if seconds and seconds > 0 else None
+        # 0 and infinity mean no limit; beyond about four months a timer cannot wait (time_t)
+        self.seconds = seconds if seconds and 0 < seconds < MAX_SECONDS else None
         self.start = time.monotonic()
         self.end = self.start + self.seconds if self.seconds else None
         self.missed: List[str] = []
@@ -84,23 +86,7 @@ class Deadline:
         if self.expired():
             self.miss(what)
             return None
-        box: dict = {}
-
-        def work() -> None:
-            try:
-                box["value"] = fn()
-            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-                box["error"] = e
-
-        t = threading.Thread(target=work, name=f"gdrcheck-{what}", daemon=True)
-        t.start()
-        t.join(self.remaining())
-        if t.is_alive():
-            self.miss(what)
-            return None
-        if "error" in box:
-            raise box["error"]
-        return box.get("value")
+        return self.begin(what, fn)()
 
 
 class Watchdog:

@@ -7,10 +7,11 @@ renamed over the target, so readers see the old content or the new, never half.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
-from typing import Optional
+from typing import IO, Iterator, Optional
 
 from gdrcheck.errors import InputError
 
@@ -26,24 +27,41 @@ def check_target(path: str) -> None:
         raise InputError(f"{path}: directory {d} is not writable")
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename."""
-    check_target(path)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
+@contextlib.contextmanager
+def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
+                mode: Optional[int] = 0o644) -> Iterator[IO]:
+    """A file object whose content replaces ``path`` only once the block has finished without error:
+    a temporary file in the same directory, fsynced, then renamed. ``mode`` None keeps mkstemp's 0600."""
+    d = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(d):
+        raise InputError(f"{path}: directory {d} does not exist")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        fd, tmp = tempfile.mkstemp(prefix=prefix or "." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
+    except OSError as e:
+        raise InputError(f"{path}: cannot write there ({e.strerror or e})") from None
+    try:
+        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except OSError as e:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise InputError(f"{path}: cannot write: {e.strerror or e}") from None
+        if isinstance(e, OSError):
+            raise InputError(f"{path}: cannot write ({e.strerror or e})") from None
+        raise
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename."""
+    check_target(path)
+    with atomic_file(path) as f:
+        f.write(text)
 
 
 def deliver(text: str, output: Optional[str]) -> None:

@@ -109,17 +109,14 @@ STATUS_WORDS = {0: "pass", 1: "fail", 3: "unknown"}
 SUMMARY_MAX = 80  # Node Problem Detector cuts at 80 bytes; a Slurm drain reason shows the first word
 
 
-def timeout_doc(seconds, live: bool = True) -> Dict[str, Any]:
+def timeout_doc(seconds, host=None) -> Dict[str, Any]:
     """What can be said when the run overstayed its --timeout before any report was made."""
-    import os
-    import socket
-
     from gdrcheck import FORMAT_VERSION, __version__
 
     line = _fit(f"GDR122 run-timed-out: no result within {seconds or 0:g} s")
     return {
         "format_version": FORMAT_VERSION, "gdrcheck_version": __version__,
-        "host": (os.environ.get("NODE_NAME") or socket.gethostname() or None) if live else None,
+        "host": host,
         "devices": [], "pairs": [], "status": "unknown", "timed_out": True, "summary_line": line,
         "findings": [{"code": "GDR122", "severity": "warning", "subject": ["gdrcheck"], "effect": "unknown",
                       "message": f"the --timeout of {seconds or 0:g} s ran out before the facts were read; "

@@ -16,12 +16,10 @@ import os
 import posixpath
 import re
 import tarfile
-import tempfile
 import time
 from typing import Dict, Optional, Tuple
 
 from gdrcheck import __version__
-from gdrcheck.errors import InputError
 from gdrcheck.source import COMMANDS_FILE, Source
 
 SNAPSHOT_FORMAT = "1.0"
@@ -90,16 +88,12 @@ def write_archive(src: Source, manifest_host, out_path: str, redact: bool = Fals
     entries = dict(src.recorded)
     entries[COMMANDS_FILE] = ("f", json.dumps(src.recorded_commands, indent=1, sort_keys=True).encode())
     entries["/gdrcheck/manifest.json"] = ("f", json.dumps(manifest, indent=1, sort_keys=True).encode())
-    out_dir = os.path.dirname(os.path.abspath(out_path)) or "."
-    if not os.path.isdir(out_dir):
-        raise InputError(f"{out_path}: directory {out_dir} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".gdrcheck-snapshot-", suffix=".tmp", dir=out_dir)
-    except OSError as e:
-        raise InputError(f"{out_path}: cannot write there ({e.strerror or e})") from None
+    from gdrcheck.output import atomic_file
+
     count = 0
-    try:
-        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+    # a snapshot describes the machine: it keeps mkstemp's owner-only mode
+    with atomic_file(out_path, binary=True, prefix=".gdrcheck-snapshot-", mode=None) as raw:
+        with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
             dirs = set()
             for path in sorted(entries):
                 kind, val = entries[path]
@@ -133,15 +127,6 @@ def write_archive(src: Source, manifest_host, out_path: str, redact: bool = Fals
                     ti.size = len(data)
                     tar.addfile(ti, io.BytesIO(data))
                     count += 1
-        os.replace(tmp, out_path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise InputError(f"{out_path}: cannot write ({e.strerror or e})") from None
-        raise
     return count
 
 

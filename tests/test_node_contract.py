@@ -88,6 +88,13 @@ def test_watchdog_under_npd_answers_unknown_within_80_bytes(tmp_path):
 def test_bad_timeout_is_a_usage_error():
     assert_clean_error(run("pairs", "--timeout", "-1"))
     assert_clean_error(run("pairs", "--timeout", "soon"))
+    assert_clean_error(run("pairs", "--timeout", "nan"))
+
+
+@pytest.mark.parametrize("limit", ["inf", "1e400", "1e30"])
+def test_an_endless_timeout_means_no_limit(trees, limit):
+    p = run("pairs", "--json", "--timeout", limit, "--from", trees["healthy-gdr-node"])
+    assert p.returncode == 0 and p.stderr == "" and json.loads(p.stdout)["timed_out"] is False
 
 
 # -- --output ---------------------------------------------------------------------------------------------

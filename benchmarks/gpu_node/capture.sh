@@ -13,12 +13,7 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 OUT=${1:-${OUT:-./gdrcheck-capture}}
 mkdir -p "$OUT"
 HERE=$(cd "$(dirname "$0")" && pwd)
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+. "$HERE/env.sh"
 python3 -c "import click, rich, pynvml, psutil, defusedxml" || exit 1
 python3 -m compileall -q gdrcheck >/dev/null  # as pip install does
 G="python3 -m gdrcheck"

@@ -9,12 +9,7 @@ export PYTHONUNBUFFERED=1
 OUT=${1:-${OUT:-./gdrcheck-fleet}}
 R=$OUT/f; mkdir -p "$R"
 HERE=$(cd "$(dirname "$0")" && pwd)
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+. "$HERE/env.sh"
 python3 -m compileall -q gdrcheck >/dev/null  # as pip install does
 G="python3 -m gdrcheck"
 for f in text nhc npd nagios prometheus json; do
