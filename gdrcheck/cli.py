@@ -182,7 +182,7 @@ def rules(as_json):
                                       "rules": [r.to_doc() for r in items]}))
         return 0
     for r in items:
-        tag = "NCCL" if r.origin == "nccl" else "    "
+        tag = {"nccl": "NCCL", "nvidia-docs": "NVDA", "kernel": "KERN"}.get(r.origin, "    ")
         click.echo(f"{r.code}  {r.severity:<7} {tag} {r.name:<36} {r.title}")
     return 0
 
@@ -196,12 +196,15 @@ def explain(code):
     code_u = code.strip().upper()
     for r in all_rules():
         if r.code == code_u or r.name == code.strip().lower():
-            origin = {"nccl": "one of NCCL's own conditions", "nvidia-docs": "NVIDIA's documented requirement",
-                      "kernel": "the Linux kernel's rule", "gdrcheck": "a gdrcheck check"}[r.origin]
+            from gdrcheck.rules.base import ORIGIN_WORDS
+
+            origin = ORIGIN_WORDS[r.origin]
             click.echo(f"{r.code} {r.name} ({r.severity}, {r.scope}; {origin})")
             click.echo(f"\n{r.title}\n")
             click.echo(f"Why: {r.rationale}\n")
             click.echo(f"Fix: {r.remediation}")
+            if r.vm_remediation:
+                click.echo(f"\nIn a virtual machine: {r.vm_remediation}")
             return 0
     raise InputError(f"no rule {code!r} (gdrcheck rules lists them)")
 
@@ -297,9 +300,9 @@ def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max, time
 
     doc = bar1_doc(snap, report.topo, findings)
     emit(doc, fmt, as_json, redact, text, output)
-    from gdrcheck.report_pairs import SEVERITY_RANK
+    from gdrcheck.status import reaches
 
-    if any(SEVERITY_RANK[f.severity] >= SEVERITY_RANK[fail_on] for f in findings):
+    if any(reaches(f.severity, fail_on) for f in findings):
         return 1
     gpus = report.topo.of_kind("gpu")
     if gpus and any(g.get("bar1_total_bytes") is None for g in doc.get("gpus", [])) or (gpus and not doc.get("gpus")):
@@ -333,8 +336,9 @@ def _requirements(text: str):
               help="text; json/jsonl (the pairs document); nhc, npd, nagios (one line, each engine's exit "
                    "codes); prometheus (node_exporter textfile)")
 @click.option("--jsonl", "as_jsonl", is_flag=True, help="same as --format jsonl")
-@click.option("--require", "require", default="gdr,p2p,gds", show_default=True, metavar="LIST",
-              help="what must work: gdr (GPU-NIC), p2p (GPU-GPU), gds (GPU-NVMe)")
+@click.option("--require", "require", default=None, metavar="LIST",
+              help="what must work: gdr (GPU-NIC), p2p (GPU-GPU), gds (GPU-NVMe); one that nothing on the node "
+                   "could satisfy fails. Default: judge the pairs the node has (a node without a GPU fails)")
 @click.option("--per-pair-metrics", is_flag=True, help="prometheus: also one series per pair")
 @click.option("--redact", is_flag=True, help="replace the host name, serial numbers, UUIDs and MAC addresses")
 @fail_on_option
@@ -350,11 +354,11 @@ def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, 
     from gdrcheck.report_pairs import exit_status, pairs_doc
 
     fmt = "jsonl" if as_jsonl else fmt
-    caps = _requirements(require)
+    caps = _requirements(require) if require is not None else ["gdr", "p2p", "gds"]
     options = _options(nccl_version)
     RUN.start(timeout, fmt, output, from_path)
     report = evaluate(redacted(load(from_path, endpoint_config=fmt == "prometheus"), redact), options)
-    gate = restrict(report, caps)
+    gate = restrict(report, caps, required=require is not None)
     doc = pairs_doc(gate, fail_on)
     code = exit_status(gate, fail_on)[0]
     if fmt in ("json", "jsonl"):

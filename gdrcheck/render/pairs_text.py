@@ -18,16 +18,9 @@ def _short(dev: Dict) -> str:
 
 
 def _column_names(doc) -> Dict[str, str]:
-    names: Dict[str, str] = {}
-    counters = {"nic": 0, "nvme": 0}
-    for dev in doc["devices"]:
-        kind = dev["kind"]
-        if kind == "gpu":
-            names[dev["bdf"]] = f"GPU{dev['gpu_index']}" if "gpu_index" in dev else dev["bdf"]
-        elif kind in counters:
-            names[dev["bdf"]] = f"{'NIC' if kind == 'nic' else 'NVMe'}{counters[kind]}"
-            counters[kind] += 1
-    return names
+    """The document's own labels (GPUn, NICn in nvidia-smi's order, NVMen); NICs that are not GPUDirect
+    NICs have none and make no column."""
+    return {dev["bdf"]: dev["label"] for dev in doc["devices"] if dev.get("label")}
 
 
 def render_pairs(doc, console) -> None:
@@ -40,7 +33,9 @@ def render_pairs(doc, console) -> None:
     if not gpus:
         console.print("No GPU found in this input: there are no GPUDirect pairs to judge.")
     for kind, title in (("gpu", "GPU-GPU"), ("nic", "GPU-NIC"), ("nvme", "GPU-NVMe")):
-        cols = [d["bdf"] for d in doc["devices"] if d["kind"] == kind]
+        cols = [d["bdf"] for d in doc["devices"] if d["kind"] == kind and d["bdf"] in names]
+        if kind == "nic":
+            cols.sort(key=lambda b: int(names[b][3:]))
         if not gpus or not cols or (kind == "gpu" and len(cols) < 2):
             continue
         for start in range(0, len(cols), MAX_COLS):
@@ -63,13 +58,19 @@ def render_pairs(doc, console) -> None:
                     line.append(MARK[p["verdict"]], style=STYLE[p["verdict"]])
                 line.append(f"  NUMA {_numa(doc, g)}")
                 console.print(line)
-    legend = [d for d in doc["devices"] if d["kind"] in ("nic", "nvme")]
-    if legend:
+    legend = [d for d in doc["devices"] if d["kind"] in ("nic", "nvme") and d["bdf"] in names]
+    legend.sort(key=lambda d: (d["kind"], int(names[d["bdf"]].lstrip("NICVMe") or 0)))
+    others = [d for d in doc["devices"] if d["kind"] == "nic" and d.get("rdma") is False]
+    if legend or others:
         console.print()
         for d in legend:
             extra = ", ".join(d.get("rdma_devices", []) + d.get("netdevs", []) + d.get("nvme_names", []))
             console.print(f"  {names[d['bdf']]}: {d['bdf']}" + (f" {extra}" if extra else "")
                           + (f"  {d['name']}" if d.get("name") else "") + f"  NUMA {_numa(doc, d['bdf'])}")
+        if others:
+            console.print("  not GPUDirect NICs (no pairs): " + ", ".join(
+                d["bdf"] + (f" {d['netdevs'][0]}" if d.get("netdevs") else "")
+                + (f" ({d['rdma_basis']})" if d.get("rdma_basis") else "") for d in others))
     _render_nccl(doc, console)
     _render_findings(doc, console)
     _render_summary(doc, console)
@@ -99,36 +100,35 @@ def _render_nccl(doc, console) -> None:
 
 
 def _render_findings(doc, console) -> None:
+    """Findings grouped by code and severity (a code can inform about one pair and warn about another),
+    errors first; each group with the rule's title, its origin and the fix in force."""
     from rich.text import Text
 
-    from gdrcheck.rules import by_code
-
-    rules = by_code()
-    groups: Dict[str, List[dict]] = {}
+    rules = doc.get("rules") or {}
+    groups: Dict[tuple, List[dict]] = {}
     for f in doc["findings"]:
-        groups.setdefault(f["code"], []).append(f)
+        groups.setdefault((f["code"], f["severity"]), []).append(f)
     if not groups:
         return
     console.print()
     console.print(Text("Findings", style="bold"))
     order = {"error": 0, "warning": 1, "info": 2}
-    for code in sorted(groups, key=lambda c: (order[groups[c][0]["severity"]], c)):
-        items = groups[code]
-        rule = rules.get(code)
-        sev = items[0]["severity"]
-        head = Text(f"{sev.upper():<7} {code} {rule.name if rule else ''}: ", style=SEV_STYLE[sev])
-        head.append(rule.title if rule else "", style="bold")
-        origin = f" [{'NCCL rule' if rule and rule.origin == 'nccl' else 'gdrcheck check'}]" if rule else ""
-        head.append(origin)
+    for code, sev in sorted(groups, key=lambda k: (order[k[1]], k[0])):
+        items = groups[(code, sev)]
+        rule = rules.get(code) or {}
+        head = Text(f"{sev.upper():<7} {code} {rule.get('name', '')}: ", style=SEV_STYLE[sev])
+        head.append(rule.get("title", ""), style="bold")
+        if rule.get("origin"):
+            head.append(f" [{rule['origin']}]")
         console.print(head)
         for f in items[:8]:
-            console.print(f"    - {f['message']}")
+            console.print(Text(f"    - {f['message']}"))
         if len(items) > 8:
             console.print(f"    - ... and {len(items) - 8} more (see --json)")
-        if rule and sev != "info":
-            console.print(f"    fix: {rule.remediation}")
-        elif rule and items[0].get("settle"):
-            console.print(f"    to settle: {items[0]['settle']}")
+        if rule.get("fix") and sev != "info":
+            console.print(Text(f"    fix: {rule['fix']}"))
+        elif items[0].get("settle"):
+            console.print(Text(f"    to settle: {items[0]['settle']}"))
 
 
 def _render_summary(doc, console) -> None:
@@ -137,7 +137,7 @@ def _render_summary(doc, console) -> None:
     s = doc["summary"]
     console.print()
     verdicts = ", ".join(f"{n} {v}" for v, n in sorted(s["verdicts"].items()))
-    line = Text(f"{s['pairs']} pairs: {verdicts or 'none'}; findings: "
+    line = Text(f"{s['pairs']} pair{'' if s['pairs'] == 1 else 's'}: {verdicts or 'none'}; findings: "
                 f"{s['findings']['error']} error, {s['findings']['warning']} warning, {s['findings']['info']} info")
     console.print(line)
     for c in doc.get("collectors", []):
