@@ -52,8 +52,9 @@ def build(root: Path, **change) -> Path:
                      iommu_group=f"{10 + sock}", **cfg)
         dsp = SWITCH_DSP[sock]
         g = 2 * sock
-        for i, gpu in enumerate(GPUS[g:g + (1 if change.get("one_gpu") else 2)] if not (change.get("one_gpu") and sock)
-                                else ()):
+        gpus = () if change.get("no_gpu") or (change.get("one_gpu") and sock) else \
+            GPUS[g:g + (1 if change.get("one_gpu") else 2)]
+        for i, gpu in enumerate(gpus):
             t.add(gpu, dsp[i], driver="nvidia", device=change.get("gpu_device", 0x2335), iommu_group=str(20 + g + i), bars=gpu_bars,
                   link=(change.get("gpu0_speed", "32.0 GT/s PCIe") if g + i == 0 else "32.0 GT/s PCIe",
                         width if (g + i == 0) else 16, "32.0 GT/s PCIe", 16), **cfg)
@@ -134,6 +135,8 @@ def _nvml(change) -> dict:
         listed = GPUS[:2]
     if change.get("one_gpu"):
         listed = GPUS[:1]
+    if change.get("no_gpu"):
+        listed = ()
     for i, b in enumerate(listed):
         bus = "0000" + b.upper()
         links = [{"link": n, "active": True, "remote_bus_id": "FFFFFFFF:FF:FF.0", "remote_type": 2}
@@ -174,6 +177,7 @@ CASES: Dict[str, Dict] = {
     "pcie-only-gpus": {"no_nvlink": True},
     "nic-without-rdma-driver-virtio": {"nic_virtio": True},
     "one-gpu-node": {"one_gpu": True},
+    "no-gpu-node": {"no_gpu": True},
     "no-nvme-node": {"no_nvme": True},
     "snapshot-without-pci-tree": {"no_pci_list": True},
     "sxm-gpus-without-links": {"bare": True},
