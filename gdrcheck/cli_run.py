@@ -37,7 +37,7 @@ def emit(doc, fmt: str, as_json: bool, redact: bool, render_text, output: Option
         return
     from gdrcheck.render.console import make_console
 
-    console = make_console()
+    console = make_console(to_file=bool(output))
     if redact or output:
         import io
 
