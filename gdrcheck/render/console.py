@@ -38,7 +38,16 @@ def make_console(stderr: bool = False, to_file: bool = False):
             kwargs["width"] = max(cols, MIN_WIDTH)
         if no_color():
             kwargs.update(no_color=True, color_system=None)
-    return Console(**kwargs)
+    console = Console(**kwargs)
+    console.on_broken_pipe = lambda: _reader_gone(console)  # rich would exit 1; the run has its own status
+    return console
+
+
+def _reader_gone(console) -> None:
+    from gdrcheck.output import stdout_closed
+
+    console.quiet = True
+    stdout_closed()
 
 
 def human_bytes(n) -> str:
