@@ -53,7 +53,9 @@ def render_pairs(doc, console) -> None:
                 blank(console)
             for line in block:
                 console.print(line, soft_wrap=True)
-    legend = [d for d in doc["devices"] if d["kind"] in ("nic", "nvme")]
+    order = {"gpu": 0, "nic": 1, "nvme": 2}
+    legend = sorted((d for d in doc["devices"] if d["kind"] in order and d["bdf"] in names),
+                    key=lambda d: order[d["kind"]])
     if legend:
         blank(console)
         for d in legend:
