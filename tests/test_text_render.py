@@ -96,9 +96,9 @@ def _renderings(path: Path, tty: bool):
     if tty:
         text = _pty_run(args, env)
     else:
-        text = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120).stdout
+        text = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120, check=False).stdout
     out = {}
-    for m in re.finditer(r"@@render (\S+) (\d+) (\d)@@\n(.*?)@@exit (\S+)@@\n", text, re.S):
+    for m in re.finditer(r"@@render (\S+) (\d+) (\d)@@\n(.*?)@@exit (\S+)@@\n", text, re.DOTALL):
         out[(m.group(1), int(m.group(2)), m.group(3) == "1")] = m.group(4)
     assert len(out) == (18 if tty else 9), text[-2000:]
     return out
