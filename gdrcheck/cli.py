@@ -96,10 +96,10 @@ def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
 
 
 def _options(nccl_version: Optional[str], min_bar1: Optional[str] = None, bar1_used_max: Optional[float] = None):
+    import re
+
     from gdrcheck import nccl
     from gdrcheck.rules.base import Options
-
-    import re
 
     if nccl_version is not None and not re.fullmatch(r"\s*v?\d{1,3}\.\d{1,3}(\.\d{1,3})?\s*", nccl_version):
         raise click.BadParameter(f"not an NCCL version: {nccl_version[:40]!r} (expected e.g. 2.21.5)",
@@ -366,7 +366,7 @@ def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, 
     from gdrcheck.evaluate import evaluate, restrict
     from gdrcheck.report_pairs import exit_status, pairs_doc
 
-    fmt = fmt_of(fmt, as_jsonl, "jsonl")
+    fmt = "jsonl" if as_jsonl else fmt
     caps = _requirements(require)
     options = _options(nccl_version)
     RUN.start(timeout, fmt, output, from_path)

@@ -294,7 +294,7 @@ def test_gzip_that_is_not_a_tar(tmp_path):
     assert_clean_error(run("pairs", "--from", cut))
 
 
-@pytest.mark.parametrize("args", [["topology", "--format", "dot", "--json"], ["check", "--format", "nhc", "--jsonl"],
+@pytest.mark.parametrize("args", [["topology", "--format", "dot", "--json"], ["pairs", "--json", "--jsonl"],
                                   ["pairs", "--nccl-version", "banana"], ["pairs", "--nccl-version", "2.21.5junk"]])
 def test_usage_errors(args):
     p = run(*args, "--from", FIXTURES / "h200-x4-vm" / "snapshot.tar.gz")
