@@ -336,3 +336,11 @@ def test_clip_name_control_characters():
     assert clip_name("GPU\x1b[2J\x07 name") == "GPU?[2J? name"
     assert clip_name(None) is None
     assert clip_name("short") == "short"
+
+
+def test_report_gpu_names_keep_the_vendor_word(inputs):
+    if "stelline-puget" not in inputs:
+        pytest.skip("../shared/realworld is not present")
+    p = run("report", "--from", inputs["stelline-puget"], "-o", "-")
+    assert 'class="gname">NVIDIA AD102GL [RTX 6000 Ada Generation]<' in p.stdout
+    assert ">Corporation" not in p.stdout
