@@ -168,7 +168,7 @@ class _Reader:
         return dev
 
     def _osdev(self, el: ET.Element, parent: Optional[str], gp: Optional[str]) -> None:
-        name = (el.get("name") or "").strip()
+        name = clip_name((el.get("name") or "").strip())
         net, ofed, storage, gpu = _osdev_kinds(el, self.major)
         sub = el.get("subtype") or ""
         dev = self.devs.get(parent) if parent else None
