@@ -28,7 +28,7 @@ REAL = {
     "stelline-asus": "stelline-asus-esc8000a-e12-4xrtx6000ada/lspci-tv.txt",
     "stelline-puget": "stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt",
     "azure-ndv5": "azure-ndv5/nccl-topo.xml",
-    "aws-p5": "aws-p5-48xlarge/nccl-topo.xml",
+    "rccl-mi300x": "rccl-mi300x-8p-8nic/nccl-topo.xml",
     "hwloc-dgx2h": "hwloc-nvidia-dgx2h/hwloc.xml",
 }
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -184,7 +184,7 @@ def _check(name, cmd, width, text, docs):
         assert not any(ln.lstrip().startswith("Corporation") for ln in lines), where
 
 
-@pytest.mark.parametrize("name", ["stelline-asus", "stelline-puget", "azure-ndv5", "aws-p5", "hwloc-dgx2h",
+@pytest.mark.parametrize("name", ["stelline-asus", "stelline-puget", "azure-ndv5", "rccl-mi300x", "hwloc-dgx2h",
                                   "h200-x4-vm", "bus-ab-cd-addresses"])
 def test_text_fits_and_keeps_data(inputs, name):
     if name not in inputs:

@@ -92,6 +92,11 @@ def column_blocks(widths: Sequence[int], fixed: int, width: int) -> List[List[in
         used += cost
     if cur:
         blocks.append(cur)
+    if len(blocks) > 1:  # as many blocks, but even: 4 + 4 columns rather than 7 + 1
+        per = -(-len(widths) // len(blocks))
+        even = [list(range(i, min(i + per, len(widths)))) for i in range(0, len(widths), per)]
+        if len(even) == len(blocks) and all(fixed + sum(widths[i] + GAP for i in b) <= width for b in even):
+            return even
     return blocks
 
 
