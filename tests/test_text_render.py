@@ -344,3 +344,12 @@ def test_report_gpu_names_keep_the_vendor_word(inputs):
     p = run("report", "--from", inputs["stelline-puget"], "-o", "-")
     assert 'class="gname">NVIDIA AD102GL [RTX 6000 Ada Generation]<' in p.stdout
     assert ">Corporation" not in p.stdout
+
+
+@pytest.mark.parametrize("name", ["h200-x4-vm", "stelline-asus"])
+def test_bar1_at_72_columns(inputs, name):
+    if name not in inputs:
+        pytest.skip("../shared/realworld is not present")
+    p = run("bar1", "--from", inputs[name], env={"COLUMNS": "72"})
+    assert p.returncode in (0, 1, 3), p.stderr
+    _check(name, "bar1", 72, p.stdout, {"bar1": json.loads(run("bar1", "--json", "--from", inputs[name]).stdout)})
