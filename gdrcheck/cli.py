@@ -96,13 +96,22 @@ def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
 
 
 def _options(nccl_version: Optional[str], min_bar1: Optional[str] = None, bar1_used_max: Optional[float] = None):
+    import re
+
     from gdrcheck import nccl
     from gdrcheck.rules.base import Options
 
+    if nccl_version is not None and not re.fullmatch(r"\s*v?\d{1,3}\.\d{1,3}(\.\d{1,3})?\s*", nccl_version):
+        raise click.BadParameter(f"not an NCCL version: {nccl_version[:40]!r} (expected e.g. 2.21.5)",
+                                 param_hint="--nccl-version")
     try:
-        nccl.parse_version(nccl_version)
+        asked = nccl.parse_version(nccl_version)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--nccl-version") from None
+    if asked > nccl.NEWEST:
+        newest = ".".join(map(str, nccl.NEWEST))
+        sys.stderr.write(f"gdrcheck: note: NCCL {nccl_version.strip()} is newer than the newest release gdrcheck "
+                         f"knows; judged with the rules of NCCL {newest}\n")
     kw = {"nccl_version": nccl_version}
     if min_bar1 is not None:
         kw["min_bar1_bytes"] = _parse_size(min_bar1)
@@ -153,7 +162,7 @@ def pairs(from_path, fmt, as_json, redact, fail_on, nccl_version, as_jsonl, time
     from gdrcheck.evaluate import evaluate
     from gdrcheck.report_pairs import pairs_doc
 
-    fmt = "jsonl" if as_jsonl else fmt_of(fmt, as_json)
+    fmt = fmt_of(fmt_of(fmt, as_json), as_jsonl, "jsonl")
     options = _options(nccl_version)
     RUN.start(timeout, fmt, output, from_path)
     report = evaluate(redacted(load(from_path), redact), options)
@@ -181,9 +190,11 @@ def rules(as_json):
         sys.stdout.write(render_json(pretty=sys.stdout.isatty(), doc={"format_version": FORMAT_VERSION, "gdrcheck_version": __version__,
                                       "rules": [r.to_doc() for r in items]}))
         return 0
-    for r in items:
-        tag = {"nccl": "NCCL", "nvidia-docs": "NVDA", "kernel": "KERN"}.get(r.origin, "    ")
-        click.echo(f"{r.code}  {r.severity:<7} {tag} {r.name:<36} {r.title}")
+    from gdrcheck.output import deliver
+
+    tags = {"nccl": "NCCL", "nvidia-docs": "NVDA", "kernel": "KERN"}
+    deliver("".join(f"{r.code}  {r.severity:<7} {tags.get(r.origin, '    ')} {r.name:<36} {r.title}\n"
+                    for r in items), None)
     return 0
 
 
@@ -232,7 +243,7 @@ def snapshot(output, redact):
 @cli.command()
 @from_option
 @click.option("-o", "--output", "output", required=True, metavar="FILE.html",
-              help="page to write (written to a temporary file and renamed into place)")
+              help="page to write (written to a temporary file and renamed into place); - for stdout")
 @click.option("--redact", is_flag=True, help="replace the host name, serial numbers, UUIDs and MAC addresses")
 @fail_on_option
 @nccl_option
@@ -248,10 +259,12 @@ def report(from_path, output, redact, fail_on, nccl_version):
     from gdrcheck.report_topology import topology_doc
 
     options = _options(nccl_version)
-    check_target(output)
+    to_stdout = output == "-"
+    if not to_stdout:
+        check_target(output)
     # the Resizable BAR capability is in the GPU's config space
     result = evaluate(redacted(load(from_path, endpoint_config=True), redact), options)
-    progress = progress_reporter()
+    progress = progress_reporter() if not to_stdout else None
     try:
         if progress:
             progress("writing " + output)
@@ -264,7 +277,12 @@ def report(from_path, output, redact, fail_on, nccl_version):
             from gdrcheck.snapshot import redact_text
 
             page = redact_text(page, None)
-        write_atomic(output, page)
+        if to_stdout:
+            from gdrcheck.output import deliver
+
+            deliver(page, None)
+        else:
+            write_atomic(output, page)
     finally:
         end_progress(progress)
     if progress:
@@ -502,12 +520,11 @@ def main(argv=None) -> None:
     except InputError as e:
         sys.stderr.write(f"gdrcheck: error: {_one_line(str(e))}\n")
         sys.exit(_usage_status(argv, _one_line(str(e))))
-    except BrokenPipeError:
-        try:
-            sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
-        sys.exit(1)
+    except BrokenPipeError:  # the reader of stdout went away: nothing to say (rules, explain)
+        from gdrcheck.output import stdout_closed
+
+        stdout_closed()
+        sys.exit(0)
     except KeyboardInterrupt:
         sys.stderr.write("gdrcheck: interrupted\n")
         sys.exit(130)

@@ -7,6 +7,7 @@ import os
 import re
 from typing import Callable, Dict, List, Optional
 
+from gdrcheck.collectors.clip import HOST_NAME_MAX, clip_name
 from gdrcheck.model import CollectorStatus, Fact, Snapshot, frozen_map, unknown
 from gdrcheck.source import Source
 
@@ -31,9 +32,9 @@ def _hostname(src: Source) -> Optional[str]:
         except ValueError:
             host = None
         if isinstance(host, str) and host:
-            return host
+            return clip_name(host, HOST_NAME_MAX)
     name = src.read_line("/proc/sys/kernel/hostname")
-    return name or None
+    return clip_name(name, HOST_NAME_MAX) or None
 
 
 def _out_of_time(dl, what: str, statuses: List[CollectorStatus]) -> bool:

@@ -99,7 +99,29 @@ def unpack_archive(path: str, dest: str) -> None:
     except InputError:
         raise
     except (tarfile.TarError, EOFError, OSError, ValueError) as e:
-        raise InputError(f"{name}: damaged archive ({e.__class__.__name__}: {e})") from None
+        raise _archive_error(path, name, e) from None
+
+
+def _archive_error(path: str, name: str, e: Exception) -> InputError:
+    """One line on what is wrong with an archive, not tarfile's list of every method it tried."""
+    import gzip
+
+    with contextlib.suppress(OSError):
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        if gz:
+            try:
+                with gzip.open(path, "rb") as f:
+                    block = f.read(512)
+            except (OSError, EOFError, ValueError):
+                return InputError(f"{name}: damaged gzip file (it does not decompress)")
+            try:
+                tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+            except tarfile.TarError:
+                return InputError(f"{name}: a gzip file that does not hold a tar archive (--from takes a "
+                                  "snapshot .tar.gz, or an lspci tree or XML file uncompressed)")
+    detail = " ".join(str(e).split()) or e.__class__.__name__
+    return InputError(f"{name}: damaged archive ({detail[:200]})")
 
 
 def sniff(text: str) -> Optional[str]:

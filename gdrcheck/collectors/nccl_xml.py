@@ -61,6 +61,7 @@ from typing import Dict, List, Optional, Tuple
 import defusedxml
 from defusedxml.ElementTree import DefusedXMLParser
 
+from gdrcheck.collectors.clip import clip_name
 from gdrcheck.errors import InputError
 from gdrcheck.model import (CollectorStatus, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map,
                             norm_bdf)
@@ -295,7 +296,7 @@ def _add_pci(ctx: _Ctx, el: ET.Element, parent: Optional[str], top: Optional[str
             nets = [dict(n.attrib) for n in child if n.tag == "net"]
             extra["nccl_nets"] = tuple(MappingProxyType(n) for n in nets)
             for n in nets:
-                name = (n.get("name") or "").strip()
+                name = clip_name((n.get("name") or "").strip())
                 if name:
                     (rdma if is_rdma_name(name) else netdevs).append(name)
     ctx.funcs[bdf] = dict(

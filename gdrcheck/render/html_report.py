@@ -269,7 +269,7 @@ def _bar1(bar1) -> str:
             bar, text = '<span class="bar none"></span>', "BAR1 size not known"
         mem = f"GPU memory {human_bytes(g['fb_total_bytes'])}" if g.get("fb_total_bytes") else ""
         rows.append(f'<tr><th>{escape(label)}</th><td class="mono">{escape(g["bdf"])}</td>'
-                    f'<td class="gname">{escape((g.get("name") or "").replace("NVIDIA ", ""))}</td>'
+                    f'<td class="gname">{escape(tm.short_name(g.get("name") or ""))}</td>'
                     f'<td class="barcell">{bar}</td>'
                     f'<td>{escape(text)}</td><td class="muted">{escape(mem)}'
                     f'{" (" + escape(g["source"]) + ")" if g.get("source") else ""}</td></tr>')
