@@ -232,6 +232,13 @@ def test_unlisted_hops_are_on_the_sysfs_path_and_said(unpacked, name):
         assert any(b in n and all(h in n for h in hops) for n in cap.doc.get("notes", [])), b
 
 
+@pytest.mark.parametrize("name", CAPTURES)
+def test_topology_documents_validate(unpacked, name):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(run("schema", "topology").stdout)
+    jsonschema.validate(unpacked(name).doc, schema)
+
+
 # ---------------------------------------------------------------------------
 # The two cases hwloc's suite shows, named
 
