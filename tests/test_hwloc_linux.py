@@ -259,6 +259,39 @@ def test_bridge_missing_from_the_listing_keeps_the_real_chain(unpacked):
     assert "0000:5f:03.0" in text and "does not list" in text
 
 
+def test_trimmed_to_the_endpoints_hangs_them_on_the_root_bus(unpacked, tmp_path):
+    """The same capture trimmed further (named case ``trimmed-to-endpoints``): the listing loses the root port
+    and the bridge above the NIC as well. The NIC's functions then sit on root bus 0000:5d, as hwloc puts them,
+    with all three hops said; nothing else moves."""
+    cap = unpacked("32intel64-2p8co2t+8ve")
+    root = tmp_path / "trimmed"
+    shutil.copytree(cap.root, root, symlinks=True)
+    for b in ("0000:5d:02.0", "0000:5e:00.0"):
+        (root / "sys/bus/pci/devices" / b).unlink()
+    g = run("topology", "--json", "--from", root)
+    assert g.returncode == 0, g.stderr
+    doc = json.loads(g.stdout)
+    devs = {d["bdf"]: d for d in doc["devices"]}
+    for b in ("0000:60:00.0", "0000:60:00.1"):
+        assert (devs[b]["parent"], devs[b]["root"]) == (None, "0000:5d")
+        assert devs[b]["unlisted_upstream"] == ["0000:5d:02.0", "0000:5e:00.0", "0000:5f:03.0"]
+    assert {b: d["parent"] for b, d in devs.items()} == {
+        b: d["parent"] for b, d in cap.devices.items() if b not in ("0000:5d:02.0", "0000:5e:00.0", "0000:60:00.0",
+                                                                    "0000:60:00.1")} | {"0000:60:00.0": None,
+                                                                                        "0000:60:00.1": None}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HWLOC_")}
+    env.update(HWLOC_FSROOT=str(root), HWLOC_COMPONENTS="-x86")
+    p = subprocess.run([LSTOPO, "--whole-io", "--of", "xml"], check=False, capture_output=True, text=True,
+                       env=env, timeout=120)
+    hw = hwloc_functions(p.stdout)
+    assert {b: parent for b, (parent, _n) in hw.items()} == {b: d["parent"] for b, d in devs.items()}
+    assert {b: n for b, (_p, n) in hw.items()} == {b: d["numa_node"] for b, d in devs.items()}
+    ts, th = Topology(load_snapshot(str(root))), Topology(parse_hwloc_xml(p.stdout, "lstopo.xml"))
+    assert ts.pcie_class("0000:60:00.0", "0000:60:00.1") == th.pcie_class("0000:60:00.0", "0000:60:00.1")
+    assert any("placed on the root bus" in n and "0000:5d:02.0, 0000:5e:00.0, 0000:5f:03.0" in n
+               for n in doc["notes"])
+
+
 def test_numa_node_from_local_cpus_without_numa_node_files(unpacked):
     """IBM POWER9 with six V100s (trimmed: class and local_cpus only, no numa_node): CPUs 0-15 are node 0's,
     88-103 node 8's, so the GPUs are on nodes 0, 0, 0, 8, 8, 8 and a pair across the two is SYS."""

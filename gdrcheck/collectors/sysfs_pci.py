@@ -309,22 +309,34 @@ def _root_node(said: List[Tuple[bool, str, Optional[int]]]) -> Optional[int]:
     return nodes.pop() if len(nodes) == 1 else None
 
 
+_NOTE_ITEMS = 8  # functions named in one note; the rest are counted
+_NOTE_HOPS = 6  # unlisted bridges given a note each; the rest share one
+
+
+def _named(items: List[str]) -> str:
+    more = f" and {len(items) - _NOTE_ITEMS} more" if len(items) > _NOTE_ITEMS else ""
+    return ", ".join(items[:_NOTE_ITEMS]) + more
+
+
 def _notes(unlisted: Dict[Tuple[Tuple[str, ...], Optional[str]], List[str]],
            from_cpus: List[Tuple[str, int]]) -> Tuple[str, ...]:
     from gdrcheck.model import bdf_key
 
     notes: List[str] = []
-    for (hops, parent), below in sorted(unlisted.items(), key=lambda kv: bdf_key(kv[0][0][0])):
-        below = sorted(below, key=bdf_key)
-        where = f"placed below {parent}, the nearest bridge listed above" if parent else "placed on its root bus"
-        notes.append(f"{', '.join(below)}: the sysfs path runs through {', '.join(hops)}, which "
-                     f"{DEVICES} does not list (a trimmed capture, or a bridge hidden by firmware); {where}")
+    groups = sorted(unlisted.items(), key=lambda kv: bdf_key(kv[0][0][0]))
+    for (hops, parent), below in groups[:_NOTE_HOPS]:
+        where = f"placed below {parent}, the nearest bridge listed above" if parent else "placed on the root bus"
+        notes.append(f"{_named(sorted(below, key=bdf_key))}: the sysfs path runs through {', '.join(hops)}, "
+                     f"which {DEVICES} does not list (a trimmed capture, or a bridge hidden by firmware); {where}")
+    if len(groups) > _NOTE_HOPS:
+        rest = sorted({h for (hops, _p), _b in groups[_NOTE_HOPS:] for h in hops}, key=bdf_key)
+        count = sum(len(b) for _k, b in groups[_NOTE_HOPS:])
+        notes.append(f"{count} more functions sit below bridges {DEVICES} does not list ({_named(rest)}); "
+                     f"each is placed below the nearest listed bridge (topology --json: unlisted_upstream)")
     if from_cpus:
-        from_cpus = sorted(from_cpus, key=lambda x: bdf_key(x[0]))
-        shown = ", ".join(f"{b} -> {n}" for b, n in from_cpus[:8])
-        more = f" and {len(from_cpus) - 8} more" if len(from_cpus) > 8 else ""
+        shown = [f"{b} -> {n}" for b, n in sorted(from_cpus, key=lambda x: bdf_key(x[0]))]
         notes.append(f"no numa_node file: NUMA node taken from local_cpus, the node those CPUs belong to "
-                     f"({shown}{more})")
+                     f"({_named(shown)})")
     return tuple(notes)
 
 
