@@ -61,7 +61,7 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
 
         pending_nvml = begin_nvml(src)  # the driver answers while sysfs is read
     say("reading PCI devices")
-    devices, root_numa, st = collect_sysfs_pci(src, endpoint_config=endpoint_config)
+    devices, root_numa, st, pci_notes = collect_sysfs_pci(src, endpoint_config=endpoint_config)
     statuses.append(st)
     if want_names:
         from dataclasses import replace
@@ -113,4 +113,5 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
         host=frozen_map(host),
         collectors=tuple(statuses),
         hostname=_hostname(src),
+        notes=pci_notes,
     )

@@ -63,6 +63,8 @@ def device_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
         doc.update(rdma_doc(topo, bdf))
     if d.physfn:
         doc["physfn"] = d.physfn
+    if d.unlisted_upstream:
+        doc["unlisted_upstream"] = list(d.unlisted_upstream)
     if d.iommu_group is not None:
         doc["iommu_group"] = d.iommu_group
     if d.is_bridge and topo.kind[d.bdf] != "gpu":
