@@ -67,7 +67,8 @@ _CLASSES = {
 }
 # pci.ids vendor names as lspci prints them without -n: the ids gdrcheck's kinds need
 _VENDOR_NAMES = (
-    ("NVIDIA Corporation", 0x10DE), ("Mellanox Technologies", 0x15B3), ("Advanced Micro Devices, Inc. [AMD/ATI]", 0x1002),
+    ("NVIDIA Corporation", 0x10DE), ("Mellanox Technologies", 0x15B3),
+    ("Advanced Micro Devices, Inc. [AMD/ATI]", 0x1002),
     ("Advanced Micro Devices, Inc. [AMD]", 0x1022), ("Intel Corporation", 0x8086), ("Broadcom / LSI", 0x1000),
     ("Broadcom Inc. and subsidiaries", 0x14E4), ("PLX Technology, Inc.", 0x10B5), ("Amazon.com, Inc.", 0x1D0F),
     ("Samsung Electronics Co Ltd", 0x144D), ("ASPEED Technology, Inc.", 0x1A03),
@@ -117,9 +118,6 @@ def looks_like_lspci_verbose(text: str) -> bool:
             for nxt in lines[i + 1:i + 3]:
                 if nxt[:1] in (" ", "\t") and re.match(r"^\s+[A-Z][A-Za-z /-]+:", nxt):
                     return True
-        s = ln.strip()
-        if s.startswith("ACSCtl:") and all(re.match(r"^\s*(ACSCtl:|$)", x) for x in lines[i:i + 3]):
-            return True
     return False
 
 
@@ -355,6 +353,14 @@ def parse_lspci_verbose(text: str, label: str) -> List[VerboseFunction]:
     if not out:
         raise InputError(f"{label}: no lspci -vvv device found (expected a line like '01:00.0 VGA compatible "
                          "controller: ...' followed by indented details)")
+    # 'lspci -vvv | grep -E "^[0-9a-f]|ACSCtl"': device lines and ACSCtl lines only. An ACSCtl line shows lspci
+    # read extended config space (root), so a function listed without one has no ACS capability.
+    grep_form = any(fn.acs_ctrl is not None for fn in out) and not any(
+        fn.std_caps or fn.ext_caps or fn.access_denied or fn.bars or fn.link != Link() for fn in out)
     for fn in out:
+        if grep_form and fn.acs_ctrl is None:
+            fn.config = bytes(4096)
+            fn.config_note = "no ACSCtl line under a grep of lspci -vvv that shows ACSCtl: no ACS capability"
+            continue
         _config(fn)
     return out

@@ -106,6 +106,27 @@ def looks_like_topo_matrix(text: str) -> bool:
     return False
 
 
+def _unwrap(lines: List[str]) -> List[str]:
+    """Join a row a terminal or mail client wrapped: a line of codes only, after a row line, goes onto it.
+
+    The joined line keeps the number of the line it started on; the continuation becomes blank.
+    """
+    out = list(lines)
+    last = None
+    for i, ln in enumerate(lines):
+        toks = ln.split()
+        if not toks:
+            last = None
+            continue
+        if last is not None and all(CODE.match(t) or re.fullmatch(r"[\d,\-]+|N/A", t) for t in toks) \
+                and CODE.match(toks[0]) and not _DEV.match(toks[0]):
+            out[last] = out[last] + " " + ln.strip()
+            out[i] = ""
+            continue
+        last = i if _DEV.match(toks[0]) else None
+    return out
+
+
 def _int_or_none(tok: Optional[str]) -> Optional[int]:
     if tok is None or not tok.isdigit():
         return None
@@ -116,7 +137,7 @@ def parse_topo_matrix(text: str, label: str) -> TopoMatrix:
     """Parse one matrix; raise :class:`InputError` ``"<label>: line N: <what>"`` where its meaning is lost."""
     if not text.strip():
         raise InputError(f"{label}: empty input")
-    lines = [_clean(x) for x in text.lstrip("\ufeff").split("\n")]
+    lines = _unwrap([_clean(x) for x in text.lstrip("\ufeff").split("\n")])
     header: Optional[List[str]] = None
     header_line = 0
     extras: List[str] = []

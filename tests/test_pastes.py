@@ -1,0 +1,306 @@
+"""Pastes (issue 17): lspci -vvv, nvidia-smi -q, nvidia-smi topo -m, several files of one node merged.
+
+Real data: ../shared/realworld (the stelline machines carry lspci -tv, lspci -vvv excerpts and topo -m of
+one node; seven folders carry a matrix alone) and fixtures/ (nvidia-smi -q of several driver eras, the H200
+VMs' snapshots with their own topo -m). Hand-written cases are named after what no machine gave us.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_util import ROOT, assert_clean_error, run
+from gdrcheck.errors import InputError
+from gdrcheck.evaluate import evaluate
+from gdrcheck.inputs import load_snapshot
+from gdrcheck.report_pairs import pairs_doc
+from gdrcheck.report_topology import topology_doc
+from gdrcheck.topology import Topology
+
+FIX = ROOT / "fixtures"
+STELLINE = ("stelline-asus-esc8000a-e12-4xrtx6000ada", "stelline-puget-wrx90-2xrtx6000ada")
+MATRICES = (
+    ("gengwg-dgx-a100-ash6", "nvidia-smi-topo-m.txt"),
+    ("gengwg-dgx1", "nvidia-smi-topo-mp.txt"),
+    ("oneflow-v100x8-gold5118-1mlx5", "nvidia-smi-topo-m.txt"),
+    ("oneflow-v100x8-gold6271c-2mlx5", "nvidia-smi-topo-m.txt"),
+    ("princeton-adroit-h11g2-4xa100", "nvidia-smi-topo-m.txt"),
+    ("princeton-della-cryoem-4xa100sxm", "nvidia-smi-topo-m.txt"),
+    ("princeton-traverse-ac922-4xv100", "nvidia-smi-topo-m.txt"),
+    ("stelline-asus-esc8000a-e12-4xrtx6000ada", "nvidia-smi-topo-m.txt"),
+    ("stelline-puget-wrx90-2xrtx6000ada", "nvidia-smi-topo-m.txt"),
+)
+
+
+def _docs(*paths):
+    snap = load_snapshot(tuple(str(p) for p in paths) if len(paths) > 1 else str(paths[0]))
+    report = evaluate(snap)
+    return snap, pairs_doc(report), topology_doc(Topology(snap))
+
+
+def _matrix(path):
+    from gdrcheck.collectors.topo_matrix import parse_topo_matrix
+
+    return parse_topo_matrix(Path(path).read_text(), Path(path).name)
+
+
+# -- the stelline machines: the files together settle what the tree alone leaves unknown -------------------
+
+
+@pytest.mark.parametrize("machine", STELLINE)
+def test_stelline_files_together_settle_unknowns(realworld, machine):
+    folder = realworld / machine
+    tree_snap, tree_pairs, tree_topo = _docs(folder / "lspci-tv.txt")
+    snap, pairs, topo = _docs(folder / "lspci-tv.txt", folder / "lspci-vvv-selected.txt",
+                              folder / "nvidia-smi-topo-m.txt")
+    m = _matrix(folder / "nvidia-smi-topo-m.txt")
+    dev0 = {d["bdf"]: d for d in tree_topo["devices"]}
+    dev = {d["bdf"]: d for d in topo["devices"]}
+    gpus = sorted(b for b, d in dev.items() if d["kind"] == "gpu")
+    assert len(gpus) == len(m.gpus)
+    # NUMA: none from the tree; the GPUs' from lspci -vvv (ASUS prints 'NUMA node') or the matrix's affinity
+    assert all(dev0[g]["numa_node"] is None for g in gpus)
+    assert [dev[g]["numa_node"] for g in gpus] == [m.numa_affinity[f"GPU{i}"] for i in range(len(gpus))]
+    # link status: unknown from the tree, LnkSta/LnkCap from lspci -vvv (2.5 of 16 GT/s, idle)
+    assert all(dev0[g]["link"]["current_speed_gts"] is None for g in gpus)
+    assert all(dev[g]["link"]["current_speed_gts"] == 2.5 and dev[g]["link"]["max_speed_gts"] == 16.0 for g in gpus)
+    assert "GDR081" not in {f["code"] for f in tree_pairs["findings"]}
+    assert "GDR081" in {f["code"] for f in pairs["findings"]}
+    # BAR1 on the bus: 64 GiB (Region 1 and the Resizable BAR capability at its largest size)
+    for g in gpus:
+        d = snap.device(g)
+        bar1 = next(b for b in d.bars if b.index == 1)
+        assert bar1.size == 64 << 30
+        from gdrcheck.rebar import parse_rebar
+
+        assert parse_rebar(d.config)[1].current_bytes == 64 << 30
+    # ACS: the CX-7 shows its ACS capability, all bits off; the tree carries no config space. (The excerpts
+    # hold no bridge; the machines' GPU-NIC paths cross the root complex, so no ACS verdict is asked.)
+    from gdrcheck.acs import parse_acs
+
+    cx7 = "0000:21:00.0"
+    assert not parse_acs(tree_snap.device(cx7).config).known
+    acs = parse_acs(snap.device(cx7).config)
+    assert acs.known and acs.present and acs.ctrl == 0
+    # RDMA NIC names: the legend names the CX-7 ports in nvidia-smi's order
+    nics = {b: d.get("rdma_devices") for b, d in dev.items() if d["kind"] == "nic"}
+    assert nics["0000:21:00.0"] == ["mlx5_0"] and nics["0000:21:00.1"] == ["mlx5_1"]
+    rdma_unknown = lambda doc: {s for f in doc["findings"] if f["code"] == "GDR083" for s in f["subject"]}  # noqa: E731
+    assert cx7 in rdma_unknown(tree_pairs) and cx7 not in rdma_unknown(pairs)
+    # every GPU-GPU and GPU-NIC pair of the matrix now has its class, and it is the matrix's
+    names = {f"GPU{i}": g for i, g in enumerate(gpus)}
+    names.update({c: next(b for b, n in nics.items() if n == [m.rdma_name(c)]) for c in m.nics})
+    by_key = {(p["a"], p["b"]): p for p in pairs["pairs"]}
+    before = {(p["a"], p["b"]): p for p in tree_pairs["pairs"]}
+    settled = 0
+    for i, g in enumerate(m.gpus):
+        for h in m.gpus[i + 1:] + m.nics:
+            a, b = names[g], names[h]
+            p = by_key.get((a, b)) or by_key[(b, a)]
+            assert p["pcie_path"] == m.code(g, h) and p["path"] == m.code(g, h)
+            assert p["path_source"]["input"] == "nvidia-smi-topo-m.txt" and p["path_source"]["tree"] is None
+            q = before.get((a, b)) or before[(b, a)]
+            settled += q["pcie_path"] is None
+            assert q["pcie_path"] in (None, p["pcie_path"])
+    if machine.startswith("stelline-asus"):
+        assert settled == 6 + 4 * 4  # every GPU on its own root bus: NODE or SYS from the tree alone
+    # the matches are stated
+    notes = " ".join(pairs["notes"])
+    assert "GPUs matched by nvidia-smi's index order" in notes and "mlx5_0=0000:21:00.0" in notes
+
+
+@pytest.mark.parametrize("machine", STELLINE)
+def test_stelline_file_order_does_not_matter(realworld, machine):
+    folder = realworld / machine
+    files = [folder / "nvidia-smi-topo-m.txt", folder / "lspci-vvv-selected.txt", folder / "lspci-tv.txt"]
+    _s, a, _t = _docs(*files)
+    _s, b, _t = _docs(*reversed(files))
+    strip = lambda d: [{k: v for k, v in p.items() if k != "path_source"} for p in d["pairs"]]  # noqa: E731
+    assert strip(a) == strip(b)
+
+
+def test_matrix_and_tree_disagreeing_show_both_and_trust_the_matrix(realworld, tmp_path):
+    """Hand-written: no real paste disagrees; the Puget matrix edited to say PIX where the tree shows PHB."""
+    folder = realworld / "stelline-puget-wrx90-2xrtx6000ada"
+    text = (folder / "nvidia-smi-topo-m.txt").read_text()
+    edited = text.replace("GPU0     X      PHB", "GPU0     X      PIX")
+    edited = edited.replace("GPU1    PHB      X", "GPU1    PIX      X")
+    assert edited != text
+    f = tmp_path / "topo-pix.txt"
+    f.write_text(edited)
+    _s, doc, _t = _docs(folder / "lspci-tv.txt", f)
+    p = next(p for p in doc["pairs"] if p["kind"] == "gpu-gpu")
+    assert p["pcie_path"] == "PIX"
+    assert p["path_source"]["tree"] == "PHB" and p["path_source"]["trusted"] == "topo-pix.txt"
+    assert "nvidia-smi classified the pair on the node itself" in p["path_source"]["why"]
+    note = next(n for n in doc["notes"] if "disagree" in n)
+    assert "PIX in the matrix, PHB from the tree" in note
+
+
+L2FWD_ACS_GREP = """\
+b2:00.0 PCI bridge: Intel Corporation Sky Lake-E PCI Express Root Port A (rev 04)
+\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-
+b3:00.0 PCI bridge: PLX Technology, Inc. PEX 8747 48-Lane, 5-Port PCI Express Gen 3 (8.0 GT/s) Switch (rev ca)
+b4:08.0 PCI bridge: PLX Technology, Inc. PEX 8747 48-Lane, 5-Port PCI Express Gen 3 (8.0 GT/s) Switch (rev ca)
+\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir{rr} CmpltRedir{rr} UpstreamFwd+ EgressCtrl- DirectTrans-
+b4:10.0 PCI bridge: PLX Technology, Inc. PEX 8747 48-Lane, 5-Port PCI Express Gen 3 (8.0 GT/s) Switch (rev ca)
+\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir{rr} CmpltRedir{rr} UpstreamFwd+ EgressCtrl- DirectTrans-
+b5:00.0 Ethernet controller: Mellanox Technologies MT28841
+b5:00.1 Ethernet controller: Mellanox Technologies MT28841
+b6:00.0 3D controller: NVIDIA Corporation GV100GL [Tesla V100 PCIe 32GB] (rev a1)
+"""
+
+
+@pytest.mark.parametrize("rr,code", [("+", "GDR040"), ("-", None)])
+def test_acs_grep_paste_settles_the_switch_ports(realworld, tmp_path, rr, code):
+    """Hand-written: the command GDR041 suggests (lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'), for the l2fwd
+    board's PEX 8747 whose tree alone leaves ACS unknown."""
+    tree = realworld / "nvidia-l2fwd-nv-gigabyte-e251-u70" / "lspci-tv-fragment.txt"
+    f = tmp_path / "acs.txt"
+    f.write_text(L2FWD_ACS_GREP.format(rr=rr))
+    _s, alone, _t = _docs(tree)
+    assert "GDR041" in {x["code"] for x in alone["findings"]}
+    _s, doc, _t = _docs(tree, f)
+    codes = {x["code"] for x in doc["findings"]}
+    assert "GDR041" not in codes
+    assert (code in codes) if code else not ({"GDR040"} & codes)
+    if code:
+        assert any("0000:b4:08.0" in x["subject"] or "0000:b4:10.0" in x["subject"]
+                   for x in doc["findings"] if x["code"] == "GDR040")
+
+
+# -- each real matrix alone --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("machine,file", MATRICES)
+def test_each_real_matrix_alone_reproduces_its_classes(realworld, machine, file):
+    m = _matrix(realworld / machine / file)
+    snap, doc, _t = _docs(realworld / machine / file)
+    assert snap.input_kind == "topo-matrix"
+    devs = {d["bdf"]: d for d in doc["devices"]}
+    gpu = {f"GPU{d['gpu_index']}": b for b, d in devs.items() if d["kind"] == "gpu"}
+    nic = {n: b for b, d in devs.items() if d["kind"] == "nic" for n in d.get("rdma_devices", [])}
+    names = {**gpu, **{c: nic.get(m.rdma_name(c), gpu.get(c)) for c in m.nics}}
+    assert len(gpu) == len(m.gpus) and all(names.values())
+    by_key = {(p["a"], p["b"]): p for p in doc["pairs"]}
+    checked = 0
+    for i, g in enumerate(m.gpus):
+        for h in m.gpus[i + 1:] + m.nics:
+            a, b = names[g], names[h]
+            p = by_key.get((a, b)) or by_key[(b, a)]
+            code = m.code(g, h)
+            assert p["path"] == code, (g, h, code, p)
+            if code.startswith("NV"):
+                assert p["nvlinks"] == int(code[2:]) and p["pcie_path"] is None
+                assert p["nccl"]["p2p"] in ("enabled", "unknown") and p["nccl"]["path_type"] == "NVL"
+            else:
+                assert p["pcie_path"] == code
+            checked += 1
+    assert checked == len(m.gpus) * (len(m.gpus) - 1) // 2 + len(m.gpus) * len(m.nics)
+    # NCCL's decision follows the class: GPU-NIC GDR beyond PXB is disabled (NCCL default level)
+    for p in doc["pairs"]:
+        if p["kind"] == "gpu-nic" and p["pcie_path"] in ("PHB", "NODE", "SYS"):
+            assert p["nccl"]["gdr"] == "disabled"
+    # everything else stays unknown: nothing is ok from a matrix alone
+    assert all(p["verdict"] != "ok" for p in doc["pairs"])
+    assert any("synthetic addresses in domain ffff" in n for n in doc["notes"])
+
+
+def test_matrix_alone_on_the_command_line(realworld):
+    p = run("pairs", "--json", "--from", realworld / "gengwg-dgx-a100-ash6" / "nvidia-smi-topo-m.txt")
+    assert p.returncode in (1, 3), p.stderr
+    doc = json.loads(p.stdout)
+    assert {q["path"] for q in doc["pairs"] if q["kind"] == "gpu-gpu"} == {"NV12"}
+
+
+# -- the driver's GPU list ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (FIX / "nvidia-smi-q").iterdir()))
+def test_nvidia_smi_q_alone_gives_bar1(name):
+    snap = load_snapshot(str(FIX / "nvidia-smi-q" / name))
+    assert snap.input_kind == "nvidia-smi-q" and snap.gpus
+    assert all(g.bar1_total_bytes for g in snap.gpus)
+    assert set(snap.unplaced) == {g.bdf for g in snap.gpus}  # no tree: their places are not shown
+    report = evaluate(snap)
+    assert all(p.pcie_path is None for p in report.pairs)
+
+
+def test_matrix_matched_by_bus_id_through_the_driver_view():
+    """The H200 VM snapshot's NVML view gives each index its bus id; its own topo -m is read against it."""
+    folder = FIX / "h200-x2-vm"
+    _s, doc, _t = _docs(folder / "snapshot.tar.gz", folder / "nvidia-smi-topo.txt")
+    _s, alone, _t = _docs(folder / "snapshot.tar.gz")
+    assert any("GPUs matched by bus id" in n for n in doc["notes"])
+    assert [p["path"] for p in doc["pairs"] if p["kind"] == "gpu-gpu"] == \
+        [p["path"] for p in alone["pairs"] if p["kind"] == "gpu-gpu"] == ["NV18"]
+
+
+# -- mangled pastes and errors --------------------------------------------------------------------------------
+
+
+def test_matrix_with_prompt_wrapped_row_and_lost_alignment(realworld):
+    """Hand-written: the ASUS matrix behind a prompt, its GPU0 row wrapped, tabs collapsed to one space."""
+    from gdrcheck.collectors.topo_matrix import parse_topo_matrix
+
+    text = (realworld / "stelline-asus-esc8000a-e12-4xrtx6000ada" / "nvidia-smi-topo-m.txt").read_text()
+    lines = [" ".join(ln.split()) if ln.startswith(("GPU", "NIC")) else ln for ln in text.splitlines()]
+    toks = lines[1].split()
+    lines[1:2] = [" ".join(toks[:5]), "  " + " ".join(toks[5:])]
+    mangled = "sh-5.1# nvidia-smi topo -m\n" + "\n".join(lines)
+    m = parse_topo_matrix(mangled, "x")
+    ref = parse_topo_matrix(text, "x")
+    assert m.cells == ref.cells and m.numa_affinity == ref.numa_affinity and m.legend == ref.legend
+
+
+def test_matrix_whose_meaning_is_lost_names_the_line(realworld, tmp_path):
+    text = (realworld / "princeton-adroit-h11g2-4xa100" / "nvidia-smi-topo-m.txt").read_text()
+    f = tmp_path / "bad.txt"
+    f.write_text(text.replace("GPU2\tSYS\tSYS\t X \tNODE", "GPU2\tSYS\tSYS\t X \tNOPE"))
+    p = run("pairs", "--from", f)
+    assert_clean_error(p)
+    assert "line 4" in p.stderr
+
+
+def test_lspci_vvv_excerpt_alone_leaves_classes_open(realworld):
+    snap, doc, _t = _docs(realworld / "stelline-puget-wrx90-2xrtx6000ada" / "lspci-vvv-selected.txt")
+    assert snap.input_kind == "lspci-vvv"
+    assert all(p["pcie_path"] is None and len(p["path_candidates"]) == 5 for p in doc["pairs"])
+    assert any("without the bridges above them" in n for n in doc["notes"])
+
+
+def test_file_of_no_accepted_kind_names_the_kinds(tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("hello\nworld\n")
+    p = run("pairs", "--from", f)
+    assert_clean_error(p)
+    for kind in ("lspci -tv", "lspci -vvv", "nvidia-smi -q", "nvidia-smi topo -m", "NCCL", "hwloc"):
+        assert kind in p.stderr
+
+
+def test_acsctl_grep_without_devices_says_what_to_run(realworld):
+    p = run("pairs", "--from", realworld / "stelline-puget-wrx90-2xrtx6000ada" / "lspci-vvv-grep-ACSCtl.txt")
+    assert_clean_error(p)
+    assert "grep -E" in p.stderr
+
+
+def test_two_trees_of_one_node_are_refused(realworld):
+    f = realworld / "stelline-puget-wrx90-2xrtx6000ada" / "lspci-tv.txt"
+    with pytest.raises(InputError, match="second PCIe tree"):
+        load_snapshot((str(f), str(realworld / "azure-ndv5" / "nccl-topo.xml")))
+
+
+def test_help_lists_every_accepted_kind():
+    p = run("pairs", "--help")
+    text = " ".join(p.stdout.split())
+    for cmd in ("lspci -tv", "lspci -vvv", "nvidia-smi -q", "nvidia-smi topo -m", "gdrcheck snapshot",
+                "NCCL_TOPO_DUMP_FILE", "lstopo"):
+        assert cmd in text, cmd
+    readme = (ROOT / "README.md").read_text()
+    from gdrcheck.inputs import ACCEPTED_KINDS
+
+    for _what, cmd in ACCEPTED_KINDS:
+        assert cmd in readme, cmd
