@@ -189,7 +189,7 @@ class _Merge:
             self.devs[g.bdf] = replace(d, gpu_index=g.index)
         if new:
             self._place(new, part.label)
-        if self.base is not None or len(self.parts) > 1:
+        if self.base is not None or len(new) < len(gpus):
             self.note(part.label, f"{len(gpus) - len(new)} of {len(gpus)} GPU(s) matched by bus id"
                       + (f"; {len(new)} not in the tree" if new else ""))
         driver = next((r.get("driver_version") for r in part.data if r.get("driver_version")), None)
@@ -243,9 +243,9 @@ class _Merge:
                       + "; ".join(said))
         return out
 
-    def _synthetic(self, m, label: str, gmap: Dict[str, str], nmap: Dict[str, str]) -> None:
+    def _synthetic(self, m, label: str, gmap: Dict[str, str], nmap: Dict[str, str], gpus: bool, nics: bool) -> None:
         made = []
-        for i, g in enumerate(m.gpus):
+        for i, g in enumerate(m.gpus if gpus else ()):
             if g in gmap:
                 continue
             bdf = f"{SYNTH_DOMAIN:04x}:{i:02x}:00.0"
@@ -254,7 +254,7 @@ class _Merge:
             gmap[g] = bdf
             made.append(f"{g}={bdf}")
             self.unplaced.append(bdf)
-        for j, c in enumerate(m.nics):
+        for j, c in enumerate(m.nics if nics else ()):
             if c in nmap:
                 continue
             bdf = f"{SYNTH_DOMAIN:04x}:{0x80 + j:02x}:00.0"
@@ -282,9 +282,10 @@ class _Merge:
         elif order:
             self.note(label, f"the matrix shows {len(m.gpus)} GPU(s), the other input(s) {len(order)}: GPUs not "
                              "matched; their pairs are not judged from the matrix")
-        nmap = self._nic_match(m, label) if self.devs and m.nics else {}
-        if not order:
-            self._synthetic(m, label, gmap, nmap)
+        has_nics = any(base_kind(d) == "nic" for d in self.devs.values())
+        nmap = self._nic_match(m, label) if has_nics and m.nics else {}
+        # no device of a kind in the other inputs: the matrix's own, at synthetic addresses
+        self._synthetic(m, label, gmap, nmap, gpus=not order, nics=not has_nics)
         for g, b in gmap.items():
             d = self.devs[b]
             upd = {}

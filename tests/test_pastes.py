@@ -304,3 +304,31 @@ def test_help_lists_every_accepted_kind():
 
     for _what, cmd in ACCEPTED_KINDS:
         assert cmd in readme, cmd
+
+
+def test_lspci_xxx_dump_is_read_as_config_space(tmp_path):
+    """The H200 VM's config files (from its snapshot) rendered the way 'lspci -xxx' prints them."""
+    import tarfile
+
+    from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
+    from gdrcheck.kinds import port_type
+    from gdrcheck.model import PciFunction
+
+    with tarfile.open(FIX / "h200-x2-vm" / "snapshot.tar.gz") as tar:
+        configs = {m.name.split("/")[-2]: tar.extractfile(m).read() for m in tar.getmembers()
+                   if m.name.endswith("/config")}
+    text = "$ sudo lspci -xxx\n"
+    for bdf, cfg in sorted(configs.items()):
+        text += f"{bdf[5:]} Bridge: Some device\n" + "".join(
+            f"{off:02x}: " + " ".join(f"{b:02x}" for b in cfg[off:off + 16]) + "\n" for off in range(0, len(cfg), 16))
+        text += "\n"
+    from gdrcheck.inputs import sniff
+
+    assert sniff(text) == "lspci-vvv"
+    got = {fn.bdf: fn for fn in parse_lspci_verbose(text, "xxx.txt")}
+    assert set(got) == set(configs)
+    for bdf, cfg in configs.items():
+        assert got[bdf].config == cfg
+        assert got[bdf].config_note == "lspci -xxx dump"
+        assert port_type(PciFunction(bdf=bdf, root=bdf[:7], config=got[bdf].config)) == \
+            port_type(PciFunction(bdf=bdf, root=bdf[:7], config=cfg))

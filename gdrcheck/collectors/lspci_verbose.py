@@ -118,6 +118,8 @@ def looks_like_lspci_verbose(text: str) -> bool:
             for nxt in lines[i + 1:i + 3]:
                 if nxt[:1] in (" ", "\t") and re.match(r"^\s+[A-Z][A-Za-z /-]+:", nxt):
                     return True
+                if _HEX.match(nxt.strip()) and nxt.startswith("00: "):  # lspci -x / -xxx
+                    return True
     return False
 
 
