@@ -227,9 +227,9 @@ def read_part(path: str):
 
         return Part(name, kind, parse_lspci_verbose(text, name))
     if kind == "topo-matrix":
-        from gdrcheck.collectors.topo_matrix import parse_topo_matrix
+        from gdrcheck.collectors.topo_matrix import parse_topo_matrices
 
-        return Part(name, kind, parse_topo_matrix(text, name))
+        return Part(name, kind, parse_topo_matrices(text, name))
     from gdrcheck.collectors.nvidia_smi import parse_smi_text, parse_smi_xml
 
     if kind == "nvidia-smi-q-xml":

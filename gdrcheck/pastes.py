@@ -89,7 +89,9 @@ class _Merge:
         self.statuses: List[CollectorStatus] = list(base.collectors) if base else []
 
     def note(self, label: str, text: str) -> None:
-        self.notes.append(f"{label}: {text}" if self.many else text)
+        line = f"{label}: {text}" if self.many else text
+        if line not in self.notes:  # a file with topo -m and -mp matches its GPUs once
+            self.notes.append(line)
 
     # -- lspci -vvv -----------------------------------------------------------
 
@@ -278,7 +280,8 @@ class _Merge:
         gmap: Dict[str, str] = {}
         if order and len(order) == len(m.gpus):
             gmap = {g: order[int(g[3:])] for g in m.gpus if int(g[3:]) < len(order)}
-            self.note(label, f"GPUs matched {how}: " + ", ".join(f"{g}={b}" for g, b in gmap.items()))
+            if not all(b.startswith(f"{SYNTH_DOMAIN:04x}:") for b in gmap.values()):  # not the matrix's own
+                self.note(label, f"GPUs matched {how}: " + ", ".join(f"{g}={b}" for g, b in gmap.items()))
         elif order:
             self.note(label, f"the matrix shows {len(m.gpus)} GPU(s), the other input(s) {len(order)}: GPUs not "
                              "matched; their pairs are not judged from the matrix")
@@ -389,5 +392,6 @@ def merge(parts: Sequence[Part]) -> Snapshot:
         elif p.kind == "nvidia-smi-q":
             mg.add_smi(p)
         else:
-            mg.add_matrix(p)
+            for m in (p.data if isinstance(p.data, (list, tuple)) else [p.data]):
+                mg.add_matrix(Part(p.label, p.kind, m))
     return mg.snapshot()

@@ -539,7 +539,7 @@ NIC Legend:
   NIC0: mlx5_0
   NIC1: mlx5_1
 """
-TOPO_NOISE = ("GPU0", "NIC1", "mlx5_0", "NV12", "SOC", "PIX", " X ", "\t", "CPU Affinity", "NUMA Affinity",
+TOPO_NOISE = ("GPU0", "NIC1", "\tGPU0\tGPU1\tNIC0\tCPU Affinity", "GPU0\tX\tOK", "== nvidia-smi topo -mp", "mlx5_0", "NV12", "SOC", "PIX", " X ", "\t", "CPU Affinity", "NUMA Affinity",
               "GPU NUMA ID", "$ nvidia-smi topo -m", "[sudo] password for x:", "  NIC2: mlx5_2", "Legend:", "N/A")
 LSPCI_VVV = """\
 $ sudo lspci -vvv -s c1:00.0
@@ -577,7 +577,7 @@ PUGET_TREE = """\
 def expect_paste(kind: str, text: str) -> None:
     """A paste parses to its facts or raises InputError naming the file; merged with a tree, it evaluates."""
     from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
-    from gdrcheck.collectors.topo_matrix import parse_topo_matrix
+    from gdrcheck.collectors.topo_matrix import parse_topo_matrices
     from gdrcheck.evaluate import evaluate
     from gdrcheck.inputs import sniff
     from gdrcheck.pastes import Part, merge
@@ -586,7 +586,8 @@ def expect_paste(kind: str, text: str) -> None:
     assert sniff(text) in (None, "lspci", "nccl-xml", "hwloc-xml", "nvidia-smi-q-xml", "nvidia-smi-q",
                            "topo-matrix", "lspci-vvv", "acsctl-grep")
     try:
-        data = parse_topo_matrix(text, "fuzz.txt") if kind == "topo-matrix" else parse_lspci_verbose(text, "fuzz.txt")
+        data = (parse_topo_matrices(text, "fuzz.txt") if kind == "topo-matrix"
+                else parse_lspci_verbose(text, "fuzz.txt"))
     except InputError as e:
         assert str(e).startswith("fuzz.txt"), str(e)
         return

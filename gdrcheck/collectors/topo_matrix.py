@@ -29,6 +29,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _MULTI = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 CODE = re.compile(r"^(X|PIX|PXB|PHB|NODE|SYS|SOC|NV\d{1,3})$")
 _DEV = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|[A-Za-z][A-Za-z0-9]*_\d+)$")
+_P2P = re.compile(r"^(X|OK|CNS|GNS|TNS|NS|DR|U)$")
 _LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 _PROMPT = re.compile(r"^\s*(?:\$ |# |sh-[\d.]+[#$] |\[sudo\]|\S+@\S+[:~][^$#]*[$#] )")
 
@@ -92,18 +93,52 @@ def _header_tokens(line: str) -> Optional[List[str]]:
     return devs if len(set(devs)) == len(devs) else None
 
 
+def _is_header_at(lines: List[str], i: int) -> bool:
+    head = _header_tokens(lines[i])
+    if head is None or ("Affinity" not in lines[i] and len(head) < 2):
+        return False
+    for nxt in lines[i + 1:i + 4]:
+        toks = nxt.split()
+        if toks and toks[0] == head[0] and len(toks) > 1 and (CODE.match(toks[1]) or _P2P.match(toks[1])):
+            return True
+    return False
+
+
+def parse_topo_matrices(text: str, label: str) -> List[TopoMatrix]:
+    """Every matrix of a paste that holds several (``topo -m`` then ``topo -mp``); ``-p2p`` ones are skipped.
+
+    Lines are numbered as in the whole text.
+    """
+    lines = [_clean(x) for x in text.lstrip("\ufeff").split("\n")]
+    starts = [i for i in range(len(lines)) if _is_header_at(lines, i)]
+    if len(starts) <= 1:
+        return [parse_topo_matrix(text, label)]
+    out: List[TopoMatrix] = []
+    skipped = []
+    for k, i in enumerate(starts):
+        end = starts[k + 1] if k + 1 < len(starts) else len(lines)
+        seg = "\n" * i + "\n".join(lines[i:end])  # keeps the line numbers of the whole text
+        try:
+            m = parse_topo_matrix(seg, label)
+        except InputError as e:
+            if "-p2p matrix" in str(e):
+                skipped.append(i + 1)
+                continue
+            raise
+        out.append(TopoMatrix(**{**m.__dict__, "notes": tuple(n for n in m.notes if "around the matrix" not in n)}))
+    if not out:
+        return [parse_topo_matrix(text, label)]
+    if skipped:
+        out[0] = TopoMatrix(**{**out[0].__dict__, "notes": out[0].notes + (
+            f"{len(skipped)} nvidia-smi topo -p2p matri{'x' if len(skipped) == 1 else 'ces'} (first at line "
+            f"{skipped[0]}) not read: P2P status comes from the driver view",)})
+    return out
+
+
 def looks_like_topo_matrix(text: str) -> bool:
     """True when a header row (``GPU0 GPU1 ... CPU Affinity``) opens one of the first lines and a GPU0 row follows."""
     lines = [_clean(x) for x in text.lstrip("\ufeff").split("\n")[:_SNIFF_LINES]]
-    for i, ln in enumerate(lines):
-        head = _header_tokens(ln)
-        if head is None or ("Affinity" not in ln and len(head) < 2):
-            continue
-        for nxt in lines[i + 1:i + 4]:
-            toks = nxt.split()
-            if toks and toks[0] == head[0] and len(toks) > 1 and CODE.match(toks[1]):
-                return True
-    return False
+    return any(_is_header_at(lines, i) for i in range(len(lines)))
 
 
 def _unwrap(lines: List[str]) -> List[str]:
@@ -192,6 +227,9 @@ def parse_topo_matrix(text: str, label: str) -> TopoMatrix:
         rows_seen[row] = n
         vals = toks[1:]
         codes = vals[:len(header)]
+        if codes and all(_P2P.match(c) for c in codes) and any(c != "X" for c in codes):
+            raise InputError(f"{label}: line {n}: an nvidia-smi topo -p2p matrix (P2P status, not path classes); "
+                             "pass 'nvidia-smi topo -m' (or -mp)")
         if len(codes) < len(header) or not all(CODE.match(c) for c in codes):
             bad = next((c for c in codes if not CODE.match(c)), None)
             what = (f"{len(codes)} of {len(header)} codes" if bad is None
