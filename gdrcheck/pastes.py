@@ -60,6 +60,20 @@ class Part:
         self.label, self.kind, self.data = label, kind, data
 
 
+def _synthetic_bdf(i: int, nic: bool = False) -> str:
+    """Where the matrix's i-th GPU (buses 00-7f) or NIC (buses 80-ff) is shown: domain ffff, one per bus first."""
+    if i >= 0x80 * 32 * 8:
+        raise InputError(f"more than {0x80 * 32 * 8} {'NICs' if nic else 'GPUs'} in one matrix")
+    bus, dev, fn = i % 0x80, i // 0x80 % 32, i // (0x80 * 32)
+    return f"{SYNTH_DOMAIN:04x}:{bus + (0x80 if nic else 0):02x}:{dev:02x}.{fn}"
+
+
+def _bus_of(bdf: str) -> str:
+    """The ``dddd:bb`` bus label of an address (domains may have more than four digits)."""
+    dom, bus, _dev, _fn = bdf_key(bdf)
+    return root_of(dom, bus)
+
+
 def _pair(a: str, b: str) -> Tuple[str, str]:
     return (a, b) if bdf_key(a) <= bdf_key(b) else (b, a)
 
@@ -100,7 +114,7 @@ class _Merge:
         for vf in part.data:
             d = self.devs.get(vf.bdf)
             if d is None:
-                d = PciFunction(bdf=vf.bdf, root=vf.bdf[:7])
+                d = PciFunction(bdf=vf.bdf, root=_bus_of(vf.bdf))
                 new.append(vf.bdf)
             else:
                 if d.vendor is not None and vf.vendor is not None and (d.vendor, d.device) != (vf.vendor, vf.device):
@@ -136,25 +150,30 @@ class _Merge:
         by_sec: Dict[Tuple[str, int], str] = {}
         for d in self.devs.values():
             if d.secondary_bus is not None:
-                by_sec.setdefault((d.bdf[:4], d.secondary_bus), d.bdf)
-        placed: Dict[str, str] = {}
+                by_sec.setdefault((bdf_key(d.bdf)[0], d.secondary_bus), d.bdf)
+        roots = set(self.base.roots) if self.base else set()
+        # a bus holding a host bridge or a root port is a root bus; in a whole listing (it shows a host
+        # bridge) so is every bus that no bridge leads to, as lspci -t draws it
+        whole = any(self.devs[b].class_code is not None and self.devs[b].class_code >> 8 == 0x0600 for b in new)
+        secondaries = {(k[0], k[1]) for k in by_sec}
+        for b in new:
+            if self._is_root_bus_device(self.devs[b]) or (whole and bdf_key(b)[:2] not in secondaries):
+                roots.add(_bus_of(b))
         pending = list(new)
         for _round in range(64):
             progress = False
             for b in list(pending):
                 d = self.devs[b]
-                bus = int(b[5:7], 16)
-                parent = by_sec.get((b[:4], bus))
+                parent = by_sec.get(bdf_key(b)[:2])
                 if parent is not None and parent != b:
                     root = self.devs[parent].root if parent not in pending else None
                     if root is None:
                         continue
                     self.devs[b] = replace(d, parent=parent, root=root)
-                elif self._is_root_bus_device(d):
-                    self.devs[b] = replace(d, parent=None, root=b[:7])
+                elif _bus_of(b) in roots:
+                    self.devs[b] = replace(d, parent=None, root=_bus_of(b))
                 else:
                     continue
-                placed[b] = parent or ""
                 pending.remove(b)
                 progress = True
             if not progress:
@@ -178,6 +197,11 @@ class _Merge:
         from gdrcheck.collectors.nvidia_smi import rows_to_gpus
 
         gpus = rows_to_gpus(part.data)
+        shown = sum(1 for d in self.devs.values() if base_kind(d) == "gpu" and d.vendor in (None, 0x10DE))
+        if shown > len(gpus):  # 'nvidia-smi -q -i N' or a cut paste: the file's order is not the index
+            gpus = tuple(replace(g, index=None) for g in gpus)
+            self.note(part.label, f"lists {len(gpus)} of the {shown} NVIDIA GPUs the other input(s) show; "
+                                  "their nvidia-smi indexes are not known from it")
         if self.gpus:
             self.note(part.label, f"the driver view of {self.gpus_from} is kept; this file's GPUs are not used")
             return
@@ -186,7 +210,7 @@ class _Merge:
         for g in gpus:
             d = self.devs.get(g.bdf)
             if d is None:
-                d = PciFunction(bdf=g.bdf, root=g.bdf[:7], vendor=0x10DE, kind_hint="gpu", name=g.name)
+                d = PciFunction(bdf=g.bdf, root=_bus_of(g.bdf), vendor=0x10DE, kind_hint="gpu", name=g.name)
                 new.append(g.bdf)
             self.devs[g.bdf] = replace(d, gpu_index=g.index)
         if new:
@@ -250,8 +274,8 @@ class _Merge:
         for i, g in enumerate(m.gpus if gpus else ()):
             if g in gmap:
                 continue
-            bdf = f"{SYNTH_DOMAIN:04x}:{i:02x}:00.0"
-            self.devs[bdf] = PciFunction(bdf=bdf, root=root_of(SYNTH_DOMAIN, i), kind_hint="gpu",
+            bdf = _synthetic_bdf(i)
+            self.devs[bdf] = PciFunction(bdf=bdf, root=_bus_of(bdf), kind_hint="gpu",
                                          name=f"{g} of nvidia-smi topo -m", gpu_index=int(g[3:]))
             gmap[g] = bdf
             made.append(f"{g}={bdf}")
@@ -259,9 +283,9 @@ class _Merge:
         for j, c in enumerate(m.nics if nics else ()):
             if c in nmap:
                 continue
-            bdf = f"{SYNTH_DOMAIN:04x}:{0x80 + j:02x}:00.0"
+            bdf = _synthetic_bdf(j, nic=True)
             name = m.rdma_name(c)
-            self.devs[bdf] = PciFunction(bdf=bdf, root=root_of(SYNTH_DOMAIN, 0x80 + j), kind_hint="nic",
+            self.devs[bdf] = PciFunction(bdf=bdf, root=_bus_of(bdf), kind_hint="nic",
                                          name=f"{c} of nvidia-smi topo -m",
                                          rdma_devices=(name,) if not name.startswith("NIC") else ())
             nmap[c] = bdf

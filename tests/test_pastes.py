@@ -355,3 +355,82 @@ def test_p2p_matrix_alone_is_refused_with_what_to_pass(tmp_path):
     p = run("pairs", "--from", f)
     assert_clean_error(p)
     assert "topo -m" in p.stderr and "line 2" in p.stderr
+
+
+def _dump_with_caps(tree, seed: int) -> str:
+    """The tree as an 'lspci -xxxx' dump: 4096 bytes per function, a PCIe capability with the port type its
+    place gives, and on every bridge an ACS capability whose Control bits are drawn at random."""
+    import random
+    import struct
+
+    rng = random.Random(seed)
+    kids = {}
+    for f in tree.fns:
+        kids.setdefault(f.parent, []).append(f)
+    out = []
+    for f in sorted(tree.fns, key=lambda f: (f.dom, f.bus, f.dev, f.fn)):
+        cfg = bytearray(4096)
+        vendor, device, cls = f.ids
+        struct.pack_into("<HH", cfg, 0, vendor, device)
+        cfg[9:12] = cls.to_bytes(3, "little")
+        cfg[6], cfg[0x34], cfg[0x40] = 0x10, 0x40, 0x10
+        port = 0
+        if f.is_bridge:
+            cfg[0x0E] = 1
+            cfg[0x18], cfg[0x19], cfg[0x1A] = f.primary, f.sec, f.sub
+            port = 4 if f.parent is None else (5 if any(k.is_bridge for k in kids.get(f.bdf, ())) else 6)
+            struct.pack_into("<IHH", cfg, 0x100, 0x000D | 1 << 16, 0x5F, rng.choice((0, 0x1D, 0x0C, 0x01, 0x20)))
+        cfg[0x42] = port << 4 | 2
+        out.append(f"{f.bdf} made-up")
+        out += [f"{i:03x}: " + " ".join(f"{b:02x}" for b in cfg[i:i + 16]) for i in range(0, 4096, 16)]
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lspci_vvv_rendered_by_real_lspci(tmp_path, seed):
+    """Made-up trees written as config dumps and rendered by the real 'lspci -F DUMP -vvv' / '-tv': the
+    listing alone rebuilds the tree from its bus numbers, and gives each bridge's ACS and port type."""
+    import shutil
+    import subprocess
+
+    from gdrcheck.acs import parse_acs
+    from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
+    from gdrcheck.kinds import port_type
+    from lspci_dump import random_tree
+
+    if not shutil.which("lspci"):
+        pytest.skip("lspci (pciutils) not installed")
+    tree = random_tree(seed)
+    # a whole listing shows a host bridge (lspci -vvv of a machine, not an excerpt): then every bus no
+    # bridge leads to is a root bus, as lspci -t draws it
+    first = min(tree.fns, key=lambda f: (f.dom, f.bus, f.dev))
+    used = {f.dev for f in tree.fns if (f.dom, f.bus) == (first.dom, first.bus)}
+    tree.leaf(first.dom, first.bus, min(set(range(32)) - used), 0, (0x8086, 0x09A2, 0x060000), None, first.root)
+    dump = tmp_path / "dump.txt"
+    dump.write_text(_dump_with_caps(tree, seed))
+    vvv, tv = tmp_path / "vvv.txt", tmp_path / "tv.txt"
+    for out, opt in ((vvv, "-vvv"), (tv, "-tv")):
+        out.write_text(subprocess.run(["lspci", "-F", str(dump), opt], capture_output=True, text=True,
+                                      check=True).stdout)
+    truth = tree.truth()
+    want = {f.bdf: f for f in tree.fns}
+    from gdrcheck.inputs import sniff
+
+    assert sniff(vvv.read_text()) == "lspci-vvv"
+    got = {fn.bdf: fn for fn in parse_lspci_verbose(vvv.read_text(), "vvv.txt")}
+    assert set(got) == set(truth)
+    snap = load_snapshot(str(vvv))
+    assert not snap.unplaced
+    assert {d.bdf: (d.parent, d.root) for d in snap.devices} == truth
+    merged = load_snapshot((str(tv), str(vvv)))
+    assert {d.bdf: (d.parent, d.root) for d in merged.devices} == truth
+    from gdrcheck.model import PciFunction
+
+    for bdf, f in want.items():
+        lines = [ln for ln in dump.read_text().split(f"{bdf} made-up\n", 1)[1].split("\n\n", 1)[0].splitlines()]
+        cfg = bytes.fromhex("".join(ln.split(": ", 1)[1].replace(" ", "") for ln in lines))
+        a, b = parse_acs(cfg), parse_acs(got[bdf].config)
+        assert (a.known, a.present, a.ctrl, a.cap) == (b.known, b.present, b.ctrl, b.cap), bdf
+        assert port_type(PciFunction(bdf=bdf, root="", config=got[bdf].config)) == \
+            port_type(PciFunction(bdf=bdf, root="", config=cfg))

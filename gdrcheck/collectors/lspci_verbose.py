@@ -17,10 +17,11 @@ denied>`` when lspci ran without root. ``-xxx`` appends hex lines ``00: 10 de ..
 What comes out per function is a :class:`VerboseFunction`. The config space
 gdrcheck reads (ACS, Resizable BAR, the PCIe port type) is rebuilt from what
 lspci decoded, at the offsets lspci printed: a ``-xxx`` dump is used as is; a
-decoded listing gives 4096 bytes only when lspci showed the extended
-capabilities (it ran as root), 256 bytes when it showed only the standard ones,
-and nothing when it showed neither, so an ACS lspci did not show stays
-unknown. An ``ACSCtl:`` line without its capability line (a ``grep`` of the
+decoded listing gives 4096 bytes when lspci listed a PCI Express function's
+capabilities (it ran as root, and so showed every extended capability there
+is), 256 bytes for a conventional PCI function, and nothing when it listed none
+(``<access denied>``, or an excerpt without them), so an ACS lspci could not
+show stays unknown. An ``ACSCtl:`` line without its capability line (a ``grep`` of the
 output) still gives ACS, placed at offset 0x100 with a note.
 
 Text around the listings (shell prompts, ``[sudo] password`` lines, markdown
@@ -255,7 +256,9 @@ def _config(fn: VerboseFunction) -> None:
     ext = fn.ext_caps and not fn.access_denied
     if fn.acs_ctrl is None and not ext and not (fn.std_caps and fn.pcie_cap is not None):
         return
-    size = 4096 if (ext or fn.acs_ctrl is not None) else 256
+    # lspci lists capabilities only when it could read past byte 64 (root); a PCI Express function then
+    # shows every extended capability it has, so none shown means none there
+    size = 4096 if (ext or fn.acs_ctrl is not None or (fn.pcie_cap is not None and not fn.access_denied)) else 256
     buf = bytearray(size)
     struct.pack_into("<HH", buf, 0, fn.vendor if fn.vendor is not None else 0xFFFF,
                      fn.device if fn.device is not None else 0xFFFF)
