@@ -387,8 +387,9 @@ def _dump_with_caps(tree, seed: int) -> str:
     return "\n".join(out) + "\n"
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_lspci_vvv_rendered_by_real_lspci(tmp_path, seed):
+@pytest.mark.parametrize("seed,opt", [(0, "-vvv"), (1, "-vvv"), (2, "-nnvvv"), (3, "-Dvvv"), (4, "-vv"),
+                                      (5, "-nnDvvv")])
+def test_lspci_vvv_rendered_by_real_lspci(tmp_path, seed, opt):
     """Made-up trees written as config dumps and rendered by the real 'lspci -F DUMP -vvv' / '-tv': the
     listing alone rebuilds the tree from its bus numbers, and gives each bridge's ACS and port type."""
     import shutil
@@ -410,8 +411,8 @@ def test_lspci_vvv_rendered_by_real_lspci(tmp_path, seed):
     dump = tmp_path / "dump.txt"
     dump.write_text(_dump_with_caps(tree, seed))
     vvv, tv = tmp_path / "vvv.txt", tmp_path / "tv.txt"
-    for out, opt in ((vvv, "-vvv"), (tv, "-tv")):
-        out.write_text(subprocess.run(["lspci", "-F", str(dump), opt], capture_output=True, text=True,
+    for out, o in ((vvv, opt), (tv, "-tv")):
+        out.write_text(subprocess.run(["lspci", "-F", str(dump), o], capture_output=True, text=True,
                                       check=True).stdout)
     truth = tree.truth()
     want = {f.bdf: f for f in tree.fns}
@@ -434,3 +435,6 @@ def test_lspci_vvv_rendered_by_real_lspci(tmp_path, seed):
         assert (a.known, a.present, a.ctrl, a.cap) == (b.known, b.present, b.ctrl, b.cap), bdf
         assert port_type(PciFunction(bdf=bdf, root="", config=got[bdf].config)) == \
             port_type(PciFunction(bdf=bdf, root="", config=cfg))
+        assert got[bdf].class_code >> 8 == f.ids[2] >> 8
+        if "nn" in opt:
+            assert (got[bdf].vendor, got[bdf].device) == f.ids[:2]
