@@ -110,6 +110,8 @@ class _Merge:
     # -- lspci -vvv -----------------------------------------------------------
 
     def add_verbose(self, part: Part) -> None:
+        for n in getattr(part.data, "notes", ()):
+            self.note(part.label, n)
         new = []
         for vf in part.data:
             d = self.devs.get(vf.bdf)

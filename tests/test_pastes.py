@@ -438,3 +438,17 @@ def test_lspci_vvv_rendered_by_real_lspci(tmp_path, seed, opt):
         assert got[bdf].class_code >> 8 == f.ids[2] >> 8
         if "nn" in opt:
             assert (got[bdf].vendor, got[bdf].device) == f.ids[:2]
+
+
+def test_lspci_vvv_paste_that_lost_its_indentation(realworld):
+    """Hand-written damage to the ASUS paste: every line's indentation stripped (as some ticket forms do)."""
+    from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
+
+    text = (realworld / "stelline-asus-esc8000a-e12-4xrtx6000ada" / "lspci-vvv-selected.txt").read_text()
+    good = parse_lspci_verbose(text, "a.txt")
+    flat = parse_lspci_verbose("\n".join(ln.lstrip() for ln in text.splitlines()), "a.txt")
+    assert [f.bdf for f in flat] == [f.bdf for f in good]
+    for f, g in zip(flat, good):
+        assert (f.bars, f.config, f.link, f.numa_node, f.driver, f.class_code) == \
+            (g.bars, g.config, g.link, g.numa_node, g.driver, g.class_code), f.bdf
+    assert any("without indentation" in n for n in flat.notes)

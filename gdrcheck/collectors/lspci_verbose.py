@@ -111,6 +111,28 @@ class VerboseFunction:
     config_note: str = ""
 
 
+class VerboseListing(list):
+    """The functions of one ``lspci -v*`` paste, in order, with notes on what was read how."""
+
+    def __init__(self, fns) -> None:
+        super().__init__(fns)
+        self.notes: List[str] = []
+
+
+# detail labels lspci prints, recognisable at column 0 when a paste lost its indentation
+_FLAT = re.compile(r"^(Subsystem|Physical Slot|Control|Status|Latency|Interrupt|NUMA node|IOMMU group|Bus|"
+                   r"Region \d|Expansion ROM|Capabilities|Kernel driver in use|Kernel modules|Memory behind bridge|"
+                   r"I/O behind bridge|Prefetchable memory behind bridge|Secondary status|BridgeCtl|DevCap2?|DevCtl2?|"
+                   r"DevSta|LnkCap2?|LnkCtl[23]?|LnkSta2?|SltCap|SltCtl|SltSta|RootCap|RootCtl|RootSta|ACSCap|ACSCtl|"
+                   r"BAR \d|Flags|Address|Masking|Pending|Vector table|PBA|Caps|Arb|Ctrl|UESta|UEMsk|UESvrt|CESta|CEMsk|"
+                   r"AERCap|HeaderLog|ARICap|ARICtl|IOVCap|IOVCtl|IOVSta|Initial VFs|VF offset|VF Migration|"
+                   r"Page size|L1SubCap|L1SubCtl\d|LaneErrStat|Device Serial Number|Product Name|Read-only fields|"
+                   r"End)\b[^\n]*:?")
+_SUB = re.compile(r"^(DevCap|DevCtl|DevSta|LnkCap|LnkCtl|LnkSta|SltCap|SltCtl|SltSta|RootCap|RootCtl|RootSta|"
+                  r"ACSCap|ACSCtl|BAR \d|Flags|Address|Masking|Pending|Vector table|PBA|Caps|Arb|Ctrl|UE|CE|AER|"
+                  r"HeaderLog|ARI|IOV|Initial VFs|VF |Page size|L1Sub|LaneErrStat)")
+
+
 def looks_like_lspci_verbose(text: str) -> bool:
     """True when a device line is followed by indented detail lines within the first lines."""
     lines = text[:256 << 10].lstrip("\ufeff").split("\n")[:_SNIFF_LINES]
@@ -201,6 +223,8 @@ def _detail(fn: VerboseFunction, s: str, top: bool) -> None:
             unset = addr.startswith("<")
             start = int(addr, 16) if re.fullmatch(r"[0-9a-fA-F]+", addr) else 0
             size = _size(m.group(5), m.group(6)) if m.group(5) else 0
+            if any(b.index == idx for b in fn.bars):
+                return  # an SR-IOV VF BAR whose indentation was lost
             fn.bars.append(Bar(index=idx, start=start, size=size, is_64bit="64-bit" in flags,
                                prefetchable=", prefetchable" in flags or "(prefetchable" in flags,
                                unset=unset))
@@ -316,7 +340,7 @@ def _config(fn: VerboseFunction) -> None:
     fn.config_note = fn.config_note or "rebuilt from lspci -vvv"
 
 
-def parse_lspci_verbose(text: str, label: str) -> List[VerboseFunction]:
+def parse_lspci_verbose(text: str, label: str) -> "VerboseListing":
     """Every function block in the text, in order; raise :class:`InputError` when there is none."""
     if not text.strip():
         raise InputError(f"{label}: empty input")
@@ -324,7 +348,8 @@ def parse_lspci_verbose(text: str, label: str) -> List[VerboseFunction]:
     by_bdf: Dict[str, VerboseFunction] = {}
     cur: Optional[VerboseFunction] = None
     cur_indent: Optional[int] = None
-    orphan_acs: List[int] = []
+    flat: List[int] = []
+    ignored: List[int] = []
     for n, raw in enumerate(text.lstrip("\ufeff").split("\n"), 1):
         line = raw.rstrip("\r\n").rstrip()
         if not line.strip():
@@ -352,9 +377,14 @@ def parse_lspci_verbose(text: str, label: str) -> List[VerboseFunction]:
                 cur_indent = indent
             _detail(cur, line.strip(), indent <= cur_indent)
             continue
-        if line.strip().startswith("ACSCtl:"):
-            orphan_acs.append(n)
-        cur = None  # prompts, fences, labels: the block ended
+        if cur is not None and _FLAT.match(line):
+            # indentation lost (a paste through a chat or a ticket form): the labels still say what they are
+            flat.append(n)
+            _detail(cur, line.strip(), not _SUB.match(line))
+            continue
+        ignored.append(n)
+        if _PROMPT.match(line) or not flat:
+            cur = None  # a prompt or fence, or text after an indented listing: the block ended
     if not out:
         raise InputError(f"{label}: no lspci -vvv device found (expected a line like '01:00.0 VGA compatible "
                          "controller: ...' followed by indented details)")
@@ -368,4 +398,11 @@ def parse_lspci_verbose(text: str, label: str) -> List[VerboseFunction]:
             fn.config_note = "no ACSCtl line under a grep of lspci -vvv that shows ACSCtl: no ACS capability"
             continue
         _config(fn)
-    return out
+    listing = VerboseListing(out)
+    if flat:
+        listing.notes.append(f"{len(flat)} detail line(s) without indentation (first at line {flat[0]}) read by "
+                             "their labels")
+    if ignored:
+        listing.notes.append(f"{len(ignored)} line(s) outside the listings (prompts, fences, labels; first at line "
+                             f"{ignored[0]}) ignored")
+    return listing
