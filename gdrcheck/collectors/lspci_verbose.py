@@ -124,7 +124,8 @@ _FLAT = re.compile(r"^(Subsystem|Physical Slot|Control|Status|Latency|Interrupt|
                    r"Region \d|Expansion ROM|Capabilities|Kernel driver in use|Kernel modules|Memory behind bridge|"
                    r"I/O behind bridge|Prefetchable memory behind bridge|Secondary status|BridgeCtl|DevCap2?|DevCtl2?|"
                    r"DevSta|LnkCap2?|LnkCtl[23]?|LnkSta2?|SltCap|SltCtl|SltSta|RootCap|RootCtl|RootSta|ACSCap|ACSCtl|"
-                   r"BAR \d|Flags|Address|Masking|Pending|Vector table|PBA|Caps|Arb|Ctrl|UESta|UEMsk|UESvrt|CESta|CEMsk|"
+                   r"BAR \d|Flags|Address|Masking|Pending|Vector table|PBA|Caps|Arb|Ctrl|"
+                   r"UESta|UEMsk|UESvrt|CESta|CEMsk|"
                    r"AERCap|HeaderLog|ARICap|ARICtl|IOVCap|IOVCtl|IOVSta|Initial VFs|VF offset|VF Migration|"
                    r"Page size|L1SubCap|L1SubCtl\d|LaneErrStat|Device Serial Number|Product Name|Read-only fields|"
                    r"End)\b[^\n]*:?")
