@@ -70,6 +70,15 @@ def test_stelline_files_together_settle_unknowns(realworld, machine):
     assert "GDR081" not in {f["code"] for f in tree_pairs["findings"]}
     assert "GDR081" in {f["code"] for f in pairs["findings"]}
     # BAR1 on the bus: 64 GiB (Region 1 and the Resizable BAR capability at its largest size)
+    from gdrcheck.report_bar1 import bar1_doc
+
+    for s, want in ((tree_snap, None), (snap, 64 << 30)):
+        rep = evaluate(s)
+        doc = bar1_doc(s, rep.topo, [f for f in rep.findings if f.code.startswith("GDR10")])
+        assert [g["bar1_total_bytes"] for g in doc["gpus"]] == [want] * len(gpus)
+        assert all(g["rebar_current_bytes"] == (max(g["rebar_supported_bytes"]) if want else None)
+                   for g in doc["gpus"])
+        assert "GDR105" not in {f["code"] for f in doc.get("findings", [])}
     for g in gpus:
         d = snap.device(g)
         bar1 = next(b for b in d.bars if b.index == 1)
