@@ -138,7 +138,8 @@ ACCEPTED_KINDS = (
     ("an hwloc XML", "lstopo FILE.xml"),
 )
 FILE_KINDS_TEXT = ("lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidia-smi topo -m/-mp, "
-                   "NCCL topology XML (<system>) or hwloc XML (<topology>)")
+                   "NCCL topology XML (<system>), hwloc XML (<topology>), or a directory or snapshot archive "
+                   "(gdrcheck snapshot)")
 
 
 def sniff(text: str) -> Optional[str]:
