@@ -389,8 +389,10 @@ class _Merge:
         devices = tuple(sorted(self.devs.values(), key=lambda d: bdf_key(d.bdf)))
         roots = tuple(sorted({*(base.roots if base else ()), *(d.root for d in devices)},
                              key=lambda r: tuple(int(x, 16) for x in r.split(":"))))
+        # the kind of the input that drew the tree (rules that ask what the input can show ask about it);
+        # without one, the paste's own kind, or "pastes" for several
         kinds = [p.kind for p in self.parts]
-        kind = kinds[0] if len(kinds) == 1 else "pastes"
+        kind = base.input_kind if base else (kinds[0] if len(kinds) == 1 else "pastes")
         host = dict(base.host) if base else {}
         return Snapshot(
             input_kind=kind,

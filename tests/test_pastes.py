@@ -97,8 +97,8 @@ def test_stelline_files_together_settle_unknowns(realworld, machine):
     # RDMA NIC names: the legend names the CX-7 ports in nvidia-smi's order
     nics = {b: d.get("rdma_devices") for b, d in dev.items() if d["kind"] == "nic"}
     assert nics["0000:21:00.0"] == ["mlx5_0"] and nics["0000:21:00.1"] == ["mlx5_1"]
-    rdma_unknown = lambda doc: {s for f in doc["findings"] if f["code"] == "GDR083" for s in f["subject"]}  # noqa: E731
-    assert cx7 in rdma_unknown(tree_pairs) and cx7 not in rdma_unknown(pairs)
+    assert Topology(tree_snap).rdma(cx7)[1].endswith("decided from the model")
+    assert Topology(snap).rdma(cx7) == (True, "RDMA device mlx5_0")
     # every GPU-GPU and GPU-NIC pair of the matrix now has its class, and it is the matrix's
     names = {f"GPU{i}": g for i, g in enumerate(gpus)}
     names.update({c: next(b for b, n in nics.items() if n == [m.rdma_name(c)]) for c in m.nics})
