@@ -16,12 +16,22 @@ from gdrcheck import __version__
 from gdrcheck.cli_run import RUN, deliver_text, emit, end_progress, fmt_of, load, progress_reporter, redacted
 from gdrcheck.errors import InputError
 
-FROM_HELP = ("read facts from PATH instead of this machine: a directory laid out like /, a snapshot "
-             "archive, an lspci -t tree, an NCCL topology XML or an hwloc XML")
+FROM_HELP = ("read facts from PATH instead of this machine; repeat it for several files of one node "
+             "(merged): a directory laid out like / or a snapshot archive (gdrcheck snapshot), "
+             "lspci -tv, sudo lspci -vvv, nvidia-smi -q (or -q -x), nvidia-smi topo -m (or -mp), "
+             "an NCCL topology XML (NCCL_TOPO_DUMP_FILE) or an hwloc XML (lstopo FILE.xml)")
+
+
+def _from_paths(_ctx, _param, value):
+    """() -> None (this machine); one path -> that path; several -> the tuple (one node's files, merged)."""
+    if not value:
+        return None
+    return value[0] if len(value) == 1 else tuple(value)
 
 
 def from_option(f):
-    return click.option("--from", "from_path", metavar="PATH", help=FROM_HELP)(f)
+    return click.option("--from", "from_path", metavar="PATH", multiple=True, callback=_from_paths,
+                        help=FROM_HELP)(f)
 
 
 def format_options(f, formats=("text", "json")):

@@ -2,7 +2,9 @@
 
 PATH is a directory laid out like ``/``, an archive of one (unpacked safely
 into a temporary directory that is always removed), or a single file whose
-content is an ``lspci -t`` tree, an NCCL topology XML or an hwloc XML.
+content is one of :data:`ACCEPTED_KINDS` (recognised by content, not name).
+``--from`` may be given several times: the inputs are one node's facts,
+merged by :mod:`gdrcheck.pastes`.
 """
 
 from __future__ import annotations
@@ -124,6 +126,22 @@ def _archive_error(path: str, name: str, e: Exception) -> InputError:
     return InputError(f"{name}: damaged archive ({detail[:200]})")
 
 
+# Every input kind --from accepts, with the command that produces it (README and --help list the same).
+ACCEPTED_KINDS = (
+    ("a directory laid out like /", "gdrcheck snapshot -o DIR, or a copy of /sys and /proc"),
+    ("a snapshot archive", "gdrcheck snapshot -o node.tar.gz"),
+    ("an lspci tree", "lspci -tv (also -t, -tvv, -tvnn)"),
+    ("lspci details", "sudo lspci -vvv (also -vv, -nnvvv, -D, -s BDF, -xxx)"),
+    ("the driver's GPU list", "nvidia-smi -q, or nvidia-smi -q -x"),
+    ("a topology matrix", "nvidia-smi topo -m, or nvidia-smi topo -mp"),
+    ("an NCCL topology XML", "NCCL_TOPO_DUMP_FILE=FILE"),
+    ("an hwloc XML", "lstopo FILE.xml"),
+)
+FILE_KINDS_TEXT = ("lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidia-smi topo -m/-mp, "
+                   "NCCL topology XML (<system>), hwloc XML (<topology>), or a directory or snapshot archive "
+                   "(gdrcheck snapshot)")
+
+
 def sniff(text: str) -> Optional[str]:
     """The kind of a single-file input, from its content."""
     from gdrcheck.collectors.lspci_tree import looks_like_lspci_tree
@@ -135,10 +153,32 @@ def sniff(text: str) -> Optional[str]:
             return "nccl-xml"
         if body.startswith("<topology"):
             return "hwloc-xml"
+        if body.startswith("<nvidia_smi_log"):
+            return "nvidia-smi-q-xml"
         return None
     if looks_like_lspci_tree(text):
         return "lspci"
+    return sniff_paste(text)
+
+
+def sniff_paste(text: str) -> Optional[str]:
+    """The paste kinds (issue 17): lspci -vvv, nvidia-smi -q, nvidia-smi topo -m; None when none fits."""
+    from gdrcheck.collectors.lspci_verbose import looks_like_acsctl_grep, looks_like_lspci_verbose
+    from gdrcheck.collectors.topo_matrix import looks_like_topo_matrix
+
+    if "==============NVSMI LOG==============" in text[:65536] or _SMI_GPU.search(text[:65536]):
+        return "nvidia-smi-q"
+    if looks_like_topo_matrix(text):
+        return "topo-matrix"
+    if looks_like_lspci_verbose(text):
+        return "lspci-vvv"
+    if looks_like_acsctl_grep(text):
+        return "acsctl-grep"
     return None
+
+
+# 'GPU 00000000:18:00.0' then an indented section or field ('nvidia-smi -q -d MEMORY' has no Product Name)
+_SMI_GPU = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*\n[ \t]+[A-Z][\w /()-]*", re.M)
 
 
 _PROLOG = re.compile(r"\s*(?:<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^\[>]*(?:\[.*?\])?\s*>)", re.S | re.I)
@@ -157,8 +197,57 @@ def _skip_xml_prolog(text: str) -> str:
 
 
 def parse_single_file(path: str) -> Snapshot:
-    """An lspci tree, NCCL XML or hwloc XML file, recognised by content."""
+    """One file of an accepted kind, recognised by content."""
+    part = read_part(path)
+    if isinstance(part.data, Snapshot) and part.kind in ("lspci", "nccl-xml", "hwloc-xml"):
+        return part.data
+    from gdrcheck.pastes import merge
+
+    return merge([part])
+
+
+def read_part(path: str):
+    """A single file, read and parsed by its kind: a :class:`gdrcheck.pastes.Part`."""
+    from gdrcheck.pastes import Part
+
     name = os.path.basename(path)
+    kind, text = _read_kind(path, name)
+    if kind == "lspci":
+        from gdrcheck.collectors.lspci_tree import parse_lspci_tree
+
+        return Part(name, kind, parse_lspci_tree(text, name))
+    if kind == "nccl-xml":
+        from gdrcheck.collectors.nccl_xml import parse_nccl_xml
+
+        return Part(name, kind, parse_nccl_xml(text, name))
+    if kind == "hwloc-xml":
+        from gdrcheck.collectors.hwloc_xml import parse_hwloc_xml
+
+        return Part(name, kind, parse_hwloc_xml(text, name))
+    if kind == "lspci-vvv":
+        from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
+
+        return Part(name, kind, parse_lspci_verbose(text, name))
+    if kind == "topo-matrix":
+        from gdrcheck.collectors.topo_matrix import parse_topo_matrices
+
+        return Part(name, kind, parse_topo_matrices(text, name))
+    from gdrcheck.collectors.nvidia_smi import parse_smi_text, parse_smi_xml
+
+    if kind == "nvidia-smi-q-xml":
+        try:
+            rows = parse_smi_xml(text)
+        except ValueError as e:
+            raise InputError(f"{name}: {e}") from None
+    else:
+        rows = parse_smi_text(text)
+    if not rows:
+        raise InputError(f"{name}: nvidia-smi -q output that lists no GPU with a bus id")
+    return Part(name, "nvidia-smi-q", rows)
+
+
+def _read_kind(path: str, name: str):
+    """(kind, text) of a single file; one-line errors for what is none of the accepted kinds."""
     try:
         size = os.path.getsize(path)
         if size > MAX_SINGLE_FILE:
@@ -170,25 +259,18 @@ def parse_single_file(path: str) -> Snapshot:
     if not data.strip():
         raise InputError(f"{name}: empty file")
     if b"\x00" in data[:65536]:
-        raise InputError(f"{name}: binary file, not an lspci tree, NCCL topology XML or hwloc XML")
+        raise InputError(f"{name}: binary file, not one of the accepted kinds: {FILE_KINDS_TEXT}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("latin-1")
     kind = sniff(text)
-    if kind == "lspci":
-        from gdrcheck.collectors.lspci_tree import parse_lspci_tree
-
-        return parse_lspci_tree(text, name)
-    if kind == "nccl-xml":
-        from gdrcheck.collectors.nccl_xml import parse_nccl_xml
-
-        return parse_nccl_xml(text, name)
-    if kind == "hwloc-xml":
-        from gdrcheck.collectors.hwloc_xml import parse_hwloc_xml
-
-        return parse_hwloc_xml(text, name)
-    raise InputError(f"{name}: not an lspci -t tree, NCCL topology XML (<system>) or hwloc XML (<topology>)")
+    if kind == "acsctl-grep":
+        raise InputError(f"{name}: ACSCtl lines without the device lines they belong to; run "
+                         "\"sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'\" or pass the whole 'sudo lspci -vvv'")
+    if kind is None:
+        raise InputError(f"{name}: not one of the accepted kinds: {FILE_KINDS_TEXT}")
+    return kind, text
 
 
 _TEMP_DIRS: set = set()
@@ -308,13 +390,42 @@ def _archive_root(tmp: str) -> str:
     return tmp
 
 
-def load_snapshot(from_path: Optional[str], *, want_driver: bool = True, endpoint_config: bool = True,
+def load_snapshot(from_path, *, want_driver: bool = True, endpoint_config: bool = True,
                   progress: Optional[Callable[[str], None]] = None, deadline=None) -> Snapshot:
-    """Read the facts once, from wherever they are (within ``deadline``, a :class:`gdrcheck.deadline.Deadline`)."""
+    """Read the facts once, from wherever they are (within ``deadline``, a :class:`gdrcheck.deadline.Deadline`).
+
+    ``from_path`` is None (this machine), one path, or several paths of one node (merged).
+    """
     from gdrcheck.gather import gather
 
+    if isinstance(from_path, (tuple, list)):
+        if len(from_path) != 1:
+            return load_many(tuple(from_path), want_driver=want_driver, endpoint_config=endpoint_config,
+                             deadline=deadline)
+        from_path = from_path[0]
     with open_source(from_path) as src:
         if isinstance(src, Snapshot):
             return src
         src.deadline = deadline
         return gather(src, want_driver=want_driver, endpoint_config=endpoint_config, progress=progress)
+
+
+def load_many(paths, *, want_driver: bool = True, endpoint_config: bool = True, deadline=None) -> Snapshot:
+    """Several inputs of one node (``--from`` repeated), each read by its kind, merged into one snapshot."""
+    from gdrcheck.pastes import Part, merge
+
+    parts = []
+    for p in paths:
+        if os.path.isdir(p) or (os.path.exists(p) and _is_archive(p)):
+            snap = load_snapshot(p, want_driver=want_driver, endpoint_config=endpoint_config, deadline=deadline)
+            parts.append(Part(os.path.basename(os.path.normpath(p)) or p, snap.input_kind, snap))
+        elif not os.path.exists(p):
+            raise InputError(f"{p}: no such file or directory")
+        else:
+            parts.append(read_part(p))
+    seen = {}
+    for part in parts:
+        if part.label in seen:
+            part.label = f"{part.label}#{seen[part.label] + 1}"
+        seen[part.label] = seen.get(part.label, 0) + 1
+    return merge(parts)

@@ -131,6 +131,10 @@ def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
             "findings": report.pair_findings[key],
             "nccl": nccl_decision(report, p, nic_side),
         })
+        fact = snap.path_facts.get(key if bdf_key(p.a) <= bdf_key(p.b) else (p.b, p.a)) if snap.path_facts else None
+        if fact is not None:  # the class an input stated (nvidia-smi topo -m), and the tree's when they differ
+            pairs[-1]["path_source"] = {"input": fact.source, "class": fact.cls, "tree": fact.tree,
+                                        "trusted": fact.source, "why": fact.why or None}
     doc["pairs"] = pairs
     doc["findings"] = [f.to_doc() for f in report.findings]
     doc["rules"] = rules_doc(report)

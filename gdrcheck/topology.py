@@ -150,7 +150,21 @@ class Topology:
         return aa[: aa.index(lca) + 1] + bb[: bb.index(lca)]
 
     def pcie_class(self, a: str, b: str) -> Tuple[Optional[str], Tuple[str, ...]]:
-        """(class, candidates): class None when the input cannot decide."""
+        """(class, candidates): class None when the input cannot decide.
+
+        A class the input states for the pair (an ``nvidia-smi topo -m`` cell, ``snap.path_facts``) wins;
+        a function whose place in the tree the input does not show leaves every class open.
+        """
+        if self.snap.path_facts:
+            fact = self.snap.path_facts.get((a, b) if bdf_key(a) <= bdf_key(b) else (b, a))
+            if fact is not None:
+                return fact.cls, ()
+        if self.snap.unplaced and (a in self.snap.unplaced or b in self.snap.unplaced):
+            return None, PCIE_CLASSES
+        return self.tree_class(a, b)
+
+    def tree_class(self, a: str, b: str) -> Tuple[Optional[str], Tuple[str, ...]]:
+        """(class, candidates) from the PCIe tree alone."""
         da, db = self.by_bdf[a], self.by_bdf[b]
         if da.root != db.root:
             na, nb = self.numa(a), self.numa(b)

@@ -162,8 +162,11 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
                           "made there (NCCL_TOPO_DUMP_FILE) or nvidia-smi topo -m")
             continue
         if p.pcie_path is None and not p.nvlinks:
+            unplaced = ctx.snap.unplaced and (p.a in ctx.snap.unplaced or p.b in ctx.snap.unplaced)
+            why = ("the input does not show where one of them sits in the PCIe tree" if unplaced
+                   else "on different root buses and the input gives no NUMA node")
             yield Finding(PATH_UNDECIDED.code, "info", (p.a, p.b),
-                          f"{pair_label(ctx, p)}: on different root buses and the input gives no NUMA node; "
+                          f"{pair_label(ctx, p)}: {why}; "
                           f"the path is {' or '.join(p.candidates) or 'unknown'}",
                           pairs=((p.a, p.b),), effect="unknown",
                           settle="run gdrcheck live on the node or send a snapshot")
