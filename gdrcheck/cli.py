@@ -273,6 +273,31 @@ def report(from_path, output, redact, fail_on, nccl_version):
 @from_option
 @format_options
 @fail_on_option
+@nccl_option
+@click.option("--dry-run", is_flag=True, help="print the plan (which checks on which devices, and why); run nothing")
+@click.option("--risky", is_flag=True, help="also copy on pairs the static check fails for ACS redirect or a "
+                                            "translating IOMMU (they may hang or return garbage)")
+@click.option("--force", is_flag=True, help="probe a busy node (compute processes, MIG, non-default compute mode)")
+@click.option("--gds-path", metavar="DIR", help="run gds-read with a test file in DIR, on the target filesystem")
+@click.option("--check", "only", multiple=True, metavar="NAME",
+              type=click.Choice(["cuda", "host-bandwidth", "p2p", "rdma-register", "rdma-loopback", "gds-read"]),
+              help="run only this check (repeatable)")
+@click.option("--step-timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS", callback=_no_nan,
+              help="deadline of every step (default: each check's own); a worker past it is killed")
+@click.option("-o", "--output", "output", metavar="FILE", help="write to FILE instead of stdout")
+def probe(from_path, fmt, as_json, redact, fail_on, nccl_version, dry_run, risky, force, gds_path, only,
+          step_timeout, output):
+    """Do on the node, small and bounded, what pairs predicts: measure it, and say where they differ."""
+    from gdrcheck.probe.command import run_probe
+
+    return run_probe(from_path, dry_run, risky, force, gds_path, only, step_timeout, fmt_of(fmt, as_json), redact,
+                     fail_on, output, nccl_version)
+
+
+@cli.command()
+@from_option
+@format_options
+@fail_on_option
 @click.option("--min-bar1", metavar="SIZE", default="1GiB", show_default=True,
               help="smallest BAR1 that is not a finding")
 @click.option("--max-used", "bar1_used_max", type=click.FloatRange(0, 100), default=90.0, show_default=True,

@@ -1,0 +1,61 @@
+"""``gdrcheck probe``: read the facts, plan, run the steps in workers, print, exit per the contract."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional, Sequence
+
+from gdrcheck.errors import UsageError
+
+
+def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool, gds_path: Optional[str],
+              only: Sequence[str], step_timeout: Optional[float], fmt: str, redact: bool, fail_on: str,
+              output: Optional[str], nccl_version: Optional[str] = None) -> int:
+    import os
+
+    from gdrcheck.cli_run import RUN, emit, end_progress, load, progress_reporter, redacted
+    from gdrcheck.evaluate import evaluate
+    from gdrcheck.probe.doc import exit_code, probe_doc
+    from gdrcheck.probe.plan import build_plan
+    from gdrcheck.rules.base import Options
+
+    if from_path is not None and not dry_run:
+        raise UsageError("probe acts on the live node: --from is only for --dry-run (a plan from a snapshot)")
+    if gds_path is not None and not os.path.isdir(gds_path):
+        raise UsageError(f"--gds-path {gds_path}: not a directory")
+    t0 = time.monotonic()
+    RUN.start(0, fmt, output, from_path)  # no run-wide limit: every step has its own deadline
+    report = evaluate(redacted(load(from_path), redact), Options(nccl_version=nccl_version))
+    live_state = None
+    if from_path is None:
+        from gdrcheck.probe.nvml_state import NvmlState
+
+        nv = NvmlState()
+        try:
+            live_state = nv.busy_state()
+        finally:
+            nv.close()
+    plan = build_plan(report, risky=risky, force=force, gds_path=gds_path, live_state=live_state, only=only)
+    results = None
+    if not dry_run:
+        from gdrcheck.probe.runner import run_plan
+
+        progress = progress_reporter()
+        try:
+            results = run_plan(plan, step_timeout=step_timeout, progress=progress)
+        finally:
+            end_progress(progress)
+    doc = probe_doc(report, plan, results, dry_run, fail_on, elapsed_s=time.monotonic() - t0)
+
+    def text(d, console):
+        from gdrcheck.probe.text import render_probe
+
+        render_probe(d, console)
+
+    emit(doc, fmt, False, redact, text, output)
+    code = exit_code(doc, fail_on)
+    if code == 3:
+        import sys
+
+        sys.stderr.write(f"gdrcheck: {doc['summary_line']}\n")
+    return code

@@ -1,0 +1,101 @@
+"""What NVML says around each probe step, asked from the command's own process (NVML, never CUDA).
+
+Before the plan: compute mode and MIG (a busy node is refused). Around each step:
+BAR1 in use, the PCIe replay counter, and the peer-memory client's registered bytes
+(``/sys/kernel/mm/memory_peers/*/num_reg_bytes``), so that what a step pinned or
+registered is seen to be released.
+"""
+
+from __future__ import annotations
+
+import glob
+from typing import Any, Dict, Optional
+
+from gdrcheck.model import norm_bdf
+
+COMPUTE_MODES = {0: "default", 1: "exclusive-thread", 2: "prohibited", 3: "exclusive-process"}
+
+
+class NvmlState:
+    def __init__(self) -> None:
+        self.nv = None
+        self.handles: Dict[str, Any] = {}
+        self.error = ""
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nv = pynvml
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                bus = pynvml.nvmlDeviceGetPciInfo(h).busId
+                self.handles[norm_bdf(bus.decode() if isinstance(bus, bytes) else bus)] = h
+        except Exception as e:  # no NVML, no driver: the steps say so themselves
+            self.nv = None
+            self.error = f"{type(e).__name__}: {e}"
+
+    def close(self) -> None:
+        if self.nv is not None:
+            try:
+                self.nv.nvmlShutdown()
+            except Exception:
+                pass
+
+    def _ask(self, fn, *args) -> Optional[Any]:
+        try:
+            return fn(*args)
+        except Exception:
+            return None
+
+    def busy_state(self) -> Dict[str, Dict[str, Any]]:
+        out: Dict[str, Dict[str, Any]] = {}
+        if self.nv is None:
+            return out
+        for bdf, h in self.handles.items():
+            st: Dict[str, Any] = {}
+            mode = self._ask(self.nv.nvmlDeviceGetComputeMode, h)
+            st["compute_mode"] = COMPUTE_MODES.get(mode, mode) if mode is not None else None
+            mig = self._ask(self.nv.nvmlDeviceGetMigMode, h)
+            st["mig_enabled"] = bool(mig[0]) if isinstance(mig, (list, tuple)) and mig else False
+            procs = self._ask(self.nv.nvmlDeviceGetComputeRunningProcesses, h) or []
+            st["processes"] = len(procs)
+            out[bdf] = st
+        return out
+
+    def sample(self, bdf: str) -> Dict[str, Any]:
+        """BAR1 used (bytes) and the replay counter of one GPU, as far as NVML answers."""
+        out: Dict[str, Any] = {}
+        h = self.handles.get(bdf)
+        if self.nv is not None and h is not None:
+            bar1 = self._ask(self.nv.nvmlDeviceGetBAR1MemoryInfo, h)
+            if bar1 is not None:
+                out["bar1_used_bytes"] = int(bar1.bar1Used)
+            rc = self._ask(self.nv.nvmlDeviceGetPcieReplayCounter, h)
+            if rc is not None:
+                out["replay_counter"] = int(rc)
+        return out
+
+
+def peer_reg_bytes() -> Optional[int]:
+    """Bytes registered through peer-memory clients (MLNX_OFED's memory_peers), None where not shown."""
+    total, seen = 0, False
+    for p in glob.glob("/sys/kernel/mm/memory_peers/*/num_reg_bytes"):
+        try:
+            with open(p) as f:
+                total += int(f.read().split()[0])
+            seen = True
+        except (OSError, ValueError, IndexError):
+            continue
+    return total if seen else None
+
+
+def left_behind(before: Dict[str, Any], after: Dict[str, Any], tolerance: int = 2 << 20) -> str:
+    """What did not return to where it was: '' when everything did (BAR1 within ``tolerance``)."""
+    out = []
+    b, a = before.get("bar1_used_bytes"), after.get("bar1_used_bytes")
+    if b is not None and a is not None and a > b + tolerance:
+        out.append(f"BAR1 used {b >> 20} MiB before, {a >> 20} MiB after")
+    b, a = before.get("peer_reg_bytes"), after.get("peer_reg_bytes")
+    if b is not None and a is not None and a > b:
+        out.append(f"peer-memory registered bytes {b} before, {a} after")
+    return "; ".join(out)
