@@ -11,12 +11,19 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from gdrcheck.probe.checks_gpu import Cleanup
 from gdrcheck.probe.cuda import Cuda, CudaError
-from gdrcheck.probe.verbs import (IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE, Verbs,
-                                  errno_doc, rdma_device_of)
+from gdrcheck.probe.verbs import (
+    IBV_ACCESS_LOCAL_WRITE,
+    IBV_ACCESS_REMOTE_READ,
+    IBV_ACCESS_REMOTE_WRITE,
+    Verbs,
+    errno_doc,
+    errno_name,
+    rdma_device_of,
+)
 
 ACCESS = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ
 REG_BYTES = 4 << 20
@@ -83,7 +90,7 @@ def check_rdma_register(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any
             if mr:
                 v.dereg_mr(mr)
             supported = e not in (errno.EOPNOTSUPP, errno.EPROTONOSUPPORT)
-            m["dmabuf_probe"] = {"ok": supported, "errno": errno.errorcode.get(e, str(e)),
+            m["dmabuf_probe"] = {"ok": supported, "errno": errno_name(e),
                                  "meaning": "DMA-BUF supported by kernel and provider" if supported
                                  else "no DMA-BUF in kernel or provider"}
         # 2. GPU memory
@@ -159,6 +166,3 @@ def loopback_on(v: Verbs, params: Dict[str, Any], m: Dict[str, Any], port: Dict[
     return {"status": "unknown", "measured": m, "evidence": {},
             "reason": "RDMA write loopback on an ACTIVE port is not implemented in this gdrcheck version"}
 
-
-def errno_name(code: Optional[int]) -> str:
-    return errno.errorcode.get(code or 0, str(code))

@@ -10,7 +10,7 @@ from gdrcheck.errors import UsageError
 
 def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool, gds_path: Optional[str],
               only: Sequence[str], step_timeout: Optional[float], fmt: str, redact: bool, fail_on: str,
-              output: Optional[str], nccl_version: Optional[str] = None) -> int:
+              output: Optional[str], nccl_version: Optional[str] = None, copy_size: Optional[str] = None) -> int:
     import os
 
     from gdrcheck.cli_run import RUN, emit, end_progress, load, progress_reporter, redacted
@@ -23,6 +23,13 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
         raise UsageError("probe acts on the live node: --from is only for --dry-run (a plan from a snapshot)")
     if gds_path is not None and not os.path.isdir(gds_path):
         raise UsageError(f"--gds-path {gds_path}: not a directory")
+    from gdrcheck.probe.plan import HOST_COPY_BYTES
+
+    copy_bytes = HOST_COPY_BYTES
+    if copy_size is not None:
+        copy_bytes = parse_size(copy_size)
+        if copy_bytes is None or not (1 << 20) <= copy_bytes <= (16 << 30):
+            raise UsageError(f"--copy-size {copy_size!r}: a size between 1MiB and 16GiB (e.g. 64MiB)")
     t0 = time.monotonic()
     RUN.start(0, fmt, output, from_path)  # no run-wide limit: every step has its own deadline
     report = evaluate(redacted(load(from_path), redact), Options(nccl_version=nccl_version))
@@ -35,7 +42,8 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
             live_state = nv.busy_state()
         finally:
             nv.close()
-    plan = build_plan(report, risky=risky, force=force, gds_path=gds_path, live_state=live_state, only=only)
+    plan = build_plan(report, risky=risky, force=force, gds_path=gds_path, live_state=live_state, only=only,
+                      copy_bytes=copy_bytes)
     results = None
     if not dry_run:
         from gdrcheck.probe.runner import run_plan
@@ -59,3 +67,13 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
 
         sys.stderr.write(f"gdrcheck: {doc['summary_line']}\n")
     return code
+
+
+def parse_size(text: str) -> Optional[int]:
+    import re
+
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", text, re.I)
+    if not m:
+        return None
+    unit = (m.group(2) or "B").upper().rstrip("B").rstrip("I")
+    return int(float(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 from ctypes import POINTER, byref, c_char, c_char_p, c_float, c_int, c_size_t, c_uint, c_uint64, c_ulonglong, c_void_p
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 from gdrcheck.probe.libs import bind, load
 
@@ -38,7 +38,8 @@ CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705
 DMABUF_MIN_DRIVER = 11070  # cuMemGetHandleForAddressRange: CUDA 11.7
 ERROR_NAMES = {0: "CUDA_SUCCESS", 1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY",
                3: "CUDA_ERROR_NOT_INITIALIZED", 35: "CUDA_ERROR_INSUFFICIENT_DRIVER", 100: "CUDA_ERROR_NO_DEVICE",
-               101: "CUDA_ERROR_INVALID_DEVICE", 201: "CUDA_ERROR_INVALID_CONTEXT", 217: "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+               101: "CUDA_ERROR_INVALID_DEVICE", 201: "CUDA_ERROR_INVALID_CONTEXT",
+               217: "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
                700: "CUDA_ERROR_ILLEGAL_ADDRESS", 704: "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
                705: "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", 801: "CUDA_ERROR_NOT_SUPPORTED",
                803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", 999: "CUDA_ERROR_UNKNOWN"}

@@ -61,7 +61,8 @@ def probe_doc(report, plan: Plan, results: Optional[List[Dict[str, Any]]], dry_r
     for c in checks:
         counts[c["status"]] = counts.get(c["status"], 0) + 1
     doc["summary"] = {"checks": len(checks), "statuses": counts,
-                      "findings": {s: sum(1 for f in findings if f.severity == s) for s in ("error", "warning", "info")}}
+                      "findings": {s: sum(1 for f in findings if f.severity == s)
+                                   for s in ("error", "warning", "info")}}
     code = exit_code(doc, fail_on)
     doc["status"] = "planned" if dry_run else {0: "pass", 1: "fail", 3: "unknown"}[code]
     doc["summary_line"] = summary_line(doc, fail_on)

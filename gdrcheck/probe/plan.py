@@ -21,6 +21,7 @@ GEN_OF = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 EFFICIENCY = 0.85  # what a large pinned copy reaches of the raw rate (measured: Gen5 x16 ~53 GB/s)
 DEGRADED_BELOW = 0.75  # of the expected rate
 HOST_COPY_BYTES = 256 << 20
+P2P_COPY_BYTES = 64 << 20
 DEADLINES = {"cuda": 60.0, "host-bandwidth": 60.0, "p2p": 90.0, "rdma-register": 60.0,
              "rdma-loopback": 60.0, "gds-read": 90.0}
 
@@ -149,7 +150,8 @@ def _pair_pred(report, a: str, b: str, key: str) -> Dict[str, Any]:
 
 
 def build_plan(report, risky: bool = False, force: bool = False, gds_path: Optional[str] = None,
-               live_state: Optional[Dict[str, Any]] = None, only: Sequence[str] = ()) -> Plan:
+               live_state: Optional[Dict[str, Any]] = None, only: Sequence[str] = (),
+               copy_bytes: int = HOST_COPY_BYTES) -> Plan:
     topo, snap = report.topo, report.snap
     busy = busy_reasons(snap, live_state)
     refused = bool(busy) and not force
@@ -177,14 +179,15 @@ def build_plan(report, risky: bool = False, force: bool = False, gds_path: Optio
                  "every GPU: pinned host memory on the GPU's NUMA node (the worker runs on its local CPUs), "
                  "host-to-device and device-to-host, verified, against the link's expected rate",
                  predicted=_gpu_pred(report, g), expected=exp,
-                 params={**gpu_params(g), "bytes": HOST_COPY_BYTES, "expected": exp}))
+                 params={**gpu_params(g), "bytes": copy_bytes, "expected": exp}))
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
             danger = _risky(report, a, b)
             st = Step("p2p", (a, b), "planned", "every GPU pair, one at a time: peer access both ways, a "
                       "verified copy, bandwidth beside the copy staged through host memory",
                       predicted=_pair_pred(report, a, b, "p2p"),
-                      params={"gpus": [a, b], "bytes": 64 << 20, "cpulist": topo.by_bdf[a].local_cpulist,
+                      params={"gpus": [a, b], "bytes": min(copy_bytes, P2P_COPY_BYTES),
+                              "cpulist": topo.by_bdf[a].local_cpulist,
                               "numa_node": topo.numa(a)})
             if danger and not risky:
                 st.status, st.harmless_only = "skipped", True
@@ -245,7 +248,6 @@ def _peer_memory(report) -> Dict[str, Any]:
 def _rdma_pairs(report, gpus) -> List[Tuple[str, str, str]]:
     """Per GPU, the RDMA NICs NCCL would use for it (GPUDirect enabled) and the closest ones."""
     out: List[Tuple[str, str, str]] = []
-    topo = report.topo
     for g in gpus:
         cands = []
         for p in report.pairs:

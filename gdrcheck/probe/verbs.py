@@ -11,8 +11,20 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_size_t, c_uint8, c_uint16, c_uint32,
-                    c_uint64, c_void_p)
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    c_char,
+    c_char_p,
+    c_int,
+    c_size_t,
+    c_uint8,
+    c_uint16,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
 from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.probe.libs import bind, load
@@ -83,8 +95,15 @@ ERRNO_MEANING = {
 }
 
 
+def errno_name(code: int) -> str:
+    """The errno's name as the man pages spell it (EOPNOTSUPP, not its alias ENOTSUP)."""
+    if code == errno.EOPNOTSUPP:
+        return "EOPNOTSUPP"
+    return errno.errorcode.get(code, str(code))
+
+
 def errno_doc(code: int) -> Dict[str, object]:
-    name = errno.errorcode.get(code, str(code))
+    name = errno_name(code)
     return {"ok": False, "errno": name, "meaning": ERRNO_MEANING.get(code, os.strerror(code) if code else "")}
 
 

@@ -204,8 +204,8 @@ def _peermem(c):
     if c["check"] != "rdma-register" or not (c.get("predicted") or {}).get("peermem_loaded"):
         return None
     r = _reg(c, "reg_mr")
-    if r.get("ok") is False and r.get("errno") == "EFAULT":
-        return "ibv_reg_mr on GPU memory: EFAULT (Bad address) with nvidia_peermem loaded"
+    if r.get("ok") is False and r.get("errno") == "EFAULT" and not _reg(c, "reg_dmabuf_mr").get("ok"):
+        return "ibv_reg_mr on GPU memory: EFAULT (Bad address) with nvidia_peermem loaded, and no DMA-BUF path"
     return None
 
 

@@ -1,0 +1,306 @@
+"""Scripted stand-ins for libcuda.so.1, libibverbs.so.1 and libcufile.so.0, at the ctypes boundary.
+
+A probe worker started with ``GDRCHECK_PROBE_LIBS=probe_fakes`` loads these instead of
+the node's libraries. ``GDRCHECK_FAKE`` names what goes wrong (comma-separated):
+
+- ``no-cuda``: libcuda.so.1 is missing; ``cuinit-no-device``: cuInit answers CUDA_ERROR_NO_DEVICE
+- ``h2d-corrupt``: host-to-device copies flip a byte; ``p2p-zeros``: peer copies leave the destination untouched
+- ``hang``: stream and event synchronisation never return (the worker must be killed)
+- ``slow-link``: copies take 10x as long as a Gen5 x16 link would
+- ``no-peer``: cuDeviceCanAccessPeer answers 0; ``p2p-slow``: peer copies slower than staged ones
+- ``verbs-real``: the real libibverbs.so.1 (Debian's, with no device), not the fake
+- ``reg-efault``, ``reg-enomem``: ibv_reg_mr on GPU memory fails so; ``dmabuf-eopnotsupp``: no DMA-BUF
+  anywhere; ``export-fail``: cuMemGetHandleForAddressRange answers CUDA_ERROR_NOT_SUPPORTED
+- ``no-cufile``: libcufile.so.0 is missing
+
+GPUs are the bus ids in ``GDRCHECK_FAKE_GPUS`` (comma-separated); the fake NIC's RDMA device
+is ``mlx5_0``. Device memory is real host memory, so copies and checks are real.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import time
+
+GEN5_X16 = 53.5e9  # bytes per second a healthy link reaches
+
+
+def _fake() -> set:
+    return {x for x in os.environ.get("GDRCHECK_FAKE", "").split(",") if x}
+
+
+def _set(ref, value) -> None:
+    obj = getattr(ref, "_obj", ref)
+    if hasattr(obj, "value"):
+        obj.value = value
+    else:
+        obj.contents.value = value
+
+
+def _addr(x) -> int:
+    if isinstance(x, int):
+        return x
+    if hasattr(x, "value"):
+        return x.value or 0
+    return ctypes.cast(x, ctypes.c_void_p).value or 0
+
+
+class FakeCuda:
+    def __init__(self, faults: set) -> None:
+        self.f = faults
+        self.gpus = [g for g in os.environ.get("GDRCHECK_FAKE_GPUS", "").split(",") if g]
+        self.buffers = {}
+        self.clock = 0.0  # simulated seconds of copying, for events
+        self.events = {}
+        self.next_handle = 0x1000
+
+    def _handle(self) -> int:
+        self.next_handle += 0x10
+        return self.next_handle
+
+    # --- init and devices
+    def cuInit(self, flags):
+        return 100 if "cuinit-no-device" in self.f else 0
+
+    def cuDriverGetVersion(self, ref):
+        _set(ref, 12080)
+        return 0
+
+    def cuGetErrorName(self, code, ref):
+        return 1
+
+    def cuDeviceGetCount(self, ref):
+        _set(ref, len(self.gpus))
+        return 0
+
+    def cuDeviceGet(self, ref, i):
+        _set(ref, i)
+        return 0
+
+    def cuDeviceGetByPCIBusId(self, ref, bus):
+        b = bus.decode() if isinstance(bus, bytes) else bus
+        if b not in self.gpus:
+            return 101
+        _set(ref, self.gpus.index(b))
+        return 0
+
+    def cuDeviceGetName(self, buf, n, dev):
+        ctypes.memmove(buf, b"Fake H100\0", 10)
+        return 0
+
+    def cuDeviceGetAttribute(self, ref, attr, dev):
+        _set(ref, {75: 9, 76: 0}.get(attr, 1))
+        return 0
+
+    def cuDeviceCanAccessPeer(self, ref, a, b):
+        _set(ref, 0 if "no-peer" in self.f else 1)
+        return 0
+
+    def cuDevicePrimaryCtxRetain(self, ref, dev):
+        _set(ref, 0x100 + dev)
+        return 0
+
+    def cuDevicePrimaryCtxRelease_v2(self, dev):
+        return 0
+
+    def cuCtxSetCurrent(self, ctx):
+        return 0
+
+    def cuCtxSynchronize(self):
+        return 0
+
+    def cuCtxEnablePeerAccess(self, ctx, flags):
+        return 0
+
+    def cuCtxDisablePeerAccess(self, ctx):
+        return 0
+
+    # --- memory
+    def _alloc(self, size) -> int:
+        buf = ctypes.create_string_buffer(size)
+        a = ctypes.addressof(buf)
+        self.buffers[a] = buf
+        return a
+
+    def cuMemAlloc_v2(self, ref, size):
+        _set(ref, self._alloc(size))
+        return 0
+
+    def cuMemFree_v2(self, p):
+        self.buffers.pop(_addr(p), None)
+        return 0
+
+    def cuMemHostAlloc(self, ref, size, flags):
+        _set(ref, self._alloc(size))
+        return 0
+
+    def cuMemFreeHost(self, p):
+        self.buffers.pop(_addr(p), None)
+        return 0
+
+    def cuMemsetD8_v2(self, d, value, size):
+        ctypes.memset(_addr(d), value, size)
+        return 0
+
+    def _copy(self, dst, src, n, kind) -> int:
+        if kind == "peer" and "p2p-zeros" in self.f:
+            pass
+        else:
+            ctypes.memmove(_addr(dst), _addr(src), n)
+        if kind == "h2d" and "h2d-corrupt" in self.f:
+            ctypes.memset(_addr(dst) + n // 2, 0xEE, 1)
+        rate = GEN5_X16 / (10 if "slow-link" in self.f else 1)
+        if kind == "peer":
+            rate = 2e9 if "p2p-slow" in self.f else 150e9
+        self.clock += n / rate
+        return 0
+
+    def cuMemcpyHtoD_v2(self, d, h, n):
+        if "p2p-slow" in self.f:
+            time.sleep(n / 20e9)
+        return self._copy(d, h, n, "h2d")
+
+    def cuMemcpyDtoH_v2(self, h, d, n):
+        return self._copy(h, d, n, "d2h")
+
+    def cuMemcpyHtoDAsync_v2(self, d, h, n, s):
+        return self._copy(d, h, n, "h2d")
+
+    def cuMemcpyDtoHAsync_v2(self, h, d, n, s):
+        return self._copy(h, d, n, "d2h")
+
+    def cuMemcpyPeerAsync(self, dst, dctx, src, sctx, n, s):
+        return self._copy(dst, src, n, "peer")
+
+    # --- streams and events
+    def cuStreamCreate(self, ref, flags):
+        _set(ref, self._handle())
+        return 0
+
+    def cuStreamDestroy_v2(self, s):
+        return 0
+
+    def cuStreamSynchronize(self, s):
+        if "hang" in self.f:
+            time.sleep(3600)
+        return 0
+
+    def cuEventCreate(self, ref, flags):
+        _set(ref, self._handle())
+        return 0
+
+    def cuEventRecord(self, e, s):
+        self.events[_addr(e)] = self.clock
+        return 0
+
+    def cuEventSynchronize(self, e):
+        if "hang" in self.f:
+            time.sleep(3600)
+        return 0
+
+    def cuEventElapsedTime(self, ref, a, b):
+        _set(ref, (self.events[_addr(b)] - self.events[_addr(a)]) * 1e3)
+        return 0
+
+    def cuEventDestroy_v2(self, e):
+        return 0
+
+    def cuPointerSetAttribute(self, value, attr, p):
+        return 0
+
+    def cuMemGetHandleForAddressRange(self, ref, d, size, kind, flags):
+        if "export-fail" in self.f:
+            return 801
+        fd = os.open("/dev/null", os.O_RDONLY)
+        _set(ref, fd)
+        return 0
+
+
+class FakeMr(ctypes.Structure):
+    _fields_ = [("context", ctypes.c_void_p), ("pd", ctypes.c_void_p), ("addr", ctypes.c_void_p),
+                ("length", ctypes.c_size_t), ("handle", ctypes.c_uint32), ("lkey", ctypes.c_uint32),
+                ("rkey", ctypes.c_uint32)]
+
+
+class FakeVerbs:
+    """One RDMA device, mlx5_0, port 1 DOWN."""
+
+    def __init__(self, faults: set) -> None:
+        self.f = faults
+        self.names = (ctypes.c_char_p * 1)(b"mlx5_0")
+        self.list = (ctypes.c_void_p * 2)(0xD0, None)
+        self.mrs = []
+
+    def ibv_get_device_list(self, ref):
+        _set(ref, 1)
+        return self.list
+
+    def ibv_free_device_list(self, lst):
+        return None
+
+    def ibv_get_device_name(self, dev):
+        return b"mlx5_0"
+
+    def ibv_open_device(self, dev):
+        return 0xC0
+
+    def ibv_close_device(self, ctx):
+        return 0
+
+    def ibv_query_device(self, ctx, ref):
+        ref._obj.phys_port_cnt = 1
+        return 0
+
+    def ibv_query_port(self, ctx, port, ref):
+        ref._obj.state = 1
+        ref._obj.link_layer = 1
+        return 0
+
+    def ibv_alloc_pd(self, ctx):
+        return 0xB0
+
+    def ibv_dealloc_pd(self, pd):
+        return 0
+
+    def _mr(self):
+        mr = FakeMr()
+        self.mrs.append(mr)
+        return ctypes.pointer(mr)
+
+    def _fail(self, code):
+        ctypes.set_errno(code)
+        return ctypes.POINTER(FakeMr)()
+
+    def ibv_reg_mr(self, pd, addr, length, access):
+        if "reg-efault" in self.f:
+            return self._fail(errno.EFAULT)
+        if "reg-enomem" in self.f:
+            return self._fail(errno.ENOMEM)
+        return self._mr()
+
+    def ibv_reg_dmabuf_mr(self, pd, offset, length, iova, fd, access):
+        if "dmabuf-eopnotsupp" in self.f:
+            return self._fail(errno.EOPNOTSUPP)
+        if fd < 0:
+            return self._fail(errno.EBADF)
+        if "reg-enomem" in self.f:
+            return self._fail(errno.ENOMEM)
+        return self._mr()
+
+    def ibv_dereg_mr(self, mr):
+        return 0
+
+
+def load(soname: str):
+    faults = _fake()
+    if soname == "libcuda.so.1":
+        return None if "no-cuda" in faults else FakeCuda(faults)
+    if soname == "libibverbs.so.1":
+        if "verbs-real" in faults:
+            return ctypes.CDLL("libibverbs.so.1", use_errno=True)
+        return FakeVerbs(faults)
+    if soname == "libcufile.so.0":
+        return None
+    return None
