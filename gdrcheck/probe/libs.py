@@ -22,10 +22,26 @@ def load(soname: str, use_errno: bool = False):
         if lib is None:
             raise LibraryMissing(f"{soname}: cannot open shared object file: No such file or directory")
         return lib
-    try:
-        return ctypes.CDLL(soname, mode=ctypes.RTLD_LOCAL, use_errno=use_errno)
-    except OSError as e:
-        raise LibraryMissing(str(e)) from None
+    first = None
+    for path in (soname, *fallbacks(soname)):
+        try:
+            return ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL, use_errno=use_errno)
+        except OSError as e:
+            first = first or e
+    raise LibraryMissing(str(first))
+
+
+def fallbacks(soname: str):
+    """Where a library lives off the loader's path: the CUDA toolkit, or NVIDIA's wheel (nvidia-cufile)."""
+    import glob
+    import sys
+
+    if soname != "libcufile.so.0":
+        return []
+    out = ["/usr/local/cuda/lib64/libcufile.so.0"]
+    for base in sys.path:
+        out.extend(sorted(glob.glob(os.path.join(base or ".", "nvidia", "cu*", "lib", "libcufile.so.0"))))
+    return [p for p in out if os.path.exists(p)]
 
 
 def bind(lib, name: str, restype, *argtypes, optional: bool = False):
