@@ -443,9 +443,9 @@ def fingerprint(from_path, explain, addresses, as_json, timeout, output):
 
 
 @cli.command()
-@click.argument("document", type=click.Choice(["pairs", "topology", "bar1", "fleet"]))
+@click.argument("document", type=click.Choice(["pairs", "topology", "bar1", "fleet", "probe"]))
 def schema(document):
-    """Print the JSON Schema of a document (pairs, topology, bar1, fleet)."""
+    """Print the JSON Schema of a document (pairs, topology, bar1, fleet, probe)."""
     from importlib.resources import files
 
     sys.stdout.write(files("gdrcheck").joinpath("schemas", f"{document}.schema.json").read_text())

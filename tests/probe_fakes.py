@@ -11,7 +11,8 @@ the node's libraries. ``GDRCHECK_FAKE`` names what goes wrong (comma-separated):
 - ``verbs-real``: the real libibverbs.so.1 (Debian's, with no device), not the fake
 - ``reg-efault``, ``reg-enomem``: ibv_reg_mr on GPU memory fails so; ``dmabuf-eopnotsupp``: no DMA-BUF
   anywhere; ``export-fail``: cuMemGetHandleForAddressRange answers CUDA_ERROR_NOT_SUPPORTED
-- ``no-cufile``: libcufile.so.0 is missing
+- ``no-cufile``: libcufile.so.0 is missing; ``cufile-corrupt``: cuFileRead delivers a changed byte;
+  ``cufile-short``: cuFileRead returns fewer bytes than asked
 
 GPUs are the bus ids in ``GDRCHECK_FAKE_GPUS`` (comma-separated); the fake NIC's RDMA device
 is ``mlx5_0``. Device memory is real host memory, so copies and checks are real.
@@ -293,6 +294,50 @@ class FakeVerbs:
         return 0
 
 
+class FakeCuFile:
+    """cuFile over POSIX reads into (host-backed) device memory, as compatibility mode does."""
+
+    def __init__(self, faults: set) -> None:
+        from gdrcheck.probe.checks_gds import CUfileError
+
+        self.f = faults
+        self.ok = CUfileError(0, 0)
+        self.fds = {}
+
+    def cuFileDriverOpen(self):
+        return self.ok
+
+    def cuFileDriverClose(self):
+        return self.ok
+
+    def cuFileHandleRegister(self, fh_ref, descr_ref):
+        fd = descr_ref._obj.fd
+        h = 0x5000 + fd
+        self.fds[h] = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY)  # without O_DIRECT: pread into any buffer
+        _set(fh_ref, h)
+        return self.ok
+
+    def cuFileHandleDeregister(self, fh):
+        fd = self.fds.pop(_addr(fh), None)
+        if fd is not None:
+            os.close(fd)
+
+    def cuFileBufRegister(self, p, n, flags):
+        return self.ok
+
+    def cuFileBufDeregister(self, p):
+        return self.ok
+
+    def cuFileRead(self, fh, dptr, n, off, doff):
+        data = os.pread(self.fds[_addr(fh)], n, off)
+        if "cufile-short" in self.f:
+            data = data[: n // 2]
+        ctypes.memmove(_addr(dptr) + doff, data, len(data))
+        if "cufile-corrupt" in self.f:
+            ctypes.memset(_addr(dptr) + doff + 7, 0xEE, 1)
+        return len(data)
+
+
 def load(soname: str):
     faults = _fake()
     if soname == "libcuda.so.1":
@@ -302,5 +347,5 @@ def load(soname: str):
             return ctypes.CDLL("libibverbs.so.1", use_errno=True)
         return FakeVerbs(faults)
     if soname == "libcufile.so.0":
-        return None
+        return None if "no-cufile" in faults else FakeCuFile(faults)
     return None

@@ -82,8 +82,20 @@ class CuFile:
                          ctypes.c_longlong)
 
 
+ERROR_NAMES = {5001: "CU_FILE_DRIVER_NOT_INITIALIZED", 5007: "CU_FILE_PLATFORM_NOT_SUPPORTED",
+               5008: "CU_FILE_IO_NOT_SUPPORTED", 5009: "CU_FILE_DEVICE_NOT_SUPPORTED",
+               5010: "CU_FILE_NVFS_DRIVER_ERROR", 5011: "CU_FILE_CUDA_DRIVER_ERROR",
+               5018: "CU_FILE_INVALID_FILE_TYPE", 5019: "CU_FILE_INVALID_FILE_OPEN_FLAG", 5020: "CU_FILE_DIO_NOT_SET",
+               5022: "CU_FILE_INVALID_VALUE", 5025: "CU_FILE_PERMISSION_DENIED",
+               5027: "CU_FILE_HANDLE_NOT_REGISTERED", 5029: "CU_FILE_DEVICE_NOT_FOUND",
+               5030: "CU_FILE_INTERNAL_ERROR", 5033: "CU_FILE_NVFS_SETUP_ERROR", 5034: "CU_FILE_IO_DISABLED"}
+
+
 def _err(call: str, e: CUfileError) -> Optional[str]:
-    return None if e.err == 0 else f"{call}: cuFile error {e.err}" + (f" (CUresult {e.cu_err})" if e.cu_err else "")
+    if e.err == 0:
+        return None
+    return (f"{call}: {ERROR_NAMES.get(e.err, 'cuFile error')} ({e.err})"
+            + (f" (CUresult {e.cu_err})" if e.cu_err else ""))
 
 
 def check_gds_read(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any]:
@@ -115,7 +127,11 @@ def check_gds_read(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any]:
         if e:
             return {"status": "fail", "measured": m, "evidence": {"error": e}}
         c.push(cf.driver_close)
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+        except OSError as e:
+            m["error"] = f"open with O_DIRECT on {d}: {e.strerror} (GDS reads need a filesystem with O_DIRECT)"
+            return {"status": "fail", "measured": m, "evidence": {"error": m["error"]}}
         c.push(lambda: os.close(fd))
         descr = CUfileDescr(type=CU_FILE_HANDLE_TYPE_OPAQUE_FD, fd=fd)
         fh = c_void_p()
