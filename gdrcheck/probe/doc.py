@@ -111,4 +111,6 @@ def summary_line(doc: Dict[str, Any], fail_on: str = "error") -> str:
     if worst is not None:
         return _fit(f"{worst['status'].upper()} {worst['check']} {','.join(worst['subjects'][:1])}: "
                     + str(worst.get("reason") or (worst.get("evidence") or {}).get("error") or ""))
+    if not doc["checks"]:
+        return _fit("UNKNOWN nothing to probe: " + ((doc.get("notes") or ["no checks"])[0]))
     return _fit("UNKNOWN nothing measured: " + counts)

@@ -142,7 +142,7 @@ LEFT_BEHIND = Rule(
 CHECKS = tuple((r, None) for r in (
     CUDA_UNAVAILABLE, HOST_BANDWIDTH_LOW, HOST_COPY_MISMATCH, P2P_DATA_MISMATCH, P2P_SLOWER_THAN_STAGED,
     P2P_DENIED, PEERMEM_NOT_WORKING, DMABUF_NOT_WORKING, GDR_WORKS_NCCL_BLIND, REGISTRATION_ENOMEM,
-    LOOPBACK_FAILED, GDS_COMPAT_MODE, GDS_READ_FAILED, STEP_HUNG, LEFT_BEHIND))
+    GDS_COMPAT_MODE, GDS_READ_FAILED, STEP_HUNG, LEFT_BEHIND))
 PROBE_CODES = frozenset(r.code for r, _ in CHECKS)
 
 Detector = Callable[[Dict[str, Any]], Optional[str]]
@@ -272,7 +272,7 @@ DETECTORS: Tuple[Tuple[Rule, Detector], ...] = (
     (CUDA_UNAVAILABLE, _cuda), (HOST_BANDWIDTH_LOW, _host_low), (HOST_COPY_MISMATCH, _host_mismatch),
     (P2P_DATA_MISMATCH, _p2p_mismatch), (P2P_SLOWER_THAN_STAGED, _p2p_slow), (P2P_DENIED, _p2p_denied),
     (PEERMEM_NOT_WORKING, _peermem), (DMABUF_NOT_WORKING, _dmabuf), (GDR_WORKS_NCCL_BLIND, _blind),
-    (REGISTRATION_ENOMEM, _enomem), (LOOPBACK_FAILED, _loopback), (GDS_COMPAT_MODE, _gds_compat),
+    (REGISTRATION_ENOMEM, _enomem), (GDS_COMPAT_MODE, _gds_compat),
     (GDS_READ_FAILED, _gds_failed), (STEP_HUNG, _hung), (LEFT_BEHIND, _left))
 
 
