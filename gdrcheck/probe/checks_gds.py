@@ -106,6 +106,39 @@ def check_gds_read(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any]:
     cfg = cufile_config()
     m.update(gds_mode(cfg))
     m["cufile_json"] = cfg
+    log = None
+    if not os.environ.get("CUFILE_LOGFILE_PATH"):  # cuFile's own reasons, for the evidence
+        import tempfile
+
+        fd, log = tempfile.mkstemp(prefix="gdrcheck-cufile-", suffix=".log")
+        os.close(fd)
+        os.environ["CUFILE_LOGFILE_PATH"] = log
+    result: Dict[str, Any] = {"status": "unknown", "measured": m, "evidence": {}}
+    try:
+        result = _read(params, d, m, load_cuda)
+    finally:
+        if log:
+            lines = cufile_errors(log)
+            if lines:
+                result.setdefault("evidence", {})["cufile_log"] = lines
+            try:
+                os.unlink(log)
+            except OSError:
+                pass
+    return result
+
+
+def cufile_errors(path: str, keep: int = 4) -> list:
+    """The ERROR lines of a cuFile log (time stamps and thread ids cut), the last few."""
+    try:
+        with open(path, errors="replace") as f:
+            lines = [ln.split("ERROR", 1)[1].strip() for ln in f if " ERROR " in ln]
+    except OSError:
+        return []
+    return lines[-keep:]
+
+
+def _read(params: Dict[str, Any], d: str, m: Dict[str, Any], load_cuda) -> Dict[str, Any]:
     try:
         cf = CuFile()
     except LibraryMissing as e:

@@ -23,7 +23,7 @@ def _figures(d: Dict[str, Any]) -> str:
 def _nested(d: Dict[str, Any]) -> str:
     parts = []
     for k, v in d.items():
-        if isinstance(v, dict):
+        if isinstance(v, dict) and "ok" in v:
             ok = v.get("ok")
             word = "ok" if ok else (v.get("errno") or v.get("error") or ("failed" if ok is False else "?"))
             parts.append(f"{k}: {word}")
@@ -82,6 +82,10 @@ def render_probe(doc, console) -> None:
             ev = c.get("evidence") or {}
             if ev.get("error") and c["status"] not in ("ok",):
                 console.print(Text(f"           evidence: {ev['error']}", style="dim"))
+            for line in (ev.get("cufile_log") or [])[-2:]:
+                console.print(Text(f"           cufile.log: {line}", style="dim"))
+            if ev.get("left_behind"):
+                console.print(Text(f"           left behind: {ev['left_behind']}", style="yellow"))
     if doc["findings"]:
         console.print()
         console.print(Text("Findings", style="bold"))
