@@ -26,6 +26,7 @@ import os
 import time
 
 GEN5_X16 = 53.5e9  # bytes per second a healthy link reaches
+DEVICE_MEMORY = set()  # addresses cuMemAlloc handed out: what ibv_reg_mr's scripted EFAULT refuses
 
 
 def _fake() -> set:
@@ -126,7 +127,9 @@ class FakeCuda:
         return a
 
     def cuMemAlloc_v2(self, ref, size):
-        _set(ref, self._alloc(size))
+        a = self._alloc(size)
+        DEVICE_MEMORY.add(a)
+        _set(ref, a)
         return 0
 
     def cuMemFree_v2(self, p):
@@ -224,13 +227,72 @@ class FakeMr(ctypes.Structure):
 
 
 class FakeVerbs:
-    """One RDMA device, mlx5_0, port 1 DOWN."""
+    """One RDMA device, mlx5_0, port 1 DOWN (``port-active``: ACTIVE, InfiniBand LID 7).
+
+    Its context has an ops table whose post_send copies at once and whose poll_cq hands the
+    completion back (``loopback-prot-err``: GPU writes complete with a local protection error;
+    ``loopback-hang``: they never complete; ``loopback-garbage``: they succeed and copy nothing).
+    """
 
     def __init__(self, faults: set) -> None:
+        from gdrcheck.probe import verbs
+
+        self.v = verbs
         self.f = faults
         self.names = (ctypes.c_char_p * 1)(b"mlx5_0")
         self.list = (ctypes.c_void_p * 2)(0xD0, None)
         self.mrs = []
+        self.qps = []
+        self.done = []
+        self.writes = 0
+        proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+        self._post = proto(self._post_send)
+        self._poll = proto(self._poll_cq)
+        self.ctx = verbs.IbvContext()
+        self.ctx.ops.post_send = ctypes.cast(self._post, ctypes.c_void_p).value
+        self.ctx.ops.poll_cq = ctypes.cast(self._poll, ctypes.c_void_p).value
+
+    def _post_send(self, qp, wr_addr, bad):
+        wr = ctypes.cast(wr_addr, ctypes.POINTER(self.v.IbvSendWr)).contents
+        sge = wr.sg_list[0]
+        self.writes += 1
+        gpu = self.writes > 1  # the first write is the host baseline
+        status = 0
+        if gpu and "loopback-prot-err" in self.f:
+            status = 4
+        elif not (gpu and "loopback-garbage" in self.f):
+            ctypes.memmove(wr.wr.rdma.remote_addr, sge.addr, sge.length)
+        if not (gpu and "loopback-hang" in self.f):
+            self.done.append((wr.wr_id, status))
+        return 0
+
+    def _poll_cq(self, cq, n, wc_addr):
+        if not self.done:
+            return 0
+        wr_id, status = self.done.pop(0)
+        wc = ctypes.cast(wc_addr, ctypes.POINTER(self.v.IbvWc)).contents
+        wc.wr_id, wc.status = wr_id, status
+        return 1
+
+    def ibv_create_cq(self, ctx, cqe, cq_ctx, channel, vector):
+        return 0xCC
+
+    def ibv_destroy_cq(self, cq):
+        return 0
+
+    def ibv_create_qp(self, pd, init):
+        qp = self.v.IbvQp(qp_num=0x11)
+        self.qps.append(qp)
+        return ctypes.pointer(qp)
+
+    def ibv_modify_qp(self, qp, attr, mask):
+        return 0
+
+    def ibv_destroy_qp(self, qp):
+        return 0
+
+    def ibv_query_gid(self, ctx, port, index, gid):
+        return 0
 
     def ibv_get_device_list(self, ref):
         _set(ref, 1)
@@ -243,7 +305,7 @@ class FakeVerbs:
         return b"mlx5_0"
 
     def ibv_open_device(self, dev):
-        return 0xC0
+        return ctypes.addressof(self.ctx)
 
     def ibv_close_device(self, ctx):
         return 0
@@ -253,8 +315,10 @@ class FakeVerbs:
         return 0
 
     def ibv_query_port(self, ctx, port, ref):
-        ref._obj.state = 1
+        ref._obj.state = 4 if "port-active" in self.f else 1
         ref._obj.link_layer = 1
+        ref._obj.lid = 7 if "port-active" in self.f else 0
+        ref._obj.active_mtu = 5
         return 0
 
     def ibv_alloc_pd(self, ctx):
@@ -263,8 +327,8 @@ class FakeVerbs:
     def ibv_dealloc_pd(self, pd):
         return 0
 
-    def _mr(self):
-        mr = FakeMr()
+    def _mr(self, addr=0):
+        mr = FakeMr(addr=addr, lkey=0x100 + len(self.mrs), rkey=0x200 + len(self.mrs))
         self.mrs.append(mr)
         return ctypes.pointer(mr)
 
@@ -273,11 +337,11 @@ class FakeVerbs:
         return ctypes.POINTER(FakeMr)()
 
     def ibv_reg_mr(self, pd, addr, length, access):
-        if "reg-efault" in self.f:
+        if "reg-efault" in self.f and _addr(addr) in DEVICE_MEMORY:
             return self._fail(errno.EFAULT)
         if "reg-enomem" in self.f:
             return self._fail(errno.ENOMEM)
-        return self._mr()
+        return self._mr(_addr(addr))
 
     def ibv_reg_dmabuf_mr(self, pd, offset, length, iova, fd, access):
         if "dmabuf-eopnotsupp" in self.f:
@@ -286,7 +350,7 @@ class FakeVerbs:
             return self._fail(errno.EBADF)
         if "reg-enomem" in self.f:
             return self._fail(errno.ENOMEM)
-        return self._mr()
+        return self._mr(iova)
 
     def ibv_dereg_mr(self, mr):
         return 0

@@ -19,6 +19,7 @@ HOST = ("host-bandwidth", {"gpu": GPU0, "bytes": 4 << 20, "expected": {"degraded
 P2P = ("p2p", {"gpus": [GPU0, GPU1], "bytes": 4 << 20})
 REG = ("rdma-register", {"gpu": GPU0, "nic": NIC, "rdma_devices": ["mlx5_0"]})
 CUDA = ("cuda", {"gpu": GPU0})
+LOOP = ("rdma-loopback", {"gpu": GPU0, "nic": NIC, "rdma_devices": ["mlx5_0"], "bytes": 1 << 20})
 PEERMEM = {"peermem_loaded": True, "nccl_gdr": "enabled"}
 DMABUF = {"dmabuf_expected": True, "nccl_gdr": "enabled"}
 BLIND = {"nccl_gdr": "disabled", "nccl_reason": "path beyond NCCL_NET_GDR_LEVEL=PXB"}
@@ -40,6 +41,7 @@ CASES = {
     "GDR147": ((REG, "export-fail", DMABUF), (REG, "", DMABUF)),
     "GDR148": ((REG, "", BLIND), (REG, "", PEERMEM)),
     "GDR149": ((REG, "reg-enomem", {}), (REG, "", {})),
+    "GDR150": ((LOOP, "port-active,loopback-prot-err", {}), (LOOP, "port-active", {})),
     "GDR151": (("gds", "", {}), ("gds", "p2pdma", {})),
     "GDR152": (("gds", "cufile-corrupt", {}), ("gds", "", {})),
     "GDR153": ((("host-bandwidth", {"gpu": GPU0, "bytes": 1 << 20}), "hang", {}), (HOST, "", {})),

@@ -64,6 +64,105 @@ class IbvMr(Structure):
                 ("handle", c_uint32), ("lkey", c_uint32), ("rkey", c_uint32)]
 
 
+class IbvGid(ctypes.Union):
+    # union ibv_gid: 16 raw bytes, or two __be64 (which make it, and what holds it, 8-byte aligned)
+    _fields_ = [("raw", c_uint8 * 16), ("_global", c_uint64 * 2)]
+
+
+class IbvGlobalRoute(Structure):
+    _fields_ = [("dgid", IbvGid), ("flow_label", c_uint32), ("sgid_index", c_uint8), ("hop_limit", c_uint8),
+                ("traffic_class", c_uint8)]
+
+
+class IbvAhAttr(Structure):
+    _fields_ = [("grh", IbvGlobalRoute), ("dlid", c_uint16), ("sl", c_uint8), ("src_path_bits", c_uint8),
+                ("static_rate", c_uint8), ("is_global", c_uint8), ("port_num", c_uint8)]
+
+
+class IbvQpCap(Structure):
+    _fields_ = [(n, c_uint32) for n in ("max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge",
+                                         "max_inline_data")]
+
+
+class IbvQpInitAttr(Structure):
+    _fields_ = [("qp_context", c_void_p), ("send_cq", c_void_p), ("recv_cq", c_void_p), ("srq", c_void_p),
+                ("cap", IbvQpCap), ("qp_type", c_int), ("sq_sig_all", c_int)]
+
+
+class IbvQpAttr(Structure):
+    _fields_ = [("qp_state", c_int), ("cur_qp_state", c_int), ("path_mtu", c_int), ("path_mig_state", c_int),
+                ("qkey", c_uint32), ("rq_psn", c_uint32), ("sq_psn", c_uint32), ("dest_qp_num", c_uint32),
+                ("qp_access_flags", c_uint32), ("cap", IbvQpCap), ("ah_attr", IbvAhAttr),
+                ("alt_ah_attr", IbvAhAttr), ("pkey_index", c_uint16), ("alt_pkey_index", c_uint16)] + \
+        [(n, c_uint8) for n in ("en_sqd_async_notify", "sq_draining", "max_rd_atomic", "max_dest_rd_atomic",
+                                "min_rnr_timer", "port_num", "timeout", "retry_cnt", "rnr_retry", "alt_port_num",
+                                "alt_timeout")] + [("rate_limit", c_uint32)]
+
+
+class IbvQp(Structure):
+    # the mutex and condition variable after qp_type are not used here
+    _fields_ = [("context", c_void_p), ("qp_context", c_void_p), ("pd", c_void_p), ("send_cq", c_void_p),
+                ("recv_cq", c_void_p), ("srq", c_void_p), ("handle", c_uint32), ("qp_num", c_uint32),
+                ("state", c_int), ("qp_type", c_int)]
+
+
+class IbvSge(Structure):
+    _fields_ = [("addr", c_uint64), ("length", c_uint32), ("lkey", c_uint32)]
+
+
+class IbvRdma(Structure):
+    _fields_ = [("remote_addr", c_uint64), ("rkey", c_uint32)]
+
+
+class IbvAtomic(Structure):
+    _fields_ = [("remote_addr", c_uint64), ("compare_add", c_uint64), ("swap", c_uint64), ("rkey", c_uint32)]
+
+
+class IbvWrUnion(ctypes.Union):
+    _fields_ = [("rdma", IbvRdma), ("atomic", IbvAtomic)]
+
+
+class IbvSendWr(Structure):
+    pass
+
+
+IbvSendWr._fields_ = [("wr_id", c_uint64), ("next", POINTER(IbvSendWr)), ("sg_list", POINTER(IbvSge)),
+                      ("num_sge", c_int), ("opcode", c_int), ("send_flags", c_uint32), ("imm_data", c_uint32),
+                      ("wr", IbvWrUnion), ("qp_type", c_uint32), ("_bind_mw_or_tso", c_uint64 * 6)]
+
+
+class IbvWc(Structure):
+    _fields_ = [("wr_id", c_uint64), ("status", c_int), ("opcode", c_int), ("vendor_err", c_uint32),
+                ("byte_len", c_uint32), ("imm_data", c_uint32), ("qp_num", c_uint32), ("src_qp", c_uint32),
+                ("wc_flags", c_uint32), ("pkey_index", c_uint16), ("slid", c_uint16), ("sl", c_uint8),
+                ("dlid_path_bits", c_uint8)]
+
+
+IBV_QPT_RC = 2
+IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS = 1, 2, 3
+IBV_WR_RDMA_WRITE = 0
+IBV_SEND_SIGNALED = 1 << 1
+QP_STATE, QP_ACCESS_FLAGS, QP_PKEY_INDEX, QP_PORT, QP_AV, QP_PATH_MTU = 1, 1 << 3, 1 << 4, 1 << 5, 1 << 7, 1 << 8
+QP_TIMEOUT, QP_RETRY_CNT, QP_RNR_RETRY, QP_RQ_PSN, QP_MAX_QP_RD_ATOMIC = 1 << 9, 1 << 10, 1 << 11, 1 << 12, 1 << 13
+QP_MIN_RNR_TIMER, QP_SQ_PSN, QP_MAX_DEST_RD_ATOMIC, QP_DEST_QPN = 1 << 15, 1 << 16, 1 << 17, 1 << 20
+WC_STATUS = ("SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR", "WR_FLUSH_ERR",
+             "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR", "REM_ACCESS_ERR", "REM_OP_ERR",
+             "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR",
+             "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR", "RESP_TIMEOUT_ERR", "GENERAL_ERR")
+WC_MEANING = {
+    "LOC_PROT_ERR": "local protection error: the NIC could not reach the registered memory (ACS redirect or an "
+                    "IOMMU between NIC and GPU)",
+    "REM_ACCESS_ERR": "remote access error: the target buffer's key or range was refused",
+    "LOC_ACCESS_ERR": "local access error",
+    "RETRY_EXC_ERR": "transport retries exceeded: the port does not reach itself (link, GID or LID)",
+    "WR_FLUSH_ERR": "flushed: an earlier error put the queue pair in the error state",
+}
+
+
+def wc_status_name(code: int) -> str:
+    return WC_STATUS[code] if 0 <= code < len(WC_STATUS) else str(code)
+
+
 OPS_NAMES = ("_compat_query_device", "_compat_query_port", "_compat_alloc_pd", "_compat_dealloc_pd",
              "_compat_reg_mr", "_compat_rereg_mr", "_compat_dereg_mr", "alloc_mw", "bind_mw", "dealloc_mw",
              "_compat_create_cq", "poll_cq", "req_notify_cq", "_compat_cq_event", "_compat_resize_cq",
@@ -124,6 +223,12 @@ class Verbs:
         self.reg_dmabuf_mr = bind(lib, "ibv_reg_dmabuf_mr", POINTER(IbvMr), c_void_p, c_uint64, c_size_t,
                                   c_uint64, c_int, c_int, optional=True)
         self.dereg_mr = bind(lib, "ibv_dereg_mr", c_int, POINTER(IbvMr))
+        self.create_cq = bind(lib, "ibv_create_cq", c_void_p, c_void_p, c_int, c_void_p, c_void_p, c_int)
+        self.destroy_cq = bind(lib, "ibv_destroy_cq", c_int, c_void_p)
+        self.create_qp = bind(lib, "ibv_create_qp", POINTER(IbvQp), c_void_p, POINTER(IbvQpInitAttr))
+        self.modify_qp = bind(lib, "ibv_modify_qp", c_int, POINTER(IbvQp), POINTER(IbvQpAttr), c_int)
+        self.destroy_qp = bind(lib, "ibv_destroy_qp", c_int, POINTER(IbvQp))
+        self.query_gid = bind(lib, "ibv_query_gid", c_int, c_void_p, c_uint8, c_int, POINTER(IbvGid))
 
     @staticmethod
     def errno() -> int:
@@ -161,7 +266,8 @@ class Verbs:
             if self.query_port(ctx, port, ctypes.byref(pa)) != 0:
                 continue
             out.append({"port": port, "state": PORT_STATES.get(pa.state, str(pa.state)),
-                        "link_layer": LINK_LAYERS.get(pa.link_layer, str(pa.link_layer)), "lid": pa.lid})
+                        "link_layer": LINK_LAYERS.get(pa.link_layer, str(pa.link_layer)), "lid": pa.lid,
+                        "active_mtu": pa.active_mtu, "gid_tbl_len": pa.gid_tbl_len})
         return out
 
 

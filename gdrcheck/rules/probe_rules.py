@@ -142,7 +142,7 @@ LEFT_BEHIND = Rule(
 CHECKS = tuple((r, None) for r in (
     CUDA_UNAVAILABLE, HOST_BANDWIDTH_LOW, HOST_COPY_MISMATCH, P2P_DATA_MISMATCH, P2P_SLOWER_THAN_STAGED,
     P2P_DENIED, PEERMEM_NOT_WORKING, DMABUF_NOT_WORKING, GDR_WORKS_NCCL_BLIND, REGISTRATION_ENOMEM,
-    GDS_COMPAT_MODE, GDS_READ_FAILED, STEP_HUNG, LEFT_BEHIND))
+    LOOPBACK_FAILED, GDS_COMPAT_MODE, GDS_READ_FAILED, STEP_HUNG, LEFT_BEHIND))
 PROBE_CODES = frozenset(r.code for r, _ in CHECKS)
 
 Detector = Callable[[Dict[str, Any]], Optional[str]]
@@ -238,7 +238,8 @@ def _enomem(c):
 
 def _loopback(c):
     if c["check"] == "rdma-loopback" and c["status"] == "fail" and not _m(c).get("hung"):
-        return "RDMA write through the NIC failed: " + str(_m(c).get("wc_status") or _m(c).get("error") or "")
+        return "RDMA write through the NIC failed: " + str((c.get("evidence") or {}).get("error")
+                                                           or _m(c).get("wc_status") or "")
     return None
 
 
@@ -272,7 +273,7 @@ DETECTORS: Tuple[Tuple[Rule, Detector], ...] = (
     (CUDA_UNAVAILABLE, _cuda), (HOST_BANDWIDTH_LOW, _host_low), (HOST_COPY_MISMATCH, _host_mismatch),
     (P2P_DATA_MISMATCH, _p2p_mismatch), (P2P_SLOWER_THAN_STAGED, _p2p_slow), (P2P_DENIED, _p2p_denied),
     (PEERMEM_NOT_WORKING, _peermem), (DMABUF_NOT_WORKING, _dmabuf), (GDR_WORKS_NCCL_BLIND, _blind),
-    (REGISTRATION_ENOMEM, _enomem), (GDS_COMPAT_MODE, _gds_compat),
+    (REGISTRATION_ENOMEM, _enomem), (LOOPBACK_FAILED, _loopback), (GDS_COMPAT_MODE, _gds_compat),
     (GDS_READ_FAILED, _gds_failed), (STEP_HUNG, _hung), (LEFT_BEHIND, _left))
 
 
