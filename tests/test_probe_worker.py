@@ -252,3 +252,20 @@ def test_loopback_with_the_real_libibverbs():
         pytest.skip("libibverbs.so.1 is not installed")
     r = _loop("verbs-real")
     assert r["status"] == "skipped" and r["reason"].startswith("no RDMA device")
+
+
+def test_kernel_log_lines_about_the_devices(tmp_path):
+    """A FIFO stands in for /dev/kmsg: records are 'prio,seq,time,-;message'; only device words are kept."""
+    from gdrcheck.probe.nvml_state import KernelLog
+
+    fifo = tmp_path / "kmsg"
+    os.mkfifo(fifo)
+    w = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+    log = KernelLog(str(fifo))
+    assert log.readable
+    os.write(w, b"6,100,5,-;usb 1-1: new device\n")
+    os.write(w, b"4,101,6,-;NVRM: Xid (PCI:0000:03:00): 79, GPU has fallen off the bus.\n")
+    assert log.new_lines() == ["NVRM: Xid (PCI:0000:03:00): 79, GPU has fallen off the bus."]
+    log.close()
+    os.close(w)
+    assert not KernelLog(str(tmp_path / "absent")).readable

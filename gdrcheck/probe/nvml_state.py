@@ -99,3 +99,59 @@ def left_behind(before: Dict[str, Any], after: Dict[str, Any], tolerance: int = 
     if b is not None and a is not None and a > b:
         out.append(f"peer-memory registered bytes {b} before, {a} after")
     return "; ".join(out)
+
+
+KERNEL_WORDS = ("NVRM", "Xid", "DMAR", "AER", "iommu", "IOMMU", "nvidia", "mlx5", "infiniband", "peer_mem",
+                "nvidia-fs", "nvidia_fs", "pcieport")
+
+
+class KernelLog:
+    """New kernel log lines about the GPU, the NIC or the IOMMU while a step ran (/dev/kmsg, where readable)."""
+
+    def __init__(self, path: str = "/dev/kmsg") -> None:
+        import os
+
+        try:
+            self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:  # not root (dmesg_restrict), or no /dev/kmsg in the container
+            self.fd = None
+        self.mark()
+
+    @property
+    def readable(self) -> bool:
+        return self.fd is not None
+
+    def mark(self) -> None:
+        import os
+
+        if self.fd is not None:
+            try:
+                os.lseek(self.fd, 0, os.SEEK_END)  # /dev/kmsg: from the next record on
+            except OSError:
+                pass
+
+    def new_lines(self, keep: int = 8) -> list:
+        import os
+
+        out = []
+        while self.fd is not None:
+            try:
+                rec = os.read(self.fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError:  # EPIPE: records overwritten while we read; go on from there
+                continue
+            if not rec:
+                break
+            text = rec.decode("utf-8", "replace")
+            msg = text.split(";", 1)[1].splitlines()[0] if ";" in text else text.strip()
+            if any(w in msg for w in KERNEL_WORDS):
+                out.append(msg)
+        return out[-keep:]
+
+    def close(self) -> None:
+        import os
+
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None

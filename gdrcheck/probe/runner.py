@@ -99,9 +99,10 @@ def _kill_group(p: subprocess.Popen) -> bool:
 def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = None, env=None,
              progress=None) -> list:
     """Every planned step in order, BAR1 sampled around each; a GPU whose worker hung unkillably is left alone."""
-    from gdrcheck.probe.nvml_state import NvmlState, left_behind, peer_reg_bytes
+    from gdrcheck.probe.nvml_state import KernelLog, NvmlState, left_behind, peer_reg_bytes
 
     nv = NvmlState()
+    klog = KernelLog()
     results: list = []
     wedged: set = set()
     try:
@@ -117,6 +118,7 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
             if progress:
                 progress(f"{step.check} on {', '.join(step.subjects)}")
             before = {g: {**nv.sample(g), "peer_reg_bytes": peer_reg_bytes()} for g in gpus}
+            klog.mark()
             payload = {"check": step.check, "params": step.params, "harmless_only": step.harmless_only}
             deadline = step_timeout if step_timeout is not None else step.deadline_s * deadline_scale
             r = run_step(payload, deadline, env)
@@ -124,6 +126,9 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
                 r = {"status": "skipped", "reason": step.reason, "measured": r.get("measured") or {},
                      "evidence": r.get("evidence") or {}, "elapsed_s": r.get("elapsed_s")}
             ev = r.setdefault("evidence", {})
+            lines = klog.new_lines()
+            if lines:
+                ev["kernel_log"] = lines
             if ev.get("hung") and not ev.get("killed"):
                 wedged.update(step.subjects)
             after = {}
@@ -144,4 +149,5 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
             results.append(r)
     finally:
         nv.close()
+        klog.close()
     return results
