@@ -143,10 +143,12 @@ class KernelLog:
                 continue
             if not rec:
                 break
-            text = rec.decode("utf-8", "replace")
-            msg = text.split(";", 1)[1].splitlines()[0] if ";" in text else text.strip()
-            if any(w in msg for w in KERNEL_WORDS):
-                out.append(msg)
+            for line in rec.decode("utf-8", "replace").splitlines():
+                if not line[:1].isdigit() or ";" not in line:
+                    continue  # continuation lines (" SUBSYSTEM=pci") carry no message
+                msg = line.split(";", 1)[1]
+                if any(w in msg for w in KERNEL_WORDS):
+                    out.append(msg)
         return out[-keep:]
 
     def close(self) -> None:
