@@ -233,7 +233,8 @@ def snapshot(output, redact):
 @click.option("--redact", is_flag=True, help="replace the host name, serial numbers, UUIDs and MAC addresses")
 @fail_on_option
 @nccl_option
-def report(from_path, output, redact, fail_on, nccl_version):
+@click.option("--probe", "probe_file", metavar="FILE", help="add a Measured section from `gdrcheck probe --json`")
+def report(from_path, output, redact, fail_on, nccl_version, probe_file):
     """One self-contained HTML page to hand on: host, PCIe tree, pairs, BAR1, every finding and its fix.
 
     Exit status as for pairs.
@@ -246,6 +247,12 @@ def report(from_path, output, redact, fail_on, nccl_version):
 
     options = _options(nccl_version)
     check_target(output)
+    extra = []
+    if probe_file:
+        from gdrcheck.probe.html import load_probe, measured_section
+        from gdrcheck.rules import all_rules
+
+        extra.append(measured_section(load_probe(probe_file), all_rules()))
     # the Resizable BAR capability is in the GPU's config space
     result = evaluate(redacted(load(from_path, endpoint_config=True), redact), options)
     progress = progress_reporter()
@@ -256,7 +263,7 @@ def report(from_path, output, redact, fail_on, nccl_version):
         from gdrcheck.rules import all_rules
 
         page = render_html(topology_doc(result.topo, describe_input=True), pairs_doc(result, fail_on),
-                           bar1_doc(result.snap, result.topo, result.findings), all_rules())
+                           bar1_doc(result.snap, result.topo, result.findings), all_rules(), extra)
         if redact:
             from gdrcheck.snapshot import redact_text
 
