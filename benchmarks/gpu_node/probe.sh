@@ -38,9 +38,13 @@ LOG=$OUT/probe.log
   B=$(python3 -c "import pynvml as n; n.nvmlInit(); b=n.nvmlDeviceGetPciInfo(n.nvmlDeviceGetHandleByIndex(0)).busId; print((b.decode() if isinstance(b, bytes) else b)[4:].lower())")
   S="{\"check\": \"rdma-register\", \"params\": {\"gpu\": \"$B\", \"nic\": \"0000:00:00.0\"}}"
   python3 -c "import json,sys; from gdrcheck.probe.runner import run_step; print(json.dumps(run_step(json.loads(sys.argv[1]), 30)))" "$S"
+  S2=$(echo "$S" | sed s/rdma-register/rdma-loopback/)
+  python3 -c "import json,sys; from gdrcheck.probe.runner import run_step; print(json.dumps(run_step(json.loads(sys.argv[1]), 30)))" "$S2"
   if [ -d .ibv ]; then
     LD_LIBRARY_PATH=$PWD/.ibv python3 -c "import json,sys; from gdrcheck.probe.runner import run_step; print(json.dumps(run_step(json.loads(sys.argv[1]), 30)))" "$S"
   fi
+  echo "== report with the probe"; $G report --probe "$OUT/probe.json" -o /tmp/node.html; echo "report rc=$?"
+  grep -c 'id="measured"' /tmp/node.html
   echo "== cuFile without nvidia-fs"; ls /proc/driver/nvidia-fs 2>&1; lsmod 2>/dev/null | grep -i nvidia
 } > "$LOG" 2>&1
 tail -n 60 "$LOG"
