@@ -47,6 +47,9 @@ def test_cuda_reports_the_attributes_nccl_reads():
     m = r["measured"]
     assert m["driver_api_version"] == "12.8" and m["gpu_direct_rdma_supported"] == 1 and m["dma_buf_supported"] == 1
     assert m["primary_context"] is True
+    assert m["dmabuf_export"] == {"ok": True, "bytes": 2 << 20}
+    failed = _run("cuda", {"gpu": GPU0}, "export-fail")
+    assert failed["status"] == "ok" and "CUDA_ERROR_NOT_SUPPORTED" in failed["measured"]["dmabuf_export"]["error"]
 
 
 def test_no_libcuda_at_all():

@@ -96,11 +96,28 @@ def check_cuda(cu: Cuda, params: Dict[str, Any]) -> Dict[str, Any]:
         try:
             cu.set_current(ctx)
             m["primary_context"] = True
+            if m.get("dma_buf_supported"):
+                m["dmabuf_export"] = dmabuf_export(cu)
         finally:
             cu.release(dev)
     except CudaError as e:
         return _fail(e, **m)
     return {"status": "ok", "measured": m, "evidence": {}}
+
+
+def dmabuf_export(cu: Cuda, size: int = 2 << 20) -> Dict[str, Any]:
+    """Export a small GPU allocation as a DMA-BUF file descriptor (what NCCL registers with a NIC), then close."""
+    import os
+
+    d = cu.mem_alloc(size)
+    try:
+        fd = cu.dmabuf_fd(d, size)
+        os.close(fd)
+        return {"ok": True, "bytes": size}
+    except CudaError as e:
+        return {"ok": False, "error": str(e)}
+    finally:
+        cu.mem_free(d)
 
 
 def _timed(cu: Cuda, stream: int, what: Callable[[], None], reps: int) -> float:
