@@ -21,6 +21,7 @@ def test_h100_probe_validates_and_says_what_it_measured():
     jsonschema.validate(doc, schema)
     by = {c["check"]: c for c in doc["checks"]}
     assert by["cuda"]["status"] == "ok" and by["cuda"]["measured"]["gpu_direct_rdma_supported"] == 1
+    assert by["cuda"]["measured"]["dmabuf_export"]["ok"] is True
     hb = by["host-bandwidth"]
     assert hb["status"] == "ok" and hb["measured"]["verified"] is True
     assert hb["expected"]["link"] == "Gen5 x16"
