@@ -148,3 +148,34 @@ def test_live_probe_on_a_node_without_gpu(tmp_path):
     if doc["checks"]:
         pytest.skip("this machine has a GPU")
     assert doc["status"] == "unknown" and doc["dry_run"] is False
+
+
+def test_p2p_prediction_carries_nvml_status(tmp_path):
+    doc = _plan(scenarios.scenario(tmp_path, "p2p-chipset-not-supported"))
+    p = next(iter(_by(doc, "p2p").values()))
+    assert p["predicted"]["nvml_p2p_read"] == "CNS" and p["predicted"]["nccl_p2p"] == "disabled"
+
+
+def test_plan_from_the_h100_snapshot(schema):
+    from pathlib import Path
+
+    snap = Path(__file__).resolve().parents[1] / "fixtures" / "h100-x1-vm" / "snapshot.tar.gz"
+    doc = _plan(snap)
+    jsonschema.validate(doc, schema)
+    assert [c["check"] for c in doc["checks"]] == ["cuda", "host-bandwidth", "gds-read"]
+    hb = _by(doc, "host-bandwidth")[("0000:00:06.0",)]
+    assert hb["expected"]["link"] == "Gen5 x16" and hb["expected"]["h2d_gb_per_s"] == 53.6
+
+
+REAL = ["stelline-asus-esc8000a-e12-4xrtx6000ada/lspci-tv.txt", "aws-p4d-24xlarge/nccl-topo.xml",
+        "hwloc-nvidia-dgx2h/hwloc.xml", "kata-vra-a100x-bluefield2/host-lspci-tv-fragment.txt"]
+
+
+@pytest.mark.parametrize("rel", REAL)
+def test_plan_from_real_inputs(rel, realworld, schema):
+    """Inputs that show no links, no NUMA or no driver facts still plan, and say what they cannot expect."""
+    doc = _plan(realworld / rel)
+    jsonschema.validate(doc, schema)
+    assert _by(doc, "cuda")
+    for c in _by(doc, "host-bandwidth").values():
+        assert c["expected"].get("h2d_gb_per_s") or c["expected"]["basis"]

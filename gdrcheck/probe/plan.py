@@ -145,8 +145,15 @@ def _pair_pred(report, a: str, b: str, key: str) -> Dict[str, Any]:
                   nccl=report.settings, nccl_view=report.nccl_view)
     nic_side = nic_gdr(ctx) if p.kind == "gpu-nic" else (None, "")
     dec = nccl_decision(report, p, nic_side)
-    return {"verdict": report.verdicts[(p.a, p.b)], "path": p.path, "findings": report.pair_findings[(p.a, p.b)],
-            "nccl_" + key: dec.get(key), "nccl_reason": dec.get("reason")}
+    out = {"verdict": report.verdicts[(p.a, p.b)], "path": p.path, "findings": report.pair_findings[(p.a, p.b)],
+           "nccl_" + key: dec.get(key), "nccl_reason": dec.get("reason")}
+    if p.kind == "gpu-gpu":  # NVML's P2P status, to stand beside cuDeviceCanAccessPeer
+        st = report.snap.p2p_status
+        for cap in ("read", "write"):
+            v = st.get((p.a, p.b, cap)) or st.get((p.b, p.a, cap))
+            if v is not None:
+                out[f"nvml_p2p_{cap}"] = v
+    return out
 
 
 def build_plan(report, risky: bool = False, force: bool = False, gds_path: Optional[str] = None,
