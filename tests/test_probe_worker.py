@@ -272,3 +272,49 @@ def test_kernel_log_lines_about_the_devices(tmp_path):
     log.close()
     os.close(w)
     assert not KernelLog(str(tmp_path / "absent")).readable
+
+
+def test_a_worker_that_cannot_be_killed_leaves_its_gpu_alone(tmp_path, monkeypatch):
+    """Stuck in the driver, SIGKILL does not end it: the step says the GPU may need a reset, and no later
+    step touches that GPU. (Simulated: the group is killed, but the wait is reported to have failed.)"""
+    import signal
+
+    import scenarios
+    from gdrcheck.evaluate import evaluate
+    from gdrcheck.inputs import load_snapshot
+    from gdrcheck.probe import runner
+    from gdrcheck.probe.plan import build_plan
+
+    def unkillable(p):
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        return False
+
+    monkeypatch.setattr(runner, "_kill_group", unkillable)
+    plan = build_plan(evaluate(load_snapshot(str(scenarios.scenario(tmp_path, "healthy-gdr-node")))),
+                      only=("cuda", "host-bandwidth"), copy_bytes=1 << 20)
+    g0 = scenarios.GPUS[0]
+    plan.steps = [s for s in plan.steps if s.subjects == (g0,)][::-1]  # host-bandwidth, then cuda
+    assert [s.check for s in plan.steps] == ["host-bandwidth", "cuda"]
+    results = runner.run_plan(plan, step_timeout=2, env={**_env("hang"), "GDRCHECK_FAKE_GPUS": g0})
+    assert results[0]["evidence"]["killed"] is False and "may need a reset" in results[0]["evidence"]["error"]
+    assert results[1]["status"] == "skipped" and "could not be killed" in results[1]["reason"]
+
+
+def test_busy_from_the_live_driver():
+    from gdrcheck.probe.plan import busy_reasons
+
+    class Snap:
+        gpus = ()
+
+    got = busy_reasons(Snap(), {"0000:03:00.0": {"mig_enabled": True, "compute_mode": "default"},
+                                "0000:04:00.0": {"mig_enabled": False, "compute_mode": "exclusive-process"}})
+    assert got == ["GPU 0000:03:00.0 has MIG enabled", "GPU 0000:04:00.0 is in compute mode exclusive-process"]
+
+
+def test_a_refused_plan_runs_nothing(tmp_path):
+    from gdrcheck.probe.plan import Plan, Step
+    from gdrcheck.probe.runner import run_plan
+
+    step = Step("p2p", (GPU0, GPU1), "skipped", "", reason="risky", harmless_only=True)
+    assert run_plan(Plan(steps=[step], busy=["GPU busy"], refused=True), env=_env()) == [None]

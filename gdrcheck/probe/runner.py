@@ -101,6 +101,8 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
     """Every planned step in order, BAR1 sampled around each; a GPU whose worker hung unkillably is left alone."""
     from gdrcheck.probe.nvml_state import KernelLog, NvmlState, left_behind, peer_reg_bytes
 
+    if plan.refused:  # a busy node: not even the harmless calls
+        return [None] * len(plan.steps)
     nv = NvmlState()
     klog = KernelLog()
     results: list = []
