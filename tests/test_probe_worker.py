@@ -280,6 +280,7 @@ def test_a_worker_that_cannot_be_killed_leaves_its_gpu_alone(tmp_path, monkeypat
     import signal
 
     import scenarios
+
     from gdrcheck.evaluate import evaluate
     from gdrcheck.inputs import load_snapshot
     from gdrcheck.probe import runner
