@@ -13,6 +13,7 @@ import pytest
 import scenarios
 from cli_util import assert_clean_error, run
 from sysfs_tree import ACS_CR, ACS_RR
+from test_readonly import guarded  # noqa: F401  (the write, exec and socket guard)
 
 
 def _plan(path, *extra):
@@ -179,3 +180,15 @@ def test_plan_from_real_inputs(rel, realworld, schema):
     assert _by(doc, "cuda")
     for c in _by(doc, "host-bandwidth").values():
         assert c["expected"].get("h2d_gb_per_s") or c["expected"]["basis"]
+
+
+def test_dry_run_and_live_probe_write_nothing(tmp_path, guarded):  # noqa: F811
+    proc, lines = guarded("probe", "--dry-run", "--json", "--from", scenarios.scenario(tmp_path, "healthy-gdr-node"))
+    assert proc.returncode == 0 and not [ln for ln in lines if ln.startswith("EXEC")]
+    proc, _ = guarded("probe", "--json")  # no GPU here: nothing to spawn
+    assert proc.returncode == 3
+
+
+def test_redact_replaces_the_host_name(tmp_path):
+    p = run("probe", "--dry-run", "--redact", "--from", scenarios.scenario(tmp_path, "healthy-gdr-node"))
+    assert p.returncode == 0 and "gpu-node-01" not in p.stdout
