@@ -31,8 +31,13 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
         if copy_bytes is None or not (1 << 20) <= copy_bytes <= (16 << 30):
             raise UsageError(f"--copy-size {copy_size!r}: a size between 1MiB and 16GiB (e.g. 64MiB)")
     t0 = time.monotonic()
-    RUN.start(0, fmt, output, from_path)  # no run-wide limit: every step has its own deadline
+    # reading the facts has the usual limit on a live node (a hung nvidia-smi is not waited for); the
+    # steps then have their own deadlines, so the run-wide watchdog stops once the facts are in
+    RUN.start(None, fmt, output, from_path)
     report = evaluate(redacted(load(from_path), redact), Options(nccl_version=nccl_version))
+    if RUN.watchdog is not None and not RUN.watchdog.disarm():
+        return 3  # it has already spoken
+    RUN.watchdog = None
     live_state = None
     if from_path is None:
         from gdrcheck.probe.nvml_state import NvmlState
