@@ -99,7 +99,29 @@ def unpack_archive(path: str, dest: str) -> None:
     except InputError:
         raise
     except (tarfile.TarError, EOFError, OSError, ValueError) as e:
-        raise InputError(f"{name}: damaged archive ({e.__class__.__name__}: {e})") from None
+        raise _archive_error(path, name, e) from None
+
+
+def _archive_error(path: str, name: str, e: Exception) -> InputError:
+    """One line on what is wrong with an archive, not tarfile's list of every method it tried."""
+    import gzip
+
+    with contextlib.suppress(OSError):
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        if gz:
+            try:
+                with gzip.open(path, "rb") as f:
+                    block = f.read(512)
+            except (OSError, EOFError, ValueError):
+                return InputError(f"{name}: damaged gzip file (it does not decompress)")
+            try:
+                tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+            except tarfile.TarError:
+                return InputError(f"{name}: a gzip file that does not hold a tar archive (--from takes a "
+                                  "snapshot .tar.gz, or an lspci tree or XML file uncompressed)")
+    detail = " ".join(str(e).split()) or e.__class__.__name__
+    return InputError(f"{name}: damaged archive ({detail[:200]})")
 
 
 def sniff(text: str) -> Optional[str]:
@@ -188,6 +210,7 @@ def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[o
     if not os.path.exists(from_path):
         raise InputError(f"{from_path}: no such file or directory")
     if os.path.isdir(from_path):
+        require_machine(from_path, from_path)
         yield Source(from_path, live=False, label=from_path)
         return
     if _is_archive(from_path):
@@ -196,12 +219,83 @@ def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[o
         try:
             unpack_archive(from_path, tmp)
             root = _archive_root(tmp)
+            require_machine(root, from_path)
             yield Source(root, live=False, label=os.path.basename(from_path))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
             _TEMP_DIRS.discard(tmp)
         return
     yield parse_single_file(from_path)
+
+
+PCI_DEVICES = "sys/bus/pci/devices"
+MANIFEST = "gdrcheck/manifest.json"
+
+
+def _inside(root: str, rel: str) -> Optional[str]:
+    """``root/rel`` with every link resolved, or None when it dangles, loops or leaves ``root``."""
+    real_root = os.path.realpath(root)
+    try:
+        real = os.path.realpath(os.path.join(root, rel), strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        return None
+    return real
+
+
+def require_machine(root: str, shown: str) -> None:
+    """A directory (or unpacked archive) is a machine only if it holds a readable PCI device list or
+    a gdrcheck snapshot manifest; anything else (an empty folder, notes, a missing, dangling or
+    looping ``sys``) is bad input, never an empty machine that passes."""
+    pci = _inside(root, PCI_DEVICES)
+    if pci is not None and os.path.isdir(pci):
+        try:
+            os.listdir(pci)
+            return
+        except OSError:
+            pass
+    manifest = _inside(root, MANIFEST)
+    if manifest is not None and os.path.isfile(manifest):
+        return
+    why = _why_no_machine(root)
+    raise InputError(f"no machine found in {shown} (looked for {PCI_DEVICES} and a gdrcheck snapshot's "
+                     f"{MANIFEST}): {why}")
+
+
+def _why_no_machine(root: str) -> str:
+    sys_dir = os.path.join(root, "sys")
+    if os.path.islink(sys_dir) and _inside(root, "sys") is None:
+        return "sys is a link that dangles, loops or points outside"
+    if os.path.isdir(sys_dir):
+        return f"sys has no readable {PCI_DEVICES[4:]}"
+    try:
+        names = sorted(n for n in os.listdir(root) if not n.startswith("."))
+    except OSError as e:
+        return f"cannot list it ({e.strerror or e})"
+    if not names:
+        return "it is empty"
+    known = []
+    for n in names[:50]:
+        path = os.path.join(root, n)
+        if os.path.isfile(path) and _sniff_path(path):
+            known.append(n)
+    if known:
+        return (f"it holds {len(names)} entr{'y' if len(names) == 1 else 'ies'}; to read one file, pass it: "
+                f"--from {os.path.join(root, known[0])}")
+    return f"it holds {len(names)} entr{'y' if len(names) == 1 else 'ies'} ({', '.join(names[:3])}" \
+           f"{', ...' if len(names) > 3 else ''}), none of them a machine"
+
+
+def _sniff_path(path: str) -> Optional[str]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(65536)
+    except OSError:
+        return None
+    if b"\x00" in data:
+        return None
+    return sniff(data.decode("utf-8", "replace"))
 
 
 def _archive_root(tmp: str) -> str:

@@ -115,11 +115,16 @@ class PciFunction:
 
     ``parent`` is the bridge directly upstream (``None`` on a root bus);
     ``root`` is the root bus ``dddd:bb`` the function hangs under.
+    ``unlisted_upstream``: bridges between ``parent`` and this function that
+    the input names on its path but does not list as functions (sysfs: a
+    trimmed capture, or a bridge hidden by firmware), top first; ``parent``
+    is then the nearest listed bridge above.
     """
 
     bdf: str
     root: str
     parent: Optional[str] = None
+    unlisted_upstream: Tuple[str, ...] = ()
     class_code: Optional[int] = None  # 24-bit, e.g. 0x030200
     vendor: Optional[int] = None
     device: Optional[int] = None
