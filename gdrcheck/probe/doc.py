@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from gdrcheck.probe.plan import DEGRADED_BELOW, Plan
-
-SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+from gdrcheck.status import SEVERITY_RANK, STATUS_OF_EXIT
 STATUS_ORDER = ("fail", "unknown", "degraded", "ok", "skipped")
 
 
@@ -64,7 +63,7 @@ def probe_doc(report, plan: Plan, results: Optional[List[Dict[str, Any]]], dry_r
                       "findings": {s: sum(1 for f in findings if f.severity == s)
                                    for s in ("error", "warning", "info")}}
     code = exit_code(doc, fail_on)
-    doc["status"] = "planned" if dry_run else {0: "pass", 1: "fail", 3: "unknown"}[code]
+    doc["status"] = "planned" if dry_run else STATUS_OF_EXIT[code]
     doc["summary_line"] = summary_line(doc, fail_on)
     if elapsed_s is not None:
         doc["elapsed_s"] = round(elapsed_s, 2)
