@@ -6,6 +6,7 @@ from typing import Any, Dict, List, Optional
 
 from gdrcheck.probe.plan import DEGRADED_BELOW, Plan
 from gdrcheck.status import SEVERITY_RANK, STATUS_OF_EXIT
+
 STATUS_ORDER = ("fail", "unknown", "degraded", "ok", "skipped")
 
 
