@@ -257,7 +257,8 @@ def snapshot(output, redact):
 @click.option("--redact", is_flag=True, help="replace the host name, serial numbers, UUIDs and MAC addresses")
 @fail_on_option
 @nccl_option
-def report(from_path, output, redact, fail_on, nccl_version):
+@click.option("--probe", "probe_file", metavar="FILE", help="add a Measured section from `gdrcheck probe --json`")
+def report(from_path, output, redact, fail_on, nccl_version, probe_file):
     """One self-contained HTML page to hand on: host, PCIe tree, pairs, BAR1, every finding and its fix.
 
     Exit status as for pairs.
@@ -272,6 +273,12 @@ def report(from_path, output, redact, fail_on, nccl_version):
     to_stdout = output == "-"
     if not to_stdout:
         check_target(output)
+    extra = []
+    if probe_file:
+        from gdrcheck.probe.html import load_probe, measured_section
+        from gdrcheck.rules import all_rules
+
+        extra.append(measured_section(load_probe(probe_file), all_rules()))
     # the Resizable BAR capability is in the GPU's config space
     result = evaluate(redacted(load(from_path, endpoint_config=True), redact), options)
     progress = progress_reporter() if not to_stdout else None
@@ -282,7 +289,7 @@ def report(from_path, output, redact, fail_on, nccl_version):
         from gdrcheck.rules import all_rules
 
         page = render_html(topology_doc(result.topo, describe_input=True), pairs_doc(result, fail_on),
-                           bar1_doc(result.snap, result.topo, result.findings), all_rules())
+                           bar1_doc(result.snap, result.topo, result.findings), all_rules(), extra)
         if redact:
             from gdrcheck.snapshot import redact_text
 
@@ -298,6 +305,32 @@ def report(from_path, output, redact, fail_on, nccl_version):
     if progress:
         click.echo(f"gdrcheck: wrote {output}", err=True)
     return _finish(result, fail_on)
+
+
+@cli.command()
+@from_option
+@format_options
+@fail_on_option
+@nccl_option
+@click.option("--dry-run", is_flag=True, help="print the plan (which checks on which devices, and why); run nothing")
+@click.option("--risky", is_flag=True, help="also copy on pairs the static check fails for ACS redirect or a "
+                                            "translating IOMMU (they may hang or return garbage)")
+@click.option("--force", is_flag=True, help="probe a busy node (compute processes, MIG, non-default compute mode)")
+@click.option("--gds-path", metavar="DIR", help="run gds-read with a test file in DIR, on the target filesystem")
+@click.option("--check", "only", multiple=True, metavar="NAME",
+              type=click.Choice(["cuda", "host-bandwidth", "p2p", "rdma-register", "rdma-loopback", "gds-read"]),
+              help="run only this check (repeatable)")
+@click.option("--step-timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS", callback=_no_nan,
+              help="deadline of every step (default: each check's own); a worker past it is killed")
+@click.option("--copy-size", metavar="SIZE", help="bytes per host copy (default 256MiB; P2P copies at most 64MiB)")
+@click.option("-o", "--output", "output", metavar="FILE", help="write to FILE instead of stdout")
+def probe(from_path, fmt, as_json, redact, fail_on, nccl_version, dry_run, risky, force, gds_path, only,
+          step_timeout, copy_size, output):
+    """Do on the node, small and bounded, what pairs predicts: measure it, and say where they differ."""
+    from gdrcheck.probe.command import run_probe
+
+    return run_probe(from_path, dry_run, risky, force, gds_path, only, step_timeout, fmt_of(fmt, as_json), redact,
+                     fail_on, output, nccl_version, copy_size)
 
 
 @cli.command()
@@ -449,9 +482,9 @@ def fingerprint(from_path, explain, addresses, as_json, timeout, output):
 
 
 @cli.command()
-@click.argument("document", type=click.Choice(["pairs", "topology", "bar1", "fleet"]))
+@click.argument("document", type=click.Choice(["pairs", "topology", "bar1", "fleet", "probe"]))
 def schema(document):
-    """Print the JSON Schema of a document (pairs, topology, bar1, fleet)."""
+    """Print the JSON Schema of a document (pairs, topology, bar1, fleet, probe)."""
     from importlib.resources import files
 
     sys.stdout.write(files("gdrcheck").joinpath("schemas", f"{document}.schema.json").read_text())

@@ -1,4 +1,4 @@
-"""gdrcheck held to what nvidia-smi and NVML said on real H200 machines (fixtures/h200-*-vm)."""
+"""gdrcheck held to what nvidia-smi and NVML said on real H200 and H100 machines (fixtures/h200-*-vm, h100-*-vm)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from cli_util import run
 from topo_matrix import parse_matrix
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-MACHINES = sorted(p.name for p in FIXTURES.glob("h200-*-vm"))
+MACHINES = sorted(p.name for p in list(FIXTURES.glob("h200-*-vm")) + list(FIXTURES.glob("h100-*-vm")))
+BAR1_BYTES = {"h200": 256 << 30, "h100": 128 << 30}  # what NVML reported on each kind
 P2P = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
 
 
@@ -33,6 +34,7 @@ def machine(request):
     bar1 = json.loads(run("bar1", "--json", "--from", d / "snapshot.tar.gz").stdout)
     topo = _sections((d / "nvidia-smi-topo.txt").read_text())
     nvml = json.loads((d / "nvml-pairs.json").read_text())
+    nvml["bar1_expected"] = BAR1_BYTES[request.param.split("-")[0]]
     return doc, bar1, topo, nvml
 
 
@@ -78,7 +80,7 @@ def test_bar1_figures_match_nvml(machine):
     got = {g["bdf"]: g for g in bar1["gpus"]}
     for g in nvml["gpus"]:
         mine = got["0000:" + g["bus_id"][-7:].lower()]
-        assert mine["bar1_total_bytes"] == g["bar1_total"] == 256 << 30
+        assert mine["bar1_total_bytes"] == g["bar1_total"] == nvml["bar1_expected"]
         assert mine["fb_total_bytes"] == g["fb_total"]
         assert mine["sysfs_bar1_bytes"] == g["bar1_total"]  # resource2: BAR0 is 64-bit on Hopper
         assert mine["source"] == "nvml"

@@ -28,8 +28,9 @@ ORIGIN = {"nccl": "NCCL rule", "nvidia-docs": "NVIDIA requirement", "kernel": "k
 
 
 def render_html(topology: Dict[str, Any], pairs: Dict[str, Any], bar1: Dict[str, Any],
-                rules: Iterable[Any]) -> str:
-    """The page. ``rules``: the rule registry (``Rule`` objects or their ``to_doc()`` dicts)."""
+                rules: Iterable[Any], extra: Iterable[str] = ()) -> str:
+    """The page. ``rules``: the rule registry (``Rule`` objects or their ``to_doc()`` dicts); ``extra``:
+    finished sections (HTML) placed before the findings, e.g. the probe's "Measured"."""
     from gdrcheck.render.svg_tree import render_svgs
 
     by_code = {}
@@ -45,6 +46,7 @@ def render_html(topology: Dict[str, Any], pairs: Dict[str, Any], bar1: Dict[str,
         _tree(svgs, forest, topology),
         _matrix(pairs, names, topology),
         _bar1(bar1),
+        *extra,
         _findings(pairs, bar1, by_code),
         _notes(topology, pairs, bar1),
         f'<footer>gdrcheck {escape(str(topology.get("gdrcheck_version", "")))}, document format '

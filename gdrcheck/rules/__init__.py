@@ -17,6 +17,7 @@ _FAMILIES: Tuple[str, ...] = (
     "gdrcheck.rules.bar1",
     "gdrcheck.rules.facts",
     "gdrcheck.rules.requirements",
+    "gdrcheck.rules.probe_rules",
 )
 
 

@@ -1,0 +1,275 @@
+"""The probe plan: which checks run on which devices and why, from the static report. Pure.
+
+A pair on which the static check finds ACS redirect on its path (GDR040) or a
+translating IOMMU (GDR042) gets only the harmless calls unless ``--risky``: on such
+a pair a peer copy or an RDMA write may hang or return garbage. A busy node (GPU
+compute processes, MIG, a non-default compute mode) is refused unless ``--force``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from gdrcheck.model import bdf_key
+
+RISKY_CODES = {"GDR040": "ACS redirect on the path", "GDR042": "a translating IOMMU"}
+PATH_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
+# PCIe raw data rate per lane in GB/s after line coding (8b/10b to Gen2, 128b/130b from Gen3; Gen6 FLIT ~ 242/256)
+RAW_GB_PER_LANE = {2.5: 0.25, 5.0: 0.5, 8.0: 0.9846, 16.0: 1.9692, 32.0: 3.9385, 64.0: 7.5635}
+GEN_OF = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+EFFICIENCY = 0.85  # what a large pinned copy reaches of the raw rate (measured: Gen5 x16 ~53 GB/s)
+DEGRADED_BELOW = 0.75  # of the expected rate
+HOST_COPY_BYTES = 256 << 20
+P2P_COPY_BYTES = 64 << 20
+DEADLINES = {"cuda": 60.0, "host-bandwidth": 60.0, "p2p": 90.0, "rdma-register": 60.0,
+             "rdma-loopback": 60.0, "gds-read": 90.0}
+
+
+@dataclass
+class Step:
+    """One check on one subject: what it is, why it is planned, or why it is skipped."""
+
+    check: str
+    subjects: Tuple[str, ...]
+    status: str  # planned | skipped
+    why: str
+    reason: str = ""  # why skipped
+    predicted: Dict[str, Any] = field(default_factory=dict)
+    expected: Dict[str, Any] = field(default_factory=dict)
+    params: Dict[str, Any] = field(default_factory=dict)  # what the worker needs
+    harmless_only: bool = False  # risky pair: only the calls that move no data
+    deadline_s: float = 60.0
+
+    def to_doc(self) -> Dict[str, Any]:
+        doc: Dict[str, Any] = {"check": self.check, "subjects": list(self.subjects), "status": self.status,
+                               "why": self.why}
+        if self.reason:
+            doc["reason"] = self.reason
+        doc["predicted"] = dict(self.predicted)
+        doc["expected"] = dict(self.expected)
+        doc["deadline_s"] = self.deadline_s
+        if self.params.get("cpulist") is not None:
+            doc["cpus"] = self.params["cpulist"]
+        if self.params.get("numa_node") is not None:
+            doc["numa_node"] = self.params["numa_node"]
+        if self.harmless_only:
+            doc["harmless_only"] = True
+        return doc
+
+
+@dataclass
+class Plan:
+    steps: List[Step]
+    busy: List[str]  # why the node is busy (empty: idle)
+    refused: bool  # busy and not --force
+    notes: List[str] = field(default_factory=list)
+
+
+def link_expectation(topo, bdf: str) -> Dict[str, Any]:
+    """The expected host copy rate from the GPU's link: the lower of its own and its port's maximum."""
+    d = topo.by_bdf[bdf]
+    speeds = [d.link.max_speed]
+    widths = [d.link.max_width]
+    up = topo.parent(bdf)
+    if up is not None and up in topo.by_bdf:
+        pl = topo.by_bdf[up].link
+        speeds.append(pl.max_speed)
+        widths.append(pl.max_width)
+    speeds = [s for s in speeds if s]
+    widths = [w for w in widths if w]
+    if not speeds or not widths:
+        return {"basis": "the link's speed and width are not shown by the input"}
+    speed, width = min(speeds), min(widths)
+    per_lane = RAW_GB_PER_LANE.get(speed)
+    if per_lane is None:
+        return {"basis": f"unknown link speed {speed:g} GT/s"}
+    raw = per_lane * width
+    gen = GEN_OF.get(speed)
+    return {"link": f"Gen{gen} x{width}", "link_speed_gts": speed, "link_width": width,
+            "raw_gb_per_s": round(raw, 2), "h2d_gb_per_s": round(raw * EFFICIENCY, 1),
+            "d2h_gb_per_s": round(raw * EFFICIENCY, 1),
+            "degraded_below_gb_per_s": round(raw * EFFICIENCY * DEGRADED_BELOW, 1),
+            "basis": f"{int(EFFICIENCY * 100)}% of the raw rate of Gen{gen} x{width} "
+                     f"({raw:.1f} GB/s; the lower of the GPU's and its port's maximum); "
+                     f"degraded below {int(DEGRADED_BELOW * 100)}% of that"}
+
+
+def _risky(report, a: str, b: str) -> List[str]:
+    """Why copying on this pair is dangerous: ACS redirect on its path, or a translating IOMMU that fails it."""
+    codes = set(report.pair_findings.get((a, b), ())) | set(report.pair_findings.get((b, a), ()))
+    out = []
+    for f in report.findings:
+        if f.code in RISKY_CODES and f.code in codes and ((a, b) in f.pairs or (b, a) in f.pairs) \
+                and f.effect in ("fail", "degraded"):
+            out.append(f"{RISKY_CODES[f.code]} ({f.code})")
+    return sorted(set(out))
+
+
+def busy_reasons(snap, live_state: Optional[Dict[str, Any]] = None) -> List[str]:
+    """Why the node is busy: compute processes (the snapshot), MIG and compute mode (asked live)."""
+    out: List[str] = []
+    for g in snap.gpus:
+        if g.processes:
+            pids = ", ".join(str(p.pid) for p in g.processes[:4])
+            out.append(f"GPU {g.bdf} runs {len(g.processes)} process(es) (pid {pids})")
+    for bdf, st in sorted((live_state or {}).items()):
+        if st.get("mig_enabled"):
+            out.append(f"GPU {bdf} has MIG enabled")
+        mode = st.get("compute_mode")
+        if mode not in (None, "default"):
+            out.append(f"GPU {bdf} is in compute mode {mode}")
+    return out
+
+
+def _gpu_pred(report, bdf: str) -> Dict[str, Any]:
+    g = next((x for x in report.snap.gpus if x.bdf == bdf), None)
+    out: Dict[str, Any] = {"listed_by_driver": g is not None if report.snap.gpus else None}
+    if g is not None and g.name:
+        out["name"] = g.name
+    codes = sorted({f.code for f in report.findings if bdf in f.subject and not f.pairs})
+    if codes:
+        out["findings"] = codes
+    return out
+
+
+def _pair_pred(report, a: str, b: str, key: str) -> Dict[str, Any]:
+    p = next((x for x in report.pairs if (x.a, x.b) in ((a, b), (b, a))), None)
+    if p is None:
+        return {}
+    from gdrcheck.report_pairs import nccl_decision
+    from gdrcheck.rules.base import Context
+    from gdrcheck.rules.peermem import nic_gdr
+
+    ctx = Context(snap=report.snap, topo=report.topo, pairs=report.pairs, options=report.options,
+                  nccl=report.settings, nccl_view=report.nccl_view)
+    nic_side = nic_gdr(ctx) if p.kind == "gpu-nic" else (None, "")
+    dec = nccl_decision(report, p, nic_side)
+    out = {"verdict": report.verdicts[(p.a, p.b)], "path": p.path, "findings": report.pair_findings[(p.a, p.b)],
+           "nccl_" + key: dec.get(key), "nccl_reason": dec.get("reason")}
+    if p.kind == "gpu-gpu":  # NVML's P2P status, to stand beside cuDeviceCanAccessPeer
+        st = report.snap.p2p_status
+        for cap in ("read", "write"):
+            v = st.get((p.a, p.b, cap)) or st.get((p.b, p.a, cap))
+            if v is not None:
+                out[f"nvml_p2p_{cap}"] = v
+    return out
+
+
+def build_plan(report, risky: bool = False, force: bool = False, gds_path: Optional[str] = None,
+               live_state: Optional[Dict[str, Any]] = None, only: Sequence[str] = (),
+               copy_bytes: int = HOST_COPY_BYTES) -> Plan:
+    topo, snap = report.topo, report.snap
+    busy = busy_reasons(snap, live_state)
+    refused = bool(busy) and not force
+    gpus = sorted(topo.of_kind("gpu"), key=bdf_key)
+    steps: List[Step] = []
+
+    def add(step: Step) -> None:
+        if only and step.check not in only:
+            return
+        step.deadline_s = DEADLINES[step.check]
+        if refused and step.status == "planned":
+            step.status, step.reason = "skipped", "node busy: " + "; ".join(busy) + " (--force to probe anyway)"
+        steps.append(step)
+
+    def gpu_params(bdf: str) -> Dict[str, Any]:
+        d = topo.by_bdf[bdf]
+        return {"gpu": bdf, "cpulist": d.local_cpulist, "numa_node": topo.numa(bdf)}
+
+    for g in gpus:
+        add(Step("cuda", (g,), "planned", "every GPU: the driver API answers and finds it by its bus id",
+                 predicted=_gpu_pred(report, g), params=gpu_params(g)))
+    for g in gpus:
+        exp = link_expectation(topo, g)
+        add(Step("host-bandwidth", (g,), "planned",
+                 "every GPU: pinned host memory on the GPU's NUMA node (the worker runs on its local CPUs), "
+                 "host-to-device and device-to-host, verified, against the link's expected rate",
+                 predicted=_gpu_pred(report, g), expected=exp,
+                 params={**gpu_params(g), "bytes": copy_bytes, "expected": exp}))
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            danger = _risky(report, a, b)
+            st = Step("p2p", (a, b), "planned", "every GPU pair, one at a time: peer access both ways, a "
+                      "verified copy, bandwidth beside the copy staged through host memory",
+                      predicted=_pair_pred(report, a, b, "p2p"),
+                      params={"gpus": [a, b], "bytes": min(copy_bytes, P2P_COPY_BYTES),
+                              "cpulist": topo.by_bdf[a].local_cpulist,
+                              "numa_node": topo.numa(a)})
+            if danger and not risky:
+                st.status, st.harmless_only = "skipped", True
+                st.reason = ("the static check finds " + " and ".join(danger) + ": a peer copy may hang or "
+                             "return garbage; only cuDeviceCanAccessPeer is asked (--risky to copy)")
+            add(st)
+    rdma_pairs = _rdma_pairs(report, gpus)
+    peer = _peer_memory(report)
+    for g, nic, why in rdma_pairs:
+        d = topo.by_bdf[nic]
+        params = {"gpu": g, "nic": nic, "rdma_devices": list(d.rdma_devices), "cpulist": topo.by_bdf[g].local_cpulist,
+                  "numa_node": topo.numa(g)}
+        add(Step("rdma-register", (g, nic), "planned",
+                 f"{why}: NCCL's DMA-BUF probe, ibv_reg_mr on GPU memory (peer memory), DMA-BUF export and "
+                 "ibv_reg_dmabuf_mr", predicted={**_pair_pred(report, g, nic, "gdr"), **peer}, params=params))
+    for g, nic, why in rdma_pairs:
+        d = topo.by_bdf[nic]
+        danger = _risky(report, g, nic)
+        st = Step("rdma-loopback", (g, nic), "planned",
+                  f"{why}, where a port is ACTIVE: RDMA write GPU to GPU through the NIC on a queue pair "
+                  "connected to itself, verified, host memory as baseline",
+                  predicted=_pair_pred(report, g, nic, "gdr"),
+                  params={"gpu": g, "nic": nic, "rdma_devices": list(d.rdma_devices),
+                          "cpulist": topo.by_bdf[g].local_cpulist, "numa_node": topo.numa(g)})
+        if danger and not risky:
+            st.status, st.harmless_only = "skipped", True
+            st.reason = ("the static check finds " + " and ".join(danger) + ": an RDMA write may hang or "
+                         "corrupt memory (--risky to try)")
+        add(st)
+    for g in gpus:
+        st = Step("gds-read", (g,), "planned", "with --gds-path: an O_DIRECT read through cuFile into GPU memory, "
+                  "verified against a host read, nvidia-fs counters moving", predicted=_gpu_pred(report, g),
+                  params={**gpu_params(g), "gds_path": gds_path})
+        if not gds_path:
+            st.status, st.reason = "skipped", "no --gds-path DIR on the target filesystem given"
+        add(st)
+    notes = []
+    if not gpus:
+        notes.append("no GPU in the input: nothing to probe")
+    elif not rdma_pairs:
+        notes.append("no RDMA NIC in the input: rdma-register and rdma-loopback have nothing to run on")
+    return Plan(steps=steps, busy=busy, refused=refused, notes=notes)
+
+
+def _peer_memory(report) -> Dict[str, Any]:
+    """Whether the static view has a peer-memory module loaded and expects DMA-BUF to work (None: not known)."""
+    from gdrcheck.rules.base import Context
+    from gdrcheck.rules.peermem import dmabuf_possible
+
+    pm = report.snap.host.get("peermem")
+    pmv = pm.value if pm is not None and isinstance(pm.value, dict) else {}
+    ctx = Context(snap=report.snap, topo=report.topo, pairs=report.pairs, options=report.options,
+                  nccl=report.settings, nccl_view=report.nccl_view)
+    return {"peermem_loaded": pmv.get("nvidia_peermem_loaded") if pmv else None,
+            "dmabuf_expected": dmabuf_possible(ctx)}
+
+
+def _rdma_pairs(report, gpus) -> List[Tuple[str, str, str]]:
+    """Per GPU, the RDMA NICs NCCL would use for it (GPUDirect enabled) and the closest ones."""
+    out: List[Tuple[str, str, str]] = []
+    for g in gpus:
+        cands = []
+        for p in report.pairs:
+            if p.kind != "gpu-nic" or p.a != g:
+                continue
+            if "GDR082" not in report.pair_findings.get((p.a, p.b), ()):  # GDR082: not an RDMA device
+                cands.append(p)
+        if not cands:
+            continue
+        ranks = [PATH_RANK.get(p.pcie_path or "", 9) for p in cands]
+        best = min(ranks)
+        for p, r in zip(cands, ranks):
+            view = report.nccl_view.get((p.a, p.b), {})
+            if r == best:
+                out.append((g, p.b, f"closest RDMA NIC ({p.pcie_path or 'path unknown'})"))
+            elif view.get("within_gdr_level"):
+                out.append((g, p.b, f"within NCCL_NET_GDR_LEVEL ({p.pcie_path})"))
+    return out

@@ -1,0 +1,99 @@
+"""``gdrcheck probe`` as text: grouped by check, each with its subjects, status, figures and prediction."""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from gdrcheck.probe import CHECKS
+
+STYLE = {"ok": "green", "degraded": "yellow", "fail": "bold red", "unknown": "magenta", "skipped": "dim",
+         "planned": "cyan"}
+SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _figures(d: Dict[str, Any]) -> str:
+    parts = []
+    for k, v in d.items():
+        if k == "basis" or isinstance(v, (dict, list)):
+            continue
+        parts.append(f"{k}={v}")
+    return ", ".join(parts)
+
+
+def _nested(d: Dict[str, Any]) -> str:
+    parts = []
+    for k, v in d.items():
+        if isinstance(v, dict) and "ok" in v:
+            ok = v.get("ok")
+            word = "ok" if ok else (v.get("errno") or v.get("error") or ("failed" if ok is False else "?"))
+            parts.append(f"{k}: {word}")
+    return "; ".join(parts)
+
+
+def render_probe(doc, console) -> None:
+    from rich.text import Text
+
+    head = "Probe plan" if doc.get("dry_run") else "Probe"
+    console.print(Text(f"{head} for {doc.get('host') or 'this node'}", style="bold"))
+    for b in doc.get("busy") or ():
+        console.print(Text(f"busy: {b}", style="yellow"))
+    if doc.get("refused"):
+        console.print(Text("refused: the node is busy; --force probes anyway", style="bold yellow"))
+    for n in doc.get("notes") or ():
+        console.print(Text(n, style="dim"))
+    for check in CHECKS:
+        items = [c for c in doc["checks"] if c["check"] == check]
+        if not items:
+            continue
+        console.print()
+        console.print(Text(check, style="bold"))
+        if doc.get("dry_run") and items:
+            console.print(Text(f"  why: {items[0]['why']}", style="dim"))
+        for c in items:
+            line = Text("  ")
+            line.append(f"{c['status']:<8}", style=STYLE.get(c["status"], ""))
+            line.append(" " + " <-> ".join(c["subjects"]))
+            if c.get("numa_node") is not None or c.get("cpus"):
+                line.append(f"  (NUMA {c.get('numa_node', '?')}, CPUs {c.get('cpus') or '?'})", style="dim")
+            if c.get("elapsed_s") is not None:
+                line.append(f"  ({c['elapsed_s']:.2f} s)", style="dim")
+            console.print(line)
+            if c.get("reason"):
+                console.print(Text(f"           {c['reason']}", style="dim"))
+            m = c.get("measured") or {}
+            if m:
+                figs = _figures(m)
+                if figs:
+                    console.print(Text(f"           measured: {figs}"))
+                nest = _nested(m)
+                if nest:
+                    console.print(Text(f"           {nest}"))
+            e = c.get("expected") or {}
+            if e.get("h2d_gb_per_s") is not None:
+                console.print(Text(f"           expected: about {e['h2d_gb_per_s']} GB/s each way ({e['basis']})",
+                                   style="dim"))
+            elif e.get("basis"):
+                console.print(Text(f"           expected: {e['basis']}", style="dim"))
+            p = c.get("predicted") or {}
+            if p.get("verdict") or p.get("nccl_reason"):
+                nccl = p.get("nccl_p2p") or p.get("nccl_gdr")
+                console.print(Text(f"           predicted: {p.get('verdict')} (path {p.get('path')}; NCCL "
+                                   f"{nccl or '?'}: {p.get('nccl_reason') or ''})", style="dim"))
+            ev = c.get("evidence") or {}
+            if ev.get("error") and c["status"] not in ("ok",):
+                console.print(Text(f"           evidence: {ev['error']}", style="dim"))
+            for line in (ev.get("cufile_log") or [])[-2:]:
+                console.print(Text(f"           cufile.log: {line}", style="dim"))
+            if ev.get("left_behind"):
+                console.print(Text(f"           left behind: {ev['left_behind']}", style="yellow"))
+    if doc["findings"]:
+        console.print()
+        console.print(Text("Findings", style="bold"))
+        for f in doc["findings"]:
+            line = Text("  ")
+            line.append(f"{f['code']} {f['severity']:<7}", style=SEV_STYLE.get(f["severity"], ""))
+            line.append(" " + ", ".join(f["subject"]) + ": " + f["message"])
+            console.print(line)
+        console.print(Text("  gdrcheck explain CODE gives the fix", style="dim"))
+    console.print()
+    console.print(Text(doc["summary_line"], style="bold"))
