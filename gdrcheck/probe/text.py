@@ -33,6 +33,8 @@ def _nested(d: Dict[str, Any]) -> str:
 def render_probe(doc, console) -> None:
     from rich.text import Text
 
+    from gdrcheck.render.layout import put
+
     head = "Probe plan" if doc.get("dry_run") else "Probe"
     console.print(Text(f"{head} for {doc.get('host') or 'this node'}", style="bold"))
     for b in doc.get("busy") or ():
@@ -48,7 +50,7 @@ def render_probe(doc, console) -> None:
         console.print()
         console.print(Text(check, style="bold"))
         if doc.get("dry_run") and items:
-            console.print(Text(f"  why: {items[0]['why']}", style="dim"))
+            put(console, Text(f"  why: {items[0]['why']}", style="dim"), 7)
         for c in items:
             line = Text("  ")
             line.append(f"{c['status']:<8}", style=STYLE.get(c["status"], ""))
@@ -57,35 +59,35 @@ def render_probe(doc, console) -> None:
                 line.append(f"  (NUMA {c.get('numa_node', '?')}, CPUs {c.get('cpus') or '?'})", style="dim")
             if c.get("elapsed_s") is not None:
                 line.append(f"  ({c['elapsed_s']:.2f} s)", style="dim")
-            console.print(line)
+            put(console, line, 11)
             if c.get("reason"):
-                console.print(Text(f"           {c['reason']}", style="dim"))
+                put(console, Text(f"           {c['reason']}", style="dim"))
             m = c.get("measured") or {}
             if m:
                 figs = _figures(m)
                 if figs:
-                    console.print(Text(f"           measured: {figs}"))
+                    put(console, Text(f"           measured: {figs}"))
                 nest = _nested(m)
                 if nest:
-                    console.print(Text(f"           {nest}"))
+                    put(console, Text(f"           {nest}"))
             e = c.get("expected") or {}
             if e.get("h2d_gb_per_s") is not None:
-                console.print(Text(f"           expected: about {e['h2d_gb_per_s']} GB/s each way ({e['basis']})",
+                put(console, Text(f"           expected: about {e['h2d_gb_per_s']} GB/s each way ({e['basis']})",
                                    style="dim"))
             elif e.get("basis"):
-                console.print(Text(f"           expected: {e['basis']}", style="dim"))
+                put(console, Text(f"           expected: {e['basis']}", style="dim"))
             p = c.get("predicted") or {}
             if p.get("verdict") or p.get("nccl_reason"):
                 nccl = p.get("nccl_p2p") or p.get("nccl_gdr")
-                console.print(Text(f"           predicted: {p.get('verdict')} (path {p.get('path')}; NCCL "
+                put(console, Text(f"           predicted: {p.get('verdict')} (path {p.get('path')}; NCCL "
                                    f"{nccl or '?'}: {p.get('nccl_reason') or ''})", style="dim"))
             ev = c.get("evidence") or {}
             if ev.get("error") and c["status"] not in ("ok",):
-                console.print(Text(f"           evidence: {ev['error']}", style="dim"))
+                put(console, Text(f"           evidence: {ev['error']}", style="dim"))
             for line in (ev.get("cufile_log") or [])[-2:]:
-                console.print(Text(f"           cufile.log: {line}", style="dim"))
+                put(console, Text(f"           cufile.log: {line}", style="dim"))
             if ev.get("left_behind"):
-                console.print(Text(f"           left behind: {ev['left_behind']}", style="yellow"))
+                put(console, Text(f"           left behind: {ev['left_behind']}", style="yellow"))
     if doc["findings"]:
         console.print()
         console.print(Text("Findings", style="bold"))
@@ -93,7 +95,7 @@ def render_probe(doc, console) -> None:
             line = Text("  ")
             line.append(f"{f['code']} {f['severity']:<7}", style=SEV_STYLE.get(f["severity"], ""))
             line.append(" " + ", ".join(f["subject"]) + ": " + f["message"])
-            console.print(line)
+            put(console, line, 11)
         console.print(Text("  gdrcheck explain CODE gives the fix", style="dim"))
     console.print()
     console.print(Text(doc["summary_line"], style="bold"))
