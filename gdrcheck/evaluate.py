@@ -165,7 +165,7 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
         view["within_gdr_level"] = nccl.within(t, st.gdr_level, st.version)
         if node is not None and (pair.a, pair.b) in node.gdr_view:
             view.update(node.gdr_view[(pair.a, pair.b)])
-            if view.get("distance"):  # after NCCL's C2C and PXN rewrites
+            if view.get("distance") and not view.get("via"):  # after NCCL's C2C rewrite (PXN is the job's)
                 view["within_gdr_level"] = nccl.within(view["distance"], st.gdr_level, st.version)
     elif pair.kind == "gpu-gpu":
         view["p2p_level"] = st.p2p_level
