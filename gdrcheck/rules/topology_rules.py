@@ -22,15 +22,18 @@ THROUGH_ROOT = Rule(
     "Peer traffic between the two devices crosses a CPU root complex",
     "GPUDirect is best when both ends sit under one PCIe switch. Through a root complex it works on most "
     "platforms but P2P read bandwidth can be severely limited (NVIDIA GPUDirect RDMA docs, 'Supported "
-    "systems'); NCCL (2.23+) disables PCIe P2P there and uses host memory.",
+    "systems'). NCCL 2.23+ uses host memory there instead of PCIe P2P, except on x86 AMD CPUs with at most "
+    "two GPUs in the communicator; 2.9.6-2.22 use P2P there on AMD and POWER CPUs (pairs[].nccl says which).",
     "Place the GPU and the NVMe drive (or the two GPUs) under the same PCIe switch; check the slot map in "
     "the server manual. `gdrcheck topology` shows where each device sits.",
     origin="nvidia-docs", pair_kinds=("gpu-gpu", "gpu-nvme"))
 CROSS_SOCKET = Rule(
     "GDR003", "cross-socket", "warning", "pair",
     "The path crosses the link between NUMA nodes (QPI/UPI/xGMI)",
-    "A PCIe peer path across sockets is, per NVIDIA, 'may be extremely slow or unreliable'; NCCL never "
-    "uses GPUDirect RDMA or P2P across NUMA nodes by default.",
+    "A PCIe peer path across sockets is, per NVIDIA, 'may be extremely slow or unreliable'. By default NCCL "
+    "does not use GPUDirect RDMA across NUMA nodes (it may relay through an NVLinked GPU, PXN); it does use "
+    "PCIe P2P across them on x86 AMD CPUs with at most two GPUs (2.23+), on AMD and POWER CPUs (2.9.6-2.22) "
+    "and wherever NCCL_P2P_LEVEL=SYS (pairs[].nccl says which).",
     "Pair each GPU with a NIC or NVMe drive on its own NUMA node (`gdrcheck topology` shows NUMA per "
     "device); for jobs, bind ranks to the GPU's NUMA node (`numactl --cpunodebind`).",
     origin="nvidia-docs", pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"))
