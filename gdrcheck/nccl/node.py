@@ -242,7 +242,8 @@ def net_selection(st: NcclSettings, plugins: Tuple[str, ...]) -> Tuple[Optional[
     env = st.env
     want = env.get("NCCL_NET")
     plugin_env = env.get("NCCL_NET_PLUGIN")
-    has_plugin = (plugin_env not in (None, "", "none")) or any(p.rsplit("/", 1)[-1].startswith("libnccl-net")
+    # NCCL_NET_PLUGIN=X loads libnccl-net-X.so; unset, NCCL tries libnccl-net.so (src/plugin/net.cc:256-263)
+    has_plugin = (plugin_env not in (None, "", "none")) or any(p.rsplit("/", 1)[-1] == "libnccl-net.so"
                                                                for p in plugins)
     if want is not None and want != "":
         if want.lower() == "socket":
