@@ -59,6 +59,8 @@ def nccl_doc(report: Report) -> Dict[str, Any]:
         doc["net_plugins"] = list(node.plugins)
     if node.topo_files:
         doc["topology_files"] = dict(node.topo_files)
+    doc["gpus"] = {b: {"gdr": g.gdr, "gdr_source": g.gdr_source, "sm": g.sm, "c2c": g.c2c}
+                   for b, g in sorted(node.gpus.items())}
     doc["gpu_nics"] = _gpu_nics(report)
     doc["other_versions"] = _other_versions(report)
     return doc

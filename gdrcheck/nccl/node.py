@@ -271,7 +271,8 @@ def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Option
     if hca:
         used = _hca_match(hca, nic.rdma)
         if used is False:
-            return False, f"NCCL_IB_HCA={hca} leaves {', '.join(nic.rdma) or nic.bdf} out: NCCL does not use this NIC", []
+            names = ", ".join(nic.rdma) or nic.bdf
+            return False, f"NCCL_IB_HCA={hca} leaves {names} out: NCCL does not use this NIC", []
     if nic.xml_gdr is not None:
         return nic.xml_gdr, f"NIC {'/'.join(nic.rdma) or nic.bdf}: <net gdr=\"{int(nic.xml_gdr)}\"> in the input", []
     pm = snap.host.get("peermem")
@@ -436,7 +437,7 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
         if p.kind != "gpu-nic" or p.b not in node.nics:
             continue
         g = node.gpus[p.a]
-        t, cands, flat, _ = types[(p.a, p.b)]
+        t, cands, _flat, _ = types[(p.a, p.b)]
         d_own, _ = gdr_rules.distance(v, st, t, g.c2c)
         pxn = None
         if not pxn_off and (d_own is None or order.get(d_own, 99) > order["PXB"]):
@@ -471,7 +472,7 @@ def _decide_p2p(node: NodeNccl, snap, topo, pairs, types) -> None:
     for p in pairs:
         if p.kind != "gpu-gpu":
             continue
-        t, cands, flat, via = types[(p.a, p.b)]
+        t, cands, _flat, via = types[(p.a, p.b)]
         hops = [(p.a, via), (via, p.b)] if via else [(p.a, p.b)]
         nvml = []
         for x, y in hops:

@@ -90,8 +90,6 @@ class PairFacts:
 
 def decide(version: Version, st, default: DefaultLevel, f: PairFacts) -> Dict[str, object]:
     """``{"p2p", "reason", "depends_on"?, "init_fails"?}`` for one pair."""
-    env = st.env
-    out: Dict[str, object] = {}
     t = f.path_type
     if t is None:
         if f.path_candidates:
