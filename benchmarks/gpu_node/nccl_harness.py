@@ -83,6 +83,10 @@ def dump_flags(path: str):
                 for net in child.iter("net"):
                     nets[net.get("name")] = {"gdr": net.get("gdr"), "busid": pci.get("busid", "").lower(),
                                              "speed": net.get("speed")}
+    for cpu in root.iter("cpu"):  # a NIC NCCL found no PCI path for (virtio-net, ...) hangs off the CPU
+        for nic in cpu.findall("nic"):
+            for net in nic.iter("net"):
+                nets[net.get("name")] = {"gdr": net.get("gdr"), "busid": None, "speed": net.get("speed")}
     return gpus, nets
 
 
@@ -117,6 +121,14 @@ def compare(nccl: dict, live: dict, dumped: dict) -> dict:
         devs = {d["bdf"]: d for d in live.get("devices", ())}
         for name, attrs in nets.items():
             bus = attrs["busid"]
+            if bus is None:
+                nic_pairs = [p for p in pairs.values() if p["kind"] == "gpu-nic"]
+                enabled = [f"{p['a']}-{p['b']}" for p in nic_pairs if p["nccl"].get("gdr") == "enabled"]
+                check(f"net-gdr {name}", attrs["gdr"] != "0" or not enabled,
+                      f"NCCL <net name={name!r} gdr={attrs['gdr']!r}> with no PCI path (under <cpu>); gdrcheck's "
+                      f"GPU-NIC pairs: " + ("; ".join(f"{p['b']} gdr={p['nccl'].get('gdr')} ({p['nccl'].get('reason')})"
+                                                       for p in nic_pairs) or "none"))
+                continue
             mine_pairs = [p for (a, b), p in pairs.items() if b == bus]
             if not mine_pairs:
                 rdma = (devs.get(bus) or {}).get("rdma")

@@ -87,6 +87,7 @@ class NodeNccl:
     nics: Dict[str, NicInfo]
     plugins: Tuple[str, ...]
     topo_files: Dict[str, str] = field(default_factory=dict)  # path -> what was applied from it
+    rdma: Dict[str, Optional[bool]] = field(default_factory=dict)  # NIC -> an RDMA device NCCL's IB lists
     gdr_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
     p2p_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
 
@@ -262,6 +263,9 @@ def net_selection(st: NcclSettings, plugins: Tuple[str, ...]) -> Tuple[Optional[
 def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Optional[bool], str, List[str]]:
     """NCCL's ``net.gdr`` for this NIC, seen from this GPU (DMA-BUF needs the GPU's attribute)."""
     st = node.st
+    if node.rdma.get(nic.bdf) is False:
+        return False, ("not an RDMA device (no /sys/class/infiniband entry): NCCL's IB transport does not list it, "
+                       "and a socket NIC carries no GPUDirect RDMA (net_socket.cc: NCCL_PTR_HOST)"), []
     kind, why = net_selection(st, node.plugins)
     if kind == "socket":
         return False, why, []
@@ -361,6 +365,11 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     gpus = {b: gpu_info(snap, topo, b, cpu, topo_gpu) for b in gpus_bdf}
     nics = {b: nic_info(snap, topo, b, rates, topo_net) for b in topo.of_kind("nic")}
     node = NodeNccl(version, version_reason, found, st, cpu, cpu_src, gpus, nics, plugins, topo_applied)
+    from gdrcheck.rules.base import Context
+    from gdrcheck.rules.link_nic import rdma_capable
+
+    ctx = Context(snap=snap, topo=topo, pairs=())
+    node.rdma = {b: rdma_capable(ctx, b) for b in nics}
     types = {(p.a, p.b): pair_type(topo, p, version, st) for p in pairs}
     _decide_gdr(node, snap, topo, pairs, types)
     _decide_p2p(node, snap, topo, pairs, types)
