@@ -376,20 +376,23 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     return node
 
 
-def _flattened(topo, bridges) -> bool:
+def _flattened(topo, bridges, version: Version = NEWEST) -> bool:
+    """Every switch on the path is a Broadcom part NCCL flattens at this version (Gen4 from 2.9.6, Gen5 from
+    2.20.3: v2.30.7 ``topo.cc:195-268``)."""
     switches = {topo.switch_id(b) for b in bridges if topo.kind.get(b) in ("switch_upstream", "switch_downstream")}
     if len(switches) < 2:
         return False
     for s in switches:
         d = topo.by_bdf[s]
-        if not bcm_gen(d.vendor, d.device, d.subsys_vendor, d.subsys_device):
+        gen = bcm_gen(d.vendor, d.device, d.subsys_vendor, d.subsys_device)
+        if not gen or (gen == 4 and version < (2, 9, 6)) or (gen == 5 and version < (2, 20, 3)):
             return False
     return True
 
 
 def pair_type(topo, p, version: Version, st) -> Tuple[Optional[str], Tuple[str, ...], bool, Optional[str]]:
     """(NCCL path type, candidates, Broadcom-flattened, NVB intermediate GPU)."""
-    flat = p.pcie_path == "PXB" and _flattened(topo, p.bridges) and version >= (2, 9, 6)
+    flat = p.pcie_path == "PXB" and _flattened(topo, p.bridges, version)
     t = nccl_type(p.pcie_path, p.nvlinks if p.kind == "gpu-gpu" else None, flat)
     cands = tuple(sorted({nccl_type(c, None) for c in p.candidates}, key=lambda x: rank_in(version).get(x, 99))) \
         if p.pcie_path is None else ()
@@ -508,7 +511,7 @@ def _net_faster(node: NodeNccl, topo, p, t: Optional[str]) -> Tuple[Optional[boo
             cls, _ = topo.pcie_class(g, n)
             if view is None or cls is None:
                 continue
-            nt = nccl_type(cls, None, cls == "PXB" and _flattened(topo, topo.path_bridges(g, n)))
+            nt = nccl_type(cls, None, cls == "PXB" and _flattened(topo, topo.path_bridges(g, n), node.version))
             if order.get(nt, 99) > order["PXB"]:
                 continue
             if view["gdr"] == "disabled":
