@@ -12,7 +12,8 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from gdrcheck.nccl import gdr as gdr_rules
 from gdrcheck.nccl import p2p as p2p_rules
-from gdrcheck.nccl.core import NEWEST, Version, bcm_gen, nccl_type, parse_version, peermem_files, rank_in, version_str
+from gdrcheck.nccl.core import (NEWEST, Version, bcm_gen, nccl_type, parse_version, peermem_files, rank_in,
+                                version_str, within)
 from gdrcheck.nccl.cpu import cpu_kind, node_cpu
 from gdrcheck.nccl.settings import NcclSettings, effective_env, param, settings
 
@@ -462,8 +463,9 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
                     continue
                 if not _nvl(topo, p.a, q.a) or node.gpus[q.a].gdr is False or flags[(q.a, q.b)][0] is False:
                     continue
-                if v >= (2, 30, 0) and gdr_rules.read_side(v, st, node.gpus[q.a].sm, True, single)["gdr_read"] \
-                        == "disabled":
+                # 2.30 asks ncclTopoCheckGdr(peer, read=1) too (paths.cc:825-830): its level and send side
+                if v >= (2, 30, 0) and (gdr_rules.read_side(v, st, node.gpus[q.a].sm, True, single)["gdr_read"]
+                                        == "disabled" or not within(qt, st.gdr_level, v)):
                     continue
                 if best is None or order[qt] < order[best[1]]:
                     best = (q.a, qt)

@@ -13,7 +13,7 @@ Sources (``NVIDIA/nccl``):
   check); v2.12.7-v2.18.6 ``paths.cc:314-330`` (a bad status on PCIe only logs when the setting is 0, and
   the transport's ``cudaDeviceCanAccessPeer`` decides); no NVML check before v2.12.7.
 * the network preferred over P2P: ``ncclTopoCheckNet`` v2.30.7 ``paths.cc:599-631`` (since v2.18.1
-  ``paths.cc:415``), called by the P2P transport (``p2p.cc:130-210``).
+  ``paths.cc:415``; first in v2.14.3 ``paths.cc:402-434``), called by the P2P transport (``p2p.cc:130-210``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ INTEL_ARM_PXB_FROM = (2, 9, 6)
 NVML_CHECK_FROM = (2, 12, 7)
 NVML_PCIE_DISABLES_FROM = (2, 19, 0)
 NVB_DISABLE_FROM = (2, 12, 7)
-CHECK_NET_FROM = (2, 18, 0)
+CHECK_NET_FROM = (2, 14, 0)
 
 
 @dataclass(frozen=True)
