@@ -89,7 +89,10 @@ def build(root: Path, *, devices: Sequence[Tuple[str, str, int, str]], cpu: Opti
     for rel, text in w.items():
         p = root / rel.lstrip("/")
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
+        if text.startswith("->"):  # a symbolic link, as ldconfig keeps libnccl.so.2
+            p.symlink_to(text[2:])
+        else:
+            p.write_text(text)
     if libibverbs:
         link = root / "usr/lib/x86_64-linux-gnu/libibverbs.so.1"
         if not link.exists():

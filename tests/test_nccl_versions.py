@@ -16,6 +16,7 @@ def node_with(tmp_path, name, files):
 
 def test_newest_found_judges_and_others_are_compared(tmp_path):
     files = {"/usr/lib/x86_64-linux-gnu/libnccl.so.2.21.5": "",
+             "/usr/lib/x86_64-linux-gnu/libnccl.so.2": "->libnccl.so.2.21.5",
              f"{SITE}/nvidia_nccl_cu12-2.26.2.dist-info/METADATA": "Name: nvidia-nccl-cu12\n",
              f"{SITE}/torch-2.5.1.dist-info/METADATA": "Name: torch\nRequires-Dist: nvidia-nccl-cu12==2.21.5; "
                                                         "platform_system == \"Linux\"\n"}
@@ -31,7 +32,8 @@ def test_newest_found_judges_and_others_are_compared(tmp_path):
 
 
 def test_nccl_version_option_wins(tmp_path):
-    files = {"/usr/lib/x86_64-linux-gnu/libnccl.so.2.26.2": ""}
+    files = {"/usr/lib/x86_64-linux-gnu/libnccl.so.2.26.2": "",
+             "/usr/lib/x86_64-linux-gnu/libnccl.so.2": "->libnccl.so.2.26.2"}
     top, pairs = N.decide(node_with(tmp_path, "option-wins", files), "2.21.5")
     assert top["version"] == "2.21.5" and top["version_reason"] == "--nccl-version"
     assert pairs[(G0, NIC0)]["gdr"] == "disabled"

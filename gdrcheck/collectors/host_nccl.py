@@ -180,7 +180,6 @@ _LIBNCCL = re.compile(r"^libnccl\.so\.(\d+)\.(\d+)\.(\d+)$")
 _WHEEL = re.compile(r"^nvidia_nccl_cu\d+-(\d+)\.(\d+)\.(\d+)[^/]*\.dist-info$")
 _TORCH = re.compile(r"^torch-([^-]+)\.dist-info$")
 _TORCH_NCCL = re.compile(r"^Requires-Dist:\s*nvidia-nccl-cu\d+\s*==\s*(\d+)\.(\d+)\.(\d+)", re.M)
-_PLUGIN = re.compile(r"^libnccl-net(?:-[A-Za-z0-9_.+-]+)?\.so(?:\.\d+)*$")
 
 
 def _site_dirs(ctx: HostCtx) -> List[str]:
@@ -206,12 +205,16 @@ def nccl_versions_fact(ctx: HostCtx) -> Fact:
     if src.live:
         dirs.extend(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p.startswith("/"))
     for d in dict.fromkeys(dirs):
-        for n in src.listdir(d):
+        # the soname link ldconfig keeps (libnccl.so.2 -> libnccl.so.2.X.Y): cheap to capture, unlike a listing
+        for link in ("libnccl.so.2", "libnccl.so"):
+            target = src.readlink(f"{d}/{link}")
+            n = target.rsplit("/", 1)[-1] if target else ""
             m = _LIBNCCL.match(n)
             if m:
                 found.append({"version": ".".join(m.groups()), "where": f"{d}/{n}", "kind": "library"})
-            elif _PLUGIN.match(n):
-                plugins.append(f"{d}/{n}")
+                break
+        if src.exists(f"{d}/libnccl-net.so"):  # the plugin NCCL loads when NCCL_NET_PLUGIN is unset
+            plugins.append(f"{d}/libnccl-net.so")
     for site in _site_dirs(ctx):
         for n in src.listdir(site):
             m = _WHEEL.match(n)
