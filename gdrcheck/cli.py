@@ -16,12 +16,22 @@ from gdrcheck import __version__
 from gdrcheck.cli_run import RUN, deliver_text, emit, end_progress, fmt_of, load, progress_reporter, redacted
 from gdrcheck.errors import InputError
 
-FROM_HELP = ("read facts from PATH instead of this machine: a directory laid out like /, a snapshot "
-             "archive, an lspci -t tree, an NCCL topology XML or an hwloc XML")
+FROM_HELP = ("read facts from PATH instead of this machine; repeat it for several files of one node "
+             "(merged): a directory laid out like / or a snapshot archive (gdrcheck snapshot), "
+             "lspci -tv, sudo lspci -vvv, nvidia-smi -q (or -q -x), nvidia-smi topo -m (or -mp), "
+             "an NCCL topology XML (NCCL_TOPO_DUMP_FILE) or an hwloc XML (lstopo FILE.xml)")
+
+
+def _from_paths(_ctx, _param, value):
+    """() -> None (this machine); one path -> that path; several -> the tuple (one node's files, merged)."""
+    if not value:
+        return None
+    return value[0] if len(value) == 1 else tuple(value)
 
 
 def from_option(f):
-    return click.option("--from", "from_path", metavar="PATH", help=FROM_HELP)(f)
+    return click.option("--from", "from_path", metavar="PATH", multiple=True, callback=_from_paths,
+                        help=FROM_HELP)(f)
 
 
 def format_options(f, formats=("text", "json")):
@@ -96,13 +106,22 @@ def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
 
 
 def _options(nccl_version: Optional[str], min_bar1: Optional[str] = None, bar1_used_max: Optional[float] = None):
+    import re
+
     from gdrcheck import nccl
     from gdrcheck.rules.base import Options
 
+    if nccl_version is not None and not re.fullmatch(r"\s*v?\d{1,3}\.\d{1,3}(\.\d{1,3})?\s*", nccl_version):
+        raise click.BadParameter(f"not an NCCL version: {nccl_version[:40]!r} (expected e.g. 2.21.5)",
+                                 param_hint="--nccl-version")
     try:
-        nccl.parse_version(nccl_version)
+        asked = nccl.parse_version(nccl_version)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--nccl-version") from None
+    if asked > nccl.NEWEST:
+        newest = ".".join(map(str, nccl.NEWEST))
+        sys.stderr.write(f"gdrcheck: note: NCCL {nccl_version.strip()} is newer than the newest release gdrcheck "
+                         f"knows; judged with the rules of NCCL {newest}\n")
     kw = {"nccl_version": nccl_version}
     if min_bar1 is not None:
         kw["min_bar1_bytes"] = _parse_size(min_bar1)
@@ -154,7 +173,7 @@ def pairs(from_path, fmt, as_json, redact, fail_on, nccl_version, as_jsonl, time
     from gdrcheck.evaluate import evaluate
     from gdrcheck.report_pairs import pairs_doc
 
-    fmt = "jsonl" if as_jsonl else fmt_of(fmt, as_json)
+    fmt = fmt_of(fmt_of(fmt, as_json), as_jsonl, "jsonl")
     options = _options(nccl_version)
     RUN.start(timeout, fmt, output, from_path)
     report = evaluate(redacted(load(from_path), redact), options)
@@ -182,9 +201,11 @@ def rules(as_json):
         sys.stdout.write(render_json(pretty=sys.stdout.isatty(), doc={"format_version": FORMAT_VERSION, "gdrcheck_version": __version__,
                                       "rules": [r.to_doc() for r in items]}))
         return 0
-    for r in items:
-        tag = "NCCL" if r.origin == "nccl" else "    "
-        click.echo(f"{r.code}  {r.severity:<7} {tag} {r.name:<36} {r.title}")
+    from gdrcheck.output import deliver
+
+    tags = {"nccl": "NCCL", "nvidia-docs": "NVDA", "kernel": "KERN"}
+    deliver("".join(f"{r.code}  {r.severity:<7} {tags.get(r.origin, '    ')} {r.name:<36} {r.title}\n"
+                    for r in items), None)
     return 0
 
 
@@ -197,12 +218,15 @@ def explain(code):
     code_u = code.strip().upper()
     for r in all_rules():
         if r.code == code_u or r.name == code.strip().lower():
-            origin = {"nccl": "one of NCCL's own conditions", "nvidia-docs": "NVIDIA's documented requirement",
-                      "kernel": "the Linux kernel's rule", "gdrcheck": "a gdrcheck check"}[r.origin]
+            from gdrcheck.rules.base import ORIGIN_WORDS
+
+            origin = ORIGIN_WORDS[r.origin]
             click.echo(f"{r.code} {r.name} ({r.severity}, {r.scope}; {origin})")
             click.echo(f"\n{r.title}\n")
             click.echo(f"Why: {r.rationale}\n")
             click.echo(f"Fix: {r.remediation}")
+            if r.vm_remediation:
+                click.echo(f"\nIn a virtual machine: {r.vm_remediation}")
             return 0
     raise InputError(f"no rule {code!r} (gdrcheck rules lists them)")
 
@@ -230,7 +254,7 @@ def snapshot(output, redact):
 @cli.command()
 @from_option
 @click.option("-o", "--output", "output", required=True, metavar="FILE.html",
-              help="page to write (written to a temporary file and renamed into place)")
+              help="page to write (written to a temporary file and renamed into place); - for stdout")
 @click.option("--redact", is_flag=True, help="replace the host name, serial numbers, UUIDs and MAC addresses")
 @fail_on_option
 @nccl_option
@@ -246,10 +270,12 @@ def report(from_path, output, redact, fail_on, nccl_version):
     from gdrcheck.report_topology import topology_doc
 
     options = _options(nccl_version)
-    check_target(output)
+    to_stdout = output == "-"
+    if not to_stdout:
+        check_target(output)
     # the Resizable BAR capability is in the GPU's config space
     result = evaluate(redacted(load(from_path, endpoint_config=True), redact), options)
-    progress = progress_reporter()
+    progress = progress_reporter() if not to_stdout else None
     try:
         if progress:
             progress("writing " + output)
@@ -262,7 +288,12 @@ def report(from_path, output, redact, fail_on, nccl_version):
             from gdrcheck.snapshot import redact_text
 
             page = redact_text(page, None)
-        write_atomic(output, page)
+        if to_stdout:
+            from gdrcheck.output import deliver
+
+            deliver(page, None)
+        else:
+            write_atomic(output, page)
     finally:
         end_progress(progress)
     if progress:
@@ -298,9 +329,9 @@ def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max, time
 
     doc = bar1_doc(snap, report.topo, findings)
     emit(doc, fmt, as_json, redact, text, output)
-    from gdrcheck.report_pairs import SEVERITY_RANK
+    from gdrcheck.status import reaches
 
-    if any(SEVERITY_RANK[f.severity] >= SEVERITY_RANK[fail_on] for f in findings):
+    if any(reaches(f.severity, fail_on) for f in findings):
         return 1
     gpus = report.topo.of_kind("gpu")
     if gpus and any(g.get("bar1_total_bytes") is None for g in doc.get("gpus", [])) or (gpus and not doc.get("gpus")):
@@ -334,8 +365,9 @@ def _requirements(text: str):
               help="text; json/jsonl (the pairs document); nhc, npd, nagios (one line, each engine's exit "
                    "codes); prometheus (node_exporter textfile)")
 @click.option("--jsonl", "as_jsonl", is_flag=True, help="same as --format jsonl")
-@click.option("--require", "require", default="gdr,p2p,gds", show_default=True, metavar="LIST",
-              help="what must work: gdr (GPU-NIC), p2p (GPU-GPU), gds (GPU-NVMe)")
+@click.option("--require", "require", default=None, metavar="LIST",
+              help="what must work: gdr (GPU-NIC), p2p (GPU-GPU), gds (GPU-NVMe); one that nothing on the node "
+                   "could satisfy fails. Default: judge the pairs the node has (a node without a GPU fails)")
 @click.option("--per-pair-metrics", is_flag=True, help="prometheus: also one series per pair")
 @click.option("--redact", is_flag=True, help="replace the host name, serial numbers, UUIDs and MAC addresses")
 @fail_on_option
@@ -351,11 +383,11 @@ def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, 
     from gdrcheck.report_pairs import exit_status, pairs_doc
 
     fmt = "jsonl" if as_jsonl else fmt
-    caps = _requirements(require)
+    caps = _requirements(require) if require is not None else ["gdr", "p2p", "gds"]
     options = _options(nccl_version)
     RUN.start(timeout, fmt, output, from_path)
     report = evaluate(redacted(load(from_path, endpoint_config=fmt == "prometheus"), redact), options)
-    gate = restrict(report, caps)
+    gate = restrict(report, caps, required=require is not None)
     doc = pairs_doc(gate, fail_on)
     code = exit_status(gate, fail_on)[0]
     if fmt in ("json", "jsonl"):
@@ -499,12 +531,11 @@ def main(argv=None) -> None:
     except InputError as e:
         sys.stderr.write(f"gdrcheck: error: {_one_line(str(e))}\n")
         sys.exit(_usage_status(argv, _one_line(str(e))))
-    except BrokenPipeError:
-        try:
-            sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
-        sys.exit(1)
+    except BrokenPipeError:  # the reader of stdout went away: nothing to say (rules, explain)
+        from gdrcheck.output import stdout_closed
+
+        stdout_closed()
+        sys.exit(0)
     except KeyboardInterrupt:
         sys.stderr.write("gdrcheck: interrupted\n")
         sys.exit(130)

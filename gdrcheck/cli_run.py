@@ -12,8 +12,16 @@ import sys
 from typing import Optional
 
 
-def fmt_of(fmt: str, as_json: bool) -> str:
-    return "json" if as_json else fmt
+def fmt_of(fmt: str, as_json: bool, flag: str = "json") -> str:
+    """The format asked for: ``--json`` (or ``--jsonl``, ``flag``) is ``--format json``; with another
+    ``--format`` it is a usage error, not a silent choice of one of the two."""
+    if not as_json:
+        return fmt
+    if fmt not in ("text", flag):
+        import click
+
+        raise click.UsageError(f"--{flag} and --format {fmt} ask for two different outputs; give one")
+    return flag
 
 
 def redacted(snap, redact: bool):
@@ -37,7 +45,7 @@ def emit(doc, fmt: str, as_json: bool, redact: bool, render_text, output: Option
         return
     from gdrcheck.render.console import make_console
 
-    console = make_console()
+    console = make_console(to_file=bool(output))
     if redact or output:
         import io
 
@@ -46,7 +54,13 @@ def emit(doc, fmt: str, as_json: bool, redact: bool, render_text, output: Option
         render_text(doc, console)
         deliver_text(buf.getvalue(), redact, output)
         return
-    render_text(doc, console)
+    try:
+        render_text(doc, console)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        from gdrcheck.output import stdout_closed
+
+        stdout_closed()
 
 
 def deliver_text(text: str, redact: bool, output: Optional[str]) -> None:

@@ -6,15 +6,14 @@ findings that concern it (fail > unknown > degraded), ``ok`` when none does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from gdrcheck import nccl
 from gdrcheck.model import Snapshot, bdf_key
-from gdrcheck.rules.base import EFFECTS, Context, Finding, Options, PairInfo
+from gdrcheck.rules.base import Context, Finding, Options, PairInfo
+from gdrcheck.status import severity_for, worst_verdict
 from gdrcheck.topology import Topology
-
-VERDICT_ORDER = ("fail", "unknown", "degraded", "ok")
 
 
 @dataclass
@@ -35,11 +34,11 @@ class Report:
 PAIR_KIND_OF = {"gdr": "gpu-nic", "p2p": "gpu-gpu", "gds": "gpu-nvme"}
 
 
-def restrict(report: Report, capabilities) -> Report:
+def restrict(report: Report, capabilities, required: bool = True) -> Report:
     """The report as far as ``capabilities`` (gdr, p2p, gds) go: their pairs, and the findings that
-    concern those pairs or no pair at all (BAR1, host facts)."""
-    from dataclasses import replace
-
+    concern those pairs or no pair at all (BAR1, host facts). ``required``: a capability that nothing on
+    the node could satisfy is an error finding (GDR011-013); a node without a GPU always is (GDR010)."""
+    from gdrcheck.rules.requirements import unmet
     kinds = {PAIR_KIND_OF[c] for c in capabilities}
     pairs = tuple(p for p in report.pairs if p.kind in kinds)
     keep = {(p.a, p.b) for p in pairs}
@@ -51,6 +50,7 @@ def restrict(report: Report, capabilities) -> Report:
         mine = tuple(k for k in f.pairs if k in keep)
         if mine:
             findings.append(replace(f, pairs=mine))
+    findings = unmet(report.topo, capabilities if required else ()) + findings
     return Report(snap=report.snap, topo=report.topo, options=report.options, settings=report.settings,
                   pairs=pairs, findings=findings,
                   verdicts={k: v for k, v in report.verdicts.items() if k in keep},
@@ -73,16 +73,17 @@ def _flattened(topo: Topology, bridges: Tuple[str, ...]) -> bool:
 
 def build_pairs(topo: Topology) -> Tuple[PairInfo, ...]:
     gpus = topo.of_kind("gpu")
-    nics = topo.of_kind("nic")
+    nics = topo.gpudirect_nics()
     nvmes = topo.of_kind("nvme")
     out: List[PairInfo] = []
 
     def mk(a: str, b: str, kind: str) -> PairInfo:
         cls, cands = topo.pcie_class(a, b)
         nvl = topo.nvlink_count(a, b) if kind == "gpu-gpu" else None
-        path = f"NV{nvl}" if nvl else cls
+        unseen = topo.nvlink_unseen(a, b) if kind == "gpu-gpu" else ""
+        path = f"{topo.link_word(a, b)}{nvl}" if nvl else cls
         return PairInfo(a=a, b=b, kind=kind, pcie_path=cls, path=path, candidates=tuple(cands),
-                        bridges=topo.path_bridges(a, b), nvlinks=nvl)
+                        bridges=topo.path_bridges(a, b), nvlinks=nvl, nvlink_unknown=unseen)
 
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
@@ -121,19 +122,19 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Report:
     for _rule, check in registry():
         if check is None:
             continue
-        report.findings.extend(check(ctx))
+        for f in check(ctx):
+            sev = severity_for(f.effect if f.pairs else None, f.severity)
+            report.findings.append(f if sev == f.severity else replace(f, severity=sev))
     report.findings.sort(key=lambda f: (f.code, [bdf_key(s) if s.count(":") == 2 else (0, 0, 0, 0)
                                                  for s in f.subject], f.subject, f.message))
     by_pair: Dict[Tuple[str, str], List] = {}
     for f in report.findings:
         for key in f.pairs:
             by_pair.setdefault(key, []).append(f)
-    rank = {e: i for i, e in enumerate(EFFECTS)}
     for pair in pairs:
         key = (pair.a, pair.b)
         fs = by_pair.get(key, ())
-        effects = [f.effect for f in fs if f.effect]
-        report.verdicts[key] = min(effects, key=rank.__getitem__) if effects else "ok"
+        report.verdicts[key] = worst_verdict(f.effect for f in fs)
         report.pair_findings[key] = sorted({f.code for f in fs})
     return report
 
@@ -154,6 +155,8 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
 
     t, cands, flat, via = pair_type(topo, pair, st.version, st)
     view: dict = {"path_type": t}
+    if pair.nvlink_unknown:
+        view["path_type_reason"] = pair.nvlink_unknown
     if cands:
         view["path_type_candidates"] = list(cands)
     if flat:

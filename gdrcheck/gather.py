@@ -7,6 +7,7 @@ import os
 import re
 from typing import Callable, Dict, List, Optional
 
+from gdrcheck.collectors.clip import HOST_NAME_MAX, clip_name
 from gdrcheck.model import CollectorStatus, Fact, Snapshot, frozen_map, unknown
 from gdrcheck.source import Source
 
@@ -31,9 +32,9 @@ def _hostname(src: Source) -> Optional[str]:
         except ValueError:
             host = None
         if isinstance(host, str) and host:
-            return host
+            return clip_name(host, HOST_NAME_MAX)
     name = src.read_line("/proc/sys/kernel/hostname")
-    return name or None
+    return clip_name(name, HOST_NAME_MAX) or None
 
 
 def _out_of_time(dl, what: str, statuses: List[CollectorStatus]) -> bool:
@@ -60,7 +61,7 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
 
         pending_nvml = begin_nvml(src)  # the driver answers while sysfs is read
     say("reading PCI devices")
-    devices, root_numa, st = collect_sysfs_pci(src, endpoint_config=endpoint_config)
+    devices, root_numa, st, pci_notes = collect_sysfs_pci(src, endpoint_config=endpoint_config)
     statuses.append(st)
     if want_names:
         from dataclasses import replace
@@ -112,4 +113,5 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
         host=frozen_map(host),
         collectors=tuple(statuses),
         hostname=_hostname(src),
+        notes=pci_notes,
     )

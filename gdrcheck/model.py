@@ -115,11 +115,16 @@ class PciFunction:
 
     ``parent`` is the bridge directly upstream (``None`` on a root bus);
     ``root`` is the root bus ``dddd:bb`` the function hangs under.
+    ``unlisted_upstream``: bridges between ``parent`` and this function that
+    the input names on its path but does not list as functions (sysfs: a
+    trimmed capture, or a bridge hidden by firmware), top first; ``parent``
+    is then the nearest listed bridge above.
     """
 
     bdf: str
     root: str
     parent: Optional[str] = None
+    unlisted_upstream: Tuple[str, ...] = ()
     class_code: Optional[int] = None  # 24-bit, e.g. 0x030200
     vendor: Optional[int] = None
     device: Optional[int] = None
@@ -206,7 +211,23 @@ class CollectorStatus:
 # The snapshot
 
 
-INPUT_KINDS = ("live", "sysfs", "snapshot", "lspci", "nccl-xml", "hwloc-xml")
+@dataclass(frozen=True)
+class PathFact:
+    """A pair's PCIe path class as an input states it (an ``nvidia-smi topo -m`` cell), not as a tree implies it.
+
+    ``tree`` is what the PCIe tree of the same node said when it disagreed (or
+    the classes it left open, joined by ``/``); ``why`` says why the stated
+    class was trusted.
+    """
+
+    cls: str  # PIX, PXB, PHB, NODE, SYS
+    source: str
+    tree: Optional[str] = None
+    why: str = ""
+
+
+INPUT_KINDS = ("live", "sysfs", "snapshot", "lspci", "nccl-xml", "hwloc-xml", "lspci-vvv", "nvidia-smi-q",
+               "topo-matrix", "pastes")
 
 
 @dataclass(frozen=True)
@@ -233,6 +254,10 @@ class Snapshot:
     collectors: Tuple[CollectorStatus, ...] = ()
     hostname: Optional[str] = None
     notes: Tuple[str, ...] = ()
+    # pastes (--from given several times, nvidia-smi topo -m): classes stated per pair, keyed (a, b) as
+    # (lower, higher) bus id; functions the input shows without their place in the PCIe tree
+    path_facts: Mapping[Tuple[str, str], PathFact] = field(default_factory=lambda: MappingProxyType({}))
+    unplaced: Tuple[str, ...] = ()
 
     def device(self, bdf: str) -> Optional[PciFunction]:
         for d in self.devices:

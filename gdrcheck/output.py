@@ -64,10 +64,24 @@ def write_atomic(path: str, text: str) -> None:
         f.write(text)
 
 
+def stdout_closed() -> None:
+    """The reader of stdout has gone (``| head -1``): what is still to be written goes nowhere,
+    quietly, and the run ends with its own exit status (no error at exit when Python flushes)."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError):
+        pass
+
+
 def deliver(text: str, output: Optional[str]) -> None:
     """The document to ``output`` (atomically) or to stdout."""
     if output:
         write_atomic(output, text)
-    else:
+        return
+    try:
         sys.stdout.write(text)
         sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_closed()

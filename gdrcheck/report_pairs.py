@@ -6,20 +6,62 @@ from typing import Any, Dict, List, Tuple
 
 from gdrcheck.evaluate import Report
 from gdrcheck.model import bdf_key
-from gdrcheck.report_topology import collectors_doc, header_doc, names_doc
+from gdrcheck.report_topology import collectors_doc, header_doc, names_doc, rdma_doc
 from gdrcheck.rules.base import Context, PairInfo
+from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, node_status
 
-SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
 
 def _names(topo, bdf: str) -> Dict[str, Any]:
     d = topo.by_bdf[bdf]
     out: Dict[str, Any] = {"bdf": bdf, "kind": topo.kind[bdf], **names_doc(d)}
+    if out["kind"] == "nic":
+        out.update(rdma_doc(topo, bdf))
     if d.gpu_index is not None and topo.kind[bdf] == "gpu":
         out["gpu_index"] = d.gpu_index
     if d.name:
         out["name"] = d.name
     out["numa_node"] = topo.numa(bdf) if topo.snap.numa_known else None
+    return out
+
+
+def _natural(text: str) -> Tuple:
+    import re
+
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
+
+
+def device_labels(devices: List[Dict[str, Any]]) -> Dict[str, str]:
+    """Column names as ``nvidia-smi topo -m`` prints them: GPUn by the driver's index, NICn in the
+    order of the RDMA devices (NIC0 is ``mlx5_0``; NICs without an RDMA name follow in bus order), and
+    NVMen in bus order. A NIC that is not a GPUDirect NIC (``rdma: false``) gets none."""
+    out: Dict[str, str] = {}
+    nics = [d for d in devices if d["kind"] == "nic" and d.get("rdma") is not False]
+    nics.sort(key=lambda d: (0, _natural(d["rdma_devices"][0])) if d.get("rdma_devices") else (1, bdf_key(d["bdf"])))
+    for i, d in enumerate(nics):
+        out[d["bdf"]] = f"NIC{i}"
+    nvmes = [d for d in devices if d["kind"] == "nvme"]
+    for i, d in enumerate(nvmes):
+        out[d["bdf"]] = f"NVMe{i}"
+    for d in devices:
+        if d["kind"] == "gpu":
+            out[d["bdf"]] = f"GPU{d['gpu_index']}" if "gpu_index" in d else f"GPU {d['bdf']}"
+    return out
+
+
+def rules_doc(report: Report) -> Dict[str, Any]:
+    """For each finding code of the document: the rule's name, title, origin (in words) and the fix in
+    force (the guest's fix in a virtual machine), so renderers need not read the registry."""
+    from gdrcheck.rules import by_code
+    from gdrcheck.rules.base import ORIGIN_WORDS
+
+    rules = by_code()
+    virtual = bool(report.topo.virtual())
+    out: Dict[str, Any] = {}
+    for code in sorted({f.code for f in report.findings}):
+        r = rules.get(code)
+        if r is not None:
+            out[code] = {"name": r.name, "title": r.title, "origin": ORIGIN_WORDS[r.origin], "fix": r.fix(virtual)}
     return out
 
 
@@ -110,9 +152,13 @@ def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
     snap, topo = report.snap, report.topo
     doc = header_doc(snap)
     doc["nccl"] = nccl_doc(report)
-    members = sorted({b for p in report.pairs for b in (p.a, p.b)} | set(topo.of_kind("gpu")),
+    members = sorted({b for p in report.pairs for b in (p.a, p.b)} | set(topo.of_kind("gpu", "nic")),
                      key=bdf_key)
     doc["devices"] = [_names(topo, b) for b in members]
+    labels = device_labels(doc["devices"])
+    for dev in doc["devices"]:
+        if dev["bdf"] in labels:
+            dev["label"] = labels[dev["bdf"]]
     from gdrcheck.rules.peermem import nic_gdr
 
     nic_side = nic_gdr(Context(snap=snap, topo=topo, pairs=report.pairs, options=report.options,
@@ -129,8 +175,13 @@ def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
             "findings": report.pair_findings[key],
             "nccl": nccl_decision(report, p, nic_side),
         })
+        fact = snap.path_facts.get(key if bdf_key(p.a) <= bdf_key(p.b) else (p.b, p.a)) if snap.path_facts else None
+        if fact is not None:  # the class an input stated (nvidia-smi topo -m), and the tree's when they differ
+            pairs[-1]["path_source"] = {"input": fact.source, "class": fact.cls, "tree": fact.tree,
+                                        "trusted": fact.source, "why": fact.why or None}
     doc["pairs"] = pairs
     doc["findings"] = [f.to_doc() for f in report.findings]
+    doc["rules"] = rules_doc(report)
     counts: Dict[str, int] = {}
     for v in report.verdicts.values():
         counts[v] = counts.get(v, 0) + 1
@@ -140,8 +191,7 @@ def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
     doc["collectors"] = collectors_doc(snap)
     if snap.notes:
         doc["notes"] = list(snap.notes)
-    code, _missing = exit_status(report, fail_on)
-    doc["status"] = STATUS_WORDS[code]
+    doc["status"] = node_status_word(report, fail_on)
     doc["timed_out"] = timed_out(report)
     doc["summary_line"] = summary_line(report, fail_on)
     from gdrcheck.fingerprint import fingerprint
@@ -150,7 +200,6 @@ def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
     return doc
 
 
-STATUS_WORDS = {0: "pass", 1: "fail", 3: "unknown"}
 SUMMARY_MAX = 80  # Node Problem Detector cuts at 80 bytes; a Slurm drain reason shows the first word
 
 
@@ -183,7 +232,7 @@ def summary_line(report: Report, fail_on: str = "error") -> str:
         for v in report.verdicts.values():
             counts[v] = counts.get(v, 0) + 1
         topo = report.topo
-        what = (f"{len(topo.of_kind('gpu'))} GPU, {len(topo.of_kind('nic'))} NIC, "
+        what = (f"{len(topo.of_kind('gpu'))} GPU, {len(topo.gpudirect_nics())} RDMA NIC, "
                 f"{len(topo.of_kind('nvme'))} NVMe: ")
         # pairs can fail below --fail-on (a NIC that is not an RDMA device): the count says so
         parts = [f"{counts[v]} {v}" for v in ("ok", "degraded", "fail", "unknown") if counts.get(v)]
@@ -217,17 +266,21 @@ def _fit(text: str, tail: str = "") -> str:
     return text + tail
 
 
+def node_status_word(report: Report, fail_on: str = "error") -> str:
+    """pass, fail or unknown: the one answer for this node (see :mod:`gdrcheck.status`)."""
+    missing = timed_out(report) or any(f.effect == "unknown" and not f.pairs for f in report.findings)
+    return node_status(report.verdicts.values(), (f.severity for f in report.findings), fail_on,
+                       facts_missing=missing)
+
+
 def exit_status(report: Report, fail_on: str = "error") -> Tuple[int, List[str]]:
     """The contract's exit status, and for status 3 the facts that were missing."""
+    word = node_status_word(report, fail_on)
+    if word != "unknown":
+        return EXIT_OF_STATUS[word], []
     if timed_out(report):
         f = report.snap.host["run_deadline"]
         return 3, [f"GDR122: the --timeout ran out before {', '.join(map(str, f.value.get('missed', ())))} "
                    "answered"]
-    threshold = SEVERITY_RANK[fail_on]
-    if any(SEVERITY_RANK[f.severity] >= threshold for f in report.findings):
-        return 1, []
-    if any(v == "unknown" for v in report.verdicts.values()):
-        missing = sorted({f"{f.code}: {f.settle or f.message}" for f in report.findings
-                          if f.effect == "unknown"})
-        return 3, missing
-    return 0, []
+    missing = sorted({f"{f.code}: {f.settle or f.message}" for f in report.findings if f.effect == "unknown"})
+    return 3, missing

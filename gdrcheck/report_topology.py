@@ -26,6 +26,16 @@ def names_doc(d) -> Dict[str, Any]:
     return out
 
 
+def rdma_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
+    """``rdma``: whether the NIC is (or may be) a GPUDirect RDMA device, null where the input cannot tell;
+    ``rdma_basis``: what decided it."""
+    capable, basis = topo.rdma(bdf)
+    out: Dict[str, Any] = {"rdma": capable}
+    if basis:
+        out["rdma_basis"] = basis
+    return out
+
+
 def device_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
     d = topo.by_bdf[bdf]
     link = d.link
@@ -49,8 +59,12 @@ def device_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
     if d.gpu_index is not None:
         doc["gpu_index"] = d.gpu_index
     doc.update(names_doc(d))
+    if doc["kind"] == "nic":
+        doc.update(rdma_doc(topo, bdf))
     if d.physfn:
         doc["physfn"] = d.physfn
+    if d.unlisted_upstream:
+        doc["unlisted_upstream"] = list(d.unlisted_upstream)
     if d.iommu_group is not None:
         doc["iommu_group"] = d.iommu_group
     if d.is_bridge and topo.kind[d.bdf] != "gpu":

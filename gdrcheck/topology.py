@@ -150,7 +150,21 @@ class Topology:
         return aa[: aa.index(lca) + 1] + bb[: bb.index(lca)]
 
     def pcie_class(self, a: str, b: str) -> Tuple[Optional[str], Tuple[str, ...]]:
-        """(class, candidates): class None when the input cannot decide."""
+        """(class, candidates): class None when the input cannot decide.
+
+        A class the input states for the pair (an ``nvidia-smi topo -m`` cell, ``snap.path_facts``) wins;
+        a function whose place in the tree the input does not show leaves every class open.
+        """
+        if self.snap.path_facts:
+            fact = self.snap.path_facts.get((a, b) if bdf_key(a) <= bdf_key(b) else (b, a))
+            if fact is not None:
+                return fact.cls, ()
+        if self.snap.unplaced and (a in self.snap.unplaced or b in self.snap.unplaced):
+            return None, PCIE_CLASSES
+        return self.tree_class(a, b)
+
+    def tree_class(self, a: str, b: str) -> Tuple[Optional[str], Tuple[str, ...]]:
+        """(class, candidates) from the PCIe tree alone."""
         da, db = self.by_bdf[a], self.by_bdf[b]
         if da.root != db.root:
             na, nb = self.numa(a), self.numa(b)
@@ -162,6 +176,74 @@ class Topology:
             return "PHB", ()
         switches = {self.switch_id(x) for x in self.path_bridges(a, b)}
         return ("PIX" if len(switches) == 1 else "PXB"), ()
+
+    # -- what the devices are ----------------------------------------------------
+
+    def rdma(self, nic: str) -> Tuple[Optional[bool], str]:
+        """Whether a NIC is (or may be) an RDMA device, and what says so.
+
+        The kernel's word first (its entries in /sys/class/infiniband); where the input shows the kernel's
+        RDMA view and the NIC has none, it is not one unless its model is RDMA-capable (then the RDMA
+        driver is not bound, which is a finding). Inputs without that view decide from the model, or
+        not at all.
+        """
+        from gdrcheck.device_models import nic_model
+
+        d = self.by_bdf[nic]
+        if d.rdma_devices:
+            return True, "RDMA device " + ", ".join(d.rdma_devices)
+        capable, what = nic_model(d)
+        kernel_view = self.snap.input_kind in ("live", "sysfs", "snapshot") and bool(self.snap.host.get("modules_loaded"))
+        if self.snap.input_kind == "nccl-xml" and d.kind_hint == "nic" and capable is not False:
+            return True, "NCCL lists it as a network device"
+        if capable is not None:
+            if not kernel_view:
+                return capable, f"{what}, decided from the model"
+            return capable, what if capable else f"{what}; no RDMA device in /sys/class/infiniband"
+        if kernel_view:
+            return False, "no RDMA device in /sys/class/infiniband"
+        return None, ""
+
+    def virtual(self) -> Optional[str]:
+        """How the input shows a virtual machine (the kernel's view where read, else a device only a
+        hypervisor presents), or None."""
+        f = self.snap.host.get("virtualization")
+        v = f.value if f is not None else None
+        if isinstance(v, dict) and v.get("virtual") is not None:
+            return (v.get("how") or "hypervisor detected") if v["virtual"] else None
+        from gdrcheck.device_models import virtual_platform
+
+        got = virtual_platform(self.snap.devices)
+        return f"{got[0]}: {got[1]}" if got else None
+
+    def gpudirect_nics(self) -> List[str]:
+        """NICs that are, or may be, RDMA devices: the ones that make GPU-NIC pairs."""
+        return [n for n in self.of_kind("nic") if self.rdma(n)[0] is not False]
+
+    def nvlink_unseen(self, a: str, b: str) -> str:
+        """For two NVLink/NVSwitch (or xGMI) parts in an input that cannot show such links: what they are.
+        Empty when the input shows links, or when either GPU is not such a part."""
+        from gdrcheck.device_models import link_word, nvlink_part
+
+        if self.snap.shows_nvlink:
+            return ""
+        pa, pb = nvlink_part(self.by_bdf[a]), nvlink_part(self.by_bdf[b])
+        if not pa or not pb:
+            return ""
+        word = link_word(self.by_bdf[a])
+        if pa.startswith("GPUs of a model"):
+            return (f"NVLink is not in this {self.snap.input_kind} input, which does not name the GPU model "
+                    "either, so NVLink/NVSwitch between them cannot be ruled out")
+        parts = pa if pa == pb else f"{pa} and {pb}"
+        return (f"{word} is not in this {self.snap.input_kind} input, and {parts} GPUs are normally joined by "
+                f"{word}{'/NVSwitch' if word == 'NVLink' else ''}")
+
+    def link_word(self, a: str, b: str) -> str:
+        """How the input names the GPU link between ``a`` and ``b``: ``NV`` (NVLink) or ``XGMI`` (AMD)."""
+        for link in self.snap.nvlinks:
+            if {link.a, link.b} == {a, b} and link.source == "xgmi":
+                return "XGMI"
+        return "NV"
 
     def nvlink_count(self, a: str, b: str) -> Optional[int]:
         """NVLinks joining two GPUs: direct links, or through the NVSwitch fabric."""

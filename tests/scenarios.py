@@ -52,15 +52,27 @@ def build(root: Path, **change) -> Path:
                      iommu_group=f"{10 + sock}", **cfg)
         dsp = SWITCH_DSP[sock]
         g = 2 * sock
-        for i, gpu in enumerate(GPUS[g:g + 2]):
-            t.add(gpu, dsp[i], driver="nvidia", iommu_group=str(20 + g + i), bars=gpu_bars,
+        gpus = () if change.get("no_gpu") or (change.get("one_gpu") and sock) else \
+            GPUS[g:g + (1 if change.get("one_gpu") else 2)]
+        for i, gpu in enumerate(gpus):
+            t.add(gpu, dsp[i], driver="nvidia", device=change.get("gpu_device", 0x2335), iommu_group=str(20 + g + i), bars=gpu_bars,
                   link=(change.get("gpu0_speed", "32.0 GT/s PCIe") if g + i == 0 else "32.0 GT/s PCIe",
                         width if (g + i == 0) else 16, "32.0 GT/s PCIe", 16), **cfg)
         nic_rdma = [] if change.get("nic_not_rdma") else [f"mlx5_{sock}"]
-        if not (change.get("single_nic") and sock == 1):
+        if change.get("nic_virtio"):
+            t.add(NICS[sock], dsp[2], cls=0x020000, vendor=0x1AF4, device=0x1041, driver="virtio-pci",
+                  iommu_group=str(30 + sock), **cfg)
+        elif not (change.get("single_nic") and sock == 1):
             t.add(NICS[sock], dsp[2], cls=0x020700, vendor=0x15B3, device=0x1021, driver="mlx5_core",
                   netdevs=[f"ibp{sock}s0"], rdma=nic_rdma, iommu_group=str(30 + sock), **cfg)
-        t.add(NVMES[sock], dsp[3], cls=0x010802, vendor=0x144D, device=0xA80A, driver="nvme",
+        if change.get("no_nvme"):
+            continue
+        nvme_parent = dsp[3]
+        if change.get("nvme_on_root_port"):  # the drive on a root port of its own: GPU-NVMe meet at the root
+            nvme_parent = t.add(f"0000:{rootbus:02x}:02.0", root=(0, rootbus), cls=0x060400, vendor=0x8086,
+                                device=0x352b, iommu_group=f"{50 + sock}", secondary=base + 0x40, **cfg)
+        t.add(NVMES[sock] if not change.get("nvme_on_root_port") else f"0000:{base + 0x40:02x}:00.0", nvme_parent,
+              cls=0x010802, vendor=0x144D, device=0xA80A, driver="nvme",
               nvme=[f"nvme{sock}"], iommu_group=str(40 + sock), **cfg)
     t.write()
     if change.get("bare"):
@@ -105,6 +117,11 @@ def build(root: Path, **change) -> Path:
         _write(root, "/etc/nccl.conf", change["nccl_conf"])
     _write(root, "/gdrcheck/nvml.json", json.dumps(_nvml(change)))
     _write(root, "/gdrcheck/env.json", "{}")
+    if change.get("no_pci_list"):  # a snapshot whose PCI device list is gone (the driver's answers are kept)
+        import shutil
+
+        shutil.rmtree(root / "sys" / "bus" / "pci")
+        _write(root, "/gdrcheck/manifest.json", json.dumps({"format": "gdrcheck-snapshot", "host": "gpu-node-01"}))
     return root
 
 
@@ -116,6 +133,10 @@ def _nvml(change) -> dict:
     listed = GPUS[:3] if change.get("gpu_missing_from_nvml") else GPUS
     if change.get("one_socket"):
         listed = GPUS[:2]
+    if change.get("one_gpu"):
+        listed = GPUS[:1]
+    if change.get("no_gpu"):
+        listed = ()
     for i, b in enumerate(listed):
         bus = "0000" + b.upper()
         links = [{"link": n, "active": True, "remote_bus_id": "FFFFFFFF:FF:FF.0", "remote_type": 2}
@@ -154,6 +175,16 @@ CASES: Dict[str, Dict] = {
     "gpu-link-x8": {"gpu_width": 8},
     "nic-without-rdma-driver": {"nic_not_rdma": True},
     "pcie-only-gpus": {"no_nvlink": True},
+    "nic-without-rdma-driver-virtio": {"nic_virtio": True},
+    "one-gpu-node": {"one_gpu": True},
+    "no-gpu-node": {"no_gpu": True},
+    "no-nvme-node": {"no_nvme": True},
+    "snapshot-without-pci-tree": {"no_pci_list": True},
+    "sxm-gpus-without-links": {"bare": True},
+    "bare-pcie-gpus": {"bare": True, "gpu_device": 0x2331},
+    "single-nic-gdr-level-sys": {"single_nic": True, "nccl_conf": "NCCL_NET_GDR_LEVEL=SYS\n"},
+    "pcie-gpus-p2p-level-sys": {"no_nvlink": True, "nccl_conf": "NCCL_P2P_LEVEL=SYS\n"},
+    "nvme-on-root-port": {"nvme_on_root_port": True},
     "p2p-chipset-not-supported": {"p2p_status": 1},
     "nccl-conf-overrides": {"nccl_conf": "# site settings\nNCCL_NET_GDR_LEVEL=SYS\nNCCL_P2P_DISABLE=1\n"},
     "bar1-256mib": {"bar1": 256 << 20},

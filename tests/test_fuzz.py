@@ -12,7 +12,9 @@ damage done to valid input:
 * ``parse_acs``, ``parse_rebar``, ``kinds.port_type``: config space of any
   length and content, never raise;
 * ``Source.run`` replaying ``/gdrcheck/commands.json`` of any content: a
-  :class:`CommandResult`, never raises.
+  :class:`CommandResult`, never raises;
+* ``parse_topo_matrix``, ``parse_lspci_verbose`` (pastes, issue 17): their facts or
+  :class:`InputError`; merged alone or with a tree, a Snapshot (or InputError) that evaluates.
 
 ``benchmarks/fuzz_campaign.py`` runs the same properties with many more
 examples; ``GDRCHECK_FUZZ_EXAMPLES`` sets the count per property here.
@@ -517,6 +519,112 @@ def test_nvidia_smi_xml(text):
 
 
 # ---------------------------------------------------------------------------
+# pastes (issue 17): nvidia-smi topo -m, lspci -vvv, and their merge with a tree
+
+# the Puget WRX90 node's matrix and an excerpt of its lspci -vvv (../shared/realworld/stelline-puget-*)
+TOPO_M = """\
+        GPU0    GPU1    NIC0    NIC1    CPU Affinity    NUMA Affinity   GPU NUMA ID
+GPU0     X      PHB     NODE    NODE    0-23    0               N/A
+GPU1    PHB      X      NODE    NODE    0-23    0               N/A
+NIC0    NODE    NODE     X      PIX
+NIC1    NODE    NODE    PIX      X
+
+Legend:
+
+  X    = Self
+  NV#  = Connection traversing a bonded set of # NVLinks
+
+NIC Legend:
+
+  NIC0: mlx5_0
+  NIC1: mlx5_1
+"""
+TOPO_NOISE = ("GPU0", "NIC1", "\tGPU0\tGPU1\tNIC0\tCPU Affinity", "GPU0\tX\tOK", "== nvidia-smi topo -mp", "mlx5_0", "NV12", "SOC", "PIX", " X ", "\t", "CPU Affinity", "NUMA Affinity",
+              "GPU NUMA ID", "$ nvidia-smi topo -m", "[sudo] password for x:", "  NIC2: mlx5_2", "Legend:", "N/A")
+LSPCI_VVV = """\
+$ sudo lspci -vvv -s c1:00.0
+c1:00.0 VGA compatible controller: NVIDIA Corporation AD102GL [RTX 6000 Ada Generation] (rev a1) (prog-if 00 [VGA controller])
+\tSubsystem: NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]
+\tNUMA node: 0
+\tBus: primary=00, secondary=01, subordinate=13, sec-latency=0
+\tRegion 0: Memory at b4000000 (32-bit, non-prefetchable) [size=16M]
+\tRegion 1: Memory at 13000000000 (64-bit, prefetchable) [size=64G]
+\tCapabilities: [78] Express (v2) Legacy Endpoint, MSI 00
+\t\tLnkCap:\tPort #0, Speed 16GT/s, Width x16, ASPM L1, Exit Latency L1 <4us
+\t\tLnkSta:\tSpeed 2.5GT/s (downgraded), Width x16
+\tCapabilities: [2a0 v1] Access Control Services
+\t\tACSCap:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-
+\t\tACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-
+\tCapabilities: [bb0 v1] Physical Resizable BAR
+\t\tBAR 1: current size: 64GB, supported: 64MB 128MB 256MB 512MB 1GB 2GB 4GB 8GB 16GB 32GB 64GB
+\tKernel driver in use: nvidia
+00: de 10 b1 26 07 04 10 00 a1 00 00 03 00 00 80 00
+21:00.0 Ethernet controller [0200]: Mellanox Technologies MT2910 Family [ConnectX-7] [15b3:1021]
+\tCapabilities: <access denied>
+"""
+VVV_NOISE = ("\tACSCtl:\tSrcValid+ ReqRedir+", "\tRegion 2: Memory at <unassigned> (64-bit, prefetchable)",
+             "\tCapabilities: [100 v1] Advanced Error Reporting", "\t\tBAR 0: current size: 16MB, supported: 16MB",
+             "10: 0c 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00", "c2:00.0 PCI bridge: X", "```", "GPU #1")
+PUGET_TREE = """\
+-+-[0000:00]-+-00.0  Advanced Micro Devices, Inc. [AMD] Device 14a4
+ +-[0000:20]-+-01.1-[21]--+-00.0  Mellanox Technologies MT2910 Family [ConnectX-7]
+ |           |            \\-00.1  Mellanox Technologies MT2910 Family [ConnectX-7]
+ \\-[0000:c0]-+-01.1-[c1]--+-00.0  NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]
+             \\-03.1-[c2]----00.0  NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]
+"""
+
+
+def expect_paste(kind: str, text: str) -> None:
+    """A paste parses to its facts or raises InputError naming the file; merged with a tree, it evaluates."""
+    from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
+    from gdrcheck.collectors.topo_matrix import parse_topo_matrices
+    from gdrcheck.evaluate import evaluate
+    from gdrcheck.inputs import sniff
+    from gdrcheck.pastes import Part, merge
+
+    CASES[kind] += 1
+    assert sniff(text) in (None, "lspci", "nccl-xml", "hwloc-xml", "nvidia-smi-q-xml", "nvidia-smi-q",
+                           "topo-matrix", "lspci-vvv", "acsctl-grep")
+    try:
+        data = (parse_topo_matrices(text, "fuzz.txt") if kind == "topo-matrix"
+                else parse_lspci_verbose(text, "fuzz.txt"))
+    except InputError as e:
+        assert str(e).startswith("fuzz.txt"), str(e)
+        return
+    if kind == "lspci-vvv":
+        for fn in data:
+            expect_config_parses(fn.config or b"")
+    tree = parse_lspci_tree(PUGET_TREE, "tree.txt")
+    for parts in ([Part("fuzz.txt", kind, data)], [Part("tree.txt", "lspci", tree), Part("fuzz.txt", kind, data)]):
+        try:
+            snap = merge(parts)
+        except InputError as e:
+            assert str(e).startswith(("fuzz.txt", "tree.txt")), str(e)
+            continue
+        assert isinstance(snap, Snapshot)
+        evaluate(snap)
+
+
+@FUZZ
+@given(mutated(TOPO_M, TOPO_NOISE))
+def test_topo_matrix_mutations(text):
+    expect_paste("topo-matrix", text)
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(TOPO_NOISE + ("GPU1", "PHB", "NODE", "SYS", "0", "1", "\n", "    ")),
+                max_size=60).map(" ".join))
+def test_topo_matrix_random_text(text):
+    expect_paste("topo-matrix", text)
+
+
+@FUZZ
+@given(mutated(LSPCI_VVV, VVV_NOISE))
+def test_lspci_vvv_mutations(text):
+    expect_paste("lspci-vvv", text)
+
+
+# ---------------------------------------------------------------------------
 # sysfs values, config space
 
 
@@ -647,5 +755,13 @@ def test_parsers_take_linear_time():
     _assert_linear(lambda n: '<topology version="2.0">' + "<!-- x -->\n" * n + "</topology>",
                    lambda t: parse_hwloc_xml(t, "c.xml"), 20000)
     _assert_linear(_smi_many, parse_smi_text, 100)
+    from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
+    from gdrcheck.collectors.topo_matrix import parse_topo_matrix
+
+    _assert_linear(lambda n: "".join(f"{i // 32:02x}:{i % 32:02x}.0 PCI bridge: X\n\tBus: primary=00, "
+                                     f"secondary=01, subordinate=02\n\tACSCtl:\tSrcValid- ReqRedir-\n"
+                                     for i in range(n)), lambda t: parse_lspci_verbose(t, "v.txt"), 200)
+    # a matrix grows as the square of its devices; linear in its text: one matrix behind many pasted lines
+    _assert_linear(lambda n: "$ x\n" * n + TOPO_M, lambda t: parse_topo_matrix(t, "m.txt"), 2000)
     _assert_linear(lambda n: "\n".join("0x00000000fb000000 0x00000000fbffffff 0x0000000000040200"
                                        for _ in range(n)), parse_resource, 2000)

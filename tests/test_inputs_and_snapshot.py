@@ -126,9 +126,11 @@ def test_missing_path_and_bad_option():
     assert_clean_error(run("explain", "GDR999"))
 
 
-def test_topo_matrix_and_graph_xml_are_not_inputs(realworld):
-    assert_clean_error(run("pairs", "--from", realworld / "gengwg-dgx-a100-ash6" / "nvidia-smi-topo-m.txt"))
+def test_graph_xml_is_not_an_input_but_a_topo_matrix_is(realworld):
     assert_clean_error(run("pairs", "--from", realworld / "azure-ncv4" / "nccl-graph.xml"))
+    # issue 17: a topo -m matrix alone gives its classes, everything else unknown (exit 3, or 1 on findings)
+    p = run("pairs", "--from", realworld / "gengwg-dgx-a100-ash6" / "nvidia-smi-topo-m.txt")
+    assert p.returncode in (1, 3) and "Traceback" not in p.stderr, p.stderr
 
 
 def test_live_commands_on_a_machine_without_gpu():

@@ -20,13 +20,14 @@ PUGET_LSPCI = "stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt"
 # code -> (case that fires it, case that does not, extra arguments)
 CASES = {
     "GDR001": ("healthy-gdr-node", "nccl-conf-overrides", ()),
-    "GDR002": (f"real:{PUGET_LSPCI}", "healthy-gdr-node", ()),
-    "GDR003": ("healthy-gdr-node", "one-socket-node", ()),
+    "GDR002": ("nvme-on-root-port", "healthy-gdr-node", ()),
+    "GDR003": ("pcie-gpus-p2p-level-sys", "one-socket-node", ()),
     "GDR004": (f"real:{REAL_LSPCI}", "healthy-gdr-node", ()),
-    "GDR005": ("single-nic-node", "healthy-gdr-node", ()),
+    "GDR005": ("single-nic-gdr-level-sys", "healthy-gdr-node", ()),
     "GDR006": ("pcie-only-gpus", "healthy-gdr-node", ()),
     "GDR007": ("p2p-chipset-not-supported", "healthy-gdr-node", ()),
     "GDR008": (f"real:{REAL_LSPCI}", "healthy-gdr-node", ()),
+    "GDR009": ("sxm-gpus-without-links", "healthy-gdr-node", ()),
     "GDR020": ("no-peer-memory-module", "healthy-gdr-node", ()),
     "GDR021": (f"real:{REAL_LSPCI}", "healthy-gdr-node", ()),
     "GDR022": ("legacy-nv-peer-mem", "healthy-gdr-node", ()),
@@ -43,16 +44,38 @@ CASES = {
     "GDR080": ("gpu-link-x8", "healthy-gdr-node", ()),
     "GDR081": ("gpu-link-idle-2.5gts", "healthy-gdr-node", ()),
     "GDR082": ("nic-without-rdma-driver", "healthy-gdr-node", ()),
-    "GDR083": (f"real:{REAL_LSPCI}", "healthy-gdr-node", ()),
+    "GDR083": ("lspci:nic-of-unknown-model", "healthy-gdr-node", ()),
     "GDR120": ("nccl-conf-overrides", "healthy-gdr-node", ()),
     "GDR121": ("kvm-guest", "healthy-gdr-node", ()),
     # the deadline runs out once the PCI tree is read: host facts and NVML are never asked
     "GDR122": ("healthy-gdr-node", "healthy-gdr-node", ("--timeout", "0.001")),
     "GDR107": ("gpu-missing-from-nvml", "healthy-gdr-node", ()),
+    "GDR123": ("snapshot-without-pci-tree", "healthy-gdr-node", ()),
+}
+# the gate's own findings: a requirement of `check --require` that nothing on the node can satisfy
+# code -> (case, --require that fires it, --require that does not)
+REQUIREMENT_CASES = {
+    "GDR010": ("no-gpu-node", "gdr", None),
+    "GDR011": ("nic-without-rdma-driver-virtio", "gdr", "p2p"),
+    "GDR012": ("one-gpu-node", "p2p", "gdr"),
+    "GDR013": ("no-nvme-node", "gds", "gdr,p2p"),
+}
+
+
+# lspci -tv pastes for what no real paste shows
+LSPCI_CASES = {
+    # a NIC whose model says nothing about RDMA, in an input that has no /sys/class/infiniband
+    "nic-of-unknown-model": "-[0000:00]-+-01.0-[01]----00.0  NVIDIA Corporation GH100 [H100 PCIe]\n"
+                            "           \\-02.0-[02]----00.0  Acme Corp. Ethernet Controller AC100\n",
 }
 
 
 def _input(case, tmp_path, realworld_dir):
+    if case.startswith("lspci:"):
+        tmp_path.mkdir(parents=True, exist_ok=True)
+        path = tmp_path / f"{case[6:]}.txt"
+        path.write_text(LSPCI_CASES[case[6:]])
+        return path
     if case.startswith("real:"):
         if not realworld_dir.is_dir():
             pytest.skip("../shared/realworld is not present")
@@ -82,7 +105,25 @@ def test_rule_fires_and_stays_quiet(code, tmp_path):
 
 def test_every_rule_outside_bar1_has_cases():
     codes = {r.code for r in all_rules() if not ("GDR100" <= r.code <= "GDR106")}
-    assert codes <= set(CASES), sorted(codes - set(CASES))
+    assert codes <= set(CASES) | set(REQUIREMENT_CASES), sorted(codes - set(CASES) - set(REQUIREMENT_CASES))
+
+
+@pytest.mark.parametrize("code", sorted(REQUIREMENT_CASES))
+def test_requirement_rule_fails_the_gate_and_stays_quiet(code, tmp_path):
+    case, fires, quiet = REQUIREMENT_CASES[code]
+    path = scenarios.scenario(tmp_path, case)
+    for fmt in ("json", "nhc", "npd", "nagios", "prometheus", "text"):
+        p = run("check", "--from", path, "--require", fires, "--format", fmt)
+        assert p.returncode == {"nagios": 2}.get(fmt, 1), (code, fmt, p.stdout, p.stderr)
+        if fmt == "json":
+            doc = json.loads(p.stdout)
+            assert doc["status"] == "fail" and doc["summary_line"].startswith(code), doc["summary_line"]
+            assert any(f["code"] == code and f["severity"] == "error" for f in doc["findings"])
+        elif fmt != "prometheus":
+            assert code in p.stdout, (fmt, p.stdout)
+    if quiet is not None:
+        doc = json.loads(run("check", "--from", path, "--require", quiet, "--format", "json").stdout)
+        assert code not in {f["code"] for f in doc["findings"]}
 
 
 def test_healthy_node_verdicts(tmp_path):
@@ -120,12 +161,13 @@ def test_exit_status_follows_fail_on(tmp_path):
 # rule family -> (case where its fact is missing, the unknown finding that must say so)
 MISSING = {
     "path class (GDR001-003, GDR006)": (f"real:{REAL_LSPCI}", "GDR004"),
-    "driver P2P status (GDR007)": ("bare-sysfs-tree", "GDR008"),
+    "driver P2P status (GDR007)": ("bare-pcie-gpus", "GDR008"),
+    "NVLink (GDR006, GDR007)": ("sxm-gpus-without-links", "GDR009"),
     "peer memory (GDR020, GDR023)": ("bare-sysfs-tree", "GDR021"),
     "ACS (GDR040)": ("config-space-not-root", "GDR041"),
     "IOMMU (GDR042)": (f"real:{REAL_LSPCI}", "GDR043"),
     "GDS (GDR060, GDR062)": ("bare-sysfs-tree", "GDR063"),
-    "RDMA NIC (GDR082)": (f"real:{REAL_LSPCI}", "GDR083"),
+    "RDMA NIC (GDR082)": ("lspci:nic-of-unknown-model", "GDR083"),
 }
 
 

@@ -207,8 +207,10 @@ def test_rccl_mi300x_gpu_behind_connectx7_internal_switch():
     assert facts(t, "0000:9f:00.0") == ("0000:9d:00.0", "0000:98", "gpu", 1)
     assert facts(t, "0000:9a:00.0") == ("0000:98:00.0", "0000:98", "nic", 1)
     assert t.pcie_class("0000:0c:00.0", "0000:9f:00.0") == ("SYS", ())
-    # xGMI is not NVLink: kept on the GPU, no NvLink made
-    assert snap.nvlinks == () and len(t.by_bdf["0000:0c:00.0"].extra["xgmi"]) == 7
+    # xGMI links are read as GPU links of their own kind (never dropped): pairs say XGMI<n>, not NV<n>
+    assert len(snap.nvlinks) == 28 and {x.source for x in snap.nvlinks} == {"xgmi"}
+    assert len(t.by_bdf["0000:0c:00.0"].extra["xgmi"]) == 7 and snap.shows_nvlink
+    assert t.link_word("0000:0c:00.0", "0000:9f:00.0") == "XGMI" and t.nvlink_count("0000:0c:00.0", "0000:9f:00.0") == 1
     assert snap.device("0000:0c:00.0").gpu_index is None  # RCCL's dev is not nvidia-smi's numbering
 
 

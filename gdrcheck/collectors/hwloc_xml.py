@@ -38,6 +38,7 @@ import xml.etree.ElementTree as ET
 from types import MappingProxyType
 from typing import Dict, List, Optional, Tuple
 
+from gdrcheck.collectors.clip import clip_name
 from gdrcheck.collectors.nccl_xml import NVSWITCH, is_rdma_name, mask_to_cpulist, parse_xml_safely
 from gdrcheck.errors import InputError
 from gdrcheck.model import CollectorStatus, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map, norm_bdf
@@ -167,7 +168,7 @@ class _Reader:
         return dev
 
     def _osdev(self, el: ET.Element, parent: Optional[str], gp: Optional[str]) -> None:
-        name = (el.get("name") or "").strip()
+        name = clip_name((el.get("name") or "").strip())
         net, ofed, storage, gpu = _osdev_kinds(el, self.major)
         sub = el.get("subtype") or ""
         dev = self.devs.get(parent) if parent else None
@@ -294,7 +295,7 @@ class _Reader:
             pass
         return PciFunction(
             bdf=d.bdf, root=d.root, parent=d.parent, class_code=cls, vendor=vendor, device=device,
-            subsys_vendor=sv, subsys_device=sd, revision=rev, numa_node=d.numa, name=name, kind_hint=hint,
+            subsys_vendor=sv, subsys_device=sd, revision=rev, numa_node=d.numa, name=clip_name(name), kind_hint=hint,
             link=Link(), netdevs=tuple(sorted(set(d.netdevs))), rdma_devices=tuple(sorted(set(d.rdma))),
             nvme_names=tuple(sorted(d.nvme)), gpu_index=d.gpu_index, extra=MappingProxyType(extra),
         )

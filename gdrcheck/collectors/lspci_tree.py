@@ -62,6 +62,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Tuple
 
+from gdrcheck.collectors.clip import clip_name
 from gdrcheck.errors import InputError
 from gdrcheck.kinds import kind_from_name
 from gdrcheck.model import PciFunction, Snapshot, norm_bdf, root_of
@@ -300,7 +301,7 @@ class _Reader:
             r = self.roots[d[5]]
             out.append(PciFunction(
                 bdf=bdf, root=root_of(r[0], r[1]), parent=bdfs[d[4]] if d[4] is not None else None,
-                vendor=vendor, device=device, name=name, kind_hint=hint,
+                vendor=vendor, device=device, name=clip_name(name), kind_hint=hint,
                 secondary_bus=d[8], subordinate_bus=d[9]))
         if self.off_by_one:
             self.notes.append(f"{len(self.off_by_one)} continuation line(s) sit one column off the sibling list "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Dict, Sequence
 
+from gdrcheck.collectors.clip import clip_name
 from gdrcheck.model import PciFunction
 from gdrcheck.source import Source
 
@@ -34,7 +35,7 @@ def _from_udev(devices: Sequence[PciFunction]) -> Dict[str, str]:
             except Exception:  # noqa: BLE001 - a device that vanished, a missing property
                 continue
             if vendor or model:
-                out[d.bdf] = " ".join(x for x in (vendor, model) if x)
+                out[d.bdf] = clip_name(" ".join(x for x in (vendor, model) if x))
     except Exception:  # noqa: BLE001 - no libudev in a slim image
         return {}
     return out
@@ -54,4 +55,6 @@ def collect_names(src: Source, devices: Sequence[PciFunction]) -> Dict[str, str]
         data = json.loads(text)
     except ValueError:
         return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: clip_name(v) for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}

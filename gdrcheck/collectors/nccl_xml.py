@@ -61,6 +61,7 @@ from typing import Dict, List, Optional, Tuple
 import defusedxml
 from defusedxml.ElementTree import DefusedXMLParser
 
+from gdrcheck.collectors.clip import clip_name
 from gdrcheck.errors import InputError
 from gdrcheck.model import (CollectorStatus, Fact, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map,
                             norm_bdf)
@@ -192,6 +193,8 @@ class _Ctx:
         self.gpu_bdfs: List[str] = []
         self.raw_links: List[Tuple[str, str, int, Optional[int], int]] = []  # gpu, target, count, tclass, line
         self.has_gpu_element = False
+        self.has_link_element = False  # any <nvlink> or <xgmi>: the file states GPU links
+        self.xgmi_links: List[Tuple[str, str, int]] = []
         self.first_cpu: Optional[Dict[str, object]] = None  # CPU node 0's arch/vendor: NCCL's P2P default keys on it
 
     def line(self, el: ET.Element) -> int:
@@ -283,6 +286,9 @@ def _add_pci(ctx: _Ctx, el: ET.Element, parent: Optional[str], top: Optional[str
                     extra["c2c"] = MappingProxyType(dict(link.attrib))
                 elif link.tag == "xgmi":
                     xgmi.append((link.get("target") or "", ctx.int_attr(link, "count") or 0))
+                    ctx.xgmi_links.append((bdf, (link.get("target") or "").strip(), ctx.int_attr(link, "count") or 1))
+                if link.tag in ("nvlink", "xgmi"):
+                    ctx.has_link_element = True
             if xgmi:
                 extra["xgmi"] = tuple(xgmi)
         elif child.tag == "pcilink":
@@ -291,7 +297,7 @@ def _add_pci(ctx: _Ctx, el: ET.Element, parent: Optional[str], top: Optional[str
             nets = [dict(n.attrib) for n in child if n.tag == "net"]
             extra["nccl_nets"] = tuple(MappingProxyType(n) for n in nets)
             for n in nets:
-                name = (n.get("name") or "").strip()
+                name = clip_name((n.get("name") or "").strip())
                 if name:
                     (rdma if is_rdma_name(name) else netdevs).append(name)
     ctx.funcs[bdf] = dict(
@@ -378,6 +384,17 @@ def _nvlinks(ctx: _Ctx) -> Tuple[NvLink, ...]:
     if cpu_links:
         ctx.notes.append(f"{cpu_links} <nvlink> element(s) go to a POWER CPU; not GPU peer links")
     links = [NvLink(a, b, n, source="nccl-xml") for a, b, n in direct.values() if n > 0]
+    xgmi: Dict[frozenset, Tuple[str, str, int]] = {}
+    for gpu, target, count in ctx.xgmi_links:  # RCCL's AMD Infinity Fabric links between GPUs
+        try:
+            tb = norm_bdf(target)
+        except ValueError:
+            continue
+        if tb != gpu and tb in gpus:
+            a, b = sorted((gpu, tb), key=bdf_key)
+            old = xgmi.get(frozenset((a, b)))
+            xgmi[frozenset((a, b))] = (a, b, max(count, old[2] if old else 0))
+    links += [NvLink(a, b, n, source="xgmi") for a, b, n in xgmi.values() if n > 0]
     links += [NvLink(g, NVSWITCH, n, source="nccl-xml") for g, n in fabric.items() if n > 0]
     return tuple(sorted(links, key=lambda x: (bdf_key(x.a), x.b)))
 
@@ -443,7 +460,7 @@ def parse_nccl_xml(text: str, label: str) -> Snapshot:
         roots=tuple(sorted(root_numa, key=lambda r: tuple(int(x, 16) for x in r.split(":")))),
         root_numa=frozen_map(root_numa),
         numa_known=numa_known,
-        shows_nvlink=ctx.has_gpu_element,
+        shows_nvlink=ctx.has_link_element,
         nvlinks=nvlinks,
         collectors=(CollectorStatus("nccl-xml", "ok",
                                     f"{len(devices)} PCI functions ({gpus} <gpu>, {nics} <nic>)"),),

@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from gdrcheck.collectors.clip import clip_name
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, NvLink, bdf_key, frozen_map, norm_bdf
 from gdrcheck.source import Source
 
@@ -439,15 +440,15 @@ def _gpu(g: Dict[str, Any], bdf: str) -> DriverGpu:
     procs = []
     for p in g.get("processes") or ():
         if isinstance(p, dict) and _int(p.get("pid")) is not None:
-            procs.append(GpuProcess(pid=p["pid"], name=p.get("name") if isinstance(p.get("name"), str) else None,
-                                    user=p.get("user") if isinstance(p.get("user"), str) else None,
+            procs.append(GpuProcess(pid=p["pid"], name=clip_name(p.get("name") if isinstance(p.get("name"), str) else None),
+                                    user=clip_name(p.get("user") if isinstance(p.get("user"), str) else None),
                                     used_memory_bytes=_int(p.get("used_memory"))))
     extra: Dict[str, Any] = {}
     if _errs(g.get("errors")):
         extra["nvml_errors"] = {k: str(_errs(v).get("error")) for k, v in g["errors"].items()}
     return DriverGpu(
         bdf=bdf, index=_int(g.get("index")),
-        name=g.get("name") if isinstance(g.get("name"), str) else None,
+        name=clip_name(g.get("name") if isinstance(g.get("name"), str) else None),
         uuid=g.get("uuid") if isinstance(g.get("uuid"), str) else None,
         serial=g.get("serial") if isinstance(g.get("serial"), str) else None,
         bar1_total_bytes=_int(bar1.get("total")), bar1_used_bytes=_int(bar1.get("used")),

@@ -3,12 +3,29 @@
 Each ``/sys/bus/pci/devices/<bdf>`` link resolves to ``/sys/devices/pciDDDD:BB/...``;
 the path's components are the chain of bridges above the function, so one pass
 over the directory gives the whole tree (``kernel.md`` §3.1).
+
+Two things the listing does not always hold, read the way hwloc reads them:
+
+* A bridge on a function's path that ``/sys/bus/pci/devices`` does not list (a
+  trimmed capture, a bridge hidden by firmware): the function's parent is the
+  nearest listed bridge above it (hwloc places it by bus number, which gives the
+  same bridge), and the hop is kept in ``unlisted_upstream`` and said in a note.
+* A function without a ``numa_node`` file (trimmed captures, POWER9 here) but
+  with ``local_cpus`` / ``local_cpulist``: its NUMA node is the one node whose
+  CPUs those are (hwloc attaches a PCI bus by its ``local_cpus`` alone:
+  ``topology-linux.c`` ``hwloc_linux_backend_get_pci_busid_cpuset`` and
+  ``pci-common.c`` ``hwloc_pcidisc_tree_attach`` at hwloc-2.9.0).
+
+A root bus's NUMA node is that of the functions directly on it (the kernel gives
+every function below a root bus the bus's node; hwloc asks the bus's first
+function). Only where none of them says anything does a function further down
+speak for the bus.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from gdrcheck.model import Bar, CollectorStatus, Link, PciFunction, is_bdf, norm_bdf
 from gdrcheck.source import Source
@@ -64,6 +81,67 @@ def parse_resource(text: Optional[str]) -> Tuple[Bar, ...]:
     return tuple(bars)
 
 
+def parse_cpumask(text: Optional[str]) -> Optional[FrozenSet[int]]:
+    """sysfs ``local_cpus`` (``%*pb``: 32-bit hex words, most significant first) -> CPU numbers."""
+    if not text or not text.strip():
+        return None
+    value = 0
+    for word in text.strip().split(","):
+        try:
+            value = (value << 32) | int(word or "0", 16)
+        except ValueError:
+            return None
+    return frozenset(i for i in range(value.bit_length()) if value >> i & 1)
+
+
+def parse_cpulist(text: Optional[str]) -> Optional[FrozenSet[int]]:
+    """sysfs ``local_cpulist`` / node ``cpulist`` (``0-3,8``) -> CPU numbers; ``""`` -> empty."""
+    if text is None:
+        return None
+    cpus = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        a, _, b = part.partition("-")
+        try:
+            lo, hi = int(a), int(b or a)
+        except ValueError:
+            return None
+        if hi < lo or hi - lo > 1 << 16:
+            return None
+        cpus.update(range(lo, hi + 1))
+    return frozenset(cpus)
+
+
+_NODE_RE = re.compile(r"^node(\d+)$")
+
+
+class _NodeCpus:
+    """``/sys/devices/system/node/node<N>/cpulist``, read once and only when a function needs it."""
+
+    def __init__(self, src: Source) -> None:
+        self.src = src
+        self._nodes: Optional[Dict[int, FrozenSet[int]]] = None
+
+    def nodes(self) -> Dict[int, FrozenSet[int]]:
+        if self._nodes is None:
+            self._nodes = {}
+            for n in self.src.listdir("/sys/devices/system/node"):
+                m = _NODE_RE.match(n)
+                if m:
+                    cpus = parse_cpulist(self.src.read_line(f"/sys/devices/system/node/{n}/cpulist"))
+                    if cpus:
+                        self._nodes[int(m.group(1))] = cpus
+        return self._nodes
+
+    def node_of(self, cpus: Optional[FrozenSet[int]]) -> Optional[int]:
+        """The one NUMA node whose CPUs these are; None when they span nodes or match none."""
+        if not cpus:
+            return None
+        hit = [n for n, have in self.nodes().items() if have & cpus]
+        return hit[0] if len(hit) == 1 else None
+
+
 def _chain(real: str) -> Tuple[Optional[str], List[str]]:
     """Root bus and the PCI functions of a resolved sysfs path, top first.
 
@@ -107,19 +185,25 @@ def _wants_config(cls: Optional[int], endpoint_config: bool, has_nvme: bool) -> 
 
 
 def collect_sysfs_pci(src: Source, endpoint_config: bool = True
-                      ) -> Tuple[Tuple[PciFunction, ...], Dict[str, Optional[int]], CollectorStatus]:
-    """Read every PCI function under ``/sys/bus/pci/devices``."""
+                      ) -> Tuple[Tuple[PciFunction, ...], Dict[str, Optional[int]], CollectorStatus, Tuple[str, ...]]:
+    """Read every PCI function under ``/sys/bus/pci/devices``: (functions, NUMA node of each root bus,
+    status, notes on what the listing did not hold)."""
     names = src.listdir(DEVICES)
     if not names:
         why = src.why(DEVICES)
         return (), {}, CollectorStatus("sysfs-pci", "unavailable",
-                                       f"{DEVICES}: {why}" if why != "missing" else f"no {DEVICES}")
+                                       f"{DEVICES}: {why}" if why != "missing" else f"no {DEVICES}"), ()
     netdevs = _class_links(src, "net")
     rdma = _class_links(src, "infiniband")
     nvme = _class_links(src, "nvme")
+    node_cpus = _NodeCpus(src)
     devices: List[PciFunction] = []
-    root_numa: Dict[str, Optional[int]] = {}
+    # root bus -> what its functions say of its NUMA node: (on the root bus itself?, bdf, node or None)
+    said: Dict[str, List[Tuple[bool, str, Optional[int]]]] = {}
+    from_cpus: List[Tuple[str, int]] = []
+    unlisted: Dict[Tuple[Tuple[str, ...], Optional[str]], List[str]] = {}
     short_config = 0
+    listed = {norm_bdf(n) for n in names if is_bdf(n)}
     classes = {n: parse_int(src.read_line(f"{DEVICES}/{n}/class"), 16) for n in names if is_bdf(n)}
     has_nvme = any(c == 0x010802 for c in classes.values())
     for name in names:
@@ -135,10 +219,24 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
             dom, bus, _ = name.split(":")
             root, chain = f"{dom}:{bus}", [name]
         bdf = norm_bdf(name)
-        parent = norm_bdf(chain[-2]) if len(chain) >= 2 else None
-        numa = parse_int(src.read_line(f"{base}/numa_node"))
+        parent, hops = _listed_parent(chain, listed)
+        if hops:
+            unlisted.setdefault((hops, parent), []).append(bdf)
+        numa_text = src.read_line(f"{base}/numa_node")
+        numa = parse_int(numa_text)
+        cpulist = src.read_line(f"{base}/local_cpulist")
+        said_numa = numa_text is not None and numa is not None
         if numa is not None and numa < 0:
             numa = None
+        if numa_text is None:
+            # no numa_node file: the node whose CPUs are this function's local CPUs (as hwloc does)
+            cpus = parse_cpumask(src.read_line(f"{base}/local_cpus"))
+            if cpus is None:
+                cpus = parse_cpulist(cpulist)
+            numa = node_cpus.node_of(cpus)
+            said_numa = cpus is not None and bool(node_cpus.nodes())
+            if numa is not None:
+                from_cpus.append((bdf, numa))
         config = (src.read_bytes(f"{base}/config", 4096)
                   if _wants_config(classes.get(name), endpoint_config, has_nvme) else None)
         if config is not None and len(config) < 256:
@@ -146,12 +244,15 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
         physfn = src.realpath(f"{base}/physfn") if src.readlink(f"{base}/physfn") else None
         dom_s, bus_s = root.split(":")
         root_label = f"{int(dom_s, 16):04x}:{int(bus_s, 16):02x}"
-        if parent is None:
-            root_numa.setdefault(root_label, numa)
+        if said_numa:
+            said.setdefault(root_label, []).append((parent is None, bdf, numa))
+        else:
+            said.setdefault(root_label, [])
         dev = PciFunction(
             bdf=bdf,
             root=root_label,
             parent=parent,
+            unlisted_upstream=hops,
             class_code=classes.get(name),
             vendor=parse_int(src.read_line(f"{base}/vendor"), 16),
             device=parse_int(src.read_line(f"{base}/device"), 16),
@@ -159,7 +260,7 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
             subsys_device=parse_int(src.read_line(f"{base}/subsystem_device"), 16),
             revision=parse_int(src.read_line(f"{base}/revision"), 16),
             numa_node=numa,
-            local_cpulist=src.read_line(f"{base}/local_cpulist"),
+            local_cpulist=cpulist,
             bars=parse_resource(src.read_text(f"{base}/resource")),
             link=Link(
                 cur_speed=parse_speed(src.read_line(f"{base}/current_link_speed")),
@@ -178,15 +279,65 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
             nvme_names=tuple(sorted(nvme.get(bdf, ()))),
         )
         devices.append(dev)
-    # a root bus whose devices all say -1 keeps None; one with a value keeps it
-    for d in devices:
-        if d.numa_node is not None and root_numa.get(d.root) is None:
-            root_numa[d.root] = d.numa_node
+    root_numa = {r: _root_node(s) for r, s in said.items()}
     devices = _number_gpus(devices)
     detail = f"{len(devices)} functions"
     if short_config:
         detail += f"; config space past 64 bytes unreadable for {short_config} (not root)"
-    return tuple(devices), root_numa, CollectorStatus("sysfs-pci", "ok", detail)
+    return (tuple(devices), root_numa, CollectorStatus("sysfs-pci", "ok", detail),
+            _notes(unlisted, from_cpus))
+
+
+def _listed_parent(chain: List[str], listed: set) -> Tuple[Optional[str], Tuple[str, ...]]:
+    """The nearest bridge above the function that /sys/bus/pci/devices lists, and the bridges between
+    the two that it does not list (top first)."""
+    hops: List[str] = []
+    for comp in reversed(chain[:-1]):
+        b = norm_bdf(comp)
+        if b in listed:
+            return b, tuple(reversed(hops))
+        hops.append(b)
+    return None, tuple(reversed(hops))
+
+
+def _root_node(said: List[Tuple[bool, str, Optional[int]]]) -> Optional[int]:
+    """A root bus's NUMA node from what its functions say: those directly on the bus decide (all the
+    nodes they name agree, or none is known); only when none of them says anything, the functions below."""
+    on_bus = [n for top, _b, n in said if top]
+    pool = on_bus if on_bus else [n for _top, _b, n in said]
+    nodes = {n for n in pool if n is not None}
+    return nodes.pop() if len(nodes) == 1 else None
+
+
+_NOTE_ITEMS = 8  # functions named in one note; the rest are counted
+_NOTE_HOPS = 6  # unlisted bridges given a note each; the rest share one
+
+
+def _named(items: List[str]) -> str:
+    more = f" and {len(items) - _NOTE_ITEMS} more" if len(items) > _NOTE_ITEMS else ""
+    return ", ".join(items[:_NOTE_ITEMS]) + more
+
+
+def _notes(unlisted: Dict[Tuple[Tuple[str, ...], Optional[str]], List[str]],
+           from_cpus: List[Tuple[str, int]]) -> Tuple[str, ...]:
+    from gdrcheck.model import bdf_key
+
+    notes: List[str] = []
+    groups = sorted(unlisted.items(), key=lambda kv: bdf_key(kv[0][0][0]))
+    for (hops, parent), below in groups[:_NOTE_HOPS]:
+        where = f"placed below {parent}, the nearest bridge listed above" if parent else "placed on the root bus"
+        notes.append(f"{_named(sorted(below, key=bdf_key))}: the sysfs path runs through {', '.join(hops)}, "
+                     f"which {DEVICES} does not list (a trimmed capture, or a bridge hidden by firmware); {where}")
+    if len(groups) > _NOTE_HOPS:
+        rest = sorted({h for (hops, _p), _b in groups[_NOTE_HOPS:] for h in hops}, key=bdf_key)
+        count = sum(len(b) for _k, b in groups[_NOTE_HOPS:])
+        notes.append(f"{count} more functions sit below bridges {DEVICES} does not list ({_named(rest)}); "
+                     f"each is placed below the nearest listed bridge (topology --json: unlisted_upstream)")
+    if from_cpus:
+        shown = [f"{b} -> {n}" for b, n in sorted(from_cpus, key=lambda x: bdf_key(x[0]))]
+        notes.append(f"no numa_node file: NUMA node taken from local_cpus, the node those CPUs belong to "
+                     f"({_named(shown)})")
+    return tuple(notes)
 
 
 def _number_gpus(devices: List[PciFunction]) -> List[PciFunction]:

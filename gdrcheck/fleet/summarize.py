@@ -12,10 +12,9 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tup
 
 from gdrcheck.fleet.nodeset import fold
 from gdrcheck.fleet.reader import Item
+from gdrcheck.status import SEVERITIES, SEVERITY_RANK, STATUS_OF_EXIT, STATUSES, node_status
 
 FORMAT_VERSION = "1.0"
-SEVERITIES = ("error", "warning", "info")
-STATUS_OF_EXIT = {0: "pass", 1: "fail", 3: "unknown"}
 NO_FINGERPRINT = "no fingerprint in the report (made by an older gdrcheck?)"
 TIMED_OUT = "timed out"
 
@@ -25,15 +24,16 @@ def natural_key(text: str) -> Tuple:
 
 
 def _status(doc: dict) -> str:
+    """The node's status: its report's own word, never better than its pairs and findings allow (a report
+    from an older gdrcheck could say pass beside a failing pair)."""
+    verdicts = [p.get("verdict") for p in doc.get("pairs") or () if isinstance(p, dict)]
+    severities = [f.get("severity") for f in doc.get("findings") or ()
+                  if isinstance(f, dict) and f.get("severity") in SEVERITY_RANK]
+    derived = node_status(verdicts, severities, "error")
     st = doc.get("status")
-    if st in ("pass", "fail", "unknown"):
-        return st
-    counts = (doc.get("summary") or {}).get("findings") or {}
-    if counts.get("error") or any(isinstance(f, dict) and f.get("severity") == "error" for f in doc["findings"]):
-        return "fail"
-    if any(isinstance(p, dict) and p.get("verdict") == "unknown" for p in doc.get("pairs") or ()):
-        return "unknown"
-    return "pass"
+    if st not in STATUSES:
+        return derived
+    return max(st, derived, key=("pass", "unknown", "fail").index)
 
 
 def _fingerprint(doc: dict) -> Optional[dict]:

@@ -397,6 +397,10 @@ def pair_type(topo, p, version: Version, st) -> Tuple[Optional[str], Tuple[str, 
     t = nccl_type(p.pcie_path, p.nvlinks if p.kind == "gpu-gpu" else None, flat)
     cands = tuple(sorted({nccl_type(c, None) for c in p.candidates}, key=lambda x: rank_in(version).get(x, 99))) \
         if p.pcie_path is None else ()
+    if p.kind == "gpu-gpu" and getattr(p, "nvlink_unknown", ""):
+        # NVLink parts in an input that cannot show links: NVL, or the PCIe path
+        cands = tuple(dict.fromkeys(("NVL",) + ((t,) if t else cands)))
+        t = None
     via = None
     if p.kind == "gpu-gpu" and not p.nvlinks and topo.snap.shows_nvlink:
         nvb_off = version >= p2p_rules.NVB_DISABLE_FROM and st.param("NCCL_NVB_DISABLE", 0)
@@ -496,6 +500,11 @@ def _decide_p2p(node: NodeNccl, snap, topo, pairs, types) -> None:
         faster, detail = _net_faster(node, topo, p, t)
         facts = p2p_rules.PairFacts(t, cands, via, tuple(nvml), faster, detail)
         view = p2p_rules.decide(v, st, default, facts)
+        if t is None and getattr(p, "nvlink_unknown", "") and view["p2p"] == "unknown":
+            view["reason"] = f"{p.nvlink_unknown}; NCCL decides P2P over NVLink or over PCIe ({', '.join(cands)})"
+            view["depends_on"] = ["whether NVLink joins the two GPUs (nvidia-smi nvlink -s, NVML)"]
+        elif (p.path or "").startswith("XGMI") and isinstance(view.get("reason"), str):
+            view["reason"] = view["reason"].replace("NVLink", "xGMI")
         node.p2p_view[(p.a, p.b)] = view
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-CONTRACT = {"pass": 0, "fail": 1, "unknown": 3}
+from gdrcheck.status import EXIT_OF_STATUS as CONTRACT
+from gdrcheck.status import STATUS_WORDS
 
 
 def nhc(doc: Dict[str, Any]) -> Tuple[str, int]:
@@ -82,15 +83,19 @@ def usage_line(fmt: str, message: str) -> str:
 def check_text(doc: Dict[str, Any]) -> Tuple[str, int]:
     """The gate as a person reads it: the verdict line, then each finding with where to read the fix."""
     code = CONTRACT[doc["status"]]
-    word = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN"}[doc["status"]]
+    word = STATUS_WORDS[doc["status"]]
     host = doc.get("host") or "this input"
     lines: List[str] = [f"gdrcheck {word} on {host}: {doc['summary_line']}"]
     c = _counts(doc)
     lines.append("pairs: " + ", ".join(f"{n} {v}" for v, n in c.items() if n) if doc["pairs"] else "pairs: none")
     shown = [f for f in doc["findings"] if f["severity"] != "info" or f.get("effect") == "unknown"]
-    for f in shown:
-        subject = ",".join(f["subject"][:3]) + (f" (+{len(f['subject']) - 3})" if len(f["subject"]) > 3 else "")
-        lines.append(f"  {f['code']} {f['severity']:<7} {subject}: {f['message']}")
+    groups: Dict[tuple, List[Dict[str, Any]]] = {}
+    for f in shown:  # one line per code and severity: the first finding, and how many more say the same
+        groups.setdefault((f["code"], f["severity"]), []).append(f)
+    order = {"error": 0, "warning": 1, "info": 2}
+    for (fcode, sev), items in sorted(groups.items(), key=lambda kv: (order[kv[0][1]], kv[0][0])):
+        more = f" (+{len(items) - 1} more like it)" if len(items) > 1 else ""
+        lines.append(f"  {fcode} {sev:<7} {items[0]['message']}{more}")
     quiet = len(doc["findings"]) - len(shown)
     if quiet:
         lines.append(f"  ({quiet} informational finding{'s' if quiet > 1 else ''}: gdrcheck pairs shows them)")

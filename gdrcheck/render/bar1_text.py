@@ -6,6 +6,7 @@ from typing import Any, Dict, List
 
 from gdrcheck.rebar import size_range_text
 from gdrcheck.render.console import human_bytes
+from gdrcheck.render.layout import blank, grid, put
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 COLLECTORS = ("nvml", "nvidia-smi", "driver-gpus", "sysfs-pci")
@@ -38,11 +39,10 @@ def _bus(g: Dict[str, Any]) -> str:
     return human_bytes(g["sysfs_bar1_bytes"]) if g.get("sysfs_bar1_bytes") is not None else "?"
 
 
-def _gpu_cell(g: Dict[str, Any]) -> str:
-    idx = f"GPU{g['index']} " if g.get("index") is not None else ""
-    name = g.get("name") or ""
-    name = name.replace("NVIDIA ", "", 1) if len(name) > 20 else name
-    return f"{idx}{g['bdf']}" + (f"\n{name}" if name else "")
+def _gpu_name(g: Dict[str, Any]) -> str:
+    from gdrcheck.render.tree_model import short_name
+
+    return short_name(g.get("name") or "")
 
 
 def _process_line(p: Dict[str, Any]) -> str:
@@ -54,54 +54,70 @@ def _process_line(p: Dict[str, Any]) -> str:
     return f"{p.get('name') or '?'} ({', '.join(bits)})"
 
 
+def _table(gpus: List[Dict[str, Any]], console) -> None:
+    """One row per GPU; the name column goes under each row when the table would not fit,
+    and the columns split into blocks when even that does not fit. No cell is ever cut."""
+    header = ["GPU", "address", "BAR1", "used", "memory", "sysfs", "ReBAR (range)"]
+    right = (2, 3, 4, 5)
+    rows = [[(f"GPU{g['index']}" if g.get("index") is not None else "GPU?", ""), (g["bdf"], ""),
+             (human_bytes(g.get("bar1_total_bytes")), ""), (_used(g), ""), (human_bytes(g.get("fb_total_bytes")), ""),
+             (_bus(g), ""), (_rebar(g), "")] for g in gpus]
+    names = [_gpu_name(g) for g in gpus]
+    if any(names):
+        with_name = grid(header + ["name"], [r + [(n, "")] for r, n in zip(rows, names)], console.width,
+                         keys=2, right=right)
+        if len(with_name) == 1 and all(len(line.plain) <= console.width for line in with_name[0]):
+            for line in with_name[0]:
+                console.print(line, soft_wrap=True)
+            return
+    for b, block in enumerate(grid(header, rows, console.width, keys=2, right=right)):
+        if b:
+            blank(console)
+        console.print(block[0], soft_wrap=True)
+        for line, name in zip(block[1:], names):
+            console.print(line, soft_wrap=True)
+            if name and b == 0:
+                put(console, "  " + name, 2)
+
+
 def render_bar1(doc: Dict[str, Any], console) -> None:
-    from rich import box
-    from rich.table import Table
     from rich.text import Text
 
     gpus: List[Dict[str, Any]] = doc.get("gpus") or []
     host = doc.get("host") or (doc.get("input") or {}).get("label") or "this node"
     if gpus:
-        table = Table(title=f"GPU BAR1 on {host}", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
-        table.add_column("GPU", no_wrap=True, overflow="ellipsis", max_width=20)
-        table.add_column("BAR1", justify="right", no_wrap=True)
-        table.add_column("used", justify="right", no_wrap=True)
-        table.add_column("memory", justify="right", no_wrap=True)
-        table.add_column("sysfs", justify="right", no_wrap=True)
-        table.add_column("ReBAR (range)", no_wrap=True, overflow="ellipsis")
-        for g in gpus:
-            table.add_row(_gpu_cell(g), human_bytes(g.get("bar1_total_bytes")), _used(g),
-                          human_bytes(g.get("fb_total_bytes")), _bus(g), _rebar(g))
-        console.print(table)
+        put(console, Text(f"GPU BAR1 on {host}", style="bold"))
+        _table(gpus, console)
         sources = sorted({g.get("source") for g in gpus if g.get("source")})
         bus_names = sorted({f"resource{g['sysfs_bar1_index']}" for g in gpus if g.get("sysfs_bar1_index")})
-        console.print(f"BAR1, used, memory: {', '.join(sources) or 'not read'}; sysfs: the bus's BAR "
-                      f"({'/'.join(bus_names) or 'resource'}); ReBAR: the Resizable BAR capability")
+        blank(console)
+        put(console, f"BAR1, used, memory: {', '.join(sources) or 'not read'}; sysfs: the bus's BAR "
+                     f"({'/'.join(bus_names) or 'resource'}); ReBAR: the Resizable BAR capability")
     else:
-        console.print("no NVIDIA GPUs found in this input")
+        put(console, "no NVIDIA GPUs found in this input")
     for g in gpus:
         label = f"GPU{g['index']}" if g.get("index") is not None else g["bdf"]
         procs = g.get("processes") or []
         if procs:
-            console.print(f"{label} processes: " + ", ".join(_process_line(p) for p in procs))
+            put(console, f"{label} processes: " + ", ".join(_process_line(p) for p in procs), 4)
         for d in g.get("disagreements") or []:
             said = ", ".join(f"{k} {human_bytes(v)}" for k, v in (d.get("values") or {}).items())
-            console.print(f"{label} disagreement on {d['field']}: {said}")
+            put(console, f"{label} disagreement on {d['field']}: {said}", 4)
         if not g.get("driver_listed"):
-            console.print(f"{label}: not listed by the NVIDIA driver; sizes are the bus's")
+            put(console, f"{label}: not listed by the NVIDIA driver; sizes are the bus's", 4)
     findings = doc.get("findings") or []
     if findings:
-        console.print()
+        blank(console)
     for f in findings:
         line = Text()
         line.append(f"{f['severity']:<7} ", style=SEVERITY_STYLE.get(f["severity"], ""))
         line.append(f"{f['code']} {f['message']}")
-        console.print(line)
+        put(console, line, 8)
         if f.get("settle"):
-            console.print(f"        to settle: {f['settle']}")
+            put(console, f"        to settle: {f['settle']}", 19)
     for c in doc.get("collectors") or []:
         if c.get("status") != "ok" and c.get("name") in COLLECTORS:
-            console.print(f"note: {c['name']}: {c['status']}: {c['detail']}"
-                          + (f" (hint: {c['hint']})" if c.get("hint") else ""))
+            put(console, f"note: {c['name']}: {c['status']}: {c['detail']}"
+                          + (f" (hint: {c['hint']})" if c.get("hint") else ""), 6)
     for n in doc.get("notes") or []:
-        console.print(f"note: {n}")
+        put(console, f"note: {n}", 6)

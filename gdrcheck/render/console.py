@@ -1,22 +1,53 @@
-"""One place that makes the rich Console: colour on a terminal, plain text in a log."""
+"""One place that makes the rich Console: colour on a terminal, plain text in a log.
+
+Whatever is printed is data: no markup, no emoji codes, no highlighting. The width
+is the terminal's (or ``COLUMNS``); in a pipe or a file it is ``COLUMNS`` or
+:data:`LOG_WIDTH`. ``NO_COLOR`` (any non-empty value) means no escape codes at all.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 
+LOG_WIDTH = 100  # lines of text written to a pipe or a file
+MIN_WIDTH = 40
 
-def make_console(stderr: bool = False):
+
+def no_color() -> bool:
+    return bool(os.environ.get("NO_COLOR"))
+
+
+def _columns():
+    text = (os.environ.get("COLUMNS") or "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def make_console(stderr: bool = False, to_file: bool = False):
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    tty = stream.isatty()
-    kwargs = {"file": stream, "highlight": False}
+    tty = stream.isatty() and not to_file
+    kwargs = {"file": stream, "highlight": False, "markup": False, "emoji": False}
     if not tty:
-        # a log or a pipe: no colour codes, no wrapping of long tree lines
-        kwargs.update(force_terminal=False, no_color=True, width=int(os.environ.get("COLUMNS", "120") or 120),
-                      soft_wrap=True)
-    return Console(**kwargs)
+        kwargs.update(force_terminal=False, no_color=True, color_system=None)
+        kwargs["width"] = max(_columns() or LOG_WIDTH, MIN_WIDTH)
+    else:
+        cols = _columns()
+        if cols:
+            kwargs["width"] = max(cols, MIN_WIDTH)
+        if no_color():
+            kwargs.update(no_color=True, color_system=None)
+    console = Console(**kwargs)
+    console.on_broken_pipe = lambda: _reader_gone(console)  # rich would exit 1; the run has its own status
+    return console
+
+
+def _reader_gone(console) -> None:
+    from gdrcheck.output import stdout_closed
+
+    console.quiet = True
+    stdout_closed()
 
 
 def human_bytes(n) -> str:

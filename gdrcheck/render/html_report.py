@@ -79,13 +79,11 @@ def _header(topology, pairs, host: str) -> str:
     source = f"{inp.get('kind')}: {inp.get('label')}" if inp.get("kind") else ""
     line = pairs.get("summary_line") or meaning
     counts = (pairs.get("summary") or {}).get("verdicts") or {}
-    n_fail, n_deg = counts.get("fail", 0), counts.get("degraded", 0)
-    below = ([f"{n_fail} pair{'s fail' if n_fail != 1 else ' fails'}"] if n_fail else []) \
-        + ([f"{n_deg} pair{'s are' if n_deg != 1 else ' is'} degraded"] if n_deg else [])
+    n_deg = counts.get("degraded", 0)  # a passing node has no failing or unknown pair (gdrcheck.status)
     aside = ""
-    if status == "pass" and below:
-        aside = (f'<span class="aside">yet {" and ".join(below)}: their findings are below the failure '
-                 "threshold (see Findings)</span>")
+    if status == "pass" and n_deg:
+        aside = (f'<span class="aside">{n_deg} pair{"s are" if n_deg != 1 else " is"} degraded: their findings '
+                 "are below the failure threshold (see Findings)</span>")
     return (f'<header><h1>GPUDirect report: {escape(host)}</h1>'
             f'<p class="sub">gdrcheck {escape(str(pairs.get("gdrcheck_version", "")))}'
             + (f" \u00b7 read from {escape(source)}" if source else "") + "</p>"
@@ -271,7 +269,7 @@ def _bar1(bar1) -> str:
             bar, text = '<span class="bar none"></span>', "BAR1 size not known"
         mem = f"GPU memory {human_bytes(g['fb_total_bytes'])}" if g.get("fb_total_bytes") else ""
         rows.append(f'<tr><th>{escape(label)}</th><td class="mono">{escape(g["bdf"])}</td>'
-                    f'<td class="gname">{escape((g.get("name") or "").replace("NVIDIA ", ""))}</td>'
+                    f'<td class="gname">{escape(tm.short_name(g.get("name") or ""))}</td>'
                     f'<td class="barcell">{bar}</td>'
                     f'<td>{escape(text)}</td><td class="muted">{escape(mem)}'
                     f'{" (" + escape(g["source"]) + ")" if g.get("source") else ""}</td></tr>')

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from gdrcheck.render.layout import blank, grid, put
+
 MARK = {"ok": " ", "degraded": "~", "fail": "!", "unknown": "?"}
 STYLE = {"ok": "green", "degraded": "yellow", "fail": "bold red", "unknown": "magenta"}
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-MAX_COLS = 9  # columns per matrix block: 8 + 9 x 7 + "  NUMA n" fits 80 characters
 
 
 def _short(dev: Dict) -> str:
@@ -17,17 +18,16 @@ def _short(dev: Dict) -> str:
     return kind.upper()
 
 
+def _label_number(label: str) -> int:
+    """The number in GPU3, NIC12, NVMe0 (labels without one sort first)."""
+    digits = label[len(label.rstrip("0123456789")):]
+    return int(digits) if digits else -1
+
+
 def _column_names(doc) -> Dict[str, str]:
-    names: Dict[str, str] = {}
-    counters = {"nic": 0, "nvme": 0}
-    for dev in doc["devices"]:
-        kind = dev["kind"]
-        if kind == "gpu":
-            names[dev["bdf"]] = f"GPU{dev['gpu_index']}" if "gpu_index" in dev else dev["bdf"]
-        elif kind in counters:
-            names[dev["bdf"]] = f"{'NIC' if kind == 'nic' else 'NVMe'}{counters[kind]}"
-            counters[kind] += 1
-    return names
+    """The document's own labels (GPUn, NICn in nvidia-smi's order, NVMen); NICs that are not GPUDirect
+    NICs have none and make no column."""
+    return {dev["bdf"]: dev["label"] for dev in doc["devices"] if dev.get("label")}
 
 
 def render_pairs(doc, console) -> None:
@@ -36,43 +36,53 @@ def render_pairs(doc, console) -> None:
     names = _column_names(doc)
     cells = {(p["a"], p["b"]): p for p in doc["pairs"]}
     gpus = [d["bdf"] for d in doc["devices"] if d["kind"] == "gpu"]
-    console.print(Text(f"GPUDirect pairs on {doc.get('host') or 'this input'}", style="bold"))
+    put(console, Text(f"GPUDirect pairs on {doc.get('host') or 'this input'}", style="bold"))
     if not gpus:
-        console.print("No GPU found in this input: there are no GPUDirect pairs to judge.")
+        put(console, "No GPU found in this input: there are no GPUDirect pairs to judge.")
     for kind, title in (("gpu", "GPU-GPU"), ("nic", "GPU-NIC"), ("nvme", "GPU-NVMe")):
-        cols = [d["bdf"] for d in doc["devices"] if d["kind"] == kind]
+        cols = [d["bdf"] for d in doc["devices"] if d["kind"] == kind and d["bdf"] in names]
+        if kind == "nic":
+            cols.sort(key=lambda b: _label_number(names[b]))
         if not gpus or not cols or (kind == "gpu" and len(cols) < 2):
             continue
-        for start in range(0, len(cols), MAX_COLS):
-            block = cols[start:start + MAX_COLS]
-            console.print()
-            console.print(Text(f"{title}  (path class; ~ degraded, ! fail, ? unknown)", style="bold"))
-            console.print(Text("        " + "".join(f"{names[c]:>7}" for c in block)))
-            for g in gpus:
-                line = Text(f"{names[g]:<8}")
-                for c in block:
-                    if c == g:
-                        line.append(f"{'X':>6} ")
-                        continue
-                    p = cells.get((g, c)) or cells.get((c, g))
-                    if p is None:
-                        line.append(f"{'':>7}")
-                        continue
-                    path = p["path"] or "/".join(p["path_candidates"]) or "?"
-                    line.append(f"{path:>6}", style=STYLE[p["verdict"]])
-                    line.append(MARK[p["verdict"]], style=STYLE[p["verdict"]])
-                line.append(f"  NUMA {_numa(doc, g)}")
-                console.print(line)
-    legend = [d for d in doc["devices"] if d["kind"] in ("nic", "nvme")]
-    if legend:
-        console.print()
+        blank(console)
+        put(console, Text(f"{title}  (path class; ~ degraded, ! fail, ? unknown)", style="bold"))
+        header = [""] + [names[c] for c in cols] + ["NUMA"]
+        rows = [[(names[g], "")] + [_cell(cells, g, c) for c in cols] + [(_numa(doc, g), "")] for g in gpus]
+        for i, block in enumerate(grid(header, rows, console.width, keys=1, tail=1)):
+            if i:
+                blank(console)
+            for line in block:
+                console.print(line, soft_wrap=True)
+    order = {"gpu": 0, "nic": 1, "nvme": 2}
+    legend = sorted((d for d in doc["devices"] if d["kind"] in order and d["bdf"] in names),
+                    key=lambda d: (order[d["kind"]], _label_number(names[d["bdf"]])))
+    others = [d for d in doc["devices"] if d["kind"] == "nic" and d.get("rdma") is False]
+    if legend or others:
+        blank(console)
         for d in legend:
             extra = ", ".join(d.get("rdma_devices", []) + d.get("netdevs", []) + d.get("nvme_names", []))
-            console.print(f"  {names[d['bdf']]}: {d['bdf']}" + (f" {extra}" if extra else "")
-                          + (f"  {d['name']}" if d.get("name") else "") + f"  NUMA {_numa(doc, d['bdf'])}")
+            head = f"  {names[d['bdf']]}: "
+            put(console, head + d["bdf"] + (f" {extra}" if extra else "")
+                + (f"  {d['name']}" if d.get("name") else "") + f"  NUMA {_numa(doc, d['bdf'])}", len(head))
+        if others:
+            put(console, "  not GPUDirect NICs (no pairs): " + ", ".join(
+                d["bdf"] + (f" {d['netdevs'][0]}" if d.get("netdevs") else "")
+                + (f" ({d['rdma_basis']})" if d.get("rdma_basis") else "") for d in others), 4)
     _render_nccl(doc, console)
     _render_findings(doc, console)
     _render_summary(doc, console)
+
+
+def _cell(cells, g: str, c: str):
+    """One matrix cell: the path class and the verdict's mark, styled by the verdict."""
+    if c == g:
+        return ("X", "")
+    p = cells.get((g, c)) or cells.get((c, g))
+    if p is None:
+        return ("", "")
+    path = p["path"] or "/".join(p["path_candidates"]) or "?"
+    return (path + MARK[p["verdict"]].strip(), STYLE[p["verdict"]])
 
 
 def _numa(doc, bdf: str) -> str:
@@ -84,8 +94,8 @@ def _numa(doc, bdf: str) -> str:
 
 def _render_nccl(doc, console) -> None:
     n = doc["nccl"]
-    console.print()
-    console.print(f"NCCL {n['version']} rules: GDR level {n['gdr_level']} ({n['gdr_level_source']}), "
+    blank(console)
+    put(console, f"NCCL {n['version']} rules: GDR level {n['gdr_level']} ({n['gdr_level_source']}), "
                   f"P2P level {n['p2p_level']} ({n['p2p_level_source']})")
     counts: Dict[str, int] = {}
     for p in doc["pairs"]:
@@ -94,54 +104,53 @@ def _render_nccl(doc, console) -> None:
             tag = f"{key.upper()} {p['nccl'][key]}"
             counts[tag] = counts.get(tag, 0) + 1
     if counts:
-        console.print("NCCL would decide: " + ", ".join(f"{k} for {v} pair{'s' if v != 1 else ''}"
+        put(console, "NCCL would decide: " + ", ".join(f"{k} for {v} pair{'s' if v != 1 else ''}"
                                                          for k, v in sorted(counts.items())))
 
 
 def _render_findings(doc, console) -> None:
+    """Findings grouped by code and severity (a code can inform about one pair and warn about another),
+    errors first; each group with the rule's title, its origin and the fix in force."""
     from rich.text import Text
 
-    from gdrcheck.rules import by_code
-
-    rules = by_code()
-    groups: Dict[str, List[dict]] = {}
+    rules = doc.get("rules") or {}
+    groups: Dict[tuple, List[dict]] = {}
     for f in doc["findings"]:
-        groups.setdefault(f["code"], []).append(f)
+        groups.setdefault((f["code"], f["severity"]), []).append(f)
     if not groups:
         return
-    console.print()
-    console.print(Text("Findings", style="bold"))
+    blank(console)
+    put(console, Text("Findings", style="bold"))
     order = {"error": 0, "warning": 1, "info": 2}
-    for code in sorted(groups, key=lambda c: (order[groups[c][0]["severity"]], c)):
-        items = groups[code]
-        rule = rules.get(code)
-        sev = items[0]["severity"]
-        head = Text(f"{sev.upper():<7} {code} {rule.name if rule else ''}: ", style=SEV_STYLE[sev])
-        head.append(rule.title if rule else "", style="bold")
-        origin = f" [{'NCCL rule' if rule and rule.origin == 'nccl' else 'gdrcheck check'}]" if rule else ""
-        head.append(origin)
-        console.print(head)
+    for code, sev in sorted(groups, key=lambda k: (order[k[1]], k[0])):
+        items = groups[(code, sev)]
+        rule = rules.get(code) or {}
+        head = Text(f"{sev.upper():<7} {code} {rule.get('name', '')}: ", style=SEV_STYLE[sev])
+        head.append(rule.get("title", ""), style="bold")
+        if rule.get("origin"):
+            head.append(f" [{rule['origin']}]")
+        put(console, head, 8)
         for f in items[:8]:
-            console.print(f"    - {f['message']}")
+            put(console, f"    - {f['message']}", 6)
         if len(items) > 8:
-            console.print(f"    - ... and {len(items) - 8} more (see --json)")
-        if rule and sev != "info":
-            console.print(f"    fix: {rule.remediation}")
-        elif rule and items[0].get("settle"):
-            console.print(f"    to settle: {items[0]['settle']}")
+            put(console, f"    - ... and {len(items) - 8} more (see --json)", 6)
+        if rule.get("fix") and sev != "info":
+            put(console, f"    fix: {rule['fix']}", 9)
+        elif items[0].get("settle"):
+            put(console, f"    to settle: {items[0]['settle']}", 15)
 
 
 def _render_summary(doc, console) -> None:
     from rich.text import Text
 
     s = doc["summary"]
-    console.print()
+    blank(console)
     verdicts = ", ".join(f"{n} {v}" for v, n in sorted(s["verdicts"].items()))
-    line = Text(f"{s['pairs']} pairs: {verdicts or 'none'}; findings: "
+    line = Text(f"{s['pairs']} pair{'' if s['pairs'] == 1 else 's'}: {verdicts or 'none'}; findings: "
                 f"{s['findings']['error']} error, {s['findings']['warning']} warning, {s['findings']['info']} info")
-    console.print(line)
+    put(console, line)
     for c in doc.get("collectors", []):
         if c["status"] != "ok":
-            console.print(f"note: {c['name']}: {c['status']}: {c['detail']}" + (f" ({c['hint']})" if c.get("hint") else ""))
+            put(console, f"note: {c['name']}: {c['status']}: {c['detail']}" + (f" ({c['hint']})" if c.get("hint") else ""), 6)
     for n in doc.get("notes", []):
-        console.print(f"note: {n}")
+        put(console, f"note: {n}", 6)

@@ -49,14 +49,23 @@ class _Out:
 def check_results(doc: Dict[str, Any]) -> Dict[str, str]:
     """pass / fail / unknown per capability (gdr, p2p, gds): fail when a pair of that kind fails or an
     error-level finding concerns one (ACS redirect leaves a path working but is still a failed check)."""
+    from gdrcheck.status import node_status
+
     errors = {f["code"] for f in doc["findings"] if f["severity"] == "error"}
+    unmet = {f["code"] for f in doc["findings"] if f["code"] in UNMET_CODES}
     out: Dict[str, str] = {}
     for kind, cap in CAPABILITY.items():
         mine = [p for p in doc["pairs"] if p["kind"] == kind]
-        verdicts = {p["verdict"] for p in mine}
-        failed = "fail" in verdicts or any(c in errors for p in mine for c in p["findings"])
-        out[cap] = "fail" if failed else "unknown" if "unknown" in verdicts else "pass"
+        severities = ["error" for p in mine for c in p["findings"] if c in errors]
+        if unmet & UNMET_CODES_OF[cap]:
+            severities.append("error")
+        out[cap] = node_status((p["verdict"] for p in mine), severities)
     return out
+
+
+# the requirement findings (gdrcheck.rules.requirements) that fail each capability's check
+UNMET_CODES_OF = {"gdr": {"GDR010", "GDR011"}, "p2p": {"GDR010", "GDR012"}, "gds": {"GDR010", "GDR013"}}
+UNMET_CODES = set().union(*UNMET_CODES_OF.values())
 
 
 def link_degraded(topology: Dict[str, Any]) -> List[Tuple[str, bool]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from gdrcheck.render.console import human_bytes
+from gdrcheck.render.layout import put, wrap
 from gdrcheck.topology import Topology
 
 INTERESTING = ("gpu", "nic", "nvme", "nvswitch")
@@ -74,43 +75,54 @@ def _keep(topo: Topology, bdf: str, show_all: bool, memo: dict) -> bool:
 
 def render_topology(topo: Topology, console, show_all: bool = False) -> None:
     from rich.text import Text
-    from rich.tree import Tree
 
     snap = topo.snap
-    title = f"PCIe topology of {snap.hostname or snap.label} ({snap.input_kind})"
-    tree = Tree(Text(title, style="bold"))
+    put(console, Text(f"PCIe topology of {snap.hostname or snap.label} ({snap.input_kind})", style="bold"))
     memo: dict = {}
-    hidden = 0
+    nodes = []
     for root in topo.roots():
         tops = [b for b in topo.children.get(None, ()) if topo.by_bdf[b].root == root]
         kept = [b for b in tops if _keep(topo, b, show_all, memo)]
         if not kept and not show_all:
-            hidden += len(tops)
             continue
         numa = topo.root_numa(root) if snap.numa_known else None
-        node = tree.add(Text(f"root bus {root}" + (f"  NUMA {numa}" if numa is not None else "  NUMA ?"),
-                             style="bold"))
-        _add(topo, node, kept, show_all, memo)
-    console.print(tree)
+        nodes.append((Text(f"root bus {root}" + (f"  NUMA {numa}" if numa is not None else "  NUMA ?"),
+                           style="bold"), kept))
+    for i, (label, kept) in enumerate(nodes):
+        last = i == len(nodes) - 1
+        _branch(console, label, "", last)
+        _add(topo, console, kept, show_all, memo, "    " if last else "\u2502   ")
     if not show_all:
         total = len(topo.by_bdf)
         shown = sum(1 for v in memo.values() if v)
         if total > shown:
-            console.print(f"({total - shown} other functions not shown; --all shows every device)")
+            put(console, f"({total - shown} other functions not shown; --all shows every device)")
     for c in snap.collectors:
         if c.status != "ok":
-            console.print(f"note: {c.name}: {c.status}: {c.detail}" + (f" ({c.hint})" if c.hint else ""))
+            put(console, f"note: {c.name}: {c.status}: {c.detail}" + (f" ({c.hint})" if c.hint else ""), 6)
     for n in snap.notes:
-        console.print(f"note: {n}")
+        put(console, f"note: {n}", 6)
     if not topo.by_bdf:
-        console.print("no PCI functions found in this input")
+        put(console, "no PCI functions found in this input")
 
 
-def _add(topo: Topology, node, bdfs, show_all: bool, memo: dict) -> None:
+def _branch(console, label, prefix: str, last: bool) -> None:
+    """One tree node: its guide, then its label, wrapped under itself with the guides kept."""
     from rich.text import Text
 
-    for b in bdfs:
+    head = prefix + ("\u2514\u2500\u2500 " if last else "\u251c\u2500\u2500 ")
+    more = prefix + ("    " if last else "\u2502   ")
+    lines = wrap(label, max(console.width - len(head), 20), 0)
+    for j, piece in enumerate(lines):
+        console.print(Text.assemble((head if j == 0 else more, "dim"), piece), soft_wrap=True)
+
+
+def _add(topo: Topology, console, bdfs, show_all: bool, memo: dict, prefix: str) -> None:
+    from rich.text import Text
+
+    for i, b in enumerate(bdfs):
+        last = i == len(bdfs) - 1
         kind = topo.kind[b]
-        child = node.add(Text(device_line(topo, b), style=STYLE.get(kind, "")))
+        _branch(console, Text(device_line(topo, b), style=STYLE.get(kind, "")), prefix, last)
         kids = [c for c in topo.children.get(b, ()) if _keep(topo, c, show_all, memo)]
-        _add(topo, child, kids, show_all, memo)
+        _add(topo, console, kids, show_all, memo, prefix + ("    " if last else "\u2502   "))

@@ -178,10 +178,16 @@ def names_text(dev: Dict[str, Any]) -> str:
                     + list(dev.get("nvme_names") or []))
 
 
+def short_name(name: str) -> str:
+    """A device name without the company-form words pci.ids carries; the vendor word stays
+    ("NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]" -> "NVIDIA AD102GL [RTX 6000 Ada Generation]")."""
+    return SHORTER.sub("", name)
+
+
 def ident(dev: Dict[str, Any]) -> str:
     """The device's name as the input gave it, else its vendor:device IDs."""
     if dev.get("name"):
-        return SHORTER.sub("", dev["name"])
+        return short_name(dev["name"])
     v, d = dev.get("vendor_id"), dev.get("device_id")
     if v and d:
         return f"[{v[2:]}:{d[2:]}]"

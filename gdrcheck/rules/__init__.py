@@ -16,6 +16,7 @@ _FAMILIES: Tuple[str, ...] = (
     "gdrcheck.rules.link_nic",
     "gdrcheck.rules.bar1",
     "gdrcheck.rules.facts",
+    "gdrcheck.rules.requirements",
 )
 
 

@@ -18,7 +18,10 @@ ACS_REDIRECT = Rule(
     "Disable ACS for the path: in the BIOS (PCIe ACS / 'ACS Control' off), or with the kernel parameter "
     "`pci=disable_acs_redir=<bdf>;<bdf>` (Linux 5.x+) or `pci=config_acs=` (6.11+); for a test, "
     "`setpci -s <bdf> ECAP_ACS+0x6.w=0000` (until reboot). Bare metal only: in a VM host ACS isolates guests.",
-    pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"))
+    pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"),
+    vm_remediation="In a virtual machine the bridges the guest sees are emulated: ACS and ATS must be set on the host (ACS "
+                   "redirect off or ATS with ACS direct translation on the physical switch ports) by its administrator or "
+                   "the cloud provider; setpci inside the guest changes nothing that matters.")
 ACS_UNKNOWN = Rule(
     "GDR041", "acs-state-unknown", "info", "pair",
     "ACS on the path's bridges could not be read",
@@ -37,7 +40,9 @@ IOMMU_TRANSLATING = Rule(
     "VFIO) or `amd_iommu=off`/`intel_iommu=off` to GRUB_CMDLINE_LINUX in /etc/default/grub, run "
     "`update-grub` (or `grub2-mkconfig -o /boot/grub2/grub.cfg`) and reboot; check `cat /proc/cmdline` and "
     "`cat /sys/kernel/iommu_groups/*/type` (identity = pass-through).",
-    origin="nvidia-docs", pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"))
+    origin="nvidia-docs", pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"),
+    vm_remediation="In a virtual machine: remove the virtual IOMMU from the VM definition (or boot the guest with iommu=pt); "
+                   "the host's IOMMU is the provider's to set up for peer traffic.")
 IOMMU_UNKNOWN = Rule(
     "GDR043", "iommu-state-unknown", "info", "pair",
     "The IOMMU mode of the pair's devices is not known",
@@ -79,8 +84,9 @@ def _check_acs(ctx: Context) -> Iterable[Finding]:
         translated = any(iommu_dev.get(x) == "translated" for pr in pairs for x in pr)
         yield Finding(ACS_REDIRECT.code, "error", (b,),
                       f"{label(ctx, b)} has ACS redirect on ({format_acs(st.ctrl)}); it sits on the path of "
-                      f"{len(pairs)} pair{'s' if len(pairs) != 1 else ''}",
-                      pairs=tuple(pairs), effect="fail" if translated else "degraded",
+                      f"{len(pairs)} pair{'s' if len(pairs) != 1 else ''}"
+                      + ("; the IOMMU also translates for them" if translated else ""),
+                      pairs=tuple(pairs), effect="fail",
                       evidence=f"config space offset 0x{(st.offset or 0) + 6:x} (ACS Control)")
     for bridges, pairs in sorted(unknown.items()):
         if ctx.snap.input_kind in ("lspci", "nccl-xml", "hwloc-xml"):

@@ -85,7 +85,7 @@ R_UNREAD = _rule(
     "Run gdrcheck on the node with the NVIDIA driver loaded (nvidia-ml-py installed), or from a "
     "'gdrcheck snapshot' made there.")
 R_NOT_LISTED = _rule(
-    "GDR107", "gpu-not-in-driver-view", "warning", "GPU on the bus but not listed by the driver",
+    "GDR107", "gpu-not-in-driver-view", "error", "GPU on the bus but not listed by the driver",
     "The NVIDIA driver answered for other GPUs but not this one: it is bound to another driver (vfio-pci, "
     "nouveau), failed to initialise (often an unassigned BAR) or fell off the bus. Its BAR1 cannot be read.",
     "Check 'sudo dmesg | grep -i -e nvrm -e xid' and 'lspci -k -s <gpu>'; bind it to nvidia if it should be "

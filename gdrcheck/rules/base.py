@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
-SEVERITIES = ("error", "warning", "info")
+from gdrcheck.status import EFFECTS, SEVERITIES  # noqa: F401 - the one vocabulary, re-exported for rules
+
 SCOPES = ("host", "device", "pair")
-ORIGINS = ("nccl", "gdrcheck", "nvidia-docs", "kernel")
-# how a finding moves a pair's verdict; worst first
-EFFECTS = ("fail", "unknown", "degraded")
+# where a rule comes from, in the words every output uses
+ORIGIN_WORDS = {"nccl": "NCCL's rule", "nvidia-docs": "NVIDIA's documented requirement",
+                "kernel": "the Linux kernel's rule", "gdrcheck": "gdrcheck's own check"}
+ORIGINS = tuple(ORIGIN_WORDS)
 
 
 @dataclass(frozen=True)
@@ -29,12 +31,17 @@ class Rule:
     remediation: str
     origin: str = "gdrcheck"
     pair_kinds: Tuple[str, ...] = ()  # for pair rules: which of gpu-gpu, gpu-nic, gpu-nvme
+    vm_remediation: str = ""  # the fix inside a virtual machine, where the guest cannot move cards or set ACS
+
+    def fix(self, virtual: bool) -> str:
+        return self.vm_remediation if virtual and self.vm_remediation else self.remediation
 
     def to_doc(self) -> Dict[str, Any]:
         return {
             "code": self.code, "name": self.name, "severity": self.severity, "scope": self.scope,
             "title": self.title, "rationale": self.rationale, "remediation": self.remediation,
             "origin": self.origin, "nccl_rule": self.origin == "nccl", "pair_kinds": list(self.pair_kinds),
+            **({"vm_remediation": self.vm_remediation} if self.vm_remediation else {}),
         }
 
 
@@ -92,6 +99,7 @@ class PairInfo:
     candidates: Tuple[str, ...]
     bridges: Tuple[str, ...]  # bridges on the path (through the lowest common bridge)
     nvlinks: Optional[int] = None
+    nvlink_unknown: str = ""  # GPU-GPU: why NVLink may join the pair although the input cannot show it
 
 
 Check = Callable[["Context"], Iterable[Finding]]

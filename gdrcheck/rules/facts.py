@@ -34,6 +34,24 @@ RUN_TIMED_OUT = Rule(
     "node is only slow, raise --timeout (a full run usually takes well under a second).")
 
 
+PCI_NOT_READ = Rule(
+    "GDR123", "pci-tree-not-read", "warning", "host",
+    "The PCI device list could not be read from this input",
+    "Every path class, ACS and BAR verdict comes from the PCI tree (/sys/bus/pci/devices). An input that is a "
+    "machine (a snapshot with the driver's answers, say) but lacks it cannot show the GPUs' pairs, so nothing "
+    "about them can be passed.",
+    "Take the snapshot again on the node (`gdrcheck snapshot -o node.tar.gz`) as a user who can read /sys, or "
+    "run gdrcheck there directly.")
+
+
+def _check_pci(ctx: Context) -> Iterable[Finding]:
+    for c in ctx.snap.collectors:
+        if c.name == "sysfs-pci" and c.status != "ok":
+            yield Finding(PCI_NOT_READ.code, "warning", ("sysfs-pci",), f"PCI devices not read: {c.detail}",
+                          pairs=tuple((p.a, p.b) for p in ctx.pairs), effect="unknown",
+                          settle="a snapshot or directory that holds sys/bus/pci/devices")
+
+
 def _check_deadline(ctx: Context) -> Iterable[Finding]:
     v = value(ctx, "run_deadline")
     if not isinstance(v, dict) or not v.get("missed"):
@@ -59,9 +77,8 @@ def _check_overrides(ctx: Context) -> Iterable[Finding]:
 
 
 def _check_vm(ctx: Context) -> Iterable[Finding]:
-    v = value(ctx, "virtualization")
-    if isinstance(v, dict) and v.get("virtual"):
-        how = v.get("how") or "hypervisor detected"
+    how = ctx.topo.virtual()
+    if how:
         yield Finding(VIRTUAL_MACHINE.code, "info", ("host",),
                       f"virtual machine ({how}): paths are as the guest sees them; the physical PCIe tree "
                       "is not visible")
@@ -71,4 +88,5 @@ CHECKS = (
     (NCCL_OVERRIDES, _check_overrides),
     (VIRTUAL_MACHINE, _check_vm),
     (RUN_TIMED_OUT, _check_deadline),
+    (PCI_NOT_READ, _check_pci),
 )

@@ -24,8 +24,8 @@ LINK_SPEED = Rule(
     "Read it again under load (`nvidia-smi -q -d PCIE` shows 'Link Gen Current/Max' for GPUs); if it "
     "stays low, check the BIOS PCIe generation setting and the riser.")
 NIC_NOT_RDMA = Rule(
-    "GDR082", "nic-not-rdma", "warning", "pair",
-    "The NIC has no RDMA device: GPUDirect RDMA does not apply to it",
+    "GDR082", "nic-not-rdma", "error", "pair",
+    "An RDMA-capable NIC has no RDMA device: its RDMA driver is not bound",
     "GPUDirect RDMA needs an RDMA-capable NIC (InfiniBand or RoCE, e.g. ConnectX) with its RDMA driver "
     "bound; a plain Ethernet or virtual NIC moves GPU data through host memory.",
     "If the NIC is RDMA-capable, load its RDMA driver (`modprobe mlx5_ib`) and check `ls "
@@ -41,19 +41,8 @@ NIC_RDMA_UNKNOWN = Rule(
 
 
 def rdma_capable(ctx: Context, nic: str) -> Optional[bool]:
-    """True/False from sysfs or an NCCL topology; None when the input cannot say."""
-    d = ctx.topo.by_bdf[nic]
-    if d.rdma_devices:
-        return True
-    kind = ctx.snap.input_kind
-    if kind == "nccl-xml":
-        return d.kind_hint == "nic" or None
-    if kind in ("live", "sysfs", "snapshot"):
-        if not ctx.snap.host.get("modules_loaded"):
-            # no view of the kernel at all (a bare sysfs tree): only a class-0x0207 IB NIC is certain
-            return True if d.class_code is not None and d.class_code >> 8 == 0x0207 else None
-        return False
-    return None
+    """True/False/None: whether the NIC is (or may be) an RDMA device (see :meth:`Topology.rdma`)."""
+    return ctx.topo.rdma(nic)[0]
 
 
 def _check_links(ctx: Context) -> Iterable[Finding]:
@@ -91,9 +80,12 @@ def _check_rdma(ctx: Context) -> Iterable[Finding]:
         if not pairs:
             continue
         cap = rdma_capable(ctx, nic)
-        if cap is False:
-            yield Finding(NIC_NOT_RDMA.code, "warning", (nic,),
-                          f"{label(ctx, nic)} has no RDMA device; GPUDirect RDMA does not apply to it",
+        if cap and not ctx.topo.by_bdf[nic].rdma_devices and ctx.snap.input_kind in ("live", "sysfs", "snapshot") \
+                and ctx.snap.host.get("modules_loaded"):
+            _capable, what = ctx.topo.rdma(nic)
+            yield Finding(NIC_NOT_RDMA.code, "error", (nic,),
+                          f"{label(ctx, nic)} ({what}) has no RDMA device in /sys/class/infiniband: its RDMA "
+                          "driver is not bound, so GPUDirect RDMA cannot use it",
                           pairs=pairs, effect="fail")
         elif cap is None:
             yield Finding(NIC_RDMA_UNKNOWN.code, "info", (nic,),

@@ -7,6 +7,13 @@ from typing import Dict, Iterable, List, Tuple
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import label, pair_label
 
+# in a guest, placement is the host's to change
+VM_PLACEMENT_FIX = (
+    "In a virtual machine the guest cannot move cards: ask the host's administrator (or the cloud provider) to "
+    "pass through each GPU together with its NIC or NVMe drive from under one PCIe switch (the whole switch), "
+    "with ATS on and ACS redirect off on the host's bridges, and to give the guest the physical topology "
+    "(an NCCL topology file, NCCL_TOPO_FILE).")
+
 GDR_BEYOND_LEVEL = Rule(
     "GDR001", "gdr-beyond-nccl-level", "warning", "pair",
     "GPU and NIC are further apart than NCCL's GPUDirect RDMA level",
@@ -16,27 +23,30 @@ GDR_BEYOND_LEVEL = Rule(
     "Use the NIC closest to each GPU (NCCL picks it when the topology is right), move the NIC or GPU to a "
     "slot under the same PCIe switch, or, only if you measured that the root complex forwards peer traffic "
     "well, set NCCL_NET_GDR_LEVEL=PHB (same NUMA node) in the job environment or /etc/nccl.conf.",
-    origin="nccl", pair_kinds=("gpu-nic",))
+    origin="nccl", pair_kinds=("gpu-nic",),
+    vm_remediation=VM_PLACEMENT_FIX)
 THROUGH_ROOT = Rule(
     "GDR002", "through-root-complex", "warning", "pair",
     "Peer traffic between the two devices crosses a CPU root complex",
     "GPUDirect is best when both ends sit under one PCIe switch. Through a root complex it works on most "
     "platforms but P2P read bandwidth can be severely limited (NVIDIA GPUDirect RDMA docs, 'Supported "
-    "systems'). NCCL 2.23+ uses host memory there instead of PCIe P2P, except on x86 AMD CPUs with at most "
-    "two GPUs in the communicator; 2.9.6-2.22 use P2P there on AMD and POWER CPUs (pairs[].nccl says which).",
-    "Place the GPU and the NVMe drive (or the two GPUs) under the same PCIe switch; check the slot map in "
-    "the server manual. `gdrcheck topology` shows where each device sits.",
-    origin="nvidia-docs", pair_kinds=("gpu-gpu", "gpu-nvme"))
+    "systems'). Where NCCL itself would not use the path, GDR001 or GDR006 says so instead; this finding "
+    "is for paths that will be used (a raised NCCL level, NCCL's SYS default for two GPUs on AMD, GPUDirect "
+    "Storage).",
+    "Place the two devices under the same PCIe switch; check the slot map in the server manual. "
+    "`gdrcheck topology` shows where each device sits.",
+    origin="nvidia-docs", pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"),
+    vm_remediation=VM_PLACEMENT_FIX)
 CROSS_SOCKET = Rule(
     "GDR003", "cross-socket", "warning", "pair",
-    "The path crosses the link between NUMA nodes (QPI/UPI/xGMI)",
-    "A PCIe peer path across sockets is, per NVIDIA, 'may be extremely slow or unreliable'. By default NCCL "
-    "does not use GPUDirect RDMA across NUMA nodes (it may relay through an NVLinked GPU, PXN); it does use "
-    "PCIe P2P across them on x86 AMD CPUs with at most two GPUs (2.23+), on AMD and POWER CPUs (2.9.6-2.22) "
-    "and wherever NCCL_P2P_LEVEL=SYS (pairs[].nccl says which).",
+    "The path crosses the link between NUMA nodes (the CPUs' interconnect)",
+    "A PCIe peer path across sockets is, per NVIDIA, 'may be extremely slow or unreliable'. Where NCCL itself "
+    "would not use the path, GDR001 or GDR006 says so instead; this finding is for paths that will be used "
+    "(a raised NCCL level, NCCL's SYS default for two GPUs on AMD, GPUDirect Storage).",
     "Pair each GPU with a NIC or NVMe drive on its own NUMA node (`gdrcheck topology` shows NUMA per "
     "device); for jobs, bind ranks to the GPU's NUMA node (`numactl --cpunodebind`).",
-    origin="nvidia-docs", pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"))
+    origin="nvidia-docs", pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"),
+    vm_remediation=VM_PLACEMENT_FIX)
 PATH_UNDECIDED = Rule(
     "GDR004", "path-class-undecided", "info", "pair",
     "The input does not say enough to classify the path",
@@ -50,7 +60,8 @@ NO_CLOSE_NIC = Rule(
     "On a GPUDirect RDMA node every GPU should have a NIC within PIX/PXB; a GPU without one sends its "
     "inter-node traffic through host memory or borrows another GPU's NIC over NVLink (PXN).",
     "Check that every NIC is seated and enumerated (`gdrcheck topology`); compare with a healthy node of "
-    "the same model (`gdrcheck fingerprint` on both).")
+    "the same model (`gdrcheck fingerprint` on both).",
+    vm_remediation=VM_PLACEMENT_FIX)
 P2P_BEYOND_LEVEL = Rule(
     "GDR006", "p2p-beyond-nccl-level", "warning", "pair",
     "NCCL will not use PCIe P2P between these GPUs",
@@ -59,7 +70,8 @@ P2P_BEYOND_LEVEL = Rule(
     "memory.",
     "Place the GPUs under a common PCIe switch, or set NCCL_P2P_LEVEL=PHB/SYS only after measuring that "
     "P2P through the root complex is faster than host memory on this platform.",
-    origin="nccl", pair_kinds=("gpu-gpu",))
+    origin="nccl", pair_kinds=("gpu-gpu",),
+    vm_remediation=VM_PLACEMENT_FIX)
 P2P_DISABLED = Rule(
     "GDR007", "p2p-disabled-by-driver", "error", "pair",
     "The NVIDIA driver reports P2P as not supported between these GPUs",
@@ -70,6 +82,16 @@ P2P_DISABLED = Rule(
     "topology not supported, GNS = GPU not supported, DR = disabled by regkey. In a VM the hypervisor "
     "must expose P2P. Check `nvidia-smi nvlink -s` for NVLink pairs.",
     origin="nccl", pair_kinds=("gpu-gpu",))
+NVLINK_UNSEEN = Rule(
+    "GDR009", "nvlink-not-in-input", "info", "pair",
+    "NVLink may join these GPUs, but the input cannot show it",
+    "SXM/OAM GPUs (V100/A100/H100/H200/B200 SXM, MI250/MI300) talk over NVLink, NVSwitch or xGMI, and NCCL "
+    "then uses P2P over those links whatever the PCIe path. An lspci tree, an hwloc XML made without the "
+    "NVML backend or an NCCL topology file without <nvlink> elements does not show them, so the PCIe path "
+    "alone cannot say whether P2P will be used.",
+    "Run gdrcheck on the node (NVML reports NVLink), or give it an NCCL topology dump made there "
+    "(NCCL_TOPO_DUMP_FILE=/tmp/topo.xml with any NCCL job) or `nvidia-smi topo -m`.",
+    pair_kinds=("gpu-gpu",))
 P2P_UNKNOWN = Rule(
     "GDR008", "p2p-status-unknown", "info", "pair",
     "The driver's P2P status for these GPUs is not known",
@@ -96,51 +118,69 @@ def _closest(ctx: Context) -> Dict:
     return best
 
 
-def _severity(ctx: Context, p, best: Dict, default: str) -> Tuple[str, str]:
-    """A pair worse than the GPU's closest peer of that kind is not the one to use: info, and say which is."""
+def _far(ctx: Context, p, best: Dict) -> bool:
+    """A GPU-NIC or GPU-NVMe pair worse than the GPU's closest peer of that kind: not the one to use."""
     got = best.get((p.a, p.kind))
-    if got is not None and p.pcie_path in ORDER and ORDER[got[0]] < ORDER[p.pcie_path]:
-        return "info", f" (not the pair to use: its closest is {label(ctx, got[1])}, {got[0]})"
-    return default, ""
+    return got is not None and p.pcie_path in ORDER and ORDER[got[0]] < ORDER[p.pcie_path]
+
+
+def _distance_finding(ctx: Context, p, view: Dict):
+    """The one finding a pair's distance gives, if any: (code, message). NCCL's own level decision
+    first (GDR001, GDR006), else what NVIDIA documents for the class (GDR002 root complex, GDR003
+    across NUMA nodes)."""
+    st = ctx.nccl
+    where = {"PHB": "meet only at the root complex (PHB)", "NODE": "meet only between root complexes of one NUMA "
+             "node (NODE)", "SYS": "are on different NUMA nodes (SYS)"}.get(p.pcie_path, f"are {p.pcie_path} apart")
+    if p.kind == "gpu-nic" and view.get("within_gdr_level") is False:
+        return GDR_BEYOND_LEVEL.code, (
+            f"NCCL will not use GPUDirect RDMA between {pair_label(ctx, p)}: they {where}, NCCL path "
+            f"{view.get('path_type')}, beyond NCCL_NET_GDR_LEVEL={st.gdr_level} ({st.gdr_level_source})")
+    if p.kind == "gpu-gpu" and view.get("within_p2p_level") is False:
+        return P2P_BEYOND_LEVEL.code, (
+            f"NCCL will use host memory, not P2P, between {pair_label(ctx, p)}: they {where}, beyond "
+            f"NCCL_P2P_LEVEL={st.p2p_level} ({st.p2p_level_source})")
+    if p.pcie_path in ("PHB", "NODE"):
+        return THROUGH_ROOT.code, f"{pair_label(ctx, p)} {where}"
+    if p.pcie_path == "SYS":
+        return CROSS_SOCKET.code, f"{pair_label(ctx, p)} {where}"
+    return None
 
 
 def _check_levels(ctx: Context) -> Iterable[Finding]:
     st = ctx.nccl
     best = _closest(ctx)
-    # pairs that are not the ones to use (a GPU has a closer peer of that kind) are folded into one
-    # info finding per (rule, GPU, peer kind): a large chassis would otherwise list every far pair
+    # pairs that are not the ones to use (a GPU has a closer peer of that kind) only inform, folded
+    # into one finding per (rule, GPU, peer kind): NCCL and GDS take the closest
     far: Dict[Tuple[str, str, str], List] = {}
     for p in ctx.pairs:
         view: Dict = ctx.nccl_view.get((p.a, p.b), {})
+        if p.kind == "gpu-gpu" and p.nvlink_unknown:
+            yield Finding(NVLINK_UNSEEN.code, "info", (p.a, p.b), f"{pair_label(ctx, p)}: {p.nvlink_unknown}; "
+                          f"the PCIe path ({p.pcie_path or '/'.join(p.candidates) or 'unknown'}) decides P2P only "
+                          "where no NVLink joins them", pairs=((p.a, p.b),), effect="unknown",
+                          settle="run gdrcheck on the node (NVML shows NVLink), or give an NCCL topology dump "
+                          "made there (NCCL_TOPO_DUMP_FILE) or nvidia-smi topo -m")
+            continue
         if p.pcie_path is None and not p.nvlinks:
+            unplaced = ctx.snap.unplaced and (p.a in ctx.snap.unplaced or p.b in ctx.snap.unplaced)
+            why = ("the input does not show where one of them sits in the PCIe tree" if unplaced
+                   else "on different root buses and the input gives no NUMA node")
             yield Finding(PATH_UNDECIDED.code, "info", (p.a, p.b),
-                          f"{pair_label(ctx, p)}: on different root buses and the input gives no NUMA node; "
+                          f"{pair_label(ctx, p)}: {why}; "
                           f"the path is {' or '.join(p.candidates) or 'unknown'}",
                           pairs=((p.a, p.b),), effect="unknown",
                           settle="run gdrcheck live on the node or send a snapshot")
             continue
-        sev, _note = _severity(ctx, p, best, "warning")
-        hits = []
-        if p.kind == "gpu-nic" and view.get("within_gdr_level") is False and _rdma_capable(ctx, p.b) is not False:
-            hits.append((GDR_BEYOND_LEVEL.code,
-                         f"NCCL will not use GPUDirect RDMA between {pair_label(ctx, p)}: path "
-                         f"{p.pcie_path} (NCCL {view.get('path_type')}) is beyond "
-                         f"NCCL_NET_GDR_LEVEL={st.gdr_level} ({st.gdr_level_source})"))
-        if not p.nvlinks:
-            if p.kind in ("gpu-gpu", "gpu-nvme") and p.pcie_path in ("PHB", "NODE"):
-                hits.append((THROUGH_ROOT.code, f"{pair_label(ctx, p)} meet only at the root complex ({p.pcie_path})"))
-            if p.pcie_path == "SYS":
-                hits.append((CROSS_SOCKET.code, f"{pair_label(ctx, p)} are on different NUMA nodes (SYS)"))
-        for code, msg in hits:
-            if sev == "info":
-                far.setdefault((code, p.a, p.kind), []).append(p)
-            else:
-                yield Finding(code, sev, (p.a, p.b), msg, pairs=((p.a, p.b),), effect="degraded")
-        if not p.nvlinks and p.kind == "gpu-gpu" and view.get("within_p2p_level") is False:
-            yield Finding(P2P_BEYOND_LEVEL.code, "warning", (p.a, p.b),
-                          f"NCCL will use host memory, not P2P, between {pair_label(ctx, p)}: path "
-                          f"{p.pcie_path} is beyond NCCL_P2P_LEVEL={st.p2p_level} ({st.p2p_level_source})",
-                          pairs=((p.a, p.b),), effect="degraded")
+        if p.nvlinks:
+            continue
+        hit = _distance_finding(ctx, p, view)
+        if hit is None:
+            continue
+        code, msg = hit
+        if p.kind != "gpu-gpu" and _far(ctx, p, best):
+            far.setdefault((code, p.a, p.kind), []).append(p)
+        else:
+            yield Finding(code, "warning", (p.a, p.b), msg, pairs=((p.a, p.b),), effect="degraded")
     what = {GDR_BEYOND_LEVEL.code: f"beyond NCCL_NET_GDR_LEVEL={st.gdr_level}",
             THROUGH_ROOT.code: "meeting it only at the root complex", CROSS_SOCKET.code: "on other NUMA nodes (SYS)"}
     for (code, gpu, kind), ps in far.items():
@@ -150,13 +190,14 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
         yield Finding(code, "info", (gpu,),
                       f"{label(ctx, gpu)}: {n} {peers}{'s' if n != 1 else ''} {what[code]} "
                       f"({', '.join(p.b for p in ps[:4])}{', ...' if n > 4 else ''}); not the ones to use: "
-                      f"its closest is {label(ctx, to)}, {cls}",
-                      pairs=tuple((p.a, p.b) for p in ps), effect="degraded")
+                      f"its closest is {label(ctx, to)}, {cls}")
 
 
 def _check_p2p_status(ctx: Context) -> Iterable[Finding]:
     status = ctx.snap.p2p_status
     for p in ctx.pairs_of("gpu-gpu"):
+        if p.nvlink_unknown:
+            continue  # GDR009 says what would settle it
         got = {}
         for cap in ("read", "write"):
             v = status.get((p.a, p.b, cap)) or status.get((p.b, p.a, cap))
@@ -186,9 +227,12 @@ def _check_close_nic(ctx: Context) -> Iterable[Finding]:
         mine = [p for p in ctx.pairs_with(g) if p.kind == "gpu-nic" and p.a == g and p.b in nic_set]
         close: List[str] = [p.b for p in mine if p.pcie_path in ("PIX", "PXB")]
         undecided = any(p.pcie_path is None for p in mine)
-        if not close and not undecided:
+        said = all(ctx.nccl_view.get((p.a, p.b), {}).get("within_gdr_level") is False for p in mine)
+        if not close and not undecided and not said:
+            sure = all(_rdma_capable(ctx, n) for n in nics)
             yield Finding(NO_CLOSE_NIC.code, "warning", (g,),
-                          f"{label(ctx, g)} has no RDMA NIC under a common PCIe switch")
+                          f"{label(ctx, g)} has no {'RDMA NIC' if sure else 'NIC that may be an RDMA device'} "
+                          "under a common PCIe switch")
 
 
 def _rdma_capable(ctx: Context, nic: str):
@@ -206,4 +250,5 @@ CHECKS = (
     (P2P_BEYOND_LEVEL, None),
     (P2P_DISABLED, _check_p2p_status),
     (P2P_UNKNOWN, None),
+    (NVLINK_UNSEEN, None),
 )

@@ -1,0 +1,67 @@
+"""What ``check --require`` asks for and the node does not have: nothing to satisfy a requirement is not
+a pass. These findings come from the gate (``check``), not from the facts alone, so their check is the
+gate's :func:`unmet`."""
+
+from __future__ import annotations
+
+from typing import Iterable, List
+
+from gdrcheck.rules.base import Finding, Rule
+
+NO_GPU = Rule(
+    "GDR010", "no-gpu", "error", "host",
+    "No GPU on a node that is checked for GPUDirect",
+    "The gate runs on GPU nodes; a node where no GPU shows on the PCI bus (a GPU that fell off the bus, an "
+    "unseated card, a BIOS that hides it) or in the input cannot do GPUDirect at all.",
+    "Check `lspci -d 10de:` and `nvidia-smi`; look for 'fallen off the bus' or Xid 79 in `dmesg`, reseat or "
+    "replace the card. If the node has no GPU by design, do not run the GPU gate on it.")
+NO_RDMA_NIC = Rule(
+    "GDR011", "no-rdma-nic", "error", "host",
+    "GPUDirect RDMA is required, but no NIC is (or may be) an RDMA device",
+    "GPUDirect RDMA moves GPU memory through an RDMA NIC (InfiniBand, RoCE, EFA); without one there is no "
+    "GPU-NIC pair to pass.",
+    "Check that the RDMA NICs are seated and their drivers loaded (`ls /sys/class/infiniband`, `ibv_devinfo`, "
+    "`modprobe mlx5_ib`); if the node has none by design, drop gdr from --require.")
+TOO_FEW_GPUS = Rule(
+    "GDR012", "too-few-gpus-for-p2p", "error", "host",
+    "GPU peer-to-peer is required, but the node has fewer than two GPUs",
+    "P2P is between two GPUs of one node; with one GPU (or none) there is no pair to pass.",
+    "Check that every GPU shows (`nvidia-smi -L`, `lspci -d 10de:`); if the node has one GPU by design, drop "
+    "p2p from --require.")
+NO_NVME = Rule(
+    "GDR013", "no-nvme", "error", "host",
+    "GPUDirect Storage is required, but the node has no NVMe drive",
+    "GPUDirect Storage reads NVMe (or NVMe-oF/NFS over RDMA) straight into GPU memory; with no local NVMe drive "
+    "there is no GPU-NVMe pair to pass.",
+    "Check that the drives show (`nvme list`, `lspci -d ::0108`); if the node has none by design, drop gds from "
+    "--require.")
+
+
+def unmet(topo, capabilities: Iterable[str]) -> List[Finding]:
+    """One error finding per requirement nothing on the node could satisfy."""
+    caps = set(capabilities)
+    gpus = topo.of_kind("gpu")
+    out: List[Finding] = []
+    if any(c.name == "sysfs-pci" and c.status != "ok" for c in topo.snap.collectors):
+        return out  # the PCI tree was not read: what the node has is unknown (GDR123), not absent
+    if not gpus:
+        out.append(Finding(NO_GPU.code, "error", ("host",), "no GPU in this input: nothing to check"))
+        return out
+    if "gdr" in caps and not topo.gpudirect_nics():
+        others = topo.of_kind("nic")
+        out.append(Finding(NO_RDMA_NIC.code, "error", ("host",),
+                           "no NIC that is or may be an RDMA device" +
+                           (f" (not GPUDirect NICs: {', '.join(others)})" if others else " (no NIC at all)")))
+    if "p2p" in caps and len(gpus) < 2:
+        out.append(Finding(TOO_FEW_GPUS.code, "error", ("host",), f"{len(gpus)} GPU: no GPU pair for P2P"))
+    if "gds" in caps and not topo.of_kind("nvme"):
+        out.append(Finding(NO_NVME.code, "error", ("host",), "no NVMe drive: no GPU-NVMe pair for GPUDirect Storage"))
+    return out
+
+
+CHECKS = (
+    (NO_GPU, None),
+    (NO_RDMA_NIC, None),
+    (TOO_FEW_GPUS, None),
+    (NO_NVME, None),
+)

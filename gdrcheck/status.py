@@ -1,0 +1,56 @@
+"""The one vocabulary: verdicts, severities, node statuses and exit codes, and how each follows from the others.
+
+Every output (pairs, check in each format, the HTML report, Prometheus, fleet summarize) takes its words
+from here, so the same node gets the same answer everywhere:
+
+* a finding that moves a pair has an effect; its severity follows the effect (``fail`` is an ``error``,
+  ``degraded`` a ``warning``); a finding that only informs keeps its rule's severity;
+* a pair's verdict is the worst effect of its findings (``fail`` > ``unknown`` > ``degraded`` > ``ok``);
+* a node is ``fail`` when a pair fails or a finding reaches ``--fail-on``, else ``unknown`` when a pair is
+  unknown or a needed fact is missing, else ``pass``; the exit status is 1, 3 or 0 accordingly.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+VERDICTS = ("fail", "unknown", "degraded", "ok")  # worst first
+EFFECTS = VERDICTS[:3]  # how a finding moves a pair's verdict, worst first
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+SEVERITY_OF_EFFECT = {"fail": "error", "degraded": "warning"}
+STATUSES = ("pass", "fail", "unknown")
+EXIT_OF_STATUS = {"pass": 0, "fail": 1, "unknown": 3}
+STATUS_OF_EXIT = {code: word for word, code in EXIT_OF_STATUS.items()}
+EXIT_USAGE = 2  # bad usage or unreadable input
+STATUS_WORDS = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN"}
+_VERDICT_RANK = {v: i for i, v in enumerate(VERDICTS)}
+
+
+def severity_for(effect: Optional[str], declared: str) -> str:
+    """A finding's severity: the one its effect implies, else (a finding that only informs) its rule's."""
+    return SEVERITY_OF_EFFECT.get(effect or "", declared)
+
+
+def worst_verdict(effects: Iterable[Optional[str]]) -> str:
+    """A pair's verdict from the effects of its findings."""
+    worst = "ok"
+    for e in effects:
+        if e and _VERDICT_RANK[e] < _VERDICT_RANK[worst]:
+            worst = e
+    return worst
+
+
+def reaches(severity: str, fail_on: str) -> bool:
+    return SEVERITY_RANK[severity] >= SEVERITY_RANK[fail_on]
+
+
+def node_status(verdicts: Iterable[str], severities: Iterable[str], fail_on: str = "error", *,
+                facts_missing: bool = False) -> str:
+    """``pass``, ``fail`` or ``unknown`` for a node, from its pairs' verdicts and its findings' severities."""
+    verdicts = list(verdicts)
+    if "fail" in verdicts or any(reaches(s, fail_on) for s in severities):
+        return "fail"
+    if "unknown" in verdicts or facts_missing:
+        return "unknown"
+    return "pass"
