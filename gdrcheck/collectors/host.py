@@ -54,8 +54,8 @@ def collect_host(src: Source, devices: Sequence[PciFunction]) -> Tuple[Dict[str,
     facts.update(_guard("nccl_env", lambda: {"nccl_env": nccl_env_fact(ctx)}, errors))
     facts.update(_guard("nccl_conf", lambda: {"nccl_conf": nccl_conf_fact(ctx)}, errors))
     if "nccl_conf" in facts:
-        facts.update(_guard("nccl_topo_file", lambda: {"nccl_topo_file": nccl_topo_file_fact(ctx, facts["nccl_conf"])},
-                            errors))
+        conf = facts["nccl_conf"]
+        facts.update(_guard("nccl_topo_file", lambda: {"nccl_topo_file": nccl_topo_file_fact(ctx, conf)}, errors))
     facts.update(_guard("nccl_versions", lambda: {"nccl_versions": nccl_versions_fact(ctx)}, errors))
     facts.update(_guard("rdma_port_rates", lambda: {"rdma_port_rates": rdma_port_rates_fact(ctx)}, errors))
     for key in HOST_FACT_KEYS:

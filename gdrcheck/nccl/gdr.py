@@ -115,9 +115,13 @@ def decide(version: Version, st, *, t: Optional[str], candidates: Tuple[str, ...
                           "through host memory"}
     if nic_ok is None or gpu_ok is None:
         missing = [w for ok, w in ((nic_ok, nic_why), (gpu_ok, gpu_why)) if ok is None]
-        return {"gdr": "unknown", "distance": d,
-                "reason": f"path {d} within NCCL_NET_GDR_LEVEL={level}, but " + "; ".join(missing),
-                "depends_on": depends + missing}
+        out = {"gdr": "unknown", "distance": d,
+               "reason": f"path {d} within NCCL_NET_GDR_LEVEL={level}" + (f" ({how})" if how else "") + ", but "
+                         + "; ".join(missing),
+               "depends_on": depends + [m for m in missing if m not in depends]}
+        if via:
+            out["via"] = via
+        return out
     mode = "PCI" if gpu_c2c and d not in ("P2C", "C2C") else "Default"
     out: Dict[str, object] = {"gdr": "enabled", "distance": d,
                               "reason": f"{nic_why}; {gpu_why}; path {d} within NCCL_NET_GDR_LEVEL={level} "

@@ -306,7 +306,7 @@ def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Option
     if pm_ok is None:
         return None, "peer-memory files not shown" + (f"; {dwhy}" if ok is None else ""), \
             ["peer-memory module files (/sys/module/nvidia_peermem, /sys/kernel/mm/memory_peers)"]
-    return None, f"no peer-memory file of NCCL {version_str(node.version)}; {dwhy}", [dwhy]
+    return None, f"no peer-memory file of NCCL {version_str(node.version)}; {dwhy}", []
 
 
 # ---------------------------------------------------------------------------
