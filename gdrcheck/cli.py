@@ -147,7 +147,8 @@ def fail_on_option(f):
 
 def nccl_option(f):
     return click.option("--nccl-version", metavar="X.Y.Z",
-                        help="judge with the rules of this NCCL release (default: the newest known)")(f)
+                        help="judge with the rules of this NCCL release (default: the newest NCCL found on the "
+                             "node: libnccl.so.2.X.Y, a pip nvidia-nccl wheel or PyTorch's; else the newest known)")(f)
 
 
 def _finish(report, fail_on: str) -> int:

@@ -7,7 +7,7 @@ findings that concern it (fail > unknown > degraded), ``ok`` when none does.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from gdrcheck import nccl
 from gdrcheck.model import Snapshot, bdf_key
@@ -28,6 +28,7 @@ class Report:
     pair_findings: Dict[Tuple[str, str], List[str]] = field(default_factory=dict)
     nccl_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
     whole: Optional["Report"] = None  # for a report restricted to some pair kinds: the node's full report
+    nccl_node: Any = None  # gdrcheck.nccl.node.NodeNccl: NCCL's view of the node at the version judged
 
 
 PAIR_KIND_OF = {"gdr": "gpu-nic", "p2p": "gpu-gpu", "gds": "gpu-nvme"}
@@ -55,7 +56,7 @@ def restrict(report: Report, capabilities, required: bool = True) -> Report:
                   verdicts={k: v for k, v in report.verdicts.items() if k in keep},
                   pair_findings={k: v for k, v in report.pair_findings.items() if k in keep},
                   nccl_view={k: v for k, v in report.nccl_view.items() if k in keep},
-                  whole=report.whole or report)
+                  whole=report.whole or report, nccl_node=report.nccl_node)
 
 
 def _flattened(topo: Topology, bridges: Tuple[str, ...]) -> bool:
@@ -112,12 +113,11 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Report:
     options = options or Options()
     topo = Topology(snap)
     pairs = build_pairs(topo)
-    cpu = snap.host.get("cpu_vendor")
-    st = nccl.settings(nccl.parse_version(options.nccl_version), nccl_env(snap, options),
-                       cpu.value if cpu is not None else None, len(topo.of_kind("gpu")))
-    report = Report(snap=snap, topo=topo, options=options, settings=st, pairs=pairs, findings=[])
+    node = nccl_node(snap, topo, pairs, options)
+    st = node.st
+    report = Report(snap=snap, topo=topo, options=options, settings=st, pairs=pairs, findings=[], nccl_node=node)
     for pair in pairs:
-        report.nccl_view[(pair.a, pair.b)] = nccl_pair_view(topo, pair, st)
+        report.nccl_view[(pair.a, pair.b)] = nccl_pair_view(topo, pair, st, node)
     ctx = Context(snap=snap, topo=topo, pairs=pairs, options=options, nccl=st, nccl_view=report.nccl_view)
     for _rule, check in registry():
         if check is None:
@@ -139,22 +139,41 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Report:
     return report
 
 
-def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings) -> dict:
-    """NCCL's path type for the pair and its level check (peer memory and NVML come from rules)."""
-    flat = pair.pcie_path == "PXB" and _flattened(topo, pair.bridges)
-    t = None if pair.nvlink_unknown else nccl.nccl_type(pair.pcie_path, pair.nvlinks, flat)
-    view = {"path_type": t}
+def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: Optional[str] = None):
+    """NCCL's view of the node: the version judged (``--nccl-version``, else the newest found), its settings
+    and every pair's decision (``gdrcheck.nccl.node``)."""
+    from gdrcheck.nccl import node as nccl_node_mod
+
+    found = nccl_node_mod.versions_found(snap)
+    v, why = nccl_node_mod.choose_version(version or options.nccl_version, found)
+    return nccl_node_mod.build(snap, topo, pairs, options, v, why, found)
+
+
+def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=None) -> dict:
+    """NCCL's path type for the pair, its level check, and NCCL's decision (``gdr`` / ``p2p``)."""
+    from gdrcheck.nccl.node import pair_type
+
+    t, cands, flat, via = pair_type(topo, pair, st.version, st)
+    view: dict = {"path_type": t}
     if pair.nvlink_unknown:
         view["path_type_reason"] = pair.nvlink_unknown
-    if pair.pcie_path is None and pair.candidates:
-        view["path_type_candidates"] = sorted({nccl.nccl_type(c, None) for c in pair.candidates},
-                                              key=lambda x: nccl.RANK[x])
+    if cands:
+        view["path_type_candidates"] = list(cands)
     if flat:
         view["broadcom_flattened"] = True
+    if via:
+        view["nvb_via"] = via
     if pair.kind == "gpu-nic":
         view["gdr_level"] = st.gdr_level
-        view["within_gdr_level"] = nccl.within(t, st.gdr_level)
+        view["within_gdr_level"] = nccl.within(t, st.gdr_level, st.version)
+        if node is not None and (pair.a, pair.b) in node.gdr_view:
+            view.update(node.gdr_view[(pair.a, pair.b)])
+            if view.get("distance") and not view.get("via"):  # after NCCL's C2C rewrite (PXN is the job's)
+                view["within_gdr_level"] = nccl.within(view["distance"], st.gdr_level, st.version)
     elif pair.kind == "gpu-gpu":
         view["p2p_level"] = st.p2p_level
-        view["within_p2p_level"] = nccl.within(t, st.p2p_level)
+        level = st.user_p2p_level or (st.p2p_level if "|" not in st.p2p_level else None)
+        view["within_p2p_level"] = nccl.within(t, level, st.version)
+        if node is not None and (pair.a, pair.b) in node.p2p_view:
+            view.update(node.p2p_view[(pair.a, pair.b)])
     return view

@@ -65,49 +65,93 @@ def rules_doc(report: Report) -> Dict[str, Any]:
     return out
 
 
-def nccl_decision(report: Report, pair: PairInfo, nic_side: Tuple) -> Dict[str, Any]:
-    """NCCL's predicted decision for the pair, with the reason."""
+def nccl_decision(report: Report, pair: PairInfo, nic_side: Tuple = (None, "")) -> Dict[str, Any]:
+    """NCCL's predicted decision for the pair (``gdr`` or ``p2p``), with the reason and what the job decides."""
     view = dict(report.nccl_view.get((pair.a, pair.b), {}))
-    if pair.kind == "gpu-nic":
+    if pair.kind == "gpu-nic" and "gdr" not in view:
+        # a NIC NCCL would never enumerate (not an RDMA device) or a report built without NCCL's view
         ok, why = nic_side
-        within = view.get("within_gdr_level")
-        if within is False:
-            view["gdr"], view["reason"] = "disabled", f"path beyond NCCL_NET_GDR_LEVEL={report.settings.gdr_level}"
-        elif ok is False:
-            view["gdr"], view["reason"] = "disabled", why
-        elif within is None or ok is None:
-            view["gdr"] = "unknown"
-            view["reason"] = why if ok is None else "path type not known"
-        else:
-            view["gdr"], view["reason"] = "enabled", why
-    elif pair.kind == "gpu-gpu":
-        st = report.snap.p2p_status
-        caps = [st.get((pair.a, pair.b, c)) or st.get((pair.b, pair.a, c)) for c in ("read", "write")]
-        within = view.get("within_p2p_level")
-        if within is False:
-            view["p2p"], view["reason"] = "disabled", f"path beyond NCCL_P2P_LEVEL={report.settings.p2p_level}"
-        elif any(c is not None and c != "OK" for c in caps):
-            view["p2p"], view["reason"] = "disabled", "NVML P2P status " + "/".join(c or "?" for c in caps)
-        elif within is None or None in caps:
-            view["p2p"] = "unknown"
-            view["reason"] = (view.get("path_type_reason") or "path type not known") if within is None \
-                else "NVML P2P status not known"
-        else:
-            view["p2p"] = "enabled"
-            view["reason"] = ("xGMI" if (pair.path or "").startswith("XGMI") else "NVLink") if pair.nvlinks else f"path {view.get('path_type')} within NCCL_P2P_LEVEL"
+        view["gdr"] = "disabled" if ok is False else "unknown"
+        view["reason"] = why or "not an RDMA device NCCL's IB transport would use"
+    elif pair.kind == "gpu-gpu" and "p2p" not in view:
+        view["p2p"], view["reason"] = "unknown", "NCCL's view was not computed"
     return view
+
+
+def nccl_doc(report: Report) -> Dict[str, Any]:
+    """The top-level ``nccl`` object: the version judged and why, the versions found, the settings in force,
+    and the pairs another version found on the node would decide differently."""
+    st = report.settings
+    node = report.nccl_node
+    doc: Dict[str, Any] = {
+        "version": ".".join(map(str, st.version)),
+        "version_reason": st.version_reason or (node.version_reason if node is not None else ""),
+        "versions_found": [dict(e) for e in (node.versions_found if node is not None else [])],
+        "gdr_level": st.gdr_level, "gdr_level_source": st.gdr_level_source,
+        "p2p_level": st.p2p_level, "p2p_level_source": st.p2p_level_source,
+        "overrides": dict(st.overrides),
+        "settings_files_read": list(st.files_read),
+    }
+    if st.ignored:
+        doc["ignored_settings"] = list(st.ignored)
+    if node is None:
+        return doc
+    doc["cpu"] = {"kind": node.cpu, "source": node.cpu_source}
+    if node.plugins:
+        doc["net_plugins"] = list(node.plugins)
+    if node.topo_files:
+        doc["topology_files"] = dict(node.topo_files)
+    doc["gpus"] = {b: {"gdr": g.gdr, "gdr_source": g.gdr_source, "sm": g.sm, "c2c": g.c2c}
+                   for b, g in sorted(node.gpus.items())}
+    doc["gpu_nics"] = _gpu_nics(report)
+    doc["other_versions"] = _other_versions(report)
+    return doc
+
+
+def _gpu_nics(report: Report) -> Dict[str, Any]:
+    """For each GPU, the NICs NCCL would use with GPUDirect RDMA, and through which GPU (PXN)."""
+    out: Dict[str, Any] = {}
+    node = report.nccl_node
+    for (g, n), v in sorted(node.gdr_view.items()):
+        if v.get("gdr") == "enabled":
+            entry = {"nic": n}
+            if v.get("via"):
+                entry["via"] = v["via"]
+            out.setdefault(g, []).append(entry)
+    return out
+
+
+def _other_versions(report: Report) -> List[Dict[str, Any]]:
+    from gdrcheck.evaluate import nccl_node
+
+    node = report.nccl_node
+    seen = {node.version}
+    out: List[Dict[str, Any]] = []
+    for e in node.versions_found:
+        from gdrcheck import nccl
+
+        try:
+            v = nccl.parse_version(str(e["version"]))
+        except ValueError:
+            continue
+        if v in seen:
+            continue
+        seen.add(v)
+        other = nccl_node(report.snap, report.topo, report.pairs, report.options, version=str(e["version"]))
+        differ = []
+        for key, view in list(node.gdr_view.items()) + list(node.p2p_view.items()):
+            ov = other.gdr_view.get(key) or other.p2p_view.get(key) or {}
+            word = "gdr" if "gdr" in view else "p2p"
+            if ov.get(word) != view.get(word):
+                differ.append({"a": key[0], "b": key[1], word: ov.get(word), "reason": ov.get("reason")})
+        out.append({"version": str(e["version"]), "where": e.get("where"), "pairs_that_differ": differ})
+    return out
 
 
 def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
     snap, topo = report.snap, report.topo
     doc = header_doc(snap)
-    st = report.settings
-    doc["nccl"] = {
-        "version": ".".join(map(str, st.version)),
-        "gdr_level": st.gdr_level, "gdr_level_source": st.gdr_level_source,
-        "p2p_level": st.p2p_level, "p2p_level_source": st.p2p_level_source,
-        "overrides": dict(st.overrides),
-    }
+    doc["nccl"] = nccl_doc(report)
     members = sorted({b for p in report.pairs for b in (p.a, p.b)} | set(topo.of_kind("gpu", "nic")),
                      key=bdf_key)
     doc["devices"] = [_names(topo, b) for b in members]

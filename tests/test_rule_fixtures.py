@@ -134,7 +134,11 @@ def test_healthy_node_verdicts(tmp_path):
     gpu0, nic0, nic1 = scenarios.GPUS[0], scenarios.NICS[0], scenarios.NICS[1]
     assert by[(gpu0, nic0)]["pcie_path"] == "PIX" and by[(gpu0, nic0)]["verdict"] == "ok"
     assert by[(gpu0, nic0)]["nccl"]["gdr"] == "enabled"
-    assert by[(gpu0, nic1)]["pcie_path"] == "SYS" and by[(gpu0, nic1)]["nccl"]["gdr"] == "disabled"
+    # GPU0's own path to NIC1 is SYS, but GPU2 (NVLinked, under NIC1's switch) relays for it: PXN
+    # (NCCL v2.30.7 src/graph/paths.cc:812-843), when GPU2 is in the same communicator
+    far = by[(gpu0, nic1)]
+    assert far["pcie_path"] == "SYS" and far["nccl"]["gdr"] == "enabled" and far["nccl"]["via"] == scenarios.GPUS[2]
+    assert far["nccl"]["depends_on"] and far["nccl"]["within_gdr_level"] is False
     assert by[(gpu0, scenarios.GPUS[2])]["path"] == "NV18" and by[(gpu0, scenarios.GPUS[2])]["pcie_path"] == "SYS"
     assert doc["summary"]["findings"]["error"] == 0 and doc["summary"]["findings"]["warning"] == 0
 

@@ -11,7 +11,8 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from gdrcheck.collectors.host_iommu import iommu_facts
 from gdrcheck.collectors.host_kernel import kernel_facts
-from gdrcheck.collectors.host_nccl import nccl_env_fact
+from gdrcheck.collectors.host_nccl import (nccl_conf_fact, nccl_env_fact, nccl_topo_file_fact,
+                                             nccl_versions_fact, rdma_port_rates_fact)
 from gdrcheck.collectors.host_nvidia import nvidia_facts
 from gdrcheck.collectors.host_peermem import dmabuf_fact, peermem_fact
 from gdrcheck.collectors.host_util import HostCtx
@@ -25,8 +26,11 @@ HOST_FACT_KEYS = (
     "iommu", "iommu_devices",
     "nvidia_driver_version", "nvidia_driver_flavor", "nvidia_params", "nvidia_registry_dwords",
     "peer_mapping_override", "nvidia_fs",
-    "peermem", "dmabuf", "nccl_env",
+    "peermem", "dmabuf", "nccl_env", "nccl_conf", "nccl_topo_file", "nccl_versions", "rdma_port_rates",
 )
+
+# what was looked for and may simply not be there (no settings file, no NCCL): never "the host is unreadable"
+INVENTORY_KEYS = ("nccl_conf", "nccl_topo_file", "nccl_versions", "rdma_port_rates")
 
 
 def _guard(name: str, fn: Callable[[], Dict[str, Fact]], errors: List[str]) -> Dict[str, Fact]:
@@ -48,13 +52,20 @@ def collect_host(src: Source, devices: Sequence[PciFunction]) -> Tuple[Dict[str,
     facts.update(_guard("peermem", lambda: {"peermem": peermem_fact(ctx)}, errors))
     facts.update(_guard("dmabuf", lambda: {"dmabuf": dmabuf_fact(ctx, facts)}, errors))
     facts.update(_guard("nccl_env", lambda: {"nccl_env": nccl_env_fact(ctx)}, errors))
+    facts.update(_guard("nccl_conf", lambda: {"nccl_conf": nccl_conf_fact(ctx)}, errors))
+    if "nccl_conf" in facts:
+        conf = facts["nccl_conf"]
+        facts.update(_guard("nccl_topo_file", lambda: {"nccl_topo_file": nccl_topo_file_fact(ctx, conf)}, errors))
+    facts.update(_guard("nccl_versions", lambda: {"nccl_versions": nccl_versions_fact(ctx)}, errors))
+    facts.update(_guard("rdma_port_rates", lambda: {"rdma_port_rates": rdma_port_rates_fact(ctx)}, errors))
     for key in HOST_FACT_KEYS:
         if key not in facts:
             facts[key] = unknown("the host collector failed on this fact", source="gdrcheck")
-    known = sum(1 for k in HOST_FACT_KEYS if facts[k].known)
-    unknowns = [k for k in HOST_FACT_KEYS if not facts[k].known]
+    counted = [k for k in HOST_FACT_KEYS if k not in INVENTORY_KEYS]
+    known = sum(1 for k in counted if facts[k].known)
+    unknowns = [k for k in counted if not facts[k].known]
     root_needed = sorted(k for k in unknowns if facts[k].settle == "run as root")
-    detail = f"{known} of {len(HOST_FACT_KEYS)} host facts known"
+    detail = f"{known} of {len(counted)} host facts known"
     if root_needed:
         detail += f"; need root: {', '.join(root_needed)}"
     if errors:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from gdrcheck.collectors.host_util import HostCtx
+from gdrcheck.collectors.host_util import HostCtx, listdir_kept
 from gdrcheck.model import Fact
 
 HONOURED = ("NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_NET_GDR_READ", "NCCL_TOPO_FILE",
@@ -97,3 +98,148 @@ def nccl_env_fact(ctx: HostCtx) -> Fact:
         out[name] = entry
     sources = ([FROM_ENV] if ctx.src.live else []) + read
     return Fact(out, source=", ".join(sources) or f"{ETC_CONF} (absent)")
+
+
+# ---------------------------------------------------------------------------
+# raw settings layers, so that each NCCL version's own file rules can be applied (gdrcheck.nccl.settings)
+
+TOPO_DEFAULT = "/var/run/nvidia-topologyd/virtualTopology.xml"  # v2.30.7 src/graph/topo.cc:1774-1781
+CONF_LIMIT = 1 << 20
+TOPO_LIMIT = 8 << 20
+
+
+def _homes(ctx: HostCtx, env: Optional[Mapping[str, str]]) -> Dict[str, Optional[str]]:
+    """``$HOME`` (NCCL 2.30.3+) and the passwd home directory (``getpwuid(getuid())``, up to 2.30.2)."""
+    home = (env or {}).get("HOME")
+    pw_dir: Optional[str] = None
+    if ctx.src.live:
+        try:
+            import pwd
+
+            pw_dir = pwd.getpwuid(os.getuid()).pw_dir
+        except (ImportError, KeyError):
+            pw_dir = None
+    elif env is not None:
+        pw_dir = env.get("GDRCHECK_PW_DIR") or home
+    return {"HOME": home, "pw_dir": pw_dir}
+
+
+def nccl_conf_fact(ctx: HostCtx) -> Fact:
+    """The layers every NCCL version could read: environment, each candidate settings file's text."""
+    env: Optional[Mapping[str, str]] = None
+    env_source = ""
+    if ctx.src.live:
+        env, env_source = dict(os.environ), FROM_ENV
+    else:
+        captured = _captured_env(ctx)
+        if captured is not None:
+            env, env_source = captured, FROM_CAPTURED_ENV
+    homes = _homes(ctx, env)
+    candidates: List[str] = []
+    user = (env or {}).get("NCCL_CONF_FILE")
+    if user:
+        candidates.append(user)
+    for d in (homes["HOME"], homes["pw_dir"]):
+        if d:
+            candidates.append(f"{d}/.nccl.conf")
+    candidates.append(ETC_CONF)
+    files: Dict[str, Optional[str]] = {}
+    for path in dict.fromkeys(candidates):
+        files[path] = ctx.src.read_text(path, CONF_LIMIT) if path.startswith("/") else None
+    value = {"env": None if env is None else {k: v for k, v in env.items() if k.startswith("NCCL_")},
+             "env_source": env_source, "home": homes, "files": files}
+    return Fact(value, source=", ".join([env_source] if env_source else [] + list(files)) or ETC_CONF)
+
+
+def nccl_topo_file_fact(ctx: HostCtx, conf: Fact) -> Fact:
+    """The text of every topology file NCCL may load before detection (NCCL_TOPO_FILE in the environment
+    or any settings file, else the nvidia-topologyd default), for the rules to apply."""
+    paths: List[str] = []
+    v = conf.value if isinstance(conf.value, dict) else {}
+    layers = [v.get("env") or {}] + [parse_nccl_conf(t) for t in (v.get("files") or {}).values() if t]
+    for layer in layers:
+        p = layer.get("NCCL_TOPO_FILE")
+        if p:
+            paths.append(p)
+    paths.append(TOPO_DEFAULT)
+    out: Dict[str, Optional[str]] = {}
+    for p in dict.fromkeys(paths):
+        out[p] = ctx.src.read_text(p, TOPO_LIMIT) if p.startswith("/") else None
+    return Fact({"files": out}, source=", ".join(out))
+
+
+# ---------------------------------------------------------------------------
+# which NCCL the node carries: file names and package metadata only, nothing is loaded
+
+LIB_DIRS = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu", "/usr/lib/powerpc64le-linux-gnu", "/usr/local/cuda/lib64",
+            "/usr/local/nccl/lib", "/opt/nccl/lib", "/opt/conda/lib", "/opt/amazon/ofi-nccl/lib",
+            "/opt/amazon/aws-ofi-nccl/lib")
+PY_BASES = ("/usr/lib", "/usr/lib64", "/usr/local/lib", "/opt/conda/lib")
+_LIBNCCL = re.compile(r"^libnccl\.so\.(\d+)\.(\d+)\.(\d+)$")
+_WHEEL = re.compile(r"^nvidia_nccl_cu\d+-(\d+)\.(\d+)\.(\d+)[^/]*\.dist-info$")
+_TORCH = re.compile(r"^torch-([^-]+)\.dist-info$")
+_TORCH_NCCL = re.compile(r"^Requires-Dist:\s*nvidia-nccl-cu\d+\s*==\s*(\d+)\.(\d+)\.(\d+)", re.M)
+
+
+def _site_dirs(ctx: HostCtx) -> List[str]:
+    out: List[str] = []
+    for base in PY_BASES:
+        for n in ctx.src.listdir(base):
+            if n.startswith("python3"):
+                for sub in ("site-packages", "dist-packages"):
+                    out.append(f"{base}/{n}/{sub}")
+    if ctx.src.live:
+        import sys
+
+        out.extend(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    return list(dict.fromkeys(out))
+
+
+def nccl_versions_fact(ctx: HostCtx) -> Fact:
+    """``{"found": [{"version", "where", "kind"}], "net_plugins": [paths]}``."""
+    src = ctx.src
+    found: List[Dict[str, object]] = []
+    plugins: List[str] = []
+    dirs = list(LIB_DIRS)
+    if src.live:
+        dirs.extend(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p.startswith("/"))
+    for d in dict.fromkeys(dirs):
+        # the soname link ldconfig keeps (libnccl.so.2 -> libnccl.so.2.X.Y): cheap to capture, unlike a listing
+        for link in ("libnccl.so.2", "libnccl.so"):
+            target = src.readlink(f"{d}/{link}")
+            n = target.rsplit("/", 1)[-1] if target else ""
+            m = _LIBNCCL.match(n)
+            if m:
+                found.append({"version": ".".join(m.groups()), "where": f"{d}/{n}", "kind": "library"})
+                break
+        if src.exists(f"{d}/libnccl-net.so"):  # the plugin NCCL loads when NCCL_NET_PLUGIN is unset
+            plugins.append(f"{d}/libnccl-net.so")
+    for site in _site_dirs(ctx):
+        for n in src.listdir(site):
+            m = _WHEEL.match(n)
+            if m:
+                found.append({"version": ".".join(m.groups()), "where": f"{site}/{n}", "kind": "pip wheel"})
+                continue
+            t = _TORCH.match(n)
+            if t:
+                meta = src.read_text(f"{site}/{n}/METADATA", 1 << 20) or ""
+                pin = _TORCH_NCCL.search(meta)
+                if pin:
+                    found.append({"version": ".".join(pin.groups()), "where": f"{site}/{n}/METADATA",
+                                  "kind": f"PyTorch {t.group(1)} requirement"})
+    found.sort(key=lambda e: (tuple(int(x) for x in str(e["version"]).split(".")), str(e["where"])), reverse=True)
+    return Fact({"found": found, "net_plugins": sorted(set(plugins))},
+                source="library directories and Python site-packages (file names and METADATA only)")
+
+
+def rdma_port_rates_fact(ctx: HostCtx) -> Fact:
+    """``{rdma device: {port: rate text}}`` from /sys/class/infiniband/*/ports/*/rate (NCCL's NET speed)."""
+    base = "/sys/class/infiniband"
+    out: Dict[str, Dict[str, str]] = {}
+    for dev in listdir_kept(ctx.src, base):
+        for port in listdir_kept(ctx.src, f"{base}/{dev}/ports"):
+            rate = ctx.src.read_line(f"{base}/{dev}/ports/{port}/rate")
+            if rate:
+                out.setdefault(dev, {})[port] = rate
+    return Fact(out, source=f"{base}/*/ports/*/rate")

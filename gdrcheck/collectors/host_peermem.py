@@ -92,6 +92,9 @@ def peermem_fact(ctx: HostCtx) -> Fact:
 # -- DMA-BUF approximation ------------------------------------------------------
 
 _LIBDIRS = ("/usr/lib64", "/lib64", "/usr/lib", "/lib")
+# kernel RDMA drivers that implement ib_device_ops.reg_user_mr_dmabuf (mlx5 since Linux 5.12, efa 5.15,
+# bnxt_re and irdma 6.x, ionic 6.17); with none of them loaded the probe's answer is not known
+DMABUF_RDMA_DRIVERS = ("mlx5_ib", "efa", "bnxt_re", "irdma", "ionic")
 _IBVERBS_RE = re.compile(r"^libibverbs\.so\.1\.(\d+)\.(\d+)((?:\.\d+)*)\S*$")
 
 
@@ -119,17 +122,23 @@ def dmabuf_fact(ctx: HostCtx, facts: Mapping[str, Fact]) -> Fact:
     flavor = facts.get("nvidia_driver_flavor")
     lib, ver = _libibverbs(ctx)
     p2p = facts.get("p2pdma_config")
+    rdma_drivers = {m: ctx.loaded(m) for m in DMABUF_RDMA_DRIVERS}
+    implementing = sorted(m for m, v in rdma_drivers.items() if v)
     checks = {
         "kernel_ge_5_12": None if rel is None else rel >= (5, 12),
         "open_driver": None if flavor is None or not flavor.known else flavor.value == "open",
         "ibv_reg_dmabuf_mr": None if ver is None else ver[0] >= 12,  # IBVERBS_1.12 = rdma-core 34
-        "mlx5_core_loaded": ctx.loaded("mlx5_core"),
+        # NCCL's probe, ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0) (v2.30.7 src/transport/net_ib/gdr.cc:45-83),
+        # answers "supported" for any RDMA driver that implements dma-buf registration, not only mlx5
+        "rdma_driver_dmabuf": True if implementing else None,
     }
     missing: List[str] = [k for k, v in checks.items() if v is False]
     unknowns: List[str] = [k for k, v in checks.items() if v is None]
     possible = False if missing else (None if unknowns else True)
     value: Dict[str, object] = dict(checks)
     value.update({
+        "mlx5_core_loaded": ctx.loaded("mlx5_core"),
+        "rdma_drivers_with_dmabuf": implementing,
         "approximation": True,
         "kernel_release": ctx.release,
         "libibverbs": lib,

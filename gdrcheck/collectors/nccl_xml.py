@@ -63,7 +63,7 @@ from defusedxml.ElementTree import DefusedXMLParser
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.errors import InputError
-from gdrcheck.model import (CollectorStatus, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map,
+from gdrcheck.model import (CollectorStatus, Fact, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map,
                             norm_bdf)
 
 MAX_PCI_DEPTH = 64  # PCIe allows 256 buses; no real tree is more than a dozen bridges deep
@@ -195,6 +195,7 @@ class _Ctx:
         self.has_gpu_element = False
         self.has_link_element = False  # any <nvlink> or <xgmi>: the file states GPU links
         self.xgmi_links: List[Tuple[str, str, int]] = []
+        self.first_cpu: Optional[Dict[str, object]] = None  # CPU node 0's arch/vendor: NCCL's P2P default keys on it
 
     def line(self, el: ET.Element) -> int:
         return self.lines.get(id(el), 0)
@@ -320,6 +321,8 @@ def _walk(ctx: _Ctx, system: ET.Element) -> None:
             continue
         cpus += 1
         _check_text(ctx, cpu)
+        if ctx.first_cpu is None:
+            ctx.first_cpu = {"arch": cpu.get("arch"), "vendor": cpu.get("vendor"), "line": ctx.line(cpu)}
         numa = ctx.int_attr(cpu, "numaid")
         if numa is not None and numa < 0:
             numa = None
@@ -462,4 +465,7 @@ def parse_nccl_xml(text: str, label: str) -> Snapshot:
         collectors=(CollectorStatus("nccl-xml", "ok",
                                     f"{len(devices)} PCI functions ({gpus} <gpu>, {nics} <nic>)"),),
         notes=tuple(ctx.notes),
+        host=frozen_map({"nccl_cpu": Fact(dict(ctx.first_cpu), source=f"{label}: <cpu> on line "
+                                                                       f"{ctx.first_cpu['line']}")})
+        if ctx.first_cpu else frozen_map({}),
     )

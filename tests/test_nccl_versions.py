@@ -1,0 +1,44 @@
+"""Which NCCL judges: the versions found on the node (file names and metadata only) and --nccl-version."""
+
+from __future__ import annotations
+
+import nccl_nodes as N
+
+G0, G2 = "0000:03:00.0", "0000:83:00.0"
+NIC0 = "0000:05:00.0"
+SITE = "/usr/local/lib/python3.10/dist-packages"
+
+
+def node_with(tmp_path, name, files):
+    return N.build(tmp_path / name, devices=[("gpu", G0, 0, "switch"), ("nic", NIC0, 0, "switch"),
+                                             ("gpu", G2, 1, "root")], flavor="proprietary", files=files)
+
+
+def test_newest_found_judges_and_others_are_compared(tmp_path):
+    files = {"/usr/lib/x86_64-linux-gnu/libnccl.so.2.21.5": "",
+             "/usr/lib/x86_64-linux-gnu/libnccl.so.2": "->libnccl.so.2.21.5",
+             f"{SITE}/nvidia_nccl_cu12-2.26.2.dist-info/METADATA": "Name: nvidia-nccl-cu12\n",
+             f"{SITE}/torch-2.5.1.dist-info/METADATA": "Name: torch\nRequires-Dist: nvidia-nccl-cu12==2.21.5; "
+                                                        "platform_system == \"Linux\"\n"}
+    top, pairs = N.decide(node_with(tmp_path, "three-nccls", files))
+    assert top["version"] == "2.26.2" and "pip wheel" in top["version_reason"]
+    kinds = sorted((e["version"], e["kind"]) for e in top["versions_found"])
+    assert kinds == [("2.21.5", "PyTorch 2.5.1 requirement"), ("2.21.5", "library"), ("2.26.2", "pip wheel")]
+    # nvidia_peermem without MLNX_OFED: 2.26 sees /sys/module/nvidia_peermem/version, 2.21 does not
+    assert pairs[(G0, NIC0)]["gdr"] == "enabled"
+    other = [o for o in top["other_versions"] if o["version"] == "2.21.5"]
+    assert len(other) == 1
+    assert {(d["a"], d["b"], d.get("gdr")) for d in other[0]["pairs_that_differ"]} >= {(G0, NIC0, "disabled")}
+
+
+def test_nccl_version_option_wins(tmp_path):
+    files = {"/usr/lib/x86_64-linux-gnu/libnccl.so.2.26.2": "",
+             "/usr/lib/x86_64-linux-gnu/libnccl.so.2": "->libnccl.so.2.26.2"}
+    top, pairs = N.decide(node_with(tmp_path, "option-wins", files), "2.21.5")
+    assert top["version"] == "2.21.5" and top["version_reason"] == "--nccl-version"
+    assert pairs[(G0, NIC0)]["gdr"] == "disabled"
+
+
+def test_none_found_says_so(tmp_path):
+    top, _ = N.decide(node_with(tmp_path, "none-found", {}))
+    assert top["version"] == "2.30.7" and top["versions_found"] == [] and "no NCCL found" in top["version_reason"]
