@@ -19,7 +19,7 @@ PUGET_LSPCI = "stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt"
 
 # code -> (case that fires it, case that does not, extra arguments)
 CASES = {
-    "GDR001": ("healthy-gdr-node", "nccl-conf-overrides", ()),
+    "GDR001": ("pcie-only-gpus", "nccl-conf-overrides", ()),
     "GDR002": ("nvme-on-root-port", "healthy-gdr-node", ()),
     "GDR003": ("pcie-gpus-p2p-level-sys", "one-socket-node", ()),
     "GDR004": (f"real:{REAL_LSPCI}", "healthy-gdr-node", ()),

@@ -131,14 +131,17 @@ def _distance_finding(ctx: Context, p, view: Dict):
     st = ctx.nccl
     where = {"PHB": "meet only at the root complex (PHB)", "NODE": "meet only between root complexes of one NUMA "
              "node (NODE)", "SYS": "are on different NUMA nodes (SYS)"}.get(p.pcie_path, f"are {p.pcie_path} apart")
-    if p.kind == "gpu-nic" and view.get("within_gdr_level") is False:
+    # NCCL's own decision first: a far NIC reached through an NVLinked peer (PXN) is not "beyond the level"
+    if p.kind == "gpu-nic" and view.get("within_gdr_level") is False and view.get("gdr") != "enabled":
         return GDR_BEYOND_LEVEL.code, (
             f"NCCL will not use GPUDirect RDMA between {pair_label(ctx, p)}: they {where}, NCCL path "
             f"{view.get('path_type')}, beyond NCCL_NET_GDR_LEVEL={st.gdr_level} ({st.gdr_level_source})")
-    if p.kind == "gpu-gpu" and view.get("within_p2p_level") is False:
+    if p.kind == "gpu-gpu" and view.get("within_p2p_level") is False and view.get("p2p") != "enabled":
         return P2P_BEYOND_LEVEL.code, (
             f"NCCL will use host memory, not P2P, between {pair_label(ctx, p)}: they {where}, beyond "
             f"NCCL_P2P_LEVEL={st.p2p_level} ({st.p2p_level_source})")
+    if p.kind == "gpu-nic" and view.get("via"):
+        return None  # NCCL reaches this NIC through an NVLinked peer (PXN): the PCIe path is not used
     if p.pcie_path in ("PHB", "NODE"):
         return THROUGH_ROOT.code, f"{pair_label(ctx, p)} {where}"
     if p.pcie_path == "SYS":
