@@ -51,6 +51,7 @@ CASES = {
     "GDR122": ("healthy-gdr-node", "healthy-gdr-node", ("--timeout", "0.001")),
     "GDR107": ("gpu-missing-from-nvml", "healthy-gdr-node", ()),
     "GDR123": ("snapshot-without-pci-tree", "healthy-gdr-node", ()),
+    "GDR124": ("real:aws-g5-48xlarge/nccl-topo.xml", "healthy-gdr-node", ()),
 }
 # the gate's own findings: a requirement of `check --require` that nothing on the node can satisfy
 # code -> (case, --require that fires it, --require that does not)

@@ -52,6 +52,32 @@ def _check_pci(ctx: Context) -> Iterable[Finding]:
                           settle="a snapshot or directory that holds sys/bus/pci/devices")
 
 
+KINDS_UNKNOWN = Rule(
+    "GDR124", "functions-of-unknown-kind", "info", "host",
+    "The input lists PCI functions without saying what they are",
+    "A hand-written NCCL topology file may name devices by bus id alone (no class, no vendor, no <gpu> or "
+    "<nic>), and a trimmed tree may do the same. Such a function could be a GPU, a NIC or an NVMe drive: an "
+    "input where none is recognised is not a node without GPUs.",
+    "Give gdrcheck what the node itself shows: run it there, or a snapshot (`gdrcheck snapshot -o node.tar.gz`), "
+    "an NCCL topology dump made there (NCCL_TOPO_DUMP_FILE) or `lspci -tv`.")
+
+
+def blank_functions(topo) -> list:
+    """Functions the input names by address only: no class, ids, name or declared kind."""
+    return [b for b, d in topo.by_bdf.items() if topo.kind.get(b) == "other" and d.class_code is None
+            and d.vendor is None and not d.name and not d.kind_hint]
+
+
+def _check_kinds(ctx: Context) -> Iterable[Finding]:
+    blank = blank_functions(ctx.topo)
+    if blank:
+        yield Finding(KINDS_UNKNOWN.code, "info", tuple(sorted(blank)[:8]),
+                      f"{len(blank)} PCI function{'s' if len(blank) != 1 else ''} named by address only "
+                      f"({', '.join(sorted(blank)[:4])}{', ...' if len(blank) > 4 else ''}): GPUs, NICs or NVMe "
+                      "drives among them cannot be recognised", effect="unknown",
+                      settle="an input that shows each function's class (a snapshot, an NCCL dump made on the node)")
+
+
 def _check_deadline(ctx: Context) -> Iterable[Finding]:
     v = value(ctx, "run_deadline")
     if not isinstance(v, dict) or not v.get("missed"):
@@ -89,4 +115,5 @@ CHECKS = (
     (VIRTUAL_MACHINE, _check_vm),
     (RUN_TIMED_OUT, _check_deadline),
     (PCI_NOT_READ, _check_pci),
+    (KINDS_UNKNOWN, _check_kinds),
 )

@@ -44,6 +44,10 @@ def unmet(topo, capabilities: Iterable[str]) -> List[Finding]:
     out: List[Finding] = []
     if any(c.name == "sysfs-pci" and c.status != "ok" for c in topo.snap.collectors):
         return out  # the PCI tree was not read: what the node has is unknown (GDR123), not absent
+    from gdrcheck.rules.facts import blank_functions
+
+    if blank_functions(topo):
+        return out  # functions of unknown kind: what the node has is unknown (GDR124), not absent
     if not gpus:
         out.append(Finding(NO_GPU.code, "error", ("host",), "no GPU in this input: nothing to check"))
         return out
