@@ -106,6 +106,18 @@ def _render_nccl(doc, console) -> None:
     if counts:
         put(console, "NCCL would decide: " + ", ".join(f"{k} for {v} pair{'s' if v != 1 else ''}"
                                                          for k, v in sorted(counts.items())))
+    if n.get("version_reason"):
+        put(console, f"  version: {n['version_reason']}", 4)
+    names = _column_names(doc)
+    for gpu, nics in sorted((n.get("gpu_nics") or {}).items(), key=lambda kv: _label_number(names.get(kv[0], ""))):
+        used = [names.get(x["nic"], x["nic"]) + (f" via {names.get(x['via'], x['via'])} (PXN)" if x.get("via") else "")
+                for x in nics]
+        if used:
+            put(console, f"  {names.get(gpu, gpu)} sends through: {', '.join(used)}", 4)
+    job = sum(1 for p in doc["pairs"] if p["nccl"].get("depends_on"))
+    if job:
+        put(console, f"  {job} pair{'s' if job != 1 else ''} depend on the job (which GPUs share the communicator, its "
+                     "environment): pairs --json gives depends_on", 4)
 
 
 def _render_findings(doc, console) -> None:
