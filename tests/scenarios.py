@@ -58,7 +58,7 @@ def build(root: Path, **change) -> Path:
             t.add(gpu, dsp[i], driver="nvidia", device=change.get("gpu_device", 0x2335), iommu_group=str(20 + g + i), bars=gpu_bars,
                   link=(change.get("gpu0_speed", "32.0 GT/s PCIe") if g + i == 0 else "32.0 GT/s PCIe",
                         width if (g + i == 0) else 16, "32.0 GT/s PCIe", 16), **cfg)
-        nic_rdma = [] if change.get("nic_not_rdma") else [f"mlx5_{sock}"]
+        nic_rdma = [] if change.get("nic_not_rdma") else [f"mlx5_{1 - sock if change.get('rdma_names_swapped') else sock}"]
         if change.get("nic_virtio"):
             t.add(NICS[sock], dsp[2], cls=0x020000, vendor=0x1AF4, device=0x1041, driver="virtio-pci",
                   iommu_group=str(30 + sock), **cfg)
@@ -178,6 +178,7 @@ CASES: Dict[str, Dict] = {
     "nic-without-rdma-driver-virtio": {"nic_virtio": True},
     "one-gpu-node": {"one_gpu": True},
     "no-gpu-node": {"no_gpu": True},
+    "rdma-names-against-bus-order": {"rdma_names_swapped": True},
     "no-nvme-node": {"no_nvme": True},
     "snapshot-without-pci-tree": {"no_pci_list": True},
     "sxm-gpus-without-links": {"bare": True},
