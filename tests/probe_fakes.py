@@ -239,6 +239,8 @@ class FakeVerbs:
 
         self.v = verbs
         self.f = faults
+        self.registered = 0  # bytes registered at once (for reg-enomem-after-N)
+        self.lengths = {}
         self.names = (ctypes.c_char_p * 1)(b"mlx5_0")
         self.list = (ctypes.c_void_p * 2)(0xD0, None)
         self.mrs = []
@@ -341,7 +343,14 @@ class FakeVerbs:
             return self._fail(errno.EFAULT)
         if "reg-enomem" in self.f:
             return self._fail(errno.ENOMEM)
-        return self._mr(_addr(addr))
+        # ``reg-enomem-after-N``: registrations succeed until N MiB are registered at once (BAR1 runs out)
+        limit = [int(f.rsplit("-", 1)[1]) << 20 for f in self.f if f.startswith("reg-enomem-after-")]
+        if limit and self.registered + int(length) > limit[0]:
+            return self._fail(errno.ENOMEM)
+        self.registered += int(length)
+        mr = self._mr(_addr(addr))
+        self.lengths[ctypes.addressof(mr.contents)] = int(length)
+        return mr
 
     def ibv_reg_dmabuf_mr(self, pd, offset, length, iova, fd, access):
         if "dmabuf-eopnotsupp" in self.f:
@@ -353,6 +362,10 @@ class FakeVerbs:
         return self._mr(iova)
 
     def ibv_dereg_mr(self, mr):
+        try:
+            self.registered -= self.lengths.pop(ctypes.addressof(mr.contents), 0)
+        except (ValueError, TypeError):
+            pass
         return 0
 
 

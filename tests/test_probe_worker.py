@@ -136,6 +136,19 @@ def test_rdma_register_enomem_and_no_dmabuf():
     assert m["reg_dmabuf_mr"]["errno"] == "EOPNOTSUPP"
 
 
+def test_rdma_register_enomem_after_some_mib_is_measured_and_released():
+    r = _reg("reg-enomem-after-256")
+    sweep = r["measured"]["pin_sweep"]
+    assert r["status"] == "degraded" and r["measured"]["reg_mr"]["ok"]
+    assert sweep["stopped_by"] == "ENOMEM" and 192 <= sweep["registered_mib"] <= 256 and sweep["target_mib"] == 1024
+    assert "ran out of memory after" in r["evidence"]["error"]
+
+
+def test_rdma_register_sweep_reaches_its_target_when_nothing_runs_out():
+    sweep = _reg("")["measured"]["pin_sweep"]
+    assert sweep == {"ok": True, "target_mib": 1024, "registered_mib": 1024, "chunk_mib": 64}
+
+
 def test_dmabuf_export_failing():
     m = _reg("export-fail")["measured"]
     assert m["dmabuf_export"]["ok"] is False and "CUDA_ERROR_NOT_SUPPORTED" in m["dmabuf_export"]["error"]

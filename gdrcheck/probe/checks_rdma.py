@@ -29,6 +29,8 @@ from gdrcheck.probe.verbs import (
 
 ACCESS = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ
 REG_BYTES = 4 << 20
+SWEEP_CHUNK = 64 << 20  # the registration sweep pins GPU memory in chunks of this size ...
+SWEEP_BYTES = 1 << 30   # ... up to this much (or --pin-bytes), then releases every chunk
 
 
 def _open_nic(v: Verbs, params: Dict[str, Any], m: Dict[str, Any]):
@@ -60,6 +62,34 @@ def _register(v: Verbs, pd: int, call, *args) -> Dict[str, Any]:
         return errno_doc(v.errno())
     v.dereg_mr(mr)
     return {"ok": True}
+
+
+def _pin_sweep(v: Verbs, pd: int, cu, target: int, chunk: int = SWEEP_CHUNK) -> Dict[str, Any]:
+    """How much GPU memory registers with the NIC at once: chunks allocated and registered until ``target``
+    or the first refusal (ENOMEM: BAR1 or the NIC's translation tables ran out), then all released."""
+    held = []
+    total = 0
+    stopped = None
+    try:
+        while total + chunk <= target:
+            try:
+                d = cu.mem_alloc(chunk)
+            except CudaError as e:
+                stopped = f"cuMemAlloc {e.name}"
+                break
+            held.append((cu.mem_free, d))
+            ctypes.set_errno(0)
+            mr = v.reg_mr(pd, ctypes.c_void_p(d), chunk, ACCESS)
+            if not mr:
+                stopped = errno_name(v.errno())
+                break
+            held.append((v.dereg_mr, mr))
+            total += chunk
+    finally:
+        for release, h in reversed(held):
+            release(h)
+    return {"ok": stopped is None, "target_mib": target >> 20, "registered_mib": total >> 20,
+            "chunk_mib": chunk >> 20, **({"stopped_by": stopped} if stopped else {})}
 
 
 def check_rdma_register(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any]:
@@ -110,6 +140,8 @@ def check_rdma_register(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any
         except CudaError:
             pass
         m["reg_mr"] = _register(v, pd, v.reg_mr, ctypes.c_void_p(dptr), size, ACCESS)
+        if m["reg_mr"].get("ok"):
+            m["pin_sweep"] = _pin_sweep(v, pd, cu, int(params.get("pin_bytes") or SWEEP_BYTES))
         # 3. DMA-BUF export, then registration of the exported buffer
         try:
             fd = cu.dmabuf_fd(dptr, size)
@@ -129,6 +161,11 @@ def check_rdma_register(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any
     works = [k for k in ("reg_mr", "reg_dmabuf_mr") if (m.get(k) or {}).get("ok")]
     m["gpu_memory_registers"] = bool(works)
     ev: Dict[str, Any] = {"cleanup_errors": c.errors} if c.errors else {}
+    sweep = m.get("pin_sweep") or {}
+    if works and sweep.get("stopped_by") == "ENOMEM":
+        ev["error"] = (f"registration ran out of memory after {sweep['registered_mib']} MiB of the "
+                       f"{sweep['target_mib']} MiB asked for")
+        return {"status": "degraded", "measured": m, "evidence": ev}
     if not works:
         errs = [f"{k}: {(m.get(k) or {}).get('errno') or (m.get(k) or {}).get('error')}"
                 for k in ("reg_mr", "reg_dmabuf_mr") if k in m]

@@ -233,6 +233,9 @@ def _enomem(c):
     if c["check"] != "rdma-register":
         return None
     hit = [k for k in ("reg_mr", "reg_dmabuf_mr") if _reg(c, k).get("errno") == "ENOMEM"]
+    sweep = _m(c).get("pin_sweep") or {}
+    if sweep.get("stopped_by") == "ENOMEM":
+        hit.append(f"ibv_reg_mr after {sweep['registered_mib']} MiB of {sweep['target_mib']} MiB pinned at once")
     return f"{', '.join(hit)}: ENOMEM" if hit else None
 
 
