@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
-from gdrcheck.inputs import load_snapshot
-from gdrcheck.evaluate import evaluate
-from gdrcheck.report_pairs import pairs_doc
+from gdrcheck.collectors.inputs import load_snapshot
+from gdrcheck.rules.engine import evaluate
+from gdrcheck.documents.pairs import pairs_doc
 from gdrcheck.rules.base import Options
 from sysfs_tree import SysfsTree
 

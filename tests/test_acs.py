@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gdrcheck.acs import (NOT_ROOT_REASON, P2PDMA_WHITELIST, AcsState, device_chain, format_acs,
+from gdrcheck.pcie.acs import (NOT_ROOT_REASON, P2PDMA_WHITELIST, AcsState, device_chain, format_acs,
                           gds_acs_enabled, kernel_p2pdma_verdict, parse_acs, redirects,
                           root_ids_from_devices, unknown_acs, upstream_chain, walk_ext_caps)
 from gdrcheck.model import PciFunction

@@ -33,17 +33,17 @@ from typing import Callable, List, Optional
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gdrcheck.acs import AcsState, parse_acs
-from gdrcheck.collectors.hwloc_xml import parse_hwloc_xml
-from gdrcheck.collectors.lspci_tree import parse_lspci_tree
-from gdrcheck.collectors.nccl_xml import parse_nccl_xml
-from gdrcheck.collectors.nvidia_smi import parse_smi_text, parse_smi_xml
+from gdrcheck.pcie.acs import AcsState, parse_acs
+from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
+from gdrcheck.collectors.pastes.lspci_tree import parse_lspci_tree
+from gdrcheck.collectors.pastes.nccl_xml import parse_nccl_xml
+from gdrcheck.collectors.pastes.nvidia_smi import parse_smi_text, parse_smi_xml
 from gdrcheck.collectors.sysfs_pci import parse_int, parse_resource, parse_speed
 from gdrcheck.errors import InputError
-from gdrcheck.kinds import port_type
+from gdrcheck.pcie.kinds import port_type
 from gdrcheck.model import PciFunction, Snapshot
-from gdrcheck.rebar import parse_rebar
-from gdrcheck.source import CommandResult, Source
+from gdrcheck.pcie.rebar import parse_rebar
+from gdrcheck.io.source import CommandResult, Source
 
 EXAMPLES = int(os.environ.get("GDRCHECK_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
@@ -576,11 +576,11 @@ PUGET_TREE = """\
 
 def expect_paste(kind: str, text: str) -> None:
     """A paste parses to its facts or raises InputError naming the file; merged with a tree, it evaluates."""
-    from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
-    from gdrcheck.collectors.topo_matrix import parse_topo_matrices
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.inputs import sniff
-    from gdrcheck.pastes import Part, merge
+    from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
+    from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrices
+    from gdrcheck.rules.engine import evaluate
+    from gdrcheck.collectors.inputs import sniff
+    from gdrcheck.collectors.pastes.merge import Part, merge
 
     CASES[kind] += 1
     assert sniff(text) in (None, "lspci", "nccl-xml", "hwloc-xml", "nvidia-smi-q-xml", "nvidia-smi-q",
@@ -755,8 +755,8 @@ def test_parsers_take_linear_time():
     _assert_linear(lambda n: '<topology version="2.0">' + "<!-- x -->\n" * n + "</topology>",
                    lambda t: parse_hwloc_xml(t, "c.xml"), 20000)
     _assert_linear(_smi_many, parse_smi_text, 100)
-    from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
-    from gdrcheck.collectors.topo_matrix import parse_topo_matrix
+    from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
+    from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrix
 
     _assert_linear(lambda n: "".join(f"{i // 32:02x}:{i % 32:02x}.0 PCI bridge: X\n\tBus: primary=00, "
                                      f"secondary=01, subordinate=02\n\tACSCtl:\tSrcValid- ReqRedir-\n"

@@ -262,12 +262,12 @@ def test_progress_only_on_a_terminal(tmp_path):
 
 def test_render_time_of_largest_tree(big_tree):
     """The renderer is a function of the three documents: well under a second for 512 functions."""
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.inputs import load_snapshot
+    from gdrcheck.rules.engine import evaluate
+    from gdrcheck.collectors.inputs import load_snapshot
     from gdrcheck.render.html_report import render_html
-    from gdrcheck.report_bar1 import bar1_doc
-    from gdrcheck.report_pairs import pairs_doc
-    from gdrcheck.report_topology import topology_doc
+    from gdrcheck.documents.bar1 import bar1_doc
+    from gdrcheck.documents.pairs import pairs_doc
+    from gdrcheck.documents.topology import topology_doc
     from gdrcheck.rules import all_rules
 
     report = evaluate(load_snapshot(str(big_tree), endpoint_config=True))

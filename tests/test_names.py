@@ -6,7 +6,7 @@ import types
 
 from gdrcheck.collectors import names as names_mod
 from gdrcheck.model import PciFunction
-from gdrcheck.source import Source
+from gdrcheck.io.source import Source
 
 
 class _Dev:

@@ -1,4 +1,4 @@
-"""NCCL's GPU-NIC GPUDirect RDMA decision per version (``gdrcheck.nccl.gdr``; docs/nccl.md, "GDR").
+"""NCCL's GPU-NIC GPUDirect RDMA decision per version (``gdrcheck.rules.nccl.gdr``; docs/nccl.md, "GDR").
 
 Each case is named after what it holds and sits beside the neighbour NCCL decides the other way.
 """

@@ -1,4 +1,4 @@
-"""NCCL's GPU-GPU P2P decision per version (``gdrcheck.nccl.p2p``; docs/nccl.md, "P2P").
+"""NCCL's GPU-GPU P2P decision per version (``gdrcheck.rules.nccl.p2p``; docs/nccl.md, "P2P").
 
 Each case is named after what it holds and sits beside the neighbour NCCL decides the other way.
 """

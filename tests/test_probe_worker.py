@@ -192,8 +192,8 @@ def test_the_command_process_never_loads_cuda_or_verbs(tmp_path):
     """run_plan here, workers with the real libibverbs: this process's own maps hold neither library."""
     import scenarios
 
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.inputs import load_snapshot
+    from gdrcheck.rules.engine import evaluate
+    from gdrcheck.collectors.inputs import load_snapshot
     from gdrcheck.probe.plan import build_plan
     from gdrcheck.probe.runner import run_plan
 
@@ -281,8 +281,8 @@ def test_a_worker_that_cannot_be_killed_leaves_its_gpu_alone(tmp_path, monkeypat
 
     import scenarios
 
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.inputs import load_snapshot
+    from gdrcheck.rules.engine import evaluate
+    from gdrcheck.collectors.inputs import load_snapshot
     from gdrcheck.probe import runner
     from gdrcheck.probe.plan import build_plan
 

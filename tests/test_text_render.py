@@ -302,7 +302,7 @@ def test_usage_errors(args):
 
 
 def test_nccl_version_newer_than_known():
-    from gdrcheck.nccl import NEWEST
+    from gdrcheck.rules.nccl import NEWEST
 
     p = run("pairs", "--nccl-version", "99.1.0", "--from", FIXTURES / "h200-x4-vm" / "snapshot.tar.gz")
     assert p.returncode in (0, 1, 3), p.stderr

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from cli_util import assert_clean_error, run
-from gdrcheck.collectors.hwloc_xml import parse_hwloc_xml
-from gdrcheck.collectors.nccl_xml import mask_to_cpulist, parse_nccl_xml
+from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
+from gdrcheck.collectors.pastes.nccl_xml import mask_to_cpulist, parse_nccl_xml
 from gdrcheck.errors import InputError
-from gdrcheck.inputs import load_snapshot
-from gdrcheck.kinds import port_type
-from gdrcheck.topology import Topology
+from gdrcheck.collectors.inputs import load_snapshot
+from gdrcheck.pcie.kinds import port_type
+from gdrcheck.pcie.topology import Topology
 from sysfs_tree import (ACS_CR, ACS_RR, ACS_SV, ACS_UF, DOWNSTREAM, ENDPOINT, ROOT_PORT, UPSTREAM, SysfsTree,
                         config_space, cpulist, cpumask)
 

@@ -17,7 +17,7 @@ from gdrcheck.collectors.host_nvidia import nvidia_facts
 from gdrcheck.collectors.host_peermem import dmabuf_fact, peermem_fact
 from gdrcheck.collectors.host_util import HostCtx
 from gdrcheck.model import CollectorStatus, Fact, PciFunction, unknown
-from gdrcheck.source import Source
+from gdrcheck.io.source import Source
 
 # Every key collect_host returns, in a stable order (rules are written against these names).
 HOST_FACT_KEYS = (

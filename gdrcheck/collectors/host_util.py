@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from gdrcheck.model import Fact, PciFunction, unknown
-from gdrcheck.source import Source
+from gdrcheck.io.source import Source
 
 PROC_MODULES = "/proc/modules"
 SYS_MODULE = "/sys/module"

@@ -13,7 +13,7 @@ from typing import Dict, Sequence
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.model import PciFunction
-from gdrcheck.source import Source
+from gdrcheck.io.source import Source
 
 NAMES_FILE = "/gdrcheck/names.json"
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, NvLink, bdf_key, frozen_map, norm_bdf
-from gdrcheck.source import Source
+from gdrcheck.io.source import Source
 
 NVML_FILE = "/gdrcheck/nvml.json"
 RECORD_VERSION = 1
@@ -357,7 +357,7 @@ def _live_record(full: bool = True) -> Dict[str, Any]:
 def begin_nvml(src: Source) -> Callable[[], NvmlFacts]:
     """Start asking NVML now, in a thread (its calls release the GIL, so the driver answers while
     sysfs is read); the returned function waits (within the run's deadline) and gives the facts."""
-    from gdrcheck.deadline import Deadline
+    from gdrcheck.io.deadline import Deadline
 
     dl = src.deadline if src.deadline is not None else Deadline(None)
     wait = dl.begin("nvml", lambda: _live_record(full=src.recording))

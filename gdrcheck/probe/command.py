@@ -13,8 +13,8 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
               output: Optional[str], nccl_version: Optional[str] = None, copy_size: Optional[str] = None) -> int:
     import os
 
-    from gdrcheck.cli_run import RUN, emit, end_progress, load, progress_reporter, redacted
-    from gdrcheck.evaluate import evaluate
+    from gdrcheck.cli.run import RUN, emit, end_progress, load, progress_reporter, redacted
+    from gdrcheck.rules.engine import evaluate
     from gdrcheck.probe.doc import exit_code, probe_doc
     from gdrcheck.probe.plan import build_plan
     from gdrcheck.rules.base import Options

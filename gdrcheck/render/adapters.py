@@ -60,7 +60,7 @@ def nagios(doc: Dict[str, Any]) -> Tuple[str, int]:
 
 def _headline(findings: List[Dict[str, Any]]) -> str:
     """Code first, like the summary line: the first finding's code, rule name and subject (+N more)."""
-    from gdrcheck.report_pairs import _fit
+    from gdrcheck.documents.pairs import _fit
     from gdrcheck.rules import by_code
 
     first = sorted(findings, key=lambda f: f["code"])[0]
@@ -73,7 +73,7 @@ def _headline(findings: List[Dict[str, Any]]) -> str:
 
 def usage_line(fmt: str, message: str) -> str:
     """What an engine reads when gdrcheck could not run (bad usage, unreadable input): one line."""
-    from gdrcheck.report_pairs import _fit
+    from gdrcheck.documents.pairs import _fit
 
     if fmt == "nagios":
         return "GDRCHECK UNKNOWN - " + _fit("gdrcheck error: " + message) + "\n"

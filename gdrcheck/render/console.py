@@ -44,7 +44,7 @@ def make_console(stderr: bool = False, to_file: bool = False):
 
 
 def _reader_gone(console) -> None:
-    from gdrcheck.output import stdout_closed
+    from gdrcheck.io.output import stdout_closed
 
     console.quiet = True
     stdout_closed()

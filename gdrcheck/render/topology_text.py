@@ -6,7 +6,7 @@ from typing import List, Optional
 
 from gdrcheck.render.console import human_bytes
 from gdrcheck.render.layout import put, wrap
-from gdrcheck.topology import Topology
+from gdrcheck.pcie.topology import Topology
 
 INTERESTING = ("gpu", "nic", "nvme", "nvswitch")
 LABEL = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Tuple
 
-from gdrcheck.acs import AcsState, format_acs, parse_acs, redirects
+from gdrcheck.pcie.acs import AcsState, format_acs, parse_acs, redirects
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import label, value
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
 
-from gdrcheck import nccl
+from gdrcheck.rules import nccl
 from gdrcheck.model import Snapshot, bdf_key
 from gdrcheck.rules.base import Context, Finding, Options, PairInfo
 from gdrcheck.status import severity_for, worst_verdict
-from gdrcheck.topology import Topology
+from gdrcheck.pcie.topology import Topology
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Report:
     pair_findings: Dict[Tuple[str, str], List[str]] = field(default_factory=dict)
     nccl_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
     whole: Optional["Report"] = None  # for a report restricted to some pair kinds: the node's full report
-    nccl_node: Any = None  # gdrcheck.nccl.node.NodeNccl: NCCL's view of the node at the version judged
+    nccl_node: Any = None  # gdrcheck.rules.nccl.node.NodeNccl: NCCL's view of the node at the version judged
 
 
 PAIR_KIND_OF = {"gdr": "gpu-nic", "p2p": "gpu-gpu", "gds": "gpu-nvme"}
@@ -141,8 +141,8 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Report:
 
 def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: Optional[str] = None):
     """NCCL's view of the node: the version judged (``--nccl-version``, else the newest found), its settings
-    and every pair's decision (``gdrcheck.nccl.node``)."""
-    from gdrcheck.nccl import node as nccl_node_mod
+    and every pair's decision (``gdrcheck.rules.nccl.node``)."""
+    from gdrcheck.rules.nccl import node as nccl_node_mod
 
     found = nccl_node_mod.versions_found(snap)
     v, why = nccl_node_mod.choose_version(version or options.nccl_version, found)
@@ -151,7 +151,7 @@ def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: 
 
 def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=None) -> dict:
     """NCCL's path type for the pair, its level check, and NCCL's decision (``gdr`` / ``p2p``)."""
-    from gdrcheck.nccl.node import pair_type
+    from gdrcheck.rules.nccl.node import pair_type
 
     t, cands, flat, via = pair_type(topo, pair, st.version, st)
     view: dict = {"path_type": t}

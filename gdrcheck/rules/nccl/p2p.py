@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from gdrcheck.nccl.core import Version, within
+from gdrcheck.rules.nccl.core import Version, within
 
 PXB_DEFAULT_FROM = (2, 23, 0)
 INTEL_ARM_PXB_FROM = (2, 9, 6)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from gdrcheck.nccl.core import Version, rank_in, version_str, within
+from gdrcheck.rules.nccl.core import Version, rank_in, version_str, within
 
 READ_NEEDS_NVLINK_ALL_ARCH_UNTIL = (2, 19, 0)
 DMABUF_FROM = (2, 13, 4)

@@ -2,7 +2,7 @@
 
 Two pure parsers (XML from ``nvidia-smi -q -x``, text from ``nvidia-smi -q``)
 turn output into one dict per GPU; :func:`collect_nvidia_smi` runs the tool
-through the :class:`~gdrcheck.source.Source` (so a snapshot replays it) and
+through the :class:`~gdrcheck.io.source.Source` (so a snapshot replays it) and
 maps its failures to a :class:`CollectorStatus` with a plain hint.
 
 The text is parsed by section and indentation, never by line number or column:
@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, frozen_map, norm_bdf
-from gdrcheck.source import CommandResult, Source
+from gdrcheck.io.source import CommandResult, Source
 
 MIB = 1 << 20
 SMI_TIMEOUT = 30.0

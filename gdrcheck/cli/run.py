@@ -58,16 +58,16 @@ def emit(doc, fmt: str, as_json: bool, redact: bool, render_text, output: Option
         render_text(doc, console)
         sys.stdout.flush()
     except BrokenPipeError:
-        from gdrcheck.output import stdout_closed
+        from gdrcheck.io.output import stdout_closed
 
         stdout_closed()
 
 
 def deliver_text(text: str, redact: bool, output: Optional[str]) -> None:
-    from gdrcheck.output import deliver
+    from gdrcheck.io.output import deliver
 
     if redact:
-        from gdrcheck.snapshot import redact_text
+        from gdrcheck.collectors.capture import redact_text
 
         text = redact_text(text, None)
     deliver(text, output)
@@ -86,15 +86,15 @@ class _Run:
         self.output: Optional[str] = None
 
     def start(self, timeout: Optional[float], fmt: str, output: Optional[str], from_path: Optional[str] = None):
-        from gdrcheck.deadline import Deadline, Watchdog
+        from gdrcheck.io.deadline import Deadline, Watchdog
 
         if output:
-            from gdrcheck.output import check_target
+            from gdrcheck.io.output import check_target
 
             check_target(output)
         self.fmt, self.output, self.live = fmt, output, from_path is None
         if timeout is None:  # health checks run live under an engine's limit; replays take their time
-            from gdrcheck.deadline import DEFAULT_SECONDS
+            from gdrcheck.io.deadline import DEFAULT_SECONDS
 
             timeout = DEFAULT_SECONDS if from_path is None else 0
         self.deadline = Deadline(timeout)
@@ -106,9 +106,9 @@ class _Run:
         return self.watchdog is None or self.watchdog.disarm()
 
     def _last_words(self) -> None:
-        from gdrcheck.report_pairs import timeout_doc
+        from gdrcheck.documents.pairs import timeout_doc
 
-        from gdrcheck.inputs import remove_temp_dirs
+        from gdrcheck.collectors.inputs import remove_temp_dirs
 
         remove_temp_dirs()
         host = None
@@ -153,7 +153,7 @@ def end_progress(progress) -> None:
 
 
 def load(from_path: Optional[str], want_driver: bool = True, endpoint_config: bool = False):
-    from gdrcheck.inputs import load_snapshot
+    from gdrcheck.collectors.inputs import load_snapshot
 
     progress = progress_reporter() if from_path is None else None
     try:

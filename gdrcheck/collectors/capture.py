@@ -20,7 +20,7 @@ import time
 from typing import Dict, Optional, Tuple
 
 from gdrcheck import __version__
-from gdrcheck.source import COMMANDS_FILE, Source
+from gdrcheck.io.source import COMMANDS_FILE, Source
 
 SNAPSHOT_FORMAT = "1.0"
 TOP = "gdrcheck-snapshot"
@@ -59,7 +59,7 @@ def _redact_file(path: str, data: bytes, host: Optional[str]) -> bytes:
 
 def capture(redact: bool = False, progress=None) -> Tuple[Source, Dict]:
     """Read the live machine once, recording every read; return the source and the manifest."""
-    from gdrcheck.gather import gather
+    from gdrcheck.collectors.gather import gather
 
     src = Source("/", record=True)
     t0 = time.time()
@@ -88,7 +88,7 @@ def write_archive(src: Source, manifest_host, out_path: str, redact: bool = Fals
     entries = dict(src.recorded)
     entries[COMMANDS_FILE] = ("f", json.dumps(src.recorded_commands, indent=1, sort_keys=True).encode())
     entries["/gdrcheck/manifest.json"] = ("f", json.dumps(manifest, indent=1, sort_keys=True).encode())
-    from gdrcheck.output import atomic_file
+    from gdrcheck.io.output import atomic_file
 
     count = 0
     # a snapshot describes the machine: it keeps mkstemp's owner-only mode

@@ -4,7 +4,7 @@ PATH is a directory laid out like ``/``, an archive of one (unpacked safely
 into a temporary directory that is always removed), or a single file whose
 content is one of :data:`ACCEPTED_KINDS` (recognised by content, not name).
 ``--from`` may be given several times: the inputs are one node's facts,
-merged by :mod:`gdrcheck.pastes`.
+merged by :mod:`gdrcheck.collectors.pastes.merge`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Callable, Iterator, Optional
 
 from gdrcheck.errors import InputError
 from gdrcheck.model import Snapshot
-from gdrcheck.source import Source
+from gdrcheck.io.source import Source
 
 MAX_MEMBERS = 200_000
 MAX_MEMBER_BYTES = 64 << 20
@@ -144,7 +144,7 @@ FILE_KINDS_TEXT = ("lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidi
 
 def sniff(text: str) -> Optional[str]:
     """The kind of a single-file input, from its content."""
-    from gdrcheck.collectors.lspci_tree import looks_like_lspci_tree
+    from gdrcheck.collectors.pastes.lspci_tree import looks_like_lspci_tree
 
     head = text.lstrip("\ufeff \t\r\n")[:4096]
     if head.startswith("<"):
@@ -163,8 +163,8 @@ def sniff(text: str) -> Optional[str]:
 
 def sniff_paste(text: str) -> Optional[str]:
     """The paste kinds (issue 17): lspci -vvv, nvidia-smi -q, nvidia-smi topo -m; None when none fits."""
-    from gdrcheck.collectors.lspci_verbose import looks_like_acsctl_grep, looks_like_lspci_verbose
-    from gdrcheck.collectors.topo_matrix import looks_like_topo_matrix
+    from gdrcheck.collectors.pastes.lspci_verbose import looks_like_acsctl_grep, looks_like_lspci_verbose
+    from gdrcheck.collectors.pastes.topo_matrix import looks_like_topo_matrix
 
     if "==============NVSMI LOG==============" in text[:65536] or _SMI_GPU.search(text[:65536]):
         return "nvidia-smi-q"
@@ -201,38 +201,38 @@ def parse_single_file(path: str) -> Snapshot:
     part = read_part(path)
     if isinstance(part.data, Snapshot) and part.kind in ("lspci", "nccl-xml", "hwloc-xml"):
         return part.data
-    from gdrcheck.pastes import merge
+    from gdrcheck.collectors.pastes.merge import merge
 
     return merge([part])
 
 
 def read_part(path: str):
-    """A single file, read and parsed by its kind: a :class:`gdrcheck.pastes.Part`."""
-    from gdrcheck.pastes import Part
+    """A single file, read and parsed by its kind: a :class:`gdrcheck.collectors.pastes.merge.Part`."""
+    from gdrcheck.collectors.pastes.merge import Part
 
     name = os.path.basename(path)
     kind, text = _read_kind(path, name)
     if kind == "lspci":
-        from gdrcheck.collectors.lspci_tree import parse_lspci_tree
+        from gdrcheck.collectors.pastes.lspci_tree import parse_lspci_tree
 
         return Part(name, kind, parse_lspci_tree(text, name))
     if kind == "nccl-xml":
-        from gdrcheck.collectors.nccl_xml import parse_nccl_xml
+        from gdrcheck.collectors.pastes.nccl_xml import parse_nccl_xml
 
         return Part(name, kind, parse_nccl_xml(text, name))
     if kind == "hwloc-xml":
-        from gdrcheck.collectors.hwloc_xml import parse_hwloc_xml
+        from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
 
         return Part(name, kind, parse_hwloc_xml(text, name))
     if kind == "lspci-vvv":
-        from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
+        from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
 
         return Part(name, kind, parse_lspci_verbose(text, name))
     if kind == "topo-matrix":
-        from gdrcheck.collectors.topo_matrix import parse_topo_matrices
+        from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrices
 
         return Part(name, kind, parse_topo_matrices(text, name))
-    from gdrcheck.collectors.nvidia_smi import parse_smi_text, parse_smi_xml
+    from gdrcheck.collectors.pastes.nvidia_smi import parse_smi_text, parse_smi_xml
 
     if kind == "nvidia-smi-q-xml":
         try:
@@ -392,11 +392,11 @@ def _archive_root(tmp: str) -> str:
 
 def load_snapshot(from_path, *, want_driver: bool = True, endpoint_config: bool = True,
                   progress: Optional[Callable[[str], None]] = None, deadline=None) -> Snapshot:
-    """Read the facts once, from wherever they are (within ``deadline``, a :class:`gdrcheck.deadline.Deadline`).
+    """Read the facts once, from wherever they are (within ``deadline``, a :class:`gdrcheck.io.deadline.Deadline`).
 
     ``from_path`` is None (this machine), one path, or several paths of one node (merged).
     """
-    from gdrcheck.gather import gather
+    from gdrcheck.collectors.gather import gather
 
     if isinstance(from_path, (tuple, list)):
         if len(from_path) != 1:
@@ -412,7 +412,7 @@ def load_snapshot(from_path, *, want_driver: bool = True, endpoint_config: bool 
 
 def load_many(paths, *, want_driver: bool = True, endpoint_config: bool = True, deadline=None) -> Snapshot:
     """Several inputs of one node (``--from`` repeated), each read by its kind, merged into one snapshot."""
-    from gdrcheck.pastes import Part, merge
+    from gdrcheck.collectors.pastes.merge import Part, merge
 
     parts = []
     for p in paths:

@@ -41,7 +41,7 @@ def _link(d, with_speed: bool) -> str:
 
 
 def _acs(d) -> str:
-    from gdrcheck.acs import ACS_BITS, parse_acs
+    from gdrcheck.pcie.acs import ACS_BITS, parse_acs
 
     st = parse_acs(d.config)
     if not st.known:

@@ -64,7 +64,7 @@ from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.errors import InputError
-from gdrcheck.kinds import kind_from_name
+from gdrcheck.pcie.kinds import kind_from_name
 from gdrcheck.model import PciFunction, Snapshot, norm_bdf, root_of
 
 _H = "[0-9a-fA-F]"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List
 
-from gdrcheck.report_topology import collectors_doc, header_doc
+from gdrcheck.documents.topology import collectors_doc, header_doc
 from gdrcheck.rules.bar1 import GpuBar1, gpu_views
 
 BAR1_CODES = range(100, 120)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from gdrcheck.evaluate import Report
+from gdrcheck.rules.engine import Report
 from gdrcheck.model import bdf_key
-from gdrcheck.report_topology import collectors_doc, header_doc, names_doc, rdma_doc
+from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
 from gdrcheck.rules.base import Context, PairInfo
 from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, node_status
 
@@ -122,13 +122,13 @@ def _gpu_nics(report: Report) -> Dict[str, Any]:
 
 
 def _other_versions(report: Report) -> List[Dict[str, Any]]:
-    from gdrcheck.evaluate import nccl_node
+    from gdrcheck.rules.engine import nccl_node
 
     node = report.nccl_node
     seen = {node.version}
     out: List[Dict[str, Any]] = []
     for e in node.versions_found:
-        from gdrcheck import nccl
+        from gdrcheck.rules import nccl
 
         try:
             v = nccl.parse_version(str(e["version"]))
@@ -194,7 +194,7 @@ def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
     doc["status"] = node_status_word(report, fail_on)
     doc["timed_out"] = timed_out(report)
     doc["summary_line"] = summary_line(report, fail_on)
-    from gdrcheck.fingerprint import fingerprint
+    from gdrcheck.documents.fingerprint import fingerprint
 
     doc["fingerprint"] = fingerprint(report.whole or report).to_doc()
     return doc

@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional
 
 from gdrcheck import FORMAT_VERSION, __version__
 from gdrcheck.model import Bar, bdf_key
-from gdrcheck.topology import Topology
+from gdrcheck.pcie.topology import Topology
 
 
 def _bar_doc(b: Bar) -> Dict[str, Any]:
@@ -75,7 +75,7 @@ def device_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
 def acs_doc(d) -> Dict[str, Any]:
     """A bridge's ACS as read, with ``redirect``: whether it sends peer traffic up to the root complex
     (true/false, null where the registers could not be read)."""
-    from gdrcheck.acs import parse_acs, redirect_names, redirects
+    from gdrcheck.pcie.acs import parse_acs, redirect_names, redirects
 
     state = parse_acs(d.config)
     doc = state.to_doc()

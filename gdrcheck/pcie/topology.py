@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from gdrcheck.kinds import BRIDGE_KINDS, base_kind
+from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
 from gdrcheck.model import PciFunction, Snapshot, bdf_key
 
 PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
@@ -47,7 +47,7 @@ class Topology:
         """Endpoints by class; bridges top-down: what hangs below a root port or downstream port and
         holds further bridges is a switch upstream port, and its bridges are downstream ports. The
         PCIe capability's port type, where config space shows it, has the last word."""
-        from gdrcheck.kinds import port_type
+        from gdrcheck.pcie.kinds import port_type
 
         for d in self.snap.devices:
             self.kind[d.bdf] = base_kind(d)

@@ -1,6 +1,6 @@
 """What a PCI function is, from its ids, class and (when that is all there is) its name.
 
-Bridges are refined by structure in :mod:`gdrcheck.topology` (a switch is an
+Bridges are refined by structure in :mod:`gdrcheck.pcie.topology` (a switch is an
 upstream port whose secondary bus holds downstream ports), never by vendor id.
 """
 

@@ -10,12 +10,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from gdrcheck.nccl import gdr as gdr_rules
-from gdrcheck.nccl import p2p as p2p_rules
-from gdrcheck.nccl.core import (NEWEST, Version, bcm_gen, nccl_type, parse_version, peermem_files, rank_in,
+from gdrcheck.rules.nccl import gdr as gdr_rules
+from gdrcheck.rules.nccl import p2p as p2p_rules
+from gdrcheck.rules.nccl.core import (NEWEST, Version, bcm_gen, nccl_type, parse_version, peermem_files, rank_in,
                                 version_str, within)
-from gdrcheck.nccl.cpu import cpu_kind, node_cpu
-from gdrcheck.nccl.settings import NcclSettings, effective_env, param, settings
+from gdrcheck.rules.nccl.cpu import cpu_kind, node_cpu
+from gdrcheck.rules.nccl.settings import NcclSettings, effective_env, param, settings
 
 SPEED_CODES = ((2.5, 15), (5.0, 30), (8.0, 60), (16.0, 120), (32.0, 240), (64.0, 480))  # topo.cc:545-556
 # CPU-to-CPU bandwidth in GB/s (v2.30.7 src/graph/topo.h:25-35, topo.cc:60-83)
@@ -328,7 +328,7 @@ def topo_file_attrs(snap, st: NcclSettings) -> Tuple[Dict[str, str], Dict[str, s
     text = files.get(path) if path else None
     if not text:
         return {}, {}, {}
-    from gdrcheck.collectors.nccl_xml import parse_xml_safely
+    from gdrcheck.collectors.pastes.nccl_xml import parse_xml_safely
     from gdrcheck.errors import InputError
 
     try:

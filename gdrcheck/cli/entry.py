@@ -12,6 +12,6 @@ def main(argv=None) -> None:
 
         sys.stdout.write(f"gdrcheck {__version__}\n")
         sys.exit(0)
-    from gdrcheck.cli import main as cli_main
+    from gdrcheck.cli.commands import main as cli_main
 
     cli_main(argv)

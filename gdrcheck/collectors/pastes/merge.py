@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from gdrcheck.errors import InputError
-from gdrcheck.kinds import base_kind
+from gdrcheck.pcie.kinds import base_kind
 from gdrcheck.model import (
     CollectorStatus, DriverGpu, Link, NvLink, PathFact, PciFunction, Snapshot, bdf_key, frozen_map, root_of,
 )
@@ -189,14 +189,14 @@ class _Merge:
 
     @staticmethod
     def _is_root_bus_device(d: PciFunction) -> bool:
-        from gdrcheck.kinds import port_type
+        from gdrcheck.pcie.kinds import port_type
 
         return port_type(d) == 4 or (d.class_code is not None and d.class_code >> 8 == 0x0600)
 
     # -- nvidia-smi -q ----------------------------------------------------------
 
     def add_smi(self, part: Part) -> None:
-        from gdrcheck.collectors.nvidia_smi import rows_to_gpus
+        from gdrcheck.collectors.pastes.nvidia_smi import rows_to_gpus
 
         gpus = rows_to_gpus(part.data)
         shown = sum(1 for d in self.devs.values() if base_kind(d) == "gpu" and d.vendor in (None, 0x10DE))
@@ -339,7 +339,7 @@ class _Merge:
         self._classes(m, label, gmap, nmap)
 
     def _classes(self, m, label: str, gmap: Dict[str, str], nmap: Dict[str, str]) -> None:
-        from gdrcheck.topology import Topology
+        from gdrcheck.pcie.topology import Topology
 
         tree = Topology(self.snapshot(with_facts=False))
         cols = {**gmap, **nmap}

@@ -64,7 +64,7 @@ class Source:
         self._errors: Dict[str, str] = {}
         self._placeholders: set = set()
         self._rcache: Dict[Tuple[str, bool], str] = {}
-        self.deadline = None  # a gdrcheck.deadline.Deadline when --timeout applies
+        self.deadline = None  # a gdrcheck.io.deadline.Deadline when --timeout applies
 
     # -- paths ---------------------------------------------------------------
 

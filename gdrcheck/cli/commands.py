@@ -1,7 +1,7 @@
 """The command line: parse options, call the pipeline, print, exit per the contract.
 
-Kept thin: facts come from :mod:`gdrcheck.inputs`, verdicts from
-:mod:`gdrcheck.evaluate`, text from :mod:`gdrcheck.render`.
+Kept thin: facts come from :mod:`gdrcheck.collectors.inputs`, verdicts from
+:mod:`gdrcheck.rules.engine`, text from :mod:`gdrcheck.render`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Optional
 import click
 
 from gdrcheck import __version__
-from gdrcheck.cli_run import RUN, deliver_text, emit, end_progress, fmt_of, load, progress_reporter, redacted
+from gdrcheck.cli.run import RUN, deliver_text, emit, end_progress, fmt_of, load, progress_reporter, redacted
 from gdrcheck.errors import InputError
 
 FROM_HELP = ("read facts from PATH instead of this machine; repeat it for several files of one node "
@@ -55,7 +55,7 @@ def _no_nan(_ctx, _param, value):
 
 def run_options(f):
     """--timeout and --output, for every command that reads a machine."""
-    from gdrcheck.deadline import DEFAULT_SECONDS
+    from gdrcheck.io.deadline import DEFAULT_SECONDS
 
     f = click.option("-o", "--output", "output", metavar="FILE",
                      help="write to FILE instead of stdout (a temporary file renamed into place)")(f)
@@ -85,8 +85,8 @@ def cli() -> None:
 @run_options
 def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
     """The PCIe tree that matters: root complexes, switches, GPUs, NICs, NVMe."""
-    from gdrcheck.report_topology import topology_doc
-    from gdrcheck.topology import Topology
+    from gdrcheck.documents.topology import topology_doc
+    from gdrcheck.pcie.topology import Topology
 
     RUN.start(timeout, fmt_of(fmt, as_json), output, from_path)
     topo = Topology(redacted(load(from_path, want_driver=True), redact))
@@ -108,7 +108,7 @@ def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
 def _options(nccl_version: Optional[str], min_bar1: Optional[str] = None, bar1_used_max: Optional[float] = None):
     import re
 
-    from gdrcheck import nccl
+    from gdrcheck.rules import nccl
     from gdrcheck.rules.base import Options
 
     if nccl_version is not None and not re.fullmatch(r"\s*v?\d{1,3}\.\d{1,3}(\.\d{1,3})?\s*", nccl_version):
@@ -152,7 +152,7 @@ def nccl_option(f):
 
 
 def _finish(report, fail_on: str) -> int:
-    from gdrcheck.report_pairs import exit_status
+    from gdrcheck.documents.pairs import exit_status
 
     code, missing = exit_status(report, fail_on)
     if code == 3:
@@ -170,8 +170,8 @@ def _finish(report, fail_on: str) -> int:
 @run_options
 def pairs(from_path, fmt, as_json, redact, fail_on, nccl_version, as_jsonl, timeout, output):
     """Every GPU-GPU, GPU-NIC and GPU-NVMe pair: path class, NCCL's decision, verdict and findings."""
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.report_pairs import pairs_doc
+    from gdrcheck.rules.engine import evaluate
+    from gdrcheck.documents.pairs import pairs_doc
 
     fmt = fmt_of(fmt_of(fmt, as_json), as_jsonl, "jsonl")
     options = _options(nccl_version)
@@ -201,7 +201,7 @@ def rules(as_json):
         sys.stdout.write(render_json(pretty=sys.stdout.isatty(), doc={"format_version": FORMAT_VERSION, "gdrcheck_version": __version__,
                                       "rules": [r.to_doc() for r in items]}))
         return 0
-    from gdrcheck.output import deliver
+    from gdrcheck.io.output import deliver
 
     tags = {"nccl": "NCCL", "nvidia-docs": "NVDA", "kernel": "KERN"}
     deliver("".join(f"{r.code}  {r.severity:<7} {tags.get(r.origin, '    ')} {r.name:<36} {r.title}\n"
@@ -237,7 +237,7 @@ def explain(code):
 @click.option("--redact", is_flag=True, help="drop the host name, serial numbers, UUIDs and MAC addresses")
 def snapshot(output, redact):
     """Capture everything gdrcheck reads on this machine, replayable with --from."""
-    from gdrcheck.snapshot import capture, write_archive
+    from gdrcheck.collectors.capture import capture, write_archive
 
     progress = progress_reporter()
     try:
@@ -264,11 +264,11 @@ def report(from_path, output, redact, fail_on, nccl_version, probe_file):
 
     Exit status as for pairs.
     """
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.output import check_target, write_atomic
-    from gdrcheck.report_bar1 import bar1_doc
-    from gdrcheck.report_pairs import pairs_doc
-    from gdrcheck.report_topology import topology_doc
+    from gdrcheck.rules.engine import evaluate
+    from gdrcheck.io.output import check_target, write_atomic
+    from gdrcheck.documents.bar1 import bar1_doc
+    from gdrcheck.documents.pairs import pairs_doc
+    from gdrcheck.documents.topology import topology_doc
 
     options = _options(nccl_version)
     to_stdout = output == "-"
@@ -292,11 +292,11 @@ def report(from_path, output, redact, fail_on, nccl_version, probe_file):
         page = render_html(topology_doc(result.topo, describe_input=True), pairs_doc(result, fail_on),
                            bar1_doc(result.snap, result.topo, result.findings), all_rules(), extra)
         if redact:
-            from gdrcheck.snapshot import redact_text
+            from gdrcheck.collectors.capture import redact_text
 
             page = redact_text(page, None)
         if to_stdout:
-            from gdrcheck.output import deliver
+            from gdrcheck.io.output import deliver
 
             deliver(page, None)
         else:
@@ -345,8 +345,8 @@ def probe(from_path, fmt, as_json, redact, fail_on, nccl_version, dry_run, risky
 @run_options
 def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max, timeout, output):
     """BAR1 aperture per GPU (total, used, free) against what GPUDirect needs."""
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.report_bar1 import bar1_doc, is_bar1_code
+    from gdrcheck.rules.engine import evaluate
+    from gdrcheck.documents.bar1 import bar1_doc, is_bar1_code
 
     options = _options(None, min_bar1, bar1_used_max)
     RUN.start(timeout, fmt_of(fmt, as_json), output, from_path)
@@ -382,7 +382,7 @@ CHECK_FORMATS = ("text", "json", "jsonl", "nhc", "npd", "nagios", "prometheus")
 
 
 def _requirements(text: str):
-    from gdrcheck.evaluate import PAIR_KIND_OF
+    from gdrcheck.rules.engine import PAIR_KIND_OF
 
     caps = [c.strip().lower() for c in text.split(",") if c.strip()]
     bad = [c for c in caps if c not in PAIR_KIND_OF]
@@ -412,8 +412,8 @@ def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, 
     Exit status: the contract's 0/1/3 (2 bad usage); --format npd maps 3 to 2,
     --format nagios gives 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
     """
-    from gdrcheck.evaluate import evaluate, restrict
-    from gdrcheck.report_pairs import exit_status, pairs_doc
+    from gdrcheck.rules.engine import evaluate, restrict
+    from gdrcheck.documents.pairs import exit_status, pairs_doc
 
     fmt = "jsonl" if as_jsonl else fmt
     caps = _requirements(require) if require is not None else ["gdr", "p2p", "gds"]
@@ -431,8 +431,8 @@ def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, 
 
         from gdrcheck import __version__
         from gdrcheck.render.prometheus import render_prometheus
-        from gdrcheck.report_bar1 import bar1_doc
-        from gdrcheck.report_topology import topology_doc
+        from gdrcheck.documents.bar1 import bar1_doc
+        from gdrcheck.documents.topology import topology_doc
 
         text = render_prometheus(doc, bar1_doc(report.snap, report.topo, report.findings),
                                  topology_doc(report.topo), __version__, time.monotonic() - RUN.started,
@@ -455,8 +455,8 @@ def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, 
 @run_options
 def fingerprint(from_path, explain, addresses, as_json, timeout, output):
     """One line that is identical on identically built nodes (for clush -b / --diff and fleet grouping)."""
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.fingerprint import fingerprint as make, one_line
+    from gdrcheck.rules.engine import evaluate
+    from gdrcheck.documents.fingerprint import fingerprint as make, one_line
 
     RUN.start(timeout, "json" if as_json else "text", output, from_path)
     report = evaluate(load(from_path))
@@ -474,7 +474,7 @@ def fingerprint(from_path, explain, addresses, as_json, timeout, output):
         text = one_line(report, fp) + "\n"
     if RUN.begin_output():
         deliver_text(text, False, output)
-    from gdrcheck.report_pairs import timed_out
+    from gdrcheck.documents.pairs import timed_out
 
     if timed_out(report):
         sys.stderr.write("gdrcheck: the --timeout ran out; the fingerprint is of what was read in time\n")
@@ -565,7 +565,7 @@ def main(argv=None) -> None:
         sys.stderr.write(f"gdrcheck: error: {_one_line(str(e))}\n")
         sys.exit(_usage_status(argv, _one_line(str(e))))
     except BrokenPipeError:  # the reader of stdout went away: nothing to say (rules, explain)
-        from gdrcheck.output import stdout_closed
+        from gdrcheck.io.output import stdout_closed
 
         stdout_closed()
         sys.exit(0)

@@ -39,7 +39,7 @@ from types import MappingProxyType
 from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
-from gdrcheck.collectors.nccl_xml import NVSWITCH, is_rdma_name, mask_to_cpulist, parse_xml_safely
+from gdrcheck.collectors.pastes.nccl_xml import NVSWITCH, is_rdma_name, mask_to_cpulist, parse_xml_safely
 from gdrcheck.errors import InputError
 from gdrcheck.model import CollectorStatus, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map, norm_bdf
 

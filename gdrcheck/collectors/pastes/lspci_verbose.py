@@ -35,7 +35,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from gdrcheck.acs import ACS_BITS
+from gdrcheck.pcie.acs import ACS_BITS
 from gdrcheck.errors import InputError
 from gdrcheck.model import Bar, Link, norm_bdf
 

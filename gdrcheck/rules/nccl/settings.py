@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from gdrcheck.nccl.core import HONOURED_ENV, LEGACY_LEVELS, NEWEST, Version, path_order
+from gdrcheck.rules.nccl.core import HONOURED_ENV, LEGACY_LEVELS, NEWEST, Version, path_order
 
 _SPACE = " \t\n\v\f\r"
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -207,8 +207,8 @@ def settings(version: Version, env: Mapping[str, str], cpu_vendor: Optional[str]
              n_gpus: int = 0, sources: Optional[Mapping[str, str]] = None, version_reason: str = "",
              files_read: Sequence[str] = ()) -> NcclSettings:
     """The settings of ``version`` given the values in force (``env``: NAME -> value, files applied)."""
-    from gdrcheck.nccl.cpu import cpu_kind
-    from gdrcheck.nccl.p2p import default_p2p_level
+    from gdrcheck.rules.nccl.cpu import cpu_kind
+    from gdrcheck.rules.nccl.p2p import default_p2p_level
 
     sources = dict(sources or {})
     ignored: List[str] = []
