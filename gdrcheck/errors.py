@@ -6,6 +6,3 @@ class InputError(Exception):
 
     exit_code = 2
 
-
-class UsageError(InputError):
-    """A bad option or combination of options: exit status 2."""

@@ -13,10 +13,11 @@ from gdrcheck.collectors.pastes.nvidia_smi import parse_smi_text, parse_smi_xml,
 from gdrcheck.collectors.nvml import collect_nvml
 from gdrcheck.rules.engine import build_pairs
 from gdrcheck.model import Bar, CollectorStatus, PciFunction, Snapshot
-from gdrcheck.pcie.rebar import (bar1_index, find_ext_cap, parse_rebar, parse_resize_file, size_range_text,
-                            sizes_from_mask, sysfs_bar1)
+from gdrcheck.pcie.caps import find_ext_cap
+from gdrcheck.pcie.rebar import (bar1_index, parse_rebar, parse_resize_file, size_range_text, sizes_from_mask,
+                                 sysfs_bar1)
 from gdrcheck.render.bar1_text import render_bar1
-from gdrcheck.render.console import human_bytes
+from gdrcheck.units import human_bytes
 from gdrcheck.documents.bar1 import bar1_doc
 from gdrcheck.rules import bar1
 from gdrcheck.rules.base import Context, Options

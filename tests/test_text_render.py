@@ -172,7 +172,7 @@ def _check(name, cmd, width, text, docs):
             row = [r for r in rows if g["bdf"] in r.split()]
             assert row, (where, g["bdf"])
             if g.get("bar1_total_bytes"):
-                from gdrcheck.render.console import human_bytes
+                from gdrcheck.units import human_bytes
 
                 assert any(human_bytes(g["bar1_total_bytes"]) in r for r in row), (where, row)
             if g.get("name"):

@@ -131,13 +131,12 @@ def _options(nccl_version: Optional[str], min_bar1: Optional[str] = None, bar1_u
 
 
 def _parse_size(text: str) -> int:
-    import re
+    from gdrcheck.units import parse_size
 
-    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", text, re.I)
-    if not m:
+    n = parse_size(text)
+    if n is None:
         raise click.BadParameter(f"not a size: {text!r} (e.g. 1GiB, 256MiB)", param_hint="--min-bar1")
-    unit = (m.group(2) or "B").upper().rstrip("B").rstrip("I")
-    return int(float(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit])
+    return n
 
 
 def fail_on_option(f):
@@ -328,7 +327,7 @@ def report(from_path, output, redact, fail_on, nccl_version, probe_file):
 def probe(from_path, fmt, as_json, redact, fail_on, nccl_version, dry_run, risky, force, gds_path, only,
           step_timeout, copy_size, output):
     """Do on the node, small and bounded, what pairs predicts: measure it, and say where they differ."""
-    from gdrcheck.probe.command import run_probe
+    from gdrcheck.cli.probe import run_probe
 
     return run_probe(from_path, dry_run, risky, force, gds_path, only, step_timeout, fmt_of(fmt, as_json), redact,
                      fail_on, output, nccl_version, copy_size)

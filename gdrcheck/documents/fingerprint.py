@@ -18,14 +18,12 @@ import hashlib
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from gdrcheck.model import bdf_key
+from gdrcheck.units import speed_text
 
 DEVICE_KINDS = ("gpu", "nic", "nvme", "nvswitch")
 BRIDGE_KINDS = ("root_port", "switch_upstream", "switch_downstream", "bridge", "host_bridge")
 PAIR_TAGS = {"gpu-gpu": "p2p", "gpu-nic": "gdr", "gpu-nvme": "gds"}
 
-
-def _speed(v: Optional[float]) -> str:
-    return "?" if v is None else f"{v:g}GT/s"
 
 
 def _width(v: Optional[int]) -> str:
@@ -36,8 +34,8 @@ def _link(d, with_speed: bool) -> str:
     k = d.link
     if k.cur_width is None and k.max_width is None and k.cur_speed is None and k.max_speed is None:
         return "unknown"
-    cur = _width(k.cur_width) + (f" {_speed(k.cur_speed)}" if with_speed else "")
-    return f"{cur} max {_width(k.max_width)} {_speed(k.max_speed)}"
+    cur = _width(k.cur_width) + (f" {speed_text(k.cur_speed)}" if with_speed else "")
+    return f"{cur} max {_width(k.max_width)} {speed_text(k.max_speed)}"
 
 
 def _acs(d) -> str:

@@ -10,6 +10,7 @@ import re
 from typing import Optional
 
 from gdrcheck.model import PciFunction
+from gdrcheck.pcie.caps import pcie_port_type
 
 NVIDIA = 0x10DE
 AMD_ATI = 0x1002
@@ -84,16 +85,4 @@ def kind_from_name(name: str) -> str:
 
 def port_type(d: PciFunction) -> Optional[int]:
     """PCIe capability's Device/Port Type (4 root port, 5 upstream, 6 downstream, ...), if readable."""
-    cfg = d.config
-    if not cfg or len(cfg) < 0x40:
-        return None
-    if not (cfg[6] & 0x10):  # status: capabilities list
-        return None
-    ptr = cfg[0x34] & 0xFC
-    seen = 0
-    while ptr and ptr + 4 <= len(cfg) and seen < 48:
-        if cfg[ptr] == 0x10:  # PCI Express capability
-            return (cfg[ptr + 2] >> 4) & 0xF
-        ptr = cfg[ptr + 1] & 0xFC
-        seen += 1
-    return None
+    return pcie_port_type(d.config)

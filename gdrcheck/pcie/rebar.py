@@ -24,10 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from gdrcheck.model import Bar, PciFunction
+from gdrcheck.pcie.caps import EXT_CAP_ID_REBAR, find_ext_cap
 
-EXT_CAP_START = 0x100
-EXT_CAP_REBAR = 0x0015
-EXT_CAP_VF_REBAR = 0x0024
 MIB = 1 << 20
 BAR1_INDEX = 1
 
@@ -51,26 +49,6 @@ def _u32(cfg: bytes, off: int) -> Optional[int]:
     return int.from_bytes(cfg[off:off + 4], "little")
 
 
-def find_ext_cap(cfg: Optional[bytes], cap_id: int) -> Optional[int]:
-    """Offset of an extended capability, or ``None`` (also when config space is short)."""
-    if not cfg or len(cfg) <= EXT_CAP_START:
-        return None
-    off = EXT_CAP_START
-    seen = set()
-    while off and off not in seen and len(seen) < 64:
-        seen.add(off)
-        hdr = _u32(cfg, off)
-        if hdr is None or hdr in (0, 0xFFFFFFFF):
-            return None
-        if hdr & 0xFFFF == cap_id:
-            return off
-        nxt = (hdr >> 20) & 0xFFC
-        if nxt < EXT_CAP_START:
-            return None
-        off = nxt
-    return None
-
-
 def sizes_from_mask(mask: int) -> Tuple[int, ...]:
     """Bitmask with bit n = 1 MiB << n -> sizes in bytes, ascending."""
     return tuple(MIB << n for n in range(64) if mask >> n & 1)
@@ -78,9 +56,10 @@ def sizes_from_mask(mask: int) -> Tuple[int, ...]:
 
 def parse_rebar(cfg: Optional[bytes]) -> Dict[int, RebarEntry]:
     """Resizable BAR entries by BAR index; empty when the capability is absent or unreadable."""
-    off = find_ext_cap(cfg, EXT_CAP_REBAR)
-    if off is None or cfg is None:
+    found = find_ext_cap(cfg, EXT_CAP_ID_REBAR)
+    if found is None or cfg is None:
         return {}
+    off = found.offset
     first_ctrl = _u32(cfg, off + 8)
     if first_ctrl is None:
         return {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from gdrcheck.pcie.rebar import size_range_text
-from gdrcheck.render.console import human_bytes
+from gdrcheck.units import human_bytes
 from gdrcheck.render.layout import blank, grid, put
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}

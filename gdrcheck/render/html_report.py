@@ -13,7 +13,7 @@ from html import escape
 from typing import Any, Dict, Iterable, List, Optional
 
 from gdrcheck.render import tree_model as tm
-from gdrcheck.render.console import human_bytes
+from gdrcheck.units import human_bytes
 
 MAX_COLS = 12  # matrix columns per block: fits the A4 text width
 MAX_COLS_WIDE = 8  # when a cell names several candidate classes (NODE/SYS?)

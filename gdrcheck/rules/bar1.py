@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from gdrcheck.pcie.kinds import NVIDIA
 from gdrcheck.model import DriverGpu, PciFunction, bdf_key
 from gdrcheck.pcie.rebar import size_range_text, sysfs_bar1
-from gdrcheck.render.console import human_bytes
+from gdrcheck.units import human_bytes
 from gdrcheck.rules.base import Context, Finding, Rule
 
 BIOS = ("in the system BIOS/UEFI set 'Above 4G Decoding' to Enabled and 'Re-Size BAR Support' (also called "

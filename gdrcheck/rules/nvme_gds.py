@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable, List, Tuple
 
-from gdrcheck.pcie.acs import device_chain, kernel_p2pdma_verdict, parse_acs, root_ids_from_devices
+from gdrcheck.pcie.acs import parse_acs
+from gdrcheck.pcie.p2pdma import device_chain, kernel_p2pdma_verdict, root_ids_from_devices
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import pair_label, value
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from typing import Optional, Sequence
 
-from gdrcheck.errors import UsageError
+from gdrcheck.errors import InputError
+from gdrcheck.units import parse_size
 
 
 def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool, gds_path: Optional[str],
@@ -20,16 +21,16 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
     from gdrcheck.rules.base import Options
 
     if from_path is not None and not dry_run:
-        raise UsageError("probe acts on the live node: --from is only for --dry-run (a plan from a snapshot)")
+        raise InputError("probe acts on the live node: --from is only for --dry-run (a plan from a snapshot)")
     if gds_path is not None and not os.path.isdir(gds_path):
-        raise UsageError(f"--gds-path {gds_path}: not a directory")
+        raise InputError(f"--gds-path {gds_path}: not a directory")
     from gdrcheck.probe.plan import HOST_COPY_BYTES
 
     copy_bytes = HOST_COPY_BYTES
     if copy_size is not None:
         copy_bytes = parse_size(copy_size)
         if copy_bytes is None or not (1 << 20) <= copy_bytes <= (16 << 30):
-            raise UsageError(f"--copy-size {copy_size!r}: a size between 1MiB and 16GiB (e.g. 64MiB)")
+            raise InputError(f"--copy-size {copy_size!r}: a size between 1MiB and 16GiB (e.g. 64MiB)")
     t0 = time.monotonic()
     # reading the facts has the usual limit on a live node (a hung nvidia-smi is not waited for); the
     # steps then have their own deadlines, so the run-wide watchdog stops once the facts are in
@@ -73,12 +74,3 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
         sys.stderr.write(f"gdrcheck: {doc['summary_line']}\n")
     return code
 
-
-def parse_size(text: str) -> Optional[int]:
-    import re
-
-    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", text, re.I)
-    if not m:
-        return None
-    unit = (m.group(2) or "B").upper().rstrip("B").rstrip("I")
-    return int(float(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit])
