@@ -15,6 +15,7 @@ import click
 from gdrcheck import __version__
 from gdrcheck.cli.run import RUN, deliver_text, emit, end_progress, fmt_of, load, progress_reporter, redacted
 from gdrcheck.errors import InputError
+from gdrcheck.status import EXIT_INTERRUPTED, EXIT_PASS, EXIT_UNKNOWN, EXIT_USAGE, NAGIOS_UNKNOWN
 
 FROM_HELP = ("read facts from PATH instead of this machine; repeat it for several files of one node "
              "(merged): a directory laid out like / or a snapshot archive (gdrcheck snapshot), "
@@ -95,7 +96,7 @@ def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
 
         if RUN.begin_output():
             deliver_text(render_dot(topology_doc(topo, describe_input=True), show_all=show_all), redact, output)
-        return 0
+        return EXIT_PASS
 
     def text(_doc, console):
         from gdrcheck.render.topology_text import render_topology
@@ -199,13 +200,13 @@ def rules(as_json):
 
         sys.stdout.write(render_json(pretty=sys.stdout.isatty(), doc={"format_version": FORMAT_VERSION, "gdrcheck_version": __version__,
                                       "rules": [r.to_doc() for r in items]}))
-        return 0
+        return EXIT_PASS
     from gdrcheck.io.output import deliver
 
     tags = {"nccl": "NCCL", "nvidia-docs": "NVDA", "kernel": "KERN"}
     deliver("".join(f"{r.code}  {r.severity:<7} {tags.get(r.origin, '    ')} {r.name:<36} {r.title}\n"
                     for r in items), None)
-    return 0
+    return EXIT_PASS
 
 
 @cli.command()
@@ -226,7 +227,7 @@ def explain(code):
             click.echo(f"Fix: {r.remediation}")
             if r.vm_remediation:
                 click.echo(f"\nIn a virtual machine: {r.vm_remediation}")
-            return 0
+            return EXIT_PASS
     raise InputError(f"no rule {code!r} (gdrcheck rules lists them)")
 
 
@@ -247,7 +248,7 @@ def snapshot(output, redact):
     finally:
         end_progress(progress)
     click.echo(f"gdrcheck: wrote {output} ({count} entries); replay with: gdrcheck pairs --from {output}", err=True)
-    return 0
+    return EXIT_PASS
 
 
 @cli.command()
@@ -345,7 +346,7 @@ def probe(from_path, fmt, as_json, redact, fail_on, nccl_version, dry_run, risky
 def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max, timeout, output):
     """BAR1 aperture per GPU (total, used, free) against what GPUDirect needs."""
     from gdrcheck.rules.engine import evaluate
-    from gdrcheck.documents.bar1 import bar1_doc, is_bar1_code
+    from gdrcheck.documents.bar1 import bar1_doc, bar1_exit, is_bar1_code
 
     options = _options(None, min_bar1, bar1_used_max)
     RUN.start(timeout, fmt_of(fmt, as_json), output, from_path)
@@ -361,20 +362,10 @@ def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max, time
 
     doc = bar1_doc(snap, report.topo, findings)
     emit(doc, fmt, as_json, redact, text, output)
-    from gdrcheck.status import reaches
-
-    if any(reaches(f.severity, fail_on) for f in findings):
-        return 1
-    gpus = report.topo.of_kind("gpu")
-    if gpus and any(g.get("bar1_total_bytes") is None for g in doc.get("gpus", [])) or (gpus and not doc.get("gpus")):
-        sys.stderr.write("gdrcheck: could not decide: BAR1 figures not available (NVML and nvidia-smi unavailable)\n")
-        return 3
-    if not gpus:
-        why = "; ".join(f"{c.name}: {c.detail}" for c in snap.collectors if c.name in ("nvml", "nvidia-smi")
-                        and c.status != "ok")
-        sys.stderr.write("gdrcheck: no GPU found" + (f" ({why})" if why else "") + "\n")
-        return 3 if snap.input_kind in ("live", "snapshot") and why else 0
-    return 0
+    code, why = bar1_exit(doc, snap, report.topo, findings, fail_on)
+    if why:
+        sys.stderr.write(f"gdrcheck: {why}\n")
+    return code
 
 
 CHECK_FORMATS = ("text", "json", "jsonl", "nhc", "npd", "nagios", "prometheus")
@@ -477,8 +468,8 @@ def fingerprint(from_path, explain, addresses, as_json, timeout, output):
 
     if timed_out(report):
         sys.stderr.write("gdrcheck: the --timeout ran out; the fingerprint is of what was read in time\n")
-        return 3
-    return 0
+        return EXIT_UNKNOWN
+    return EXIT_PASS
 
 
 @cli.command()
@@ -488,7 +479,7 @@ def schema(document):
     from importlib.resources import files
 
     sys.stdout.write(files("gdrcheck").joinpath("schemas", f"{document}.schema.json").read_text())
-    return 0
+    return EXIT_PASS
 
 
 @cli.group()
@@ -539,26 +530,26 @@ def _usage_status(argv, message: str = "") -> int:
         from gdrcheck.render.adapters import usage_line
 
         sys.stdout.write(usage_line(fmt, message))
-    return 3 if fmt == "nagios" else 2
+    return NAGIOS_UNKNOWN if fmt == "nagios" else EXIT_USAGE
 
 
 def main(argv=None) -> None:
     """Entry point: one-line errors, never a traceback."""
     try:
         rv = cli.main(args=argv, prog_name="gdrcheck", standalone_mode=False)
-        sys.exit(rv if isinstance(rv, int) else 0)
+        sys.exit(rv if isinstance(rv, int) else EXIT_PASS)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.exceptions.Abort:
         sys.stderr.write("gdrcheck: interrupted\n")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as e:
         msg = e.format_message()
         ctx = getattr(e, "ctx", None)
         if isinstance(e, click.UsageError) and ctx is not None:
             msg = f"{msg} (try '{ctx.command_path} --help')"
         sys.stderr.write(f"gdrcheck: error: {msg}\n")
-        sys.exit(_usage_status(argv, _one_line(msg)) if isinstance(e, click.UsageError) or e.exit_code == 2
+        sys.exit(_usage_status(argv, _one_line(msg)) if isinstance(e, click.UsageError) or e.exit_code == EXIT_USAGE
                  else e.exit_code)
     except InputError as e:
         sys.stderr.write(f"gdrcheck: error: {_one_line(str(e))}\n")
@@ -567,19 +558,19 @@ def main(argv=None) -> None:
         from gdrcheck.io.output import stdout_closed
 
         stdout_closed()
-        sys.exit(0)
+        sys.exit(EXIT_PASS)
     except KeyboardInterrupt:
         sys.stderr.write("gdrcheck: interrupted\n")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except RecursionError:
         sys.stderr.write("gdrcheck: error: input nests too deeply\n")
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
     except Exception as e:  # noqa: BLE001 - the contract promises no traceback
         if os.environ.get("GDRCHECK_DEBUG"):
             raise
         sys.stderr.write(f"gdrcheck: internal error: {e.__class__.__name__}: {_one_line(str(e))} "
                          "(GDRCHECK_DEBUG=1 shows where)\n")
-        sys.exit(3)
+        sys.exit(EXIT_UNKNOWN)
 
 
 def _one_line(text: str) -> str:

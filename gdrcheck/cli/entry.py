@@ -11,7 +11,9 @@ def main(argv=None) -> None:
         from gdrcheck import __version__
 
         sys.stdout.write(f"gdrcheck {__version__}\n")
-        sys.exit(0)
+        from gdrcheck.status import EXIT_PASS
+
+        sys.exit(EXIT_PASS)
     from gdrcheck.cli.commands import main as cli_main
 
     cli_main(argv)

@@ -6,6 +6,7 @@ import time
 from typing import Optional, Sequence
 
 from gdrcheck.errors import InputError
+from gdrcheck.status import EXIT_UNKNOWN
 from gdrcheck.units import parse_size
 
 
@@ -37,7 +38,7 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
     RUN.start(None, fmt, output, from_path)
     report = evaluate(redacted(load(from_path), redact), Options(nccl_version=nccl_version))
     if RUN.watchdog is not None and not RUN.watchdog.disarm():
-        return 3  # it has already spoken
+        return EXIT_UNKNOWN  # it has already spoken
     RUN.watchdog = None
     live_state = None
     if from_path is None:
@@ -68,7 +69,7 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
 
     emit(doc, fmt, False, redact, text, output)
     code = exit_code(doc, fail_on)
-    if code == 3:
+    if code == EXIT_UNKNOWN:
         import sys
 
         sys.stderr.write(f"gdrcheck: {doc['summary_line']}\n")

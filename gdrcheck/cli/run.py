@@ -128,7 +128,9 @@ class _Run:
             sys.stdout.write(("GDRCHECK UNKNOWN - " if self.fmt == "nagios" else "") + doc["summary_line"] + "\n")
         if self.fmt == "npd":
             sys.stdout.flush()
-            os._exit(2)
+            from gdrcheck.status import NPD_EXIT_OF_STATUS
+
+            os._exit(NPD_EXIT_OF_STATUS["unknown"])  # NPD's unknown; the process is past tidy exits
 
 
 RUN = _Run()

@@ -67,3 +67,20 @@ def bar1_doc(snap, topo, findings: Iterable) -> Dict[str, Any]:
     if snap.notes:
         doc["notes"] = list(snap.notes)
     return doc
+
+
+def bar1_exit(doc: Dict[str, Any], snap, topo, findings: Iterable, fail_on: str) -> "tuple[int, str]":
+    """The exit status of ``gdrcheck bar1`` and, when it is not a plain pass or fail, the line saying why."""
+    from gdrcheck.status import EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN, reaches
+
+    if any(reaches(f.severity, fail_on) for f in findings):
+        return EXIT_FAIL, ""
+    gpus = topo.of_kind("gpu")
+    if gpus and any(g.get("bar1_total_bytes") is None for g in doc.get("gpus", [])) or (gpus and not doc.get("gpus")):
+        return EXIT_UNKNOWN, "could not decide: BAR1 figures not available (NVML and nvidia-smi unavailable)"
+    if not gpus:
+        why = "; ".join(f"{c.name}: {c.detail}" for c in snap.collectors if c.name in ("nvml", "nvidia-smi")
+                        and c.status != "ok")
+        code = EXIT_UNKNOWN if snap.input_kind in ("live", "snapshot") and why else EXIT_PASS
+        return code, "no GPU found" + (f" ({why})" if why else "")
+    return EXIT_PASS, ""

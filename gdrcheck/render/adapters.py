@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from gdrcheck.status import EXIT_OF_STATUS as CONTRACT
+from gdrcheck.status import NPD_EXIT_OF_STATUS
 from gdrcheck.status import STATUS_WORDS
 
 
@@ -27,7 +28,7 @@ def nhc(doc: Dict[str, Any]) -> Tuple[str, int]:
 
 
 def npd(doc: Dict[str, Any]) -> Tuple[str, int]:
-    code = {0: 0, 1: 1, 3: 2}[CONTRACT[doc["status"]]]
+    code = NPD_EXIT_OF_STATUS[doc["status"]]
     return doc["summary_line"] + "\n", code
 
 
