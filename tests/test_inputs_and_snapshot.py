@@ -61,7 +61,7 @@ def test_snapshot_into_missing_directory_is_a_clean_error(tmp_path):
 
 
 def test_redact_text_patterns():
-    from gdrcheck.collectors.capture import redact_text
+    from gdrcheck.io.redact import redact_text
 
     text = ("GPU UUID : GPU-c66a5296-ef11-ea3d-1c75-8f681a34b89f\n    Serial Number : 1654923004123\n"
             "<serial>1654923004123</serial> ether 0c:42:a1:11:22:33 node17")

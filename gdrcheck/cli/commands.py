@@ -292,7 +292,7 @@ def report(from_path, output, redact, fail_on, nccl_version, probe_file):
         page = render_html(topology_doc(result.topo, describe_input=True), pairs_doc(result, fail_on),
                            bar1_doc(result.snap, result.topo, result.findings), all_rules(), extra)
         if redact:
-            from gdrcheck.collectors.capture import redact_text
+            from gdrcheck.io.redact import redact_text
 
             page = redact_text(page, None)
         if to_stdout:

@@ -67,7 +67,7 @@ def deliver_text(text: str, redact: bool, output: Optional[str]) -> None:
     from gdrcheck.io.output import deliver
 
     if redact:
-        from gdrcheck.collectors.capture import redact_text
+        from gdrcheck.io.redact import redact_text
 
         text = redact_text(text, None)
     deliver(text, output)

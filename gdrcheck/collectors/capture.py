@@ -20,42 +20,11 @@ import time
 from typing import Dict, Optional, Tuple
 
 from gdrcheck import __version__
+from gdrcheck.io.redact import redact_file
 from gdrcheck.io.source import COMMANDS_FILE, Source
 
 SNAPSHOT_FORMAT = "1.0"
 TOP = "gdrcheck-snapshot"
-
-_UUID = re.compile(r"\b(GPU-|MIG-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-_MAC = re.compile(r"\b[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}\b")
-_SERIAL_LINE = re.compile(r"(?im)^(\s*(?:Serial Number|Board Serial|Serial)\s*:\s*)(\S.*)$")
-_SERIAL_XML = re.compile(r"(?i)(<serial>)([^<]*)(</serial>)")
-_SERIAL_JSON = re.compile(r'(?i)("serial"\s*:\s*)"[^"]*"')
-_SERIAL_FILES = ("product_serial", "board_serial", "chassis_serial", "product_uuid")
-
-
-def redact_text(text: str, host: Optional[str]) -> str:
-    text = _UUID.sub(lambda m: (m.group(1) or "") + "00000000-0000-0000-0000-000000000000", text)
-    text = _MAC.sub("00:00:00:00:00:00", text)
-    text = _SERIAL_LINE.sub(lambda m: m.group(1) + "REDACTED", text)
-    text = _SERIAL_XML.sub(r"\1REDACTED\3", text)
-    text = _SERIAL_JSON.sub(r'\1"REDACTED"', text)
-    if host:
-        text = re.sub(rf"\b{re.escape(host)}\b", "redacted-host", text)
-    return text
-
-
-def _redact_file(path: str, data: bytes, host: Optional[str]) -> bytes:
-    base = path.rsplit("/", 1)[-1]
-    if path == "/proc/sys/kernel/hostname":
-        return b"redacted-host\n"
-    if base in _SERIAL_FILES or (base == "serial" and "/nvme" in path) or (base == "address" and "/net/" in path):
-        return b"REDACTED\n"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data
-    return redact_text(text, host).encode("utf-8")
-
 
 def capture(redact: bool = False, progress=None) -> Tuple[Source, Dict]:
     """Read the live machine once, recording every read; return the source and the manifest."""
@@ -122,7 +91,7 @@ def write_archive(src: Source, manifest_host, out_path: str, redact: bool = Fals
                 else:
                     data = val if isinstance(val, bytes) else str(val).encode()
                     if redact:
-                        data = _redact_file(path, data, host)
+                        data = redact_file(path, data, host)
                     ti = _info(name, tarfile.REGTYPE)
                     ti.size = len(data)
                     tar.addfile(ti, io.BytesIO(data))

@@ -1,4 +1,4 @@
-"""Effective NCCL settings that gdrcheck honours, and where each came from (``nccl.md`` §9.4, §11).
+"""Effective NCCL settings that gdrcheck honours, and where each came from (``docs/nccl.md``, "Settings").
 
 NCCL applies its settings files with ``setenv(..., overwrite=0)``: the real
 environment wins, then ``NCCL_CONF_FILE`` (or ``~/.nccl.conf``), then

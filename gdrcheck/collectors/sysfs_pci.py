@@ -2,7 +2,7 @@
 
 Each ``/sys/bus/pci/devices/<bdf>`` link resolves to ``/sys/devices/pciDDDD:BB/...``;
 the path's components are the chain of bridges above the function, so one pass
-over the directory gives the whole tree (``kernel.md`` §3.1).
+over the directory gives the whole tree (Documentation/ABI/testing/sysfs-bus-pci in the kernel tree).
 
 Two things the listing does not always hold, read the way hwloc reads them:
 

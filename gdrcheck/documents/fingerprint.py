@@ -18,10 +18,12 @@ import hashlib
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from gdrcheck.model import bdf_key
+from gdrcheck.pcie.kinds import BRIDGE_KINDS
 from gdrcheck.units import speed_text
 
 DEVICE_KINDS = ("gpu", "nic", "nvme", "nvswitch")
-BRIDGE_KINDS = ("root_port", "switch_upstream", "switch_downstream", "bridge", "host_bridge")
+# what a fingerprint line calls a bridge: the ports, plus a bridge of no known port type and a host bridge
+BRIDGE_TAGGED = BRIDGE_KINDS + ("bridge", "host_bridge")
 PAIR_TAGS = {"gpu-gpu": "p2p", "gpu-nic": "gdr", "gpu-nvme": "gds"}
 
 
@@ -81,7 +83,7 @@ def positions(topo) -> Dict[str, str]:
     counters: Dict[str, int] = {}
     for bdf in sorted(topo.by_bdf, key=bdf_key):
         kind = topo.kind[bdf]
-        tag = "bridge" if kind in BRIDGE_KINDS else kind if kind in DEVICE_KINDS else "fn"
+        tag = "bridge" if kind in BRIDGE_TAGGED else kind if kind in DEVICE_KINDS else "fn"
         n = counters.get(tag, 0)
         counters[tag] = n + 1
         names[bdf] = f"{tag}{n}"

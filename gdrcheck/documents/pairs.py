@@ -1,4 +1,4 @@
-"""The ``pairs`` document (contract: ``interface.md``) and the exit status it implies."""
+"""The ``pairs`` document (schema: ``gdrcheck/schemas/pairs.schema.json``) and the exit status it implies."""
 
 from __future__ import annotations
 

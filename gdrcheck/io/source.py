@@ -277,24 +277,6 @@ class Source:
             self._note(real, "f", b"")
         return True
 
-    def file_size(self, path: str) -> Optional[int]:
-        """``stat().st_size`` (the cheap non-root BAR size of ``resourceN``)."""
-        real = self.resolve(path)
-        if real is None:
-            return None
-        try:
-            size = os.stat(self._host(real)).st_size
-        except OSError:
-            return None
-        if self.recording:
-            self.recorded.setdefault(real + ".gdrcheck-size", ("f", str(size).encode()))
-        if not self.live:
-            # a capture stores sizes beside the file, since binary resources are not copied
-            side = self.read_line(path + ".gdrcheck-size")
-            if side is not None and side.isdigit():
-                return int(side)
-        return size
-
     # -- commands ------------------------------------------------------------
 
     def run(self, argv: Sequence[str], timeout: float = 10.0) -> CommandResult:

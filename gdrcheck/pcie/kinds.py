@@ -55,7 +55,7 @@ def base_kind(d: PciFunction) -> str:
             return d.kind_hint
         return "other"
     if d.kind_hint:
-        return "bridge" if d.kind_hint in ("root_port", "switch_upstream", "switch_downstream") else d.kind_hint
+        return "bridge" if d.kind_hint in BRIDGE_KINDS else d.kind_hint
     if d.name:
         return kind_from_name(d.name)
     return "other"

@@ -27,7 +27,7 @@ class WhitelistEntry:
 
 _INTEL, _GOOGLE, _NVIDIA, _ZHAOXIN = 0x8086, 0x1AE0, 0x10DE, 0x1D17
 
-# pci_p2pdma_whitelist[] in the PCI maintainer tree (kernel.md §1.4)
+# pci_p2pdma_whitelist[] of drivers/pci/p2pdma.c in the Linux PCI maintainer tree
 P2PDMA_WHITELIST: Tuple[WhitelistEntry, ...] = (
     WhitelistEntry(_INTEL, 0x3C00, True, "Xeon E5 / Core i7 (Sandy Bridge-EP)", "5.2"),
     WhitelistEntry(_INTEL, 0x3C01, True, "Xeon E5 / Core i7 (Sandy Bridge-EP)", "5.2"),
@@ -145,7 +145,7 @@ def kernel_p2pdma_verdict(provider_chain: Sequence[str], client_chain: Sequence[
                           acs: Mapping[str, Optional[AcsState]], *, provider_root: str, client_root: str,
                           cpu_vendor: Optional[str], cpu_family: Optional[int],
                           root_ids: Mapping[str, Optional[Tuple[int, int]]]) -> P2pdmaVerdict:
-    """The kernel's map type for a provider/client pair (``kernel.md`` §1.3, §1.10).
+    """The kernel's map type for a provider/client pair (``calc_map_type_and_dist()``, drivers/pci/p2pdma.c).
 
     Chains list the device first, then each ``pci_upstream_bridge()`` up to the
     device on the root bus (see :func:`upstream_chain`). ``acs`` maps a BDF to its
@@ -215,7 +215,7 @@ def _devfn(bdf: str) -> int:
 
 
 def root_ids_from_devices(devices: Sequence["PciFunction"]) -> Dict[str, Optional[Tuple[int, int]]]:
-    """Root bus -> vendor:device of ``pci_host_bridge_dev()``, emulated (``kernel.md`` §1.4).
+    """Root bus -> vendor:device of ``pci_host_bridge_dev()``, emulated (``pci_host_bridge_dev()``, drivers/pci/p2pdma.c).
 
     The lowest-devfn function on the root bus counts only if it is ``00.0`` or a
     root port (class 0x0604xx stands in for the port type, which needs root to

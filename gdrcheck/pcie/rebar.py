@@ -3,7 +3,7 @@
 Pure functions of :class:`~gdrcheck.model.PciFunction` facts and config-space
 bytes; nothing here reads the machine.
 
-Resizable BAR (PCIe extended capability 0x0015, ``kernel.md`` §3.5-3.6,
+Resizable BAR (PCIe extended capability 0x0015, the kernel's ``pci_rebar_*`` in drivers/pci/,
 PCIe Base spec "Resizable BAR Extended Capability"):
 
 * header (4 bytes), then one 8-byte entry per resizable BAR:

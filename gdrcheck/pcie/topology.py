@@ -6,7 +6,7 @@ secondary bus holds further bridges is a switch upstream port, and those
 bridges are its downstream ports. So a ConnectX-7's internal switch and a
 PLX switch come out the same way.
 
-The pair class follows the contract (``interface.md`` "Path classes"), which
+The pair class (PIX, PXB, PHB, NODE, SYS, as ``path_class`` in the pairs schema)
 reproduces ``nvidia-smi topo -m``.
 """
 

@@ -1,4 +1,4 @@
-"""The ``probe`` document (contract: ``interface.md``, section "gdrcheck probe") and its exit status."""
+"""The ``probe`` document (schema: ``gdrcheck/schemas/probe.schema.json``) and its exit status."""
 
 from __future__ import annotations
 

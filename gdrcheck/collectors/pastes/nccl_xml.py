@@ -1,6 +1,6 @@
 """An NCCL topology XML (``NCCL_TOPO_FILE`` / ``NCCL_TOPO_DUMP_FILE``) as a Snapshot.
 
-The file is NCCL's own reduced view of the machine (``nccl.md`` §2, §9):
+The file is NCCL's own reduced view of the machine (``docs/nccl.md``):
 ``<system version> > <cpu numaid> > <pci busid> > (<pci> | <gpu> | <nic>)``.
 What it does and does not say, and how each piece lands in the model:
 
