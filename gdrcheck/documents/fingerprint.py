@@ -40,10 +40,10 @@ def _link(d, with_speed: bool) -> str:
     return f"{cur} max {_width(k.max_width)} {speed_text(k.max_speed)}"
 
 
-def _acs(d) -> str:
-    from gdrcheck.pcie.acs import ACS_BITS, parse_acs
+def _acs(topo, bdf: str) -> str:
+    from gdrcheck.pcie.acs import ACS_BITS
 
-    st = parse_acs(d.config)
+    st = topo.acs(bdf)
     if not st.known:
         return "unknown"
     if not st.present:
@@ -166,7 +166,7 @@ def fingerprint(report) -> Fingerprint:
         if d is None:
             continue
         add("bridge[{0}].kind", topo.kind[b], b)
-        add("bridge[{0}].acs", _acs(d), b)
+        add("bridge[{0}].acs", _acs(topo, b), b)
         add("bridge[{0}].link", _link(d, with_speed=False), b)
     for p in report.pairs:
         cls = p.pcie_path or ("?" + "|".join(p.candidates) if p.candidates else "?")

@@ -68,16 +68,16 @@ def device_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
     if d.iommu_group is not None:
         doc["iommu_group"] = d.iommu_group
     if d.is_bridge and topo.kind[d.bdf] != "gpu":
-        doc["acs"] = acs_doc(d)
+        doc["acs"] = acs_doc(topo, d.bdf)
     return doc
 
 
-def acs_doc(d) -> Dict[str, Any]:
+def acs_doc(topo, bdf: str) -> Dict[str, Any]:
     """A bridge's ACS as read, with ``redirect``: whether it sends peer traffic up to the root complex
     (true/false, null where the registers could not be read)."""
-    from gdrcheck.pcie.acs import parse_acs, redirect_names, redirects
+    from gdrcheck.pcie.acs import redirect_names, redirects
 
-    state = parse_acs(d.config)
+    state = topo.acs(bdf)
     doc = state.to_doc()
     doc["redirect"] = redirects(state)
     if doc["redirect"]:

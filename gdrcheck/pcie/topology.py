@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+from gdrcheck.pcie.acs import AcsState, parse_acs
 from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
 from gdrcheck.model import PciFunction, Snapshot, bdf_key
 
@@ -36,10 +37,18 @@ class Topology:
         self._classify()
         self._number_gpus()
         self._anc: Dict[str, Tuple[str, ...]] = {}
+        self._acs: Dict[str, AcsState] = {}
         nodes = snap.host.get("numa_nodes")
         self.single_numa: Optional[int] = None
         if nodes is not None and isinstance(nodes.value, (list, tuple)) and len(nodes.value) == 1:
             self.single_numa = int(nodes.value[0])
+
+    def acs(self, bdf: str) -> AcsState:
+        """A function's ACS, parsed from its config-space bytes once per topology."""
+        st = self._acs.get(bdf)
+        if st is None:
+            st = self._acs[bdf] = parse_acs(self.by_bdf[bdf].config)
+        return st
 
     # -- kinds ---------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Tuple
 
-from gdrcheck.pcie.acs import AcsState, format_acs, parse_acs, redirects
+from gdrcheck.pcie.acs import AcsState, format_acs, redirects
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import label, value
 
@@ -55,7 +55,7 @@ IOMMU_UNKNOWN = Rule(
 def _acs_map(ctx: Context) -> Dict[str, AcsState]:
     cache = ctx.__dict__.get("_acs")
     if cache is None:
-        cache = {b: parse_acs(d.config) for b, d in ctx.topo.by_bdf.items() if ctx.topo.kind[b] != "gpu"
+        cache = {b: ctx.topo.acs(b) for b, d in ctx.topo.by_bdf.items() if ctx.topo.kind[b] != "gpu"
                  and d.is_bridge}
         ctx.__dict__["_acs"] = cache
     return cache
