@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
-
 from scenarios import CASES, build
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -55,7 +55,8 @@ def build(root: Path, **change) -> Path:
         gpus = () if change.get("no_gpu") or (change.get("one_gpu") and sock) else \
             GPUS[g:g + (1 if change.get("one_gpu") else 2)]
         for i, gpu in enumerate(gpus):
-            t.add(gpu, dsp[i], driver="nvidia", device=change.get("gpu_device", 0x2335), iommu_group=str(20 + g + i), bars=gpu_bars,
+            t.add(gpu, dsp[i], driver="nvidia", device=change.get("gpu_device", 0x2335), iommu_group=str(20 + g + i),
+                  bars=gpu_bars,
                   link=(change.get("gpu0_speed", "32.0 GT/s PCIe") if g + i == 0 else "32.0 GT/s PCIe",
                         width if (g + i == 0) else 16, "32.0 GT/s PCIe", 16), **cfg)
         nic_rdma = [] if change.get("nic_not_rdma") else [f"mlx5_{sock}"]
@@ -141,7 +142,8 @@ def _nvml(change) -> dict:
         bus = "0000" + b.upper()
         links = [{"link": n, "active": True, "remote_bus_id": "FFFFFFFF:FF:FF.0", "remote_type": 2}
                  for n in range(18)] if nvlink else []
-        gpus.append({"index": i, "bus_id": bus, "name": "NVIDIA H200", "uuid": f"GPU-{i:08x}-0000-0000-0000-000000000000",
+        gpus.append({"index": i, "bus_id": bus, "name": "NVIDIA H200",
+                     "uuid": f"GPU-{i:08x}-0000-0000-0000-000000000000",
                      "serial": None, "bar1": {"total": bar1, "used": 2 << 20, "free": bar1 - (2 << 20)},
                      "memory_total": fb, "cuda_compute": [9, 0], "processes": [], "nvlinks": links, "errors": {}})
     p2p = []

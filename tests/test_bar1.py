@@ -9,20 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from gdrcheck.collectors.pastes.nvidia_smi import parse_smi_text, parse_smi_xml, rows_to_gpus
 from gdrcheck.collectors.nvml import collect_nvml
-from gdrcheck.rules.engine import build_pairs
+from gdrcheck.collectors.pastes.nvidia_smi import parse_smi_text, parse_smi_xml, rows_to_gpus
+from gdrcheck.documents.bar1 import bar1_doc
+from gdrcheck.io.source import Source
 from gdrcheck.model import Bar, CollectorStatus, PciFunction, Snapshot
 from gdrcheck.pcie.caps import find_ext_cap
-from gdrcheck.pcie.rebar import (bar1_index, parse_rebar, parse_resize_file, size_range_text, sizes_from_mask,
-                                 sysfs_bar1)
+from gdrcheck.pcie.rebar import bar1_index, parse_rebar, parse_resize_file, size_range_text, sizes_from_mask, sysfs_bar1
+from gdrcheck.pcie.topology import Topology
 from gdrcheck.render.bar1_text import render_bar1
-from gdrcheck.units import human_bytes
-from gdrcheck.documents.bar1 import bar1_doc
 from gdrcheck.rules import bar1
 from gdrcheck.rules.base import Context, Options
-from gdrcheck.io.source import Source
-from gdrcheck.pcie.topology import Topology
+from gdrcheck.rules.engine import build_pairs
+from gdrcheck.units import human_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 SMI = ROOT / "fixtures" / "nvidia-smi-q"
@@ -344,8 +343,8 @@ def test_bar1_doc_without_driver_says_so():
 def test_scenarios(tmp_path, case, expect):
     from scenarios import scenario
 
-    from gdrcheck.rules.engine import evaluate
     from gdrcheck.collectors.inputs import load_snapshot
+    from gdrcheck.rules.engine import evaluate
 
     snap = load_snapshot(str(scenario(tmp_path, case)))
     rep = evaluate(snap)

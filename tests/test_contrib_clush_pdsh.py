@@ -12,7 +12,6 @@ import os
 import re
 
 import pytest
-
 from contrib_util import CONTRIB, HEALTHY, NODES, engine, fake_fleet, gdrcheck_env, run
 
 ALL = "node[01-16]"

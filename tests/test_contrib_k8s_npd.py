@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from contrib_util import CONTRIB, engine, gdrcheck_env, run
 from scenarios import scenario
 

@@ -18,7 +18,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from contrib_util import CONTRIB, H200_X4, engine, gdrcheck_env, run
 from scenarios import scenario
 

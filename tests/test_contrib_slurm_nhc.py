@@ -12,11 +12,8 @@ import json
 import os
 import re
 import shlex
-import shutil
-from pathlib import Path
 
 import pytest
-
 from contrib_util import CONTRIB, engine, fake_fleet, gdrcheck_env, run
 from scenarios import scenario
 

@@ -22,19 +22,18 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cli_util import assert_clean_error, run
 from scenarios import GPUS, NICS, SWITCH_DSP, scenario
 
+from gdrcheck.collectors.gather import gather
 from gdrcheck.collectors.pastes.lspci_tree import parse_lspci_tree
 from gdrcheck.collectors.pastes.nvidia_smi import parse_smi_text
-from gdrcheck.errors import InputError
-from gdrcheck.rules.engine import evaluate
-from gdrcheck.collectors.gather import gather
 from gdrcheck.documents.bar1 import bar1_doc
 from gdrcheck.documents.pairs import pairs_doc
 from gdrcheck.documents.topology import topology_doc
+from gdrcheck.errors import InputError
 from gdrcheck.io.source import Source
+from gdrcheck.rules.engine import evaluate
 
 DEVICES = "/sys/bus/pci/devices"
 

@@ -10,11 +10,11 @@ import stat
 import subprocess
 import sys
 
-import pytest
-
 import fleet_docs as fd
 import fleet_trees
+import pytest
 from cli_util import assert_clean_error, run
+
 from gdrcheck.cli.commands import main
 
 try:

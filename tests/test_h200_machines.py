@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from cli_util import run
 from topo_matrix import parse_matrix
 

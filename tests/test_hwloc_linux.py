@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 import pytest
-
 from cli_util import run
-from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
+
 from gdrcheck.collectors.inputs import load_snapshot
+from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
 from gdrcheck.model import bdf_key, norm_bdf
 from gdrcheck.pcie.topology import Topology
 

@@ -7,8 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from gdrcheck.rules.nccl.settings import (c_strtol, conf_file_lines, conf_files, effective_env, p2p_disabled, param,
-                                    parse_level, settings)
+from gdrcheck.rules.nccl.settings import (
+    c_strtol,
+    conf_file_lines,
+    conf_files,
+    effective_env,
+    p2p_disabled,
+    param,
+    parse_level,
+    settings,
+)
 
 V2_18 = (2, 18, 1)
 V2_22 = (2, 22, 3)

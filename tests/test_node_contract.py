@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cli_util import ROOT, assert_clean_error, run
 from scenarios import scenario
 

@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from gdrcheck.collectors.pastes.nvidia_smi import (collect_nvidia_smi, parse_smi_text, parse_smi_xml, rows_to_gpus,
-                                            size_bytes)
+from gdrcheck.collectors.pastes.nvidia_smi import (
+    collect_nvidia_smi,
+    parse_smi_text,
+    parse_smi_xml,
+    rows_to_gpus,
+    size_bytes,
+)
 from gdrcheck.io.source import Source
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi-q"

@@ -12,7 +12,6 @@ import re
 import tarfile
 
 import pytest
-
 import scenarios
 from cli_util import ROOT, assert_clean_error, run
 from conftest import REALWORLD

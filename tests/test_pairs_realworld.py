@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from cli_util import run
 from topo_matrix import parse_matrix
 

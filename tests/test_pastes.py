@@ -11,14 +11,14 @@ import json
 from pathlib import Path
 
 import pytest
-
 from cli_util import ROOT, assert_clean_error, run
-from gdrcheck.errors import InputError
-from gdrcheck.rules.engine import evaluate
+
 from gdrcheck.collectors.inputs import load_snapshot
 from gdrcheck.documents.pairs import pairs_doc
 from gdrcheck.documents.topology import topology_doc
+from gdrcheck.errors import InputError
 from gdrcheck.pcie.topology import Topology
+from gdrcheck.rules.engine import evaluate
 
 FIX = ROOT / "fixtures"
 STELLINE = ("stelline-asus-esc8000a-e12-4xrtx6000ada", "stelline-puget-wrx90-2xrtx6000ada")
@@ -321,8 +321,8 @@ def test_lspci_xxx_dump_is_read_as_config_space(tmp_path):
     import tarfile
 
     from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
-    from gdrcheck.pcie.kinds import port_type
     from gdrcheck.model import PciFunction
+    from gdrcheck.pcie.kinds import port_type
 
     with tarfile.open(FIX / "h200-x2-vm" / "snapshot.tar.gz") as tar:
         configs = {m.name.split("/")[-2]: tar.extractfile(m).read() for m in tar.getmembers()
@@ -405,10 +405,11 @@ def test_lspci_vvv_rendered_by_real_lspci(tmp_path, seed, opt):
     import shutil
     import subprocess
 
-    from gdrcheck.pcie.acs import parse_acs
-    from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
-    from gdrcheck.pcie.kinds import port_type
     from lspci_dump import random_tree
+
+    from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
+    from gdrcheck.pcie.acs import parse_acs
+    from gdrcheck.pcie.kinds import port_type
 
     if not shutil.which("lspci"):
         pytest.skip("lspci (pciutils) not installed")

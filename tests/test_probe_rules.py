@@ -81,12 +81,12 @@ def _plan_with_bar1(tmp_path, monkeypatch, leak):
     """run_plan over one cuda step, NVML answering BAR1 used; ``leak`` bytes stay used after the step."""
     import scenarios
 
-    from gdrcheck.rules.engine import evaluate
     from gdrcheck.collectors.inputs import load_snapshot
     from gdrcheck.probe import nvml_state
     from gdrcheck.probe.doc import probe_doc
     from gdrcheck.probe.plan import build_plan
     from gdrcheck.probe.runner import run_plan
+    from gdrcheck.rules.engine import evaluate
 
     class Nvml:
         def __init__(self):

@@ -192,10 +192,10 @@ def test_the_command_process_never_loads_cuda_or_verbs(tmp_path):
     """run_plan here, workers with the real libibverbs: this process's own maps hold neither library."""
     import scenarios
 
-    from gdrcheck.rules.engine import evaluate
     from gdrcheck.collectors.inputs import load_snapshot
     from gdrcheck.probe.plan import build_plan
     from gdrcheck.probe.runner import run_plan
+    from gdrcheck.rules.engine import evaluate
 
     snap = load_snapshot(str(scenarios.scenario(tmp_path, "healthy-gdr-node")))
     plan = build_plan(evaluate(snap), only=("cuda", "rdma-register"))
@@ -281,10 +281,10 @@ def test_a_worker_that_cannot_be_killed_leaves_its_gpu_alone(tmp_path, monkeypat
 
     import scenarios
 
-    from gdrcheck.rules.engine import evaluate
     from gdrcheck.collectors.inputs import load_snapshot
     from gdrcheck.probe import runner
     from gdrcheck.probe.plan import build_plan
+    from gdrcheck.rules.engine import evaluate
 
     def unkillable(p):
         os.killpg(p.pid, signal.SIGKILL)

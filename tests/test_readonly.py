@@ -20,10 +20,8 @@ from __future__ import annotations
 import ast
 import os
 import tarfile
-from pathlib import Path
 
 import pytest
-
 from cli_util import ROOT, run
 from scenarios import scenario
 

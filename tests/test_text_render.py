@@ -18,7 +18,6 @@ import termios
 from pathlib import Path
 
 import pytest
-
 from cli_util import ROOT, assert_clean_error, run
 from sysfs_tree import SysfsTree
 

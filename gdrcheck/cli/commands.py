@@ -170,8 +170,8 @@ def _finish(report, fail_on: str) -> int:
 @run_options
 def pairs(from_path, fmt, as_json, redact, fail_on, nccl_version, as_jsonl, timeout, output):
     """Every GPU-GPU, GPU-NIC and GPU-NVMe pair: path class, NCCL's decision, verdict and findings."""
-    from gdrcheck.rules.engine import evaluate
     from gdrcheck.documents.pairs import pairs_doc
+    from gdrcheck.rules.engine import evaluate
 
     fmt = fmt_of(fmt_of(fmt, as_json), as_jsonl, "jsonl")
     options = _options(nccl_version)
@@ -198,8 +198,8 @@ def rules(as_json):
         from gdrcheck import FORMAT_VERSION, __version__
         from gdrcheck.render.json_out import render_json
 
-        sys.stdout.write(render_json(pretty=sys.stdout.isatty(), doc={"format_version": FORMAT_VERSION, "gdrcheck_version": __version__,
-                                      "rules": [r.to_doc() for r in items]}))
+        doc = {"format_version": FORMAT_VERSION, "gdrcheck_version": __version__, "rules": [r.to_doc() for r in items]}
+        sys.stdout.write(render_json(pretty=sys.stdout.isatty(), doc=doc))
         return EXIT_PASS
     from gdrcheck.io.output import deliver
 
@@ -264,11 +264,11 @@ def report(from_path, output, redact, fail_on, nccl_version, probe_file):
 
     Exit status as for pairs.
     """
-    from gdrcheck.rules.engine import evaluate
-    from gdrcheck.io.output import check_target, write_atomic
     from gdrcheck.documents.bar1 import bar1_doc
     from gdrcheck.documents.pairs import pairs_doc
     from gdrcheck.documents.topology import topology_doc
+    from gdrcheck.io.output import check_target, write_atomic
+    from gdrcheck.rules.engine import evaluate
 
     options = _options(nccl_version)
     to_stdout = output == "-"
@@ -345,8 +345,8 @@ def probe(from_path, fmt, as_json, redact, fail_on, nccl_version, dry_run, risky
 @run_options
 def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max, timeout, output):
     """BAR1 aperture per GPU (total, used, free) against what GPUDirect needs."""
-    from gdrcheck.rules.engine import evaluate
     from gdrcheck.documents.bar1 import bar1_doc, bar1_exit, is_bar1_code
+    from gdrcheck.rules.engine import evaluate
 
     options = _options(None, min_bar1, bar1_used_max)
     RUN.start(timeout, fmt_of(fmt, as_json), output, from_path)
@@ -402,8 +402,8 @@ def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, 
     Exit status: the contract's 0/1/3 (2 bad usage); --format npd maps 3 to 2,
     --format nagios gives 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
     """
-    from gdrcheck.rules.engine import evaluate, restrict
     from gdrcheck.documents.pairs import exit_status, pairs_doc
+    from gdrcheck.rules.engine import evaluate, restrict
 
     fmt = "jsonl" if as_jsonl else fmt
     caps = _requirements(require) if require is not None else ["gdr", "p2p", "gds"]
@@ -420,9 +420,9 @@ def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, 
         import time
 
         from gdrcheck import __version__
-        from gdrcheck.render.prometheus import render_prometheus
         from gdrcheck.documents.bar1 import bar1_doc
         from gdrcheck.documents.topology import topology_doc
+        from gdrcheck.render.prometheus import render_prometheus
 
         text = render_prometheus(doc, bar1_doc(report.snap, report.topo, report.findings),
                                  topology_doc(report.topo), __version__, time.monotonic() - RUN.started,
@@ -445,8 +445,9 @@ def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, 
 @run_options
 def fingerprint(from_path, explain, addresses, as_json, timeout, output):
     """One line that is identical on identically built nodes (for clush -b / --diff and fleet grouping)."""
+    from gdrcheck.documents.fingerprint import fingerprint as make
+    from gdrcheck.documents.fingerprint import one_line
     from gdrcheck.rules.engine import evaluate
-    from gdrcheck.documents.fingerprint import fingerprint as make, one_line
 
     RUN.start(timeout, "json" if as_json else "text", output, from_path)
     report = evaluate(load(from_path))

@@ -16,10 +16,10 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
     import os
 
     from gdrcheck.cli.run import RUN, emit, end_progress, load, progress_reporter, redacted
-    from gdrcheck.rules.engine import evaluate
     from gdrcheck.probe.doc import exit_code, probe_doc
     from gdrcheck.probe.plan import build_plan
     from gdrcheck.rules.base import Options
+    from gdrcheck.rules.engine import evaluate
 
     if from_path is not None and not dry_run:
         raise InputError("probe acts on the live node: --from is only for --dry-run (a plan from a snapshot)")

@@ -106,9 +106,8 @@ class _Run:
         return self.watchdog is None or self.watchdog.disarm()
 
     def _last_words(self) -> None:
-        from gdrcheck.documents.pairs import timeout_doc
-
         from gdrcheck.collectors.inputs import remove_temp_dirs
+        from gdrcheck.documents.pairs import timeout_doc
 
         remove_temp_dirs()
         host = None

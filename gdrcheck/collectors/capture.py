@@ -14,10 +14,9 @@ import io
 import json
 import os
 import posixpath
-import re
 import tarfile
 import time
-from typing import Dict, Optional, Tuple
+from typing import Dict, Tuple
 
 from gdrcheck import __version__
 from gdrcheck.io.redact import redact_file

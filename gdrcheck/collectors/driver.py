@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Sequence, Tuple
 
-from gdrcheck.model import CollectorStatus, DriverGpu, NvLink, PciFunction, bdf_key, frozen_map
 from gdrcheck.io.source import Source
+from gdrcheck.model import CollectorStatus, DriverGpu, NvLink, PciFunction, bdf_key, frozen_map
 
 
 @dataclass
@@ -65,8 +65,8 @@ def _missing(gpus: Sequence[DriverGpu], devices: Sequence[PciFunction], who: str
 
 def collect_driver(src: Source, devices: Sequence[PciFunction], nvml=None) -> DriverFacts:
     """``nvml``: the waiter :func:`gdrcheck.collectors.nvml.begin_nvml` gave, when NVML was asked early."""
-    from gdrcheck.collectors.pastes.nvidia_smi import collect_nvidia_smi, rows_to_gpus
     from gdrcheck.collectors.nvml import collect_nvml
+    from gdrcheck.collectors.pastes.nvidia_smi import collect_nvidia_smi, rows_to_gpus
 
     nv = nvml() if nvml is not None else collect_nvml(src)
     facts = DriverFacts(statuses=[nv.status])

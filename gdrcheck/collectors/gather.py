@@ -8,8 +8,8 @@ import re
 from typing import Callable, Dict, List, Optional
 
 from gdrcheck.collectors.clip import HOST_NAME_MAX, clip_name
-from gdrcheck.model import CollectorStatus, Fact, Snapshot, frozen_map, unknown
 from gdrcheck.io.source import Source
+from gdrcheck.model import CollectorStatus, Fact, Snapshot, frozen_map, unknown
 
 _NODE_RE = re.compile(r"^node(\d+)$")
 

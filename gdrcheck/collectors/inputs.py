@@ -19,8 +19,8 @@ import tempfile
 from typing import Callable, Iterator, Optional
 
 from gdrcheck.errors import InputError
-from gdrcheck.model import Snapshot
 from gdrcheck.io.source import Source
+from gdrcheck.model import Snapshot
 
 MAX_MEMBERS = 200_000
 MAX_MEMBER_BYTES = 64 << 20
@@ -385,8 +385,9 @@ def _archive_root(tmp: str) -> str:
     names = [n for n in os.listdir(tmp)]
     if any(n in ("sys", "proc", "gdrcheck") for n in names):
         return tmp
-    if len(names) == 1 and os.path.isdir(os.path.join(tmp, names[0])) and not os.path.islink(os.path.join(tmp, names[0])):
-        return os.path.join(tmp, names[0])
+    only = os.path.join(tmp, names[0]) if len(names) == 1 else None
+    if only is not None and os.path.isdir(only) and not os.path.islink(only):
+        return only
     return tmp
 
 

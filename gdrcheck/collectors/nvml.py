@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
-from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, NvLink, bdf_key, frozen_map, norm_bdf
 from gdrcheck.io.source import Source
+from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, NvLink, bdf_key, frozen_map, norm_bdf
 
 NVML_FILE = "/gdrcheck/nvml.json"
 RECORD_VERSION = 1
@@ -440,8 +440,8 @@ def _gpu(g: Dict[str, Any], bdf: str) -> DriverGpu:
     procs = []
     for p in g.get("processes") or ():
         if isinstance(p, dict) and _int(p.get("pid")) is not None:
-            procs.append(GpuProcess(pid=p["pid"], name=clip_name(p.get("name") if isinstance(p.get("name"), str) else None),
-                                    user=clip_name(p.get("user") if isinstance(p.get("user"), str) else None),
+            name, user = (p.get(k) if isinstance(p.get(k), str) else None for k in ("name", "user"))
+            procs.append(GpuProcess(pid=p["pid"], name=clip_name(name), user=clip_name(user),
                                     used_memory_bytes=_int(p.get("used_memory"))))
     extra: Dict[str, Any] = {}
     if _errs(g.get("errors")):

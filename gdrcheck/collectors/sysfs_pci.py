@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
-from gdrcheck.model import Bar, CollectorStatus, Link, PciFunction, is_bdf, norm_bdf
 from gdrcheck.io.source import Source
+from gdrcheck.model import Bar, CollectorStatus, Link, PciFunction, is_bdf, norm_bdf
 
 DEVICES = "/sys/bus/pci/devices"
 _ROOT_RE = re.compile(r"^pci([0-9a-f]{4,}):([0-9a-f]{2})$")
@@ -344,8 +344,8 @@ def _number_gpus(devices: List[PciFunction]) -> List[PciFunction]:
     """nvidia-smi numbers NVIDIA GPUs in PCI bus order (its default)."""
     from dataclasses import replace
 
-    from gdrcheck.pcie.kinds import is_nvidia_gpu
     from gdrcheck.model import bdf_key
+    from gdrcheck.pcie.kinds import is_nvidia_gpu
 
     gpus = sorted((d.bdf for d in devices if is_nvidia_gpu(d)), key=bdf_key)
     index = {b: i for i, b in enumerate(gpus)}

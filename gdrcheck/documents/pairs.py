@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from gdrcheck.rules.engine import Report
-from gdrcheck.model import bdf_key
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
+from gdrcheck.model import bdf_key
 from gdrcheck.rules.base import Context, PairInfo
+from gdrcheck.rules.engine import Report
 from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, node_status
-
 
 
 def _names(topo, bdf: str) -> Dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from itertools import product
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 # names ClusterShell's parser reads as plain node names (no operators, groups or brackets)
 _SAFE = re.compile(r"^[A-Za-z0-9._+-]+$")

@@ -16,7 +16,6 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from gdrcheck.pcie.caps import CONFIG_SPACE_SIZE, EXT_CAP_ID_ACS, EXT_CAP_START, has_pcie_cap, walk_ext_caps
 
-
 # bit, kernel name, lspci label, flag name (same positions in Capability and Control)
 ACS_BITS: Tuple[Tuple[int, str, str, str], ...] = (
     (0x01, "SV", "SrcValid", "source_validation"),

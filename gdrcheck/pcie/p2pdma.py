@@ -215,7 +215,7 @@ def _devfn(bdf: str) -> int:
 
 
 def root_ids_from_devices(devices: Sequence["PciFunction"]) -> Dict[str, Optional[Tuple[int, int]]]:
-    """Root bus -> vendor:device of ``pci_host_bridge_dev()``, emulated (``pci_host_bridge_dev()``, drivers/pci/p2pdma.c).
+    """Root bus -> vendor:device of ``pci_host_bridge_dev()`` (drivers/pci/p2pdma.c), emulated.
 
     The lowest-devfn function on the root bus counts only if it is ``00.0`` or a
     root port (class 0x0604xx stands in for the port type, which needs root to

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+from gdrcheck.model import PciFunction, Snapshot, bdf_key
 from gdrcheck.pcie.acs import AcsState, parse_acs
 from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
-from gdrcheck.model import PciFunction, Snapshot, bdf_key
 
 PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
@@ -202,7 +202,8 @@ class Topology:
         if d.rdma_devices:
             return True, "RDMA device " + ", ".join(d.rdma_devices)
         capable, what = nic_model(d)
-        kernel_view = self.snap.input_kind in ("live", "sysfs", "snapshot") and bool(self.snap.host.get("modules_loaded"))
+        kernel_view = (self.snap.input_kind in ("live", "sysfs", "snapshot")
+                       and bool(self.snap.host.get("modules_loaded")))
         if self.snap.input_kind == "nccl-xml" and d.kind_hint == "nic" and capable is not False:
             return True, "NCCL lists it as a network device"
         if capable is not None:

@@ -18,8 +18,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from gdrcheck.status import EXIT_OF_STATUS as CONTRACT
-from gdrcheck.status import NPD_EXIT_OF_STATUS
-from gdrcheck.status import STATUS_WORDS
+from gdrcheck.status import NPD_EXIT_OF_STATUS, STATUS_WORDS
 
 
 def nhc(doc: Dict[str, Any]) -> Tuple[str, int]:

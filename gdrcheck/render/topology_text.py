@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List
 
-from gdrcheck.units import human_bytes, speed_text
-from gdrcheck.render.layout import put, wrap
 from gdrcheck.pcie.topology import Topology
+from gdrcheck.render.layout import put, wrap
+from gdrcheck.units import human_bytes, speed_text
 
 INTERESTING = ("gpu", "nic", "nvme", "nvswitch")
 LABEL = {

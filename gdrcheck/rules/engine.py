@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
 
-from gdrcheck.rules import nccl
 from gdrcheck.model import Snapshot, bdf_key
+from gdrcheck.pcie.topology import Topology
+from gdrcheck.rules import nccl
 from gdrcheck.rules.base import Context, Finding, Options, PairInfo
 from gdrcheck.status import severity_for, worst_verdict
-from gdrcheck.pcie.topology import Topology
 
 
 @dataclass

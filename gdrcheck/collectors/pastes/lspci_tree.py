@@ -64,8 +64,8 @@ from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.errors import InputError
-from gdrcheck.pcie.kinds import kind_from_name
 from gdrcheck.model import PciFunction, Snapshot, norm_bdf, root_of
+from gdrcheck.pcie.kinds import kind_from_name
 
 _H = "[0-9a-fA-F]"
 _DEV = re.compile(rf"({_H}{{2}})\.([0-7])")

@@ -35,9 +35,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from gdrcheck.pcie.acs import ACS_BITS
 from gdrcheck.errors import InputError
 from gdrcheck.model import Bar, Link, norm_bdf
+from gdrcheck.pcie.acs import ACS_BITS
 
 _H = "[0-9a-fA-F]"
 _DEVLINE = re.compile(rf"^((?:{_H}{{4,8}}:)?{_H}{{2}}:{_H}{{2}}\.[0-7]) ([^:]+?)(?: \[({_H}{{4}})\])?: (.*)$")

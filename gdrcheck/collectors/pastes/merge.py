@@ -33,10 +33,19 @@ from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from gdrcheck.errors import InputError
-from gdrcheck.pcie.kinds import base_kind
 from gdrcheck.model import (
-    CollectorStatus, DriverGpu, Link, NvLink, PathFact, PciFunction, Snapshot, bdf_key, frozen_map, root_of,
+    CollectorStatus,
+    DriverGpu,
+    Link,
+    NvLink,
+    PathFact,
+    PciFunction,
+    Snapshot,
+    bdf_key,
+    frozen_map,
+    root_of,
 )
+from gdrcheck.pcie.kinds import base_kind
 
 BASE_KINDS = ("sysfs", "snapshot", "live", "lspci", "nccl-xml", "hwloc-xml")
 SYNTH_DOMAIN = 0xFFFF

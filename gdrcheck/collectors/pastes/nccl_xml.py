@@ -63,8 +63,7 @@ from defusedxml.ElementTree import DefusedXMLParser
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.errors import InputError
-from gdrcheck.model import (CollectorStatus, Fact, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map,
-                            norm_bdf)
+from gdrcheck.model import CollectorStatus, Fact, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map, norm_bdf
 
 MAX_PCI_DEPTH = 64  # PCIe allows 256 buses; no real tree is more than a dozen bridges deep
 _SPEED_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s", re.I)

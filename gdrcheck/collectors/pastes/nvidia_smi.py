@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
-from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, frozen_map, norm_bdf
 from gdrcheck.io.source import CommandResult, Source
+from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, frozen_map, norm_bdf
 
 MIB = 1 << 20
 SMI_TIMEOUT = 30.0
@@ -244,11 +244,13 @@ def parse_smi_xml(text: str) -> List[Dict[str, Any]]:
 def rows_to_gpus(rows: List[Dict[str, Any]]) -> Tuple[DriverGpu, ...]:
     out = []
     for r in rows:
-        procs = tuple(GpuProcess(pid=p["pid"], name=clip_name(p.get("name")), used_memory_bytes=p.get("used_memory_bytes"))
+        procs = tuple(GpuProcess(pid=p["pid"], name=clip_name(p.get("name")),
+                                 used_memory_bytes=p.get("used_memory_bytes"))
                       for p in r.get("processes") or ())
         extra = {k: r[k] for k in ("minor", "fb_used_bytes", "driver_version") if r.get(k) is not None}
         out.append(DriverGpu(
-            bdf=r["bdf"], index=r.get("index"), name=clip_name(r.get("name")), uuid=r.get("uuid"), serial=r.get("serial"),
+            bdf=r["bdf"], index=r.get("index"), name=clip_name(r.get("name")), uuid=r.get("uuid"),
+            serial=r.get("serial"),
             bar1_total_bytes=r.get("bar1_total_bytes"), bar1_used_bytes=r.get("bar1_used_bytes"),
             bar1_free_bytes=r.get("bar1_free_bytes"), fb_total_bytes=r.get("fb_total_bytes"),
             source=r.get("source", "nvidia-smi"), processes=procs, extra=frozen_map(extra)))

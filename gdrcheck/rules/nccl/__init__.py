@@ -6,8 +6,21 @@ NCCL keys its P2P default on; ``p2p`` and ``gdr``: the per-pair decisions; ``cor
 switch flattening shared by all. ``docs/nccl.md`` lists every NCCL input with its file and line.
 """
 
-from gdrcheck.rules.nccl.core import (ALL_PEERMEM_FILES, HONOURED_ENV, LEGACY_LEVELS, NEWEST, OLDEST, PATH_TYPES,
-                                RANK, bcm_gen, nccl_type, parse_version, peermem_files, version_str, within)
+from gdrcheck.rules.nccl.core import (
+                                ALL_PEERMEM_FILES,
+                                HONOURED_ENV,
+                                LEGACY_LEVELS,
+                                NEWEST,
+                                OLDEST,
+                                PATH_TYPES,
+                                RANK,
+                                bcm_gen,
+                                nccl_type,
+                                parse_version,
+                                peermem_files,
+                                version_str,
+                                within,
+)
 from gdrcheck.rules.nccl.settings import NcclSettings, parse_level, settings
 
 __all__ = ["ALL_PEERMEM_FILES", "HONOURED_ENV", "LEGACY_LEVELS", "NEWEST", "OLDEST", "PATH_TYPES", "RANK",

@@ -23,7 +23,8 @@ LEGACY_LEVELS = {0: "LOC", 1: "PIX", 2: "PXB", 3: "PHB", 4: "SYS", 5: "SYS"}  # 
 NEWEST: Version = (2, 30, 7)
 OLDEST: Version = (2, 8, 3)  # the first tag whose path types (v2.8.3 graph.h) gdrcheck models
 
-# files NCCL tests with access(F_OK) to decide that a peer-memory module is loaded (docs/nccl.md, "GPU-NIC GPUDirect RDMA")
+# files NCCL tests with access(F_OK) to decide that a peer-memory module is loaded
+# (docs/nccl.md, "GPU-NIC GPUDirect RDMA")
 PEERMEM_FILES = (
     ((0, 0, 0), (2, 21, 99), ("/sys/kernel/mm/memory_peers/nv_mem/version",
                               "/sys/kernel/mm/memory_peers/nvidia-peermem/version")),

@@ -12,8 +12,17 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from gdrcheck.rules.nccl import gdr as gdr_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
-from gdrcheck.rules.nccl.core import (NEWEST, Version, bcm_gen, nccl_type, parse_version, peermem_files, rank_in,
-                                version_str, within)
+from gdrcheck.rules.nccl.core import (
+    NEWEST,
+    Version,
+    bcm_gen,
+    nccl_type,
+    parse_version,
+    peermem_files,
+    rank_in,
+    version_str,
+    within,
+)
 from gdrcheck.rules.nccl.cpu import cpu_kind, node_cpu
 from gdrcheck.rules.nccl.settings import NcclSettings, effective_env, param, settings
 
