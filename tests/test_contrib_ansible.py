@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from contrib_util import CONTRIB, engine, fake_fleet, gdrcheck_env, run
+from support.contrib_util import CONTRIB, engine, fake_fleet, gdrcheck_env, run
 
 PLAYBOOK = CONTRIB / "ansible" / "gdrcheck-fleet.yml"
 FACT = CONTRIB / "ansible" / "gdr.fact"

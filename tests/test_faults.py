@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_util import assert_clean_error, run
-from scenarios import GPUS, NICS, SWITCH_DSP, scenario
+from support.cli_util import assert_clean_error, run
+from support.scenarios import GPUS, NICS, SWITCH_DSP, scenario
 
 from gdrcheck.collectors.gather import gather
 from gdrcheck.collectors.pastes.lspci_tree import parse_lspci_tree

@@ -10,10 +10,10 @@ import stat
 import subprocess
 import sys
 
-import fleet_docs as fd
-import fleet_trees
 import pytest
-from cli_util import assert_clean_error, run
+from support import fleet_docs as fd
+from support import fleet_trees
+from support.cli_util import assert_clean_error, run
 
 from gdrcheck.cli.commands import main
 

@@ -22,7 +22,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from cli_util import ROOT, assert_clean_error, run
+from support.cli_util import ROOT, assert_clean_error, run
 
 FIXTURES = ROOT / "fixtures"
 H200 = FIXTURES / "h200-x4-vm" / "snapshot.tar.gz"
@@ -57,8 +57,8 @@ def big_tree(tmp_path_factory):
 @pytest.fixture(scope="module")
 def acs_and_x8(tmp_path_factory):
     """The healthy scenario node with ACS redirect on its switch ports and GPU0's link at x8."""
-    from scenarios import build
-    from sysfs_tree import ACS_CR, ACS_RR
+    from support.scenarios import build
+    from support.sysfs_tree import ACS_CR, ACS_RR
 
     return build(tmp_path_factory.mktemp("scn") / "node", acs=ACS_RR | ACS_CR, gpu_width=8)
 
@@ -365,7 +365,7 @@ MEASURE = r"""(function () {
 
 @pytest.fixture
 def browser(tmp_path):
-    from chromium import Chromium, executable
+    from support.chromium import Chromium, executable
 
     exe = executable()
     if exe is None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 import pytest
-from cli_util import run
+from support.cli_util import run
 
 from gdrcheck.collectors.inputs import load_snapshot
 from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml

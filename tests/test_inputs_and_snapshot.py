@@ -8,7 +8,7 @@ import os
 import tarfile
 
 import pytest
-from cli_util import assert_clean_error, run
+from support.cli_util import assert_clean_error, run
 
 
 def _tar(path, members):
@@ -155,7 +155,7 @@ def test_version_and_help():
 
 
 def test_redact_on_reports(tmp_path):
-    import scenarios
+    from support import scenarios
 
     path = scenarios.scenario(tmp_path, "healthy-gdr-node")
     for cmd in ("topology", "pairs", "bar1"):

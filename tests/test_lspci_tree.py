@@ -17,7 +17,7 @@ from gdrcheck.pcie.kinds import kind_from_name
 from gdrcheck.pcie.topology import Topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lspci_dump import GPU, NIC, NVME, OTHER, ROOT_PORT, Tree, random_tree  # noqa: E402
+from support.lspci_dump import GPU, NIC, NVME, OTHER, ROOT_PORT, Tree, random_tree  # noqa: E402
 
 PROJECT = Path(__file__).resolve().parents[1]
 REALWORLD = PROJECT.parent / "shared" / "realworld"

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_util import ROOT, assert_clean_error, run
+from support.cli_util import ROOT, assert_clean_error, run
 
 from gdrcheck.collectors.inputs import load_snapshot
 from gdrcheck.documents.pairs import pairs_doc
@@ -405,7 +405,7 @@ def test_lspci_vvv_rendered_by_real_lspci(tmp_path, seed, opt):
     import shutil
     import subprocess
 
-    from lspci_dump import random_tree
+    from support.lspci_dump import random_tree
 
     from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
     from gdrcheck.pcie.acs import parse_acs

@@ -22,8 +22,8 @@ import os
 import tarfile
 
 import pytest
-from cli_util import ROOT, run
-from scenarios import scenario
+from support.cli_util import ROOT, run
+from support.scenarios import scenario
 
 GUARD = r'''
 import builtins, io, os, shutil, socket, subprocess

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import scenarios
-from cli_util import run
+from support import scenarios
+from support.cli_util import run
 
 from gdrcheck.rules import all_rules
 

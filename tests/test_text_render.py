@@ -18,11 +18,11 @@ import termios
 from pathlib import Path
 
 import pytest
-from cli_util import ROOT, assert_clean_error, run
-from sysfs_tree import SysfsTree
+from support.cli_util import ROOT, assert_clean_error, run
+from support.sysfs_tree import SysfsTree
 
 FIXTURES = ROOT / "fixtures"
-DRIVER = Path(__file__).resolve().parent / "render_driver.py"
+DRIVER = Path(__file__).resolve().parent / "support" / "render_driver.py"
 REAL = {
     "stelline-asus": "stelline-asus-esc8000a-e12-4xrtx6000ada/lspci-tv.txt",
     "stelline-puget": "stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt",

@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_util import assert_clean_error, run
-from sysfs_tree import (
+from support.cli_util import assert_clean_error, run
+from support.sysfs_tree import (
     ACS_CR,
     ACS_RR,
     ACS_SV,

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Callable, Dict
 
-from sysfs_tree import ACS_CR, ACS_RR, BAR_MEM32, BAR_MEM64_PREF, SysfsTree
+from .sysfs_tree import ACS_CR, ACS_RR, BAR_MEM32, BAR_MEM64_PREF, SysfsTree
 
 GPUS = ("0000:03:00.0", "0000:04:00.0", "0000:83:00.0", "0000:84:00.0")
 NICS = ("0000:05:00.0", "0000:85:00.0")

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterator
 
-import scenarios
-from sysfs_tree import ACS_CR, ACS_RR
+from . import scenarios
+from .sysfs_tree import ACS_CR, ACS_RR
 
 BASE = {"one_socket": True}
 NIC = scenarios.NICS[0]

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
-from scenarios import CASES, build
 
-ROOT = Path(__file__).resolve().parents[1]
+from .scenarios import CASES, build
+
+ROOT = Path(__file__).resolve().parents[2]
 CONTRIB = ROOT / "contrib"
 H200_X4 = ROOT / "fixtures" / "h200-x4-vm" / "snapshot.tar.gz"
 
