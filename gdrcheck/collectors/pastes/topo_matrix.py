@@ -226,19 +226,7 @@ def parse_topo_matrix(text: str, label: str) -> TopoMatrix:
             raise InputError(f"{label}: line {n}: row {row} is already given at line {rows_seen[row]}")
         rows_seen[row] = n
         vals = toks[1:]
-        codes = vals[:len(header)]
-        if codes and all(_P2P.match(c) for c in codes) and any(c != "X" for c in codes):
-            raise InputError(f"{label}: line {n}: an nvidia-smi topo -p2p matrix (P2P status, not path classes); "
-                             "pass 'nvidia-smi topo -m' (or -mp)")
-        if len(codes) < len(header) or not all(CODE.match(c) for c in codes):
-            bad = next((c for c in codes if not CODE.match(c)), None)
-            what = (f"{len(codes)} of {len(header)} codes" if bad is None
-                    else f"{bad!r} is not a path code (X, PIX, PXB, PHB, NODE, SYS, NV#)")
-            raise InputError(f"{label}: line {n}: row {row}: {what}; the row's cells cannot be told apart")
-        for col, code in zip(header, codes):
-            if (col == row) != (code == "X"):
-                raise InputError(f"{label}: line {n}: row {row}, column {col}: {code!r} "
-                                 f"({'the diagonal must be X' if col == row else 'X off the diagonal'})")
+        for col, code in zip(header, _row_codes(label, n, row, header, vals)):
             cells[(row, col)] = code
         rest = vals[len(header):]
         if row.startswith("GPU") and rest:
@@ -253,15 +241,7 @@ def parse_topo_matrix(text: str, label: str) -> TopoMatrix:
     if header is None:
         raise InputError(f"{label}: no nvidia-smi topo -m matrix found (expected a header like 'GPU0 GPU1 ... "
                          "CPU Affinity')")
-    missing = [d for d in header if d not in rows_seen]
-    if missing:
-        raise InputError(f"{label}: line {header_line}: the header names {', '.join(missing)} but no row gives "
-                         "it (a cut-off paste?)")
-    for (a, b), c in cells.items():
-        other = cells.get((b, a))
-        if other is not None and other != c:
-            raise InputError(f"{label}: line {rows_seen[a]}: {a}-{b} is {c} but {b}-{a} (line {rows_seen[b]}) "
-                             f"is {other}; the matrix is not symmetric")
+    _check_whole(label, header, header_line, rows_seen, cells)
     pcie_only = not any(c.startswith("NV") for c in cells.values()) and not nv_in_legend and bool(
         [x for x in lines if x.strip().startswith("Legend:")])
     if ignored:
@@ -273,3 +253,35 @@ def parse_topo_matrix(text: str, label: str) -> TopoMatrix:
         notes.append(f"the NIC legend does not name {', '.join(lost)}; their RDMA device names are unknown")
     return TopoMatrix(label=label, devices=tuple(header), cells=cells, cpu_affinity=cpu, numa_affinity=numa,
                       gpu_numa_id=gnuma, legend=legend, pcie_only=pcie_only, notes=tuple(notes))
+
+
+def _row_codes(label: str, n: int, row: str, header: List[str], vals: List[str]) -> List[str]:
+    """The path codes of one row, one per header column; raise where they cannot be told apart."""
+    codes = vals[:len(header)]
+    if codes and all(_P2P.match(c) for c in codes) and any(c != "X" for c in codes):
+        raise InputError(f"{label}: line {n}: an nvidia-smi topo -p2p matrix (P2P status, not path classes); "
+                         "pass 'nvidia-smi topo -m' (or -mp)")
+    if len(codes) < len(header) or not all(CODE.match(c) for c in codes):
+        bad = next((c for c in codes if not CODE.match(c)), None)
+        what = (f"{len(codes)} of {len(header)} codes" if bad is None
+                else f"{bad!r} is not a path code (X, PIX, PXB, PHB, NODE, SYS, NV#)")
+        raise InputError(f"{label}: line {n}: row {row}: {what}; the row's cells cannot be told apart")
+    for col, code in zip(header, codes):
+        if (col == row) != (code == "X"):
+            raise InputError(f"{label}: line {n}: row {row}, column {col}: {code!r} "
+                             f"({'the diagonal must be X' if col == row else 'X off the diagonal'})")
+    return codes
+
+
+def _check_whole(label: str, header: List[str], header_line: int, rows_seen: Dict[str, int],
+                 cells: Dict[Tuple[str, str], str]) -> None:
+    """Every column has its row, and the matrix is symmetric."""
+    missing = [d for d in header if d not in rows_seen]
+    if missing:
+        raise InputError(f"{label}: line {header_line}: the header names {', '.join(missing)} but no row gives "
+                         "it (a cut-off paste?)")
+    for (a, b), c in cells.items():
+        other = cells.get((b, a))
+        if other is not None and other != c:
+            raise InputError(f"{label}: line {rows_seen[a]}: {a}-{b} is {c} but {b}-{a} (line {rows_seen[b]}) "
+                             f"is {other}; the matrix is not symmetric")
