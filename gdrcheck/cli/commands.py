@@ -264,9 +264,7 @@ def report(from_path, output, redact, fail_on, nccl_version, probe_file):
 
     Exit status as for pairs.
     """
-    from gdrcheck.documents.bar1 import bar1_doc
-    from gdrcheck.documents.pairs import pairs_doc
-    from gdrcheck.documents.topology import topology_doc
+    from gdrcheck.documents.node import node_documents
     from gdrcheck.io.output import check_target, write_atomic
     from gdrcheck.rules.engine import evaluate
 
@@ -289,8 +287,8 @@ def report(from_path, output, redact, fail_on, nccl_version, probe_file):
         from gdrcheck.render.html_report import render_html
         from gdrcheck.rules import all_rules
 
-        page = render_html(topology_doc(result.topo, describe_input=True), pairs_doc(result, fail_on),
-                           bar1_doc(result.snap, result.topo, result.findings), all_rules(), extra)
+        docs = node_documents(result, fail_on, describe_input=True)
+        page = render_html(docs["topology"], docs["pairs"], docs["bar1"], all_rules(), extra)
         if redact:
             from gdrcheck.io.redact import redact_text
 
@@ -419,14 +417,12 @@ def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, 
     if fmt == "prometheus":
         import time
 
-        from gdrcheck import __version__
-        from gdrcheck.documents.bar1 import bar1_doc
-        from gdrcheck.documents.topology import topology_doc
+        from gdrcheck.documents.node import node_documents
         from gdrcheck.render.prometheus import render_prometheus
 
-        text = render_prometheus(doc, bar1_doc(report.snap, report.topo, report.findings),
-                                 topology_doc(report.topo), __version__, time.monotonic() - RUN.started,
-                                 time.time(), per_pair=per_pair_metrics)
+        docs = node_documents(report, pairs=doc)
+        text = render_prometheus(docs["pairs"], docs["bar1"], docs["topology"], __version__,
+                                 time.monotonic() - RUN.started, time.time(), per_pair=per_pair_metrics)
     else:
         from gdrcheck.render import adapters
 
