@@ -32,3 +32,13 @@ def parse_size(text: str) -> Optional[int]:
 def speed_text(gts: Optional[float]) -> str:
     """A PCIe link rate in GT/s: 16.0 -> "16GT/s"; None -> "?"."""
     return "?" if gts is None else f"{gts:g}GT/s"
+
+
+def size_range_text(sizes, human) -> str:
+    """``64 MiB..64 GiB`` (or the single size) with a byte formatter."""
+    sizes = list(sizes or ())
+    if not sizes:
+        return "?"
+    if len(sizes) == 1:
+        return human(sizes[0])
+    return f"{human(sizes[0])}..{human(sizes[-1])}"

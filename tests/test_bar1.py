@@ -15,13 +15,13 @@ from gdrcheck.documents.bar1 import bar1_doc
 from gdrcheck.io.source import Source
 from gdrcheck.model import Bar, CollectorStatus, PciFunction, Snapshot
 from gdrcheck.pcie.caps import find_ext_cap
-from gdrcheck.pcie.rebar import bar1_index, parse_rebar, parse_resize_file, size_range_text, sizes_from_mask, sysfs_bar1
+from gdrcheck.pcie.rebar import bar1_index, parse_rebar, parse_resize_file, sizes_from_mask, sysfs_bar1
 from gdrcheck.pcie.topology import Topology
 from gdrcheck.render.bar1_text import render_bar1
 from gdrcheck.rules import bar1
 from gdrcheck.rules.base import Context, Options
 from gdrcheck.rules.engine import build_pairs
-from gdrcheck.units import human_bytes
+from gdrcheck.units import human_bytes, size_range_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SMI = ROOT / "fixtures" / "nvidia-smi-q"

@@ -357,9 +357,8 @@ def _number_gpus(devices: List[PciFunction]) -> List[PciFunction]:
     """nvidia-smi numbers NVIDIA GPUs in PCI bus order (its default)."""
     from dataclasses import replace
 
-    from gdrcheck.model import bdf_key
+    from gdrcheck.model import bus_order
     from gdrcheck.pcie.kinds import is_nvidia_gpu
 
-    gpus = sorted((d.bdf for d in devices if is_nvidia_gpu(d)), key=bdf_key)
-    index = {b: i for i, b in enumerate(gpus)}
+    index = bus_order(d.bdf for d in devices if is_nvidia_gpu(d))
     return [replace(d, gpu_index=index[d.bdf]) if d.bdf in index else d for d in devices]

@@ -146,13 +146,3 @@ def sysfs_bar1(dev: PciFunction, resize_text: Optional[str] = None) -> Dict[str,
             out.update(rebar_current_bytes=cur, rebar_supported_bytes=list(sizes),
                        rebar_source=f"resource{idx}_resize")
     return out
-
-
-def size_range_text(sizes, human) -> str:
-    """``64 MiB..64 GiB`` (or the single size) with a byte formatter."""
-    sizes = list(sizes or ())
-    if not sizes:
-        return "?"
-    if len(sizes) == 1:
-        return human(sizes[0])
-    return f"{human(sizes[0])}..{human(sizes[-1])}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from gdrcheck.model import PciFunction, Snapshot, bdf_key
+from gdrcheck.model import PciFunction, Snapshot, bdf_key, bus_order
 from gdrcheck.pcie.acs import AcsState, parse_acs
 from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
 
@@ -86,9 +86,9 @@ class Topology:
         """Inputs without a driver view (lspci, XML) get nvidia-smi's order: PCI bus order."""
         from dataclasses import replace
 
-        gpus = sorted((b for b, k in self.kind.items() if k == "gpu"), key=bdf_key)
-        if gpus and all(self.by_bdf[g].gpu_index is None for g in gpus):
-            for i, g in enumerate(gpus):
+        index = bus_order(b for b, k in self.kind.items() if k == "gpu")
+        if index and all(self.by_bdf[g].gpu_index is None for g in index):
+            for g, i in index.items():
                 self.by_bdf[g] = replace(self.by_bdf[g], gpu_index=i)
 
     def parent(self, bdf: str) -> Optional[str]:

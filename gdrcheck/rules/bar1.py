@@ -14,9 +14,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gdrcheck.model import DriverGpu, PciFunction, bdf_key
 from gdrcheck.pcie.kinds import NVIDIA
-from gdrcheck.pcie.rebar import size_range_text, sysfs_bar1
+from gdrcheck.pcie.rebar import sysfs_bar1
 from gdrcheck.rules.base import Context, Finding, Rule
-from gdrcheck.units import human_bytes
+from gdrcheck.units import human_bytes, size_range_text
 
 BIOS = ("in the system BIOS/UEFI set 'Above 4G Decoding' to Enabled and 'Re-Size BAR Support' (also called "
         "'Resizable BAR' or 'Smart Access Memory') to Enabled, boot in UEFI mode (CSM off), and on servers give "
