@@ -66,7 +66,8 @@ def main() -> None:
                 dt, rss = timed([py, "-m", "gdrcheck", "pairs", "--json", "--from", str(root)], env)
                 runs["pairs"].append(dt)
                 peak = max(peak, rss)
-                runs["topology"].append(timed([py, "-m", "gdrcheck", "topology", "--json", "--from", str(root)], env)[0])
+                topo_argv = [py, "-m", "gdrcheck", "topology", "--json", "--from", str(root)]
+                runs["topology"].append(timed(topo_argv, env)[0])
                 if lstopo:
                     runs["lstopo"].append(timed([lstopo, "--whole-io", "--of", "xml"],
                                                 dict(os.environ, HWLOC_FSROOT=str(root), HWLOC_COMPONENTS="-x86"))[0])

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from sysfs_tree import SysfsTree  # noqa: E402
+from support.sysfs_tree import SysfsTree  # noqa: E402
 
 
 class Buses:

@@ -1,3 +1,3 @@
-from gdrcheck.entry import main
+from gdrcheck.cli.entry import main
 
 main()

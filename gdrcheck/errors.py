@@ -1,11 +1,10 @@
 """Errors that end a run with a one-line message (never a traceback)."""
 
+from gdrcheck.status import EXIT_USAGE
+
 
 class InputError(Exception):
     """Unreadable or damaged input: exit status 2, one line on stderr."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
-
-class UsageError(InputError):
-    """A bad option or combination of options: exit status 2."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 # ---------------------------------------------------------------------------
 # PCI addresses
@@ -48,6 +48,10 @@ def bdf_key(bdf: str) -> Tuple[int, int, int, int]:
     dev, fn = rest.split(".")
     return int(dom, 16), int(bus, 16), int(dev, 16), int(fn)
 
+
+def bus_order(bdfs: Iterable[str]) -> Dict[str, int]:
+    """nvidia-smi's default GPU numbering: PCI bus order."""
+    return {b: i for i, b in enumerate(sorted(bdfs, key=bdf_key))}
 
 def is_bdf(text: str) -> bool:
     return bool(_BDF_RE.match(text)) and text.count(":") == 2

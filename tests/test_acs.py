@@ -8,10 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from gdrcheck.acs import (NOT_ROOT_REASON, P2PDMA_WHITELIST, AcsState, device_chain, format_acs,
-                          gds_acs_enabled, kernel_p2pdma_verdict, parse_acs, redirects,
-                          root_ids_from_devices, unknown_acs, upstream_chain, walk_ext_caps)
 from gdrcheck.model import PciFunction
+from gdrcheck.pcie.acs import NOT_ROOT_REASON, AcsState, format_acs, gds_acs_enabled, parse_acs, redirects, unknown_acs
+from gdrcheck.pcie.caps import walk_ext_caps
+from gdrcheck.pcie.p2pdma import (
+    P2PDMA_WHITELIST,
+    device_chain,
+    kernel_p2pdma_verdict,
+    root_ids_from_devices,
+    upstream_chain,
+)
 
 REALWORLD = Path(__file__).resolve().parents[1].parent / "shared" / "realworld"
 

@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from gdrcheck.collectors.nvidia_smi import parse_smi_text, parse_smi_xml, rows_to_gpus
 from gdrcheck.collectors.nvml import collect_nvml
-from gdrcheck.evaluate import build_pairs
+from gdrcheck.collectors.pastes.nvidia_smi import parse_smi_text, parse_smi_xml, rows_to_gpus
+from gdrcheck.documents.bar1 import bar1_doc
+from gdrcheck.io.source import Source
 from gdrcheck.model import Bar, CollectorStatus, PciFunction, Snapshot
-from gdrcheck.rebar import (bar1_index, find_ext_cap, parse_rebar, parse_resize_file, size_range_text,
-                            sizes_from_mask, sysfs_bar1)
+from gdrcheck.pcie.caps import find_ext_cap
+from gdrcheck.pcie.rebar import bar1_index, parse_rebar, parse_resize_file, sizes_from_mask, sysfs_bar1
+from gdrcheck.pcie.topology import Topology
 from gdrcheck.render.bar1_text import render_bar1
-from gdrcheck.render.console import human_bytes
-from gdrcheck.report_bar1 import bar1_doc
 from gdrcheck.rules import bar1
 from gdrcheck.rules.base import Context, Options
-from gdrcheck.source import Source
-from gdrcheck.topology import Topology
+from gdrcheck.rules.engine import build_pairs
+from gdrcheck.units import human_bytes, size_range_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SMI = ROOT / "fixtures" / "nvidia-smi-q"
@@ -341,10 +341,10 @@ def test_bar1_doc_without_driver_says_so():
 
 @pytest.mark.parametrize("case,expect", [("healthy-gdr-node", set()), ("bar1-256mib", {"GDR101"})])
 def test_scenarios(tmp_path, case, expect):
-    from scenarios import scenario
+    from support.scenarios import scenario
 
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.inputs import load_snapshot
+    from gdrcheck.collectors.inputs import load_snapshot
+    from gdrcheck.rules.engine import evaluate
 
     snap = load_snapshot(str(scenario(tmp_path, case)))
     rep = evaluate(snap)
@@ -361,8 +361,8 @@ def test_scenarios(tmp_path, case, expect):
 
 
 def test_cli_bar1(tmp_path):
-    from cli_util import run
-    from scenarios import scenario
+    from support.cli_util import run
+    from support.scenarios import scenario
 
     root = scenario(tmp_path, "bar1-256mib")
     p = run("bar1", "--json", "--from", root)

@@ -8,12 +8,9 @@ are under tmp_path too, so nothing is written outside it.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
-
-from contrib_util import CONTRIB, engine, fake_fleet, gdrcheck_env, run
+from support.contrib_util import CONTRIB, engine, fake_fleet, gdrcheck_env, run
 
 PLAYBOOK = CONTRIB / "ansible" / "gdrcheck-fleet.yml"
 FACT = CONTRIB / "ansible" / "gdr.fact"

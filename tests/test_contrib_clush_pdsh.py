@@ -12,8 +12,7 @@ import os
 import re
 
 import pytest
-
-from contrib_util import CONTRIB, HEALTHY, NODES, engine, fake_fleet, gdrcheck_env, run
+from support.contrib_util import CONTRIB, HEALTHY, NODES, engine, fake_fleet, gdrcheck_env, run
 
 ALL = "node[01-16]"
 

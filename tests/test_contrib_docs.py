@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from contrib_util import CONTRIB, ROOT
+from support.contrib_util import CONTRIB, ROOT
 
 DOC = ROOT / "docs" / "fleet.md"
 

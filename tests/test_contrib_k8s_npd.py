@@ -17,9 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from contrib_util import CONTRIB, engine, gdrcheck_env, run
-from scenarios import scenario
+from support.contrib_util import CONTRIB, engine, gdrcheck_env, run
+from support.scenarios import scenario
 
 DAEMONSET = CONTRIB / "k8s" / "gdrcheck-daemonset.yaml"
 MONITOR = CONTRIB / "npd" / "gdrcheck-monitor.json"

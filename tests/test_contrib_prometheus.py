@@ -18,9 +18,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from contrib_util import CONTRIB, H200_X4, engine, gdrcheck_env, run
-from scenarios import scenario
+from support.contrib_util import CONTRIB, H200_X4, engine, gdrcheck_env, run
+from support.scenarios import scenario
 
 SERVICE = CONTRIB / "systemd" / "gdrcheck-textfile.service"
 TIMER = CONTRIB / "systemd" / "gdrcheck-textfile.timer"

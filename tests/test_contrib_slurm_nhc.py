@@ -12,13 +12,10 @@ import json
 import os
 import re
 import shlex
-import shutil
-from pathlib import Path
 
 import pytest
-
-from contrib_util import CONTRIB, engine, fake_fleet, gdrcheck_env, run
-from scenarios import scenario
+from support.contrib_util import CONTRIB, engine, fake_fleet, gdrcheck_env, run
+from support.scenarios import scenario
 
 SHELL_SCRIPTS = [CONTRIB / "slurm" / "gdrcheck-sweep.sbatch", CONTRIB / "slurm" / "prolog.d" / "50-gdrcheck.sh",
                  CONTRIB / "nhc" / "gdrcheck.nhc"]

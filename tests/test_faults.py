@@ -22,19 +22,18 @@ import time
 from pathlib import Path
 
 import pytest
+from support.cli_util import assert_clean_error, run
+from support.scenarios import GPUS, NICS, SWITCH_DSP, scenario
 
-from cli_util import assert_clean_error, run
-from scenarios import GPUS, NICS, SWITCH_DSP, scenario
-
-from gdrcheck.collectors.lspci_tree import parse_lspci_tree
-from gdrcheck.collectors.nvidia_smi import parse_smi_text
+from gdrcheck.collectors.gather import gather
+from gdrcheck.collectors.pastes.lspci_tree import parse_lspci_tree
+from gdrcheck.collectors.pastes.nvidia_smi import parse_smi_text
+from gdrcheck.documents.bar1 import bar1_doc
+from gdrcheck.documents.pairs import pairs_doc
+from gdrcheck.documents.topology import topology_doc
 from gdrcheck.errors import InputError
-from gdrcheck.evaluate import evaluate
-from gdrcheck.gather import gather
-from gdrcheck.report_bar1 import bar1_doc
-from gdrcheck.report_pairs import pairs_doc
-from gdrcheck.report_topology import topology_doc
-from gdrcheck.source import Source
+from gdrcheck.io.source import Source
+from gdrcheck.rules.engine import evaluate
 
 DEVICES = "/sys/bus/pci/devices"
 

@@ -11,11 +11,11 @@ import subprocess
 import sys
 
 import pytest
+from support import fleet_docs as fd
+from support import fleet_trees
+from support.cli_util import assert_clean_error, run
 
-import fleet_docs as fd
-import fleet_trees
-from cli_util import assert_clean_error, run
-from gdrcheck.cli import main
+from gdrcheck.cli.commands import main
 
 try:
     import jsonschema
@@ -426,7 +426,7 @@ def test_output_file_is_written_atomically(tmp_path):
 
 def test_fleet_does_not_import_rich(tmp_path):
     d = fd.write_fleet(tmp_path / "out", healthy(2))
-    code = ("import sys\nfrom gdrcheck.cli import cli\n"
+    code = ("import sys\nfrom gdrcheck.cli.commands import cli\n"
             f"cli.main(['fleet', 'summarize', {str(d)!r}], standalone_mode=False)\n"
             "sys.stderr.write(repr(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'pynvml', 'psutil'))))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

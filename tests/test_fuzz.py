@@ -33,17 +33,17 @@ from typing import Callable, List, Optional
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gdrcheck.acs import AcsState, parse_acs
-from gdrcheck.collectors.hwloc_xml import parse_hwloc_xml
-from gdrcheck.collectors.lspci_tree import parse_lspci_tree
-from gdrcheck.collectors.nccl_xml import parse_nccl_xml
-from gdrcheck.collectors.nvidia_smi import parse_smi_text, parse_smi_xml
+from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
+from gdrcheck.collectors.pastes.lspci_tree import parse_lspci_tree
+from gdrcheck.collectors.pastes.nccl_xml import parse_nccl_xml
+from gdrcheck.collectors.pastes.nvidia_smi import parse_smi_text, parse_smi_xml
 from gdrcheck.collectors.sysfs_pci import parse_int, parse_resource, parse_speed
 from gdrcheck.errors import InputError
-from gdrcheck.kinds import port_type
+from gdrcheck.io.source import CommandResult, Source
 from gdrcheck.model import PciFunction, Snapshot
-from gdrcheck.rebar import parse_rebar
-from gdrcheck.source import CommandResult, Source
+from gdrcheck.pcie.acs import AcsState, parse_acs
+from gdrcheck.pcie.kinds import port_type
+from gdrcheck.pcie.rebar import parse_rebar
 
 EXAMPLES = int(os.environ.get("GDRCHECK_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
@@ -290,20 +290,25 @@ def test_lspci_random_text(text):
 
 NCCL_DOC = """<system version="1">
   <cpu numaid="0" affinity="00000000,0000ffff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
-    <pci busid="0000:1a:00.0" class="0x060400" vendor="0x1000" device="0xc030" link_speed="32.0 GT/s PCIe" link_width="16">
-      <pci busid="0000:1b:00.0" class="0x030200" vendor="0x10de" device="0x2330" link_speed="32.0 GT/s PCIe" link_width="16">
+    <pci busid="0000:1a:00.0" class="0x060400" vendor="0x1000" device="0xc030"
+         link_speed="32.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:1b:00.0" class="0x030200" vendor="0x10de" device="0x2330"
+           link_speed="32.0 GT/s PCIe" link_width="16">
         <gpu dev="0" sm="90" rank="0" gdr="1">
           <nvlink target="0000:5a:00.0" count="18" tclass="0x030200"/>
           <nvlink target="fffffff:ffff:ff" count="4" tclass="0x068000"/>
         </gpu>
       </pci>
-      <pci busid="0000:1c:00.0" class="0x020700" vendor="0x15b3" device="0x1021" link_speed="32.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:1c:00.0" class="0x020700" vendor="0x15b3" device="0x1021"
+           link_speed="32.0 GT/s PCIe" link_width="16">
         <nic><net name="mlx5_0" dev="0" speed="400000" port="1" guid="0x1" maxconn="131072" gdr="1"/></nic>
       </pci>
     </pci>
   </cpu>
   <cpu numaid="1" affinity="ffff0000" arch="x86_64">
-    <pci busid="0000:5a:00.0" class="0x030200" vendor="0x10de" device="0x2330"><gpu dev="1" sm="90" rank="1" gdr="1"/></pci>
+    <pci busid="0000:5a:00.0" class="0x030200" vendor="0x10de" device="0x2330">
+      <gpu dev="1" sm="90" rank="1" gdr="1"/>
+    </pci>
   </cpu>
 </system>
 """
@@ -539,11 +544,12 @@ NIC Legend:
   NIC0: mlx5_0
   NIC1: mlx5_1
 """
-TOPO_NOISE = ("GPU0", "NIC1", "\tGPU0\tGPU1\tNIC0\tCPU Affinity", "GPU0\tX\tOK", "== nvidia-smi topo -mp", "mlx5_0", "NV12", "SOC", "PIX", " X ", "\t", "CPU Affinity", "NUMA Affinity",
+TOPO_NOISE = ("GPU0", "NIC1", "\tGPU0\tGPU1\tNIC0\tCPU Affinity", "GPU0\tX\tOK", "== nvidia-smi topo -mp", "mlx5_0",
+              "NV12", "SOC", "PIX", " X ", "\t", "CPU Affinity", "NUMA Affinity",
               "GPU NUMA ID", "$ nvidia-smi topo -m", "[sudo] password for x:", "  NIC2: mlx5_2", "Legend:", "N/A")
-LSPCI_VVV = """\
-$ sudo lspci -vvv -s c1:00.0
-c1:00.0 VGA compatible controller: NVIDIA Corporation AD102GL [RTX 6000 Ada Generation] (rev a1) (prog-if 00 [VGA controller])
+LSPCI_VVV = ("$ sudo lspci -vvv -s c1:00.0\n"
+             "c1:00.0 VGA compatible controller: NVIDIA Corporation AD102GL [RTX 6000 Ada Generation] (rev a1) "
+             "(prog-if 00 [VGA controller])\n") + """\
 \tSubsystem: NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]
 \tNUMA node: 0
 \tBus: primary=00, secondary=01, subordinate=13, sec-latency=0
@@ -576,11 +582,11 @@ PUGET_TREE = """\
 
 def expect_paste(kind: str, text: str) -> None:
     """A paste parses to its facts or raises InputError naming the file; merged with a tree, it evaluates."""
-    from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
-    from gdrcheck.collectors.topo_matrix import parse_topo_matrices
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.inputs import sniff
-    from gdrcheck.pastes import Part, merge
+    from gdrcheck.collectors.inputs import sniff
+    from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
+    from gdrcheck.collectors.pastes.merge import Part, merge
+    from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrices
+    from gdrcheck.rules.engine import evaluate
 
     CASES[kind] += 1
     assert sniff(text) in (None, "lspci", "nccl-xml", "hwloc-xml", "nvidia-smi-q-xml", "nvidia-smi-q",
@@ -755,8 +761,8 @@ def test_parsers_take_linear_time():
     _assert_linear(lambda n: '<topology version="2.0">' + "<!-- x -->\n" * n + "</topology>",
                    lambda t: parse_hwloc_xml(t, "c.xml"), 20000)
     _assert_linear(_smi_many, parse_smi_text, 100)
-    from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
-    from gdrcheck.collectors.topo_matrix import parse_topo_matrix
+    from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
+    from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrix
 
     _assert_linear(lambda n: "".join(f"{i // 32:02x}:{i % 32:02x}.0 PCI bridge: X\n\tBus: primary=00, "
                                      f"secondary=01, subordinate=02\n\tACSCtl:\tSrcValid- ReqRedir-\n"

@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from cli_util import run
-from topo_matrix import parse_matrix
+from support.cli_util import run
+from support.topo_matrix import parse_matrix
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MACHINES = sorted(p.name for p in list(FIXTURES.glob("h200-*-vm")) + list(FIXTURES.glob("h100-*-vm")))

@@ -13,8 +13,8 @@ from gdrcheck.collectors.host import HOST_FACT_KEYS, collect_host
 from gdrcheck.collectors.host_nccl import parse_nccl_conf
 from gdrcheck.collectors.host_nvidia import parse_params, parse_registry_dwords
 from gdrcheck.collectors.host_peermem import nccl_peermem_paths, nccl_sees_peermem
+from gdrcheck.io.source import Source
 from gdrcheck.model import PciFunction
-from gdrcheck.source import Source
 
 OPEN_VERSION = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  "
                 "(dvs-builder@U16-I3-B03-4-3)  Tue Mar  5 22:15:33 UTC 2024\n"

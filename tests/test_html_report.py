@@ -22,8 +22,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
-from cli_util import ROOT, assert_clean_error, run
+from support.cli_util import ROOT, assert_clean_error, run
 
 FIXTURES = ROOT / "fixtures"
 H200 = FIXTURES / "h200-x4-vm" / "snapshot.tar.gz"
@@ -58,8 +57,8 @@ def big_tree(tmp_path_factory):
 @pytest.fixture(scope="module")
 def acs_and_x8(tmp_path_factory):
     """The healthy scenario node with ACS redirect on its switch ports and GPU0's link at x8."""
-    from scenarios import build
-    from sysfs_tree import ACS_CR, ACS_RR
+    from support.scenarios import build
+    from support.sysfs_tree import ACS_CR, ACS_RR
 
     return build(tmp_path_factory.mktemp("scn") / "node", acs=ACS_RR | ACS_CR, gpu_width=8)
 
@@ -262,17 +261,17 @@ def test_progress_only_on_a_terminal(tmp_path):
 
 def test_render_time_of_largest_tree(big_tree):
     """The renderer is a function of the three documents: well under a second for 512 functions."""
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.inputs import load_snapshot
+    from gdrcheck.collectors.inputs import load_snapshot
+    from gdrcheck.documents.bar1 import bar1_doc
+    from gdrcheck.documents.pairs import pairs_doc
+    from gdrcheck.documents.topology import topology_doc
     from gdrcheck.render.html_report import render_html
-    from gdrcheck.report_bar1 import bar1_doc
-    from gdrcheck.report_pairs import pairs_doc
-    from gdrcheck.report_topology import topology_doc
     from gdrcheck.rules import all_rules
+    from gdrcheck.rules.engine import evaluate
 
     report = evaluate(load_snapshot(str(big_tree), endpoint_config=True))
-    args = (topology_doc(report.topo, describe_input=True), pairs_doc(report), bar1_doc(report.snap, report.topo, report.findings),
-            all_rules())
+    args = (topology_doc(report.topo, describe_input=True), pairs_doc(report),
+            bar1_doc(report.snap, report.topo, report.findings), all_rules())
     best = min(_timed(render_html, args) for _ in range(3))
     assert best < 0.5, best
 
@@ -342,7 +341,8 @@ MEASURE = r"""(function () {
   document.querySelectorAll('body *').forEach(function (e) {
     if (e.closest('svg') && e.tagName.toLowerCase() !== 'svg') return;
     var r = e.getBoundingClientRect();
-    if (r.width > 0 && (r.right > W + 0.5 || r.left < -0.5)) over.push(e.tagName + '.' + (e.getAttribute('class') || ''));
+    if (r.width > 0 && (r.right > W + 0.5 || r.left < -0.5))
+      over.push(e.tagName + '.' + (e.getAttribute('class') || ''));
   });
   document.querySelectorAll('svg.tree').forEach(function (svg) {
     var s = svg.getBoundingClientRect();
@@ -352,7 +352,8 @@ MEASURE = r"""(function () {
         var r = t.getBoundingClientRect();
         small = Math.min(small, r.height);
         if (r.right > b.right + 0.5 || r.left < b.left - 0.5) spill.push(t.textContent);
-        if (t.querySelector('tspan.b') && r.top >= s.top - 0.5 && r.bottom <= s.bottom + 0.5 && r.right <= s.right + 0.5)
+        if (t.querySelector('tspan.b') && r.top >= s.top - 0.5 && r.bottom <= s.bottom + 0.5
+            && r.right <= s.right + 0.5)
           labels.push(t.textContent);
       });
     });
@@ -364,7 +365,7 @@ MEASURE = r"""(function () {
 
 @pytest.fixture
 def browser(tmp_path):
-    from chromium import Chromium, executable
+    from support.chromium import Chromium, executable
 
     exe = executable()
     if exe is None:

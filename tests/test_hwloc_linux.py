@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 import pytest
+from support.cli_util import run
 
-from cli_util import run
-from gdrcheck.collectors.hwloc_xml import parse_hwloc_xml
-from gdrcheck.inputs import load_snapshot
+from gdrcheck.collectors.inputs import load_snapshot
+from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
 from gdrcheck.model import bdf_key, norm_bdf
-from gdrcheck.topology import Topology
+from gdrcheck.pcie.topology import Topology
 
 HWLOC_LINUX = Path(__file__).resolve().parents[1].parent / "shared" / "hwloc-linux"
 LSTOPO = shutil.which("lstopo-no-graphics")
@@ -328,8 +328,8 @@ KIND_DEPENDENT = ("collectors", "host_facts", "fingerprint")
 
 @pytest.mark.parametrize("name", CAPTURES)
 def test_snapshot_of_the_directory_replays_byte_for_byte(unpacked, name, tmp_path, monkeypatch):
-    from gdrcheck import snapshot
-    from gdrcheck.source import Source
+    from gdrcheck.collectors import capture as snapshot
+    from gdrcheck.io.source import Source
 
     cap = unpacked(name)
     monkeypatch.setattr(snapshot, "Source", lambda _root, **kw: Source(str(cap.root), live=False, **kw))

@@ -8,8 +8,7 @@ import os
 import tarfile
 
 import pytest
-
-from cli_util import assert_clean_error, run
+from support.cli_util import assert_clean_error, run
 
 
 def _tar(path, members):
@@ -61,7 +60,7 @@ def test_snapshot_into_missing_directory_is_a_clean_error(tmp_path):
 
 
 def test_redact_text_patterns():
-    from gdrcheck.snapshot import redact_text
+    from gdrcheck.io.redact import redact_text
 
     text = ("GPU UUID : GPU-c66a5296-ef11-ea3d-1c75-8f681a34b89f\n    Serial Number : 1654923004123\n"
             "<serial>1654923004123</serial> ether 0c:42:a1:11:22:33 node17")
@@ -79,23 +78,28 @@ def test_hostile_archive_is_refused(tmp_path, case, monkeypatch):
     elif case == "absolute":
         _tar(arch, [_file("/tmp/escape-gdrcheck", b"x")])
     elif case == "link-out":
-        ti = tarfile.TarInfo("sys/x"); ti.type = tarfile.SYMTYPE; ti.linkname = "../../etc/passwd"
+        ti = tarfile.TarInfo("sys/x")
+        ti.type, ti.linkname = tarfile.SYMTYPE, "../../etc/passwd"
         _tar(arch, [(ti, None)])
     elif case == "link-absolute":
-        ti = tarfile.TarInfo("sys/x"); ti.type = tarfile.SYMTYPE; ti.linkname = "/etc/passwd"
+        ti = tarfile.TarInfo("sys/x")
+        ti.type, ti.linkname = tarfile.SYMTYPE, "/etc/passwd"
         _tar(arch, [(ti, None)])
     elif case == "device":
-        ti = tarfile.TarInfo("sys/null"); ti.type = tarfile.CHRTYPE; ti.devmajor, ti.devminor = 1, 3
+        ti = tarfile.TarInfo("sys/null")
+        ti.type, ti.devmajor, ti.devminor = tarfile.CHRTYPE, 1, 3
         _tar(arch, [(ti, None)])
     elif case == "hardlink":
-        ti = tarfile.TarInfo("sys/h"); ti.type = tarfile.LNKTYPE; ti.linkname = "sys/a"
+        ti = tarfile.TarInfo("sys/h")
+        ti.type, ti.linkname = tarfile.LNKTYPE, "sys/a"
         _tar(arch, [_file("sys/a"), (ti, None)])
     elif case == "too-big":
         _tar(arch, [_file("sys/big", b"\0" * (65 << 20))])
     elif case == "too-many":
         with tarfile.open(arch, "w") as tar:  # uncompressed, quick to make
             for i in range(200_002):
-                ti = tarfile.TarInfo(f"d{i}"); ti.type = tarfile.DIRTYPE
+                ti = tarfile.TarInfo(f"d{i}")
+                ti.type = tarfile.DIRTYPE
                 tar.addfile(ti)
     elif case == "not-gzip":
         arch.write_bytes(b"\x1f\x8b" + os.urandom(200))
@@ -151,7 +155,7 @@ def test_version_and_help():
 
 
 def test_redact_on_reports(tmp_path):
-    import scenarios
+    from support import scenarios
 
     path = scenarios.scenario(tmp_path, "healthy-gdr-node")
     for cmd in ("topology", "pairs", "bar1"):

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from gdrcheck.collectors.lspci_tree import looks_like_lspci_tree, parse_lspci_tree
+from gdrcheck.collectors.pastes.lspci_tree import looks_like_lspci_tree, parse_lspci_tree
 from gdrcheck.errors import InputError
-from gdrcheck.kinds import kind_from_name
-from gdrcheck.topology import Topology
+from gdrcheck.pcie.kinds import kind_from_name
+from gdrcheck.pcie.topology import Topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lspci_dump import GPU, NIC, NVME, OTHER, ROOT_PORT, Tree, random_tree  # noqa: E402
+from support.lspci_dump import GPU, NIC, NVME, OTHER, ROOT_PORT, Tree, random_tree  # noqa: E402
 
 PROJECT = Path(__file__).resolve().parents[1]
 REALWORLD = PROJECT.parent / "shared" / "realworld"

@@ -5,8 +5,8 @@ import sys
 import types
 
 from gdrcheck.collectors import names as names_mod
+from gdrcheck.io.source import Source
 from gdrcheck.model import PciFunction
-from gdrcheck.source import Source
 
 
 class _Dev:

@@ -1,4 +1,4 @@
-"""NCCL's GPU-NIC GPUDirect RDMA decision per version (``gdrcheck.nccl.gdr``; docs/nccl.md, "GDR").
+"""NCCL's GPU-NIC GPUDirect RDMA decision per version (``gdrcheck.rules.nccl.gdr``; docs/nccl.md, "GDR").
 
 Each case is named after what it holds and sits beside the neighbour NCCL decides the other way.
 """
@@ -6,8 +6,7 @@ Each case is named after what it holds and sits beside the neighbour NCCL decide
 from __future__ import annotations
 
 import pytest
-
-import nccl_nodes as N
+from support import nccl_nodes as N
 
 G0, G2 = "0000:03:00.0", "0000:83:00.0"
 NIC0, NIC1 = "0000:05:00.0", "0000:85:00.0"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gdrcheck.evaluate import evaluate
-from gdrcheck.inputs import load_snapshot
-from gdrcheck.report_pairs import pairs_doc
+from gdrcheck.collectors.inputs import load_snapshot
+from gdrcheck.documents.pairs import pairs_doc
+from gdrcheck.rules.engine import evaluate
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -1,4 +1,4 @@
-"""How NCCL reads its settings, per version (``gdrcheck.nccl.settings``; docs/nccl.md, "Settings").
+"""How NCCL reads its settings, per version (``gdrcheck.rules.nccl.settings``; docs/nccl.md, "Settings").
 
 Each case is named after what it holds; each is paired with the neighbour NCCL decides the other way.
 """
@@ -7,8 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from gdrcheck.nccl.settings import (c_strtol, conf_file_lines, conf_files, effective_env, p2p_disabled, param,
-                                    parse_level, settings)
+from gdrcheck.rules.nccl.settings import (
+    c_strtol,
+    conf_file_lines,
+    conf_files,
+    effective_env,
+    p2p_disabled,
+    param,
+    parse_level,
+    settings,
+)
 
 V2_18 = (2, 18, 1)
 V2_22 = (2, 22, 3)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import nccl_nodes as N
+from support import nccl_nodes as N
 
 G0, G2 = "0000:03:00.0", "0000:83:00.0"
 NIC0 = "0000:05:00.0"

@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from cli_util import ROOT, assert_clean_error, run
-from scenarios import scenario
+from support.cli_util import ROOT, assert_clean_error, run
+from support.scenarios import scenario
 
 SLEEP = "/bin/sleep" if os.path.exists("/bin/sleep") else "/usr/bin/sleep"
 

@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from gdrcheck.collectors.nvidia_smi import (collect_nvidia_smi, parse_smi_text, parse_smi_xml, rows_to_gpus,
-                                            size_bytes)
-from gdrcheck.source import Source
+from gdrcheck.collectors.pastes.nvidia_smi import (
+    collect_nvidia_smi,
+    parse_smi_text,
+    parse_smi_xml,
+    rows_to_gpus,
+    size_bytes,
+)
+from gdrcheck.io.source import Source
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi-q"
 MIB = 1 << 20

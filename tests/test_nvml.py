@@ -12,8 +12,8 @@ import pytest
 
 from gdrcheck.collectors.driver import collect_driver
 from gdrcheck.collectors.nvml import NVML_FILE, collect_nvml, facts_from_record
+from gdrcheck.io.source import Source
 from gdrcheck.model import Bar, PciFunction
-from gdrcheck.source import Source
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"

@@ -12,10 +12,9 @@ import re
 import tarfile
 
 import pytest
-
-import scenarios
-from cli_util import ROOT, assert_clean_error, run
 from conftest import REALWORLD
+from support import scenarios
+from support.cli_util import ROOT, assert_clean_error, run
 
 FIXTURES = ROOT / "fixtures"
 REAL_INPUTS = sorted(

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from cli_util import run
-from topo_matrix import parse_matrix
+from support.cli_util import run
+from support.topo_matrix import parse_matrix
 
 # The matrices name NICs (NIC0.. / mlx5_N) but not their addresses; on these two machines the
 # mapping follows from NUMA placement and port order (INDEX.md).

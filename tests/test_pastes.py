@@ -11,14 +11,14 @@ import json
 from pathlib import Path
 
 import pytest
+from support.cli_util import ROOT, assert_clean_error, run
 
-from cli_util import ROOT, assert_clean_error, run
+from gdrcheck.collectors.inputs import load_snapshot
+from gdrcheck.documents.pairs import pairs_doc
+from gdrcheck.documents.topology import topology_doc
 from gdrcheck.errors import InputError
-from gdrcheck.evaluate import evaluate
-from gdrcheck.inputs import load_snapshot
-from gdrcheck.report_pairs import pairs_doc
-from gdrcheck.report_topology import topology_doc
-from gdrcheck.topology import Topology
+from gdrcheck.pcie.topology import Topology
+from gdrcheck.rules.engine import evaluate
 
 FIX = ROOT / "fixtures"
 STELLINE = ("stelline-asus-esc8000a-e12-4xrtx6000ada", "stelline-puget-wrx90-2xrtx6000ada")
@@ -42,7 +42,7 @@ def _docs(*paths):
 
 
 def _matrix(path):
-    from gdrcheck.collectors.topo_matrix import parse_topo_matrix
+    from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrix
 
     return parse_topo_matrix(Path(path).read_text(), Path(path).name)
 
@@ -70,7 +70,7 @@ def test_stelline_files_together_settle_unknowns(realworld, machine):
     assert "GDR081" not in {f["code"] for f in tree_pairs["findings"]}
     assert "GDR081" in {f["code"] for f in pairs["findings"]}
     # BAR1 on the bus: 64 GiB (Region 1 and the Resizable BAR capability at its largest size)
-    from gdrcheck.report_bar1 import bar1_doc
+    from gdrcheck.documents.bar1 import bar1_doc
 
     for s, want in ((tree_snap, None), (snap, 64 << 30)):
         rep = evaluate(s)
@@ -83,12 +83,12 @@ def test_stelline_files_together_settle_unknowns(realworld, machine):
         d = snap.device(g)
         bar1 = next(b for b in d.bars if b.index == 1)
         assert bar1.size == 64 << 30
-        from gdrcheck.rebar import parse_rebar
+        from gdrcheck.pcie.rebar import parse_rebar
 
         assert parse_rebar(d.config)[1].current_bytes == 64 << 30
     # ACS: the CX-7 shows its ACS capability, all bits off; the tree carries no config space. (The excerpts
     # hold no bridge; the machines' GPU-NIC paths cross the root complex, so no ACS verdict is asked.)
-    from gdrcheck.acs import parse_acs
+    from gdrcheck.pcie.acs import parse_acs
 
     cx7 = "0000:21:00.0"
     assert not parse_acs(tree_snap.device(cx7).config).known
@@ -254,7 +254,7 @@ def test_matrix_matched_by_bus_id_through_the_driver_view():
 
 def test_matrix_with_prompt_wrapped_row_and_lost_alignment(realworld):
     """Hand-written: the ASUS matrix behind a prompt, its GPU0 row wrapped, tabs collapsed to one space."""
-    from gdrcheck.collectors.topo_matrix import parse_topo_matrix
+    from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrix
 
     text = (realworld / "stelline-asus-esc8000a-e12-4xrtx6000ada" / "nvidia-smi-topo-m.txt").read_text()
     lines = [" ".join(ln.split()) if ln.startswith(("GPU", "NIC")) else ln for ln in text.splitlines()]
@@ -310,7 +310,7 @@ def test_help_lists_every_accepted_kind():
                 "NCCL_TOPO_DUMP_FILE", "lstopo"):
         assert cmd in text, cmd
     readme = (ROOT / "README.md").read_text()
-    from gdrcheck.inputs import ACCEPTED_KINDS
+    from gdrcheck.collectors.inputs import ACCEPTED_KINDS
 
     for _what, cmd in ACCEPTED_KINDS:
         assert cmd in readme, cmd
@@ -320,9 +320,9 @@ def test_lspci_xxx_dump_is_read_as_config_space(tmp_path):
     """The H200 VM's config files (from its snapshot) rendered the way 'lspci -xxx' prints them."""
     import tarfile
 
-    from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
-    from gdrcheck.kinds import port_type
+    from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
     from gdrcheck.model import PciFunction
+    from gdrcheck.pcie.kinds import port_type
 
     with tarfile.open(FIX / "h200-x2-vm" / "snapshot.tar.gz") as tar:
         configs = {m.name.split("/")[-2]: tar.extractfile(m).read() for m in tar.getmembers()
@@ -332,7 +332,7 @@ def test_lspci_xxx_dump_is_read_as_config_space(tmp_path):
         text += f"{bdf[5:]} Bridge: Some device\n" + "".join(
             f"{off:02x}: " + " ".join(f"{b:02x}" for b in cfg[off:off + 16]) + "\n" for off in range(0, len(cfg), 16))
         text += "\n"
-    from gdrcheck.inputs import sniff
+    from gdrcheck.collectors.inputs import sniff
 
     assert sniff(text) == "lspci-vvv"
     got = {fn.bdf: fn for fn in parse_lspci_verbose(text, "xxx.txt")}
@@ -346,7 +346,7 @@ def test_lspci_xxx_dump_is_read_as_config_space(tmp_path):
 
 def test_one_paste_of_topo_m_mp_and_p2p():
     """The H200 VMs' capture: topo -m (NV18), then -mp (the PCIe class under the NVLinks), then -p2p (skipped)."""
-    from gdrcheck.collectors.topo_matrix import parse_topo_matrices
+    from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrices
 
     text = (FIX / "h200-x4-vm" / "nvidia-smi-topo.txt").read_text()
     ms = parse_topo_matrices(text, "t.txt")
@@ -405,10 +405,11 @@ def test_lspci_vvv_rendered_by_real_lspci(tmp_path, seed, opt):
     import shutil
     import subprocess
 
-    from gdrcheck.acs import parse_acs
-    from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
-    from gdrcheck.kinds import port_type
-    from lspci_dump import random_tree
+    from support.lspci_dump import random_tree
+
+    from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
+    from gdrcheck.pcie.acs import parse_acs
+    from gdrcheck.pcie.kinds import port_type
 
     if not shutil.which("lspci"):
         pytest.skip("lspci (pciutils) not installed")
@@ -426,7 +427,7 @@ def test_lspci_vvv_rendered_by_real_lspci(tmp_path, seed, opt):
                                       check=True).stdout)
     truth = tree.truth()
     want = {f.bdf: f for f in tree.fns}
-    from gdrcheck.inputs import sniff
+    from gdrcheck.collectors.inputs import sniff
 
     assert sniff(vvv.read_text()) == "lspci-vvv"
     got = {fn.bdf: fn for fn in parse_lspci_verbose(vvv.read_text(), "vvv.txt")}
@@ -452,7 +453,7 @@ def test_lspci_vvv_rendered_by_real_lspci(tmp_path, seed, opt):
 
 def test_lspci_vvv_paste_that_lost_its_indentation(realworld):
     """Hand-written damage to the ASUS paste: every line's indentation stripped (as some ticket forms do)."""
-    from gdrcheck.collectors.lspci_verbose import parse_lspci_verbose
+    from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
 
     text = (realworld / "stelline-asus-esc8000a-e12-4xrtx6000ada" / "lspci-vvv-selected.txt").read_text()
     good = parse_lspci_verbose(text, "a.txt")

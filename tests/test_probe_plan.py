@@ -10,9 +10,9 @@ import json
 
 import jsonschema
 import pytest
-import scenarios
-from cli_util import assert_clean_error, run
-from sysfs_tree import ACS_CR, ACS_RR
+from support import scenarios
+from support.cli_util import assert_clean_error, run
+from support.sysfs_tree import ACS_CR, ACS_RR
 from test_readonly import guarded  # noqa: F401  (the write, exec and socket guard)
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import jsonschema
-from cli_util import assert_clean_error, run
+from support.cli_util import assert_clean_error, run
 
 H100 = Path(__file__).resolve().parents[1] / "fixtures" / "h100-x1-vm"
 

@@ -1,6 +1,6 @@
 """Every probe finding (GDR140-GDR154) has a case that fires it and one that does not.
 
-A case is a step run in a worker over scripted libraries (tests/probe_fakes.py) with what ``pairs``
+A case is a step run in a worker over scripted libraries (tests/support/probe_fakes.py) with what ``pairs``
 predicted for its subjects; the finding comes from the check document as ``gdrcheck probe`` builds it.
 """
 
@@ -54,7 +54,7 @@ def _doc(step, fault, predicted, tmp_path):
         d.mkdir(exist_ok=True)
         step = _gds(d)
     check, params = step
-    env = {"GDRCHECK_PROBE_LIBS": "probe_fakes", "GDRCHECK_FAKE": fault, "GDRCHECK_FAKE_GPUS": f"{GPU0},{GPU1}",
+    env = {"GDRCHECK_PROBE_LIBS": "support.probe_fakes", "GDRCHECK_FAKE": fault, "GDRCHECK_FAKE_GPUS": f"{GPU0},{GPU1}",
            "PYTHONPATH": str(TESTS)}
     if fault == "p2pdma":
         cfg = tmp_path / "cufile.json"
@@ -79,14 +79,14 @@ def test_probe_rule_fires_and_stays_quiet(code, tmp_path):
 
 def _plan_with_bar1(tmp_path, monkeypatch, leak):
     """run_plan over one cuda step, NVML answering BAR1 used; ``leak`` bytes stay used after the step."""
-    import scenarios
+    from support import scenarios
 
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.inputs import load_snapshot
+    from gdrcheck.collectors.inputs import load_snapshot
     from gdrcheck.probe import nvml_state
     from gdrcheck.probe.doc import probe_doc
     from gdrcheck.probe.plan import build_plan
     from gdrcheck.probe.runner import run_plan
+    from gdrcheck.rules.engine import evaluate
 
     class Nvml:
         def __init__(self):
@@ -104,7 +104,7 @@ def _plan_with_bar1(tmp_path, monkeypatch, leak):
     report = evaluate(load_snapshot(str(scenarios.scenario(tmp_path, "healthy-gdr-node"))))
     plan = build_plan(report, only=("cuda",))
     plan.steps = [s for s in plan.steps if s.subjects == (GPU0,)]
-    env = {"GDRCHECK_PROBE_LIBS": "probe_fakes", "GDRCHECK_FAKE_GPUS": GPU0, "PYTHONPATH": str(TESTS)}
+    env = {"GDRCHECK_PROBE_LIBS": "support.probe_fakes", "GDRCHECK_FAKE_GPUS": GPU0, "PYTHONPATH": str(TESTS)}
     return probe_doc(report, plan, run_plan(plan, env=env), dry_run=False)
 
 
@@ -137,7 +137,7 @@ def test_a_gpu_far_below_the_others_is_degraded():
 
 
 def test_explain_a_probe_rule():
-    from cli_util import run
+    from support.cli_util import run
 
     p = run("explain", "probe-peermem-loaded-not-working")
     assert p.returncode == 0 and "GDR146" in p.stdout and "modprobe" in p.stdout

@@ -1,4 +1,4 @@
-"""Probe steps in spawned workers, with scripted libraries at the ctypes boundary (tests/probe_fakes.py).
+"""Probe steps in spawned workers, with scripted libraries at the ctypes boundary (tests/support/probe_fakes.py).
 
 Every failure path the issue names: no libcuda.so.1, cuInit refusing, data that comes back wrong,
 EFAULT / EOPNOTSUPP / ENOMEM from the verbs, a copy that never completes (the worker is killed at its
@@ -22,8 +22,8 @@ SMALL = 4 << 20
 
 
 def _env(fault=""):
-    return {"GDRCHECK_PROBE_LIBS": "probe_fakes", "GDRCHECK_FAKE": fault, "GDRCHECK_FAKE_GPUS": f"{GPU0},{GPU1}",
-            "PYTHONPATH": str(TESTS)}
+    return {"GDRCHECK_PROBE_LIBS": "support.probe_fakes", "GDRCHECK_FAKE": fault,
+            "GDRCHECK_FAKE_GPUS": f"{GPU0},{GPU1}", "PYTHONPATH": str(TESTS)}
 
 
 def _run(check, params, fault="", deadline=60, harmless_only=False):
@@ -203,12 +203,12 @@ def test_gds_p2pdma_mode_from_cufile_json(tmp_path):
 
 def test_the_command_process_never_loads_cuda_or_verbs(tmp_path):
     """run_plan here, workers with the real libibverbs: this process's own maps hold neither library."""
-    import scenarios
+    from support import scenarios
 
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.inputs import load_snapshot
+    from gdrcheck.collectors.inputs import load_snapshot
     from gdrcheck.probe.plan import build_plan
     from gdrcheck.probe.runner import run_plan
+    from gdrcheck.rules.engine import evaluate
 
     snap = load_snapshot(str(scenarios.scenario(tmp_path, "healthy-gdr-node")))
     plan = build_plan(evaluate(snap), only=("cuda", "rdma-register"))
@@ -292,12 +292,12 @@ def test_a_worker_that_cannot_be_killed_leaves_its_gpu_alone(tmp_path, monkeypat
     step touches that GPU. (Simulated: the group is killed, but the wait is reported to have failed.)"""
     import signal
 
-    import scenarios
+    from support import scenarios
 
-    from gdrcheck.evaluate import evaluate
-    from gdrcheck.inputs import load_snapshot
+    from gdrcheck.collectors.inputs import load_snapshot
     from gdrcheck.probe import runner
     from gdrcheck.probe.plan import build_plan
+    from gdrcheck.rules.engine import evaluate
 
     def unkillable(p):
         os.killpg(p.pid, signal.SIGKILL)

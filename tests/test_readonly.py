@@ -20,12 +20,10 @@ from __future__ import annotations
 import ast
 import os
 import tarfile
-from pathlib import Path
 
 import pytest
-
-from cli_util import ROOT, run
-from scenarios import scenario
+from support.cli_util import ROOT, run
+from support.scenarios import scenario
 
 GUARD = r'''
 import builtins, io, os, shutil, socket, subprocess

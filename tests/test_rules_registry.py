@@ -2,7 +2,8 @@
 
 import re
 
-from cli_util import run
+from support.cli_util import run
+
 from gdrcheck.rules import all_rules
 from gdrcheck.rules.base import ORIGINS, SCOPES, SEVERITIES
 

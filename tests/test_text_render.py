@@ -18,12 +18,11 @@ import termios
 from pathlib import Path
 
 import pytest
-
-from cli_util import ROOT, assert_clean_error, run
-from sysfs_tree import SysfsTree
+from support.cli_util import ROOT, assert_clean_error, run
+from support.sysfs_tree import SysfsTree
 
 FIXTURES = ROOT / "fixtures"
-DRIVER = Path(__file__).resolve().parent / "render_driver.py"
+DRIVER = Path(__file__).resolve().parent / "support" / "render_driver.py"
 REAL = {
     "stelline-asus": "stelline-asus-esc8000a-e12-4xrtx6000ada/lspci-tv.txt",
     "stelline-puget": "stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt",
@@ -172,7 +171,7 @@ def _check(name, cmd, width, text, docs):
             row = [r for r in rows if g["bdf"] in r.split()]
             assert row, (where, g["bdf"])
             if g.get("bar1_total_bytes"):
-                from gdrcheck.render.console import human_bytes
+                from gdrcheck.units import human_bytes
 
                 assert any(human_bytes(g["bar1_total_bytes"]) in r for r in row), (where, row)
             if g.get("name"):
@@ -302,7 +301,7 @@ def test_usage_errors(args):
 
 
 def test_nccl_version_newer_than_known():
-    from gdrcheck.nccl import NEWEST
+    from gdrcheck.rules.nccl import NEWEST
 
     p = run("pairs", "--nccl-version", "99.1.0", "--from", FIXTURES / "h200-x4-vm" / "snapshot.tar.gz")
     assert p.returncode in (0, 1, 3), p.stderr

@@ -13,16 +13,28 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.cli_util import assert_clean_error, run
+from support.sysfs_tree import (
+    ACS_CR,
+    ACS_RR,
+    ACS_SV,
+    ACS_UF,
+    DOWNSTREAM,
+    ENDPOINT,
+    ROOT_PORT,
+    UPSTREAM,
+    SysfsTree,
+    config_space,
+    cpulist,
+    cpumask,
+)
 
-from cli_util import assert_clean_error, run
-from gdrcheck.collectors.hwloc_xml import parse_hwloc_xml
-from gdrcheck.collectors.nccl_xml import mask_to_cpulist, parse_nccl_xml
+from gdrcheck.collectors.inputs import load_snapshot
+from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
+from gdrcheck.collectors.pastes.nccl_xml import mask_to_cpulist, parse_nccl_xml
 from gdrcheck.errors import InputError
-from gdrcheck.inputs import load_snapshot
-from gdrcheck.kinds import port_type
-from gdrcheck.topology import Topology
-from sysfs_tree import (ACS_CR, ACS_RR, ACS_SV, ACS_UF, DOWNSTREAM, ENDPOINT, ROOT_PORT, UPSTREAM, SysfsTree,
-                        config_space, cpulist, cpumask)
+from gdrcheck.pcie.kinds import port_type
+from gdrcheck.pcie.topology import Topology
 
 REALWORLD = Path(__file__).resolve().parents[1].parent / "shared" / "realworld"
 LSTOPO = shutil.which("lstopo-no-graphics")
@@ -350,7 +362,8 @@ HOSTILE = {
     "truncated.xml": '<system version="1">\n  <cpu numaid="0">\n    <pci busid="0000:01:00.0" class="0x0302',
     "truncated-hwloc.xml": '<?xml version="1.0"?>\n<topology version="2.0">\n  <object type="Machine">\n',
     "garbage-text.xml": '<system version="1">\n  <cpu numaid="0">banana<pci busid="0000:01:00.0"/></cpu>\n</system>\n',
-    "garbage-busid.xml": '<system version="1">\n  <cpu numaid="0">\n    <pci busid="not-a-bus"/>\n  </cpu>\n</system>\n',
+    "garbage-busid.xml": ('<system version="1">\n  <cpu numaid="0">\n    <pci busid="not-a-bus"/>\n  </cpu>\n'
+                          '</system>\n'),
     "garbage-class.xml": ('<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0" class="0xGPU"/></cpu>'
                           '</system>'),
     "garbage-numaid.xml": '<system version="1"><cpu numaid="zero"/></system>',
@@ -553,7 +566,8 @@ def tree_a(tmp: Path) -> tuple:
     kinds_ = {"0000:00:00.0": "host_bridge", "0000:00:01.0": "root_port", "0000:01:00.0": "switch_upstream",
               "0000:02:00.0": "switch_downstream", "0000:02:01.0": "switch_downstream",
               "0000:02:02.0": "switch_downstream", "0000:03:00.0": "gpu", "0000:04:00.0": "nic",
-              "0000:05:00.0": "nvme", "0000:04:00.2": "nic", "0000:80:01.0": "root_port", "0000:81:00.0": "gpu", "0000:00:1f.2": "other"}
+              "0000:05:00.0": "nvme", "0000:04:00.2": "nic", "0000:80:01.0": "root_port", "0000:81:00.0": "gpu",
+              "0000:00:1f.2": "other"}
     return t, kinds_
 
 

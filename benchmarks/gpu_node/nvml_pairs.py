@@ -1,6 +1,9 @@
 """NVML answers beside gdrcheck: BAR1 per GPU, common ancestor and P2P status per ordered GPU pair."""
-import json, itertools
+import itertools
+import json
+
 import pynvml as N
+
 N.nvmlInit()
 n = N.nvmlDeviceGetCount()
 hs = [N.nvmlDeviceGetHandleByIndex(i) for i in range(n)]

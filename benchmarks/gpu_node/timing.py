@@ -1,5 +1,9 @@
 """Whole-process time of gdrcheck pairs (live) against nvidia-smi topo -m: alternating runs, medians."""
-import statistics, subprocess, sys, time, os
+import statistics
+import subprocess
+import sys
+import time
+
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 9
 cmds = {"gdrcheck pairs": [sys.executable, "-m", "gdrcheck", "pairs"],
         "gdrcheck pairs --json": [sys.executable, "-m", "gdrcheck", "pairs", "--json"],
@@ -15,4 +19,5 @@ med = {k: statistics.median(v) for k, v in t.items()}
 for k, v in med.items():
     print(f"{k:<24} median {v*1000:8.1f} ms  (min {min(t[k])*1000:.1f}, max {max(t[k])*1000:.1f}, n={N})")
 print(f"ratio gdrcheck pairs / nvidia-smi topo -m = {med['gdrcheck pairs']/med['nvidia-smi topo -m']:.2f}")
-print(f"ratio gdrcheck pairs --json / nvidia-smi topo -m = {med['gdrcheck pairs --json']/med['nvidia-smi topo -m']:.2f}")
+ratio_json = med['gdrcheck pairs --json'] / med['nvidia-smi topo -m']
+print(f"ratio gdrcheck pairs --json / nvidia-smi topo -m = {ratio_json:.2f}")

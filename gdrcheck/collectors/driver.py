@@ -2,7 +2,7 @@
 
 Each GPU the driver lists is joined with what the bus says of its BAR1 (the
 sysfs ``resource`` line, the Resizable BAR capability or ``resourceN_resize``),
-stored in ``DriverGpu.extra`` (keys of :func:`gdrcheck.rebar.sysfs_bar1`). An
+stored in ``DriverGpu.extra`` (keys of :func:`gdrcheck.pcie.rebar.sysfs_bar1`). An
 NVIDIA GPU on the bus that the driver does not list is reported, not dropped.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Sequence, Tuple
 
+from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, DriverGpu, NvLink, PciFunction, bdf_key, frozen_map
-from gdrcheck.source import Source
 
 
 @dataclass
@@ -33,7 +33,7 @@ class DriverFacts:
 
 
 def _with_bus_view(src: Source, gpus: Sequence[DriverGpu], devices: Sequence[PciFunction]) -> Tuple[DriverGpu, ...]:
-    from gdrcheck.rebar import bar1_index, sysfs_bar1
+    from gdrcheck.pcie.rebar import bar1_index, sysfs_bar1
 
     by_bdf = {d.bdf: d for d in devices}
     out = []
@@ -48,7 +48,7 @@ def _with_bus_view(src: Source, gpus: Sequence[DriverGpu], devices: Sequence[Pci
 
 
 def _missing(gpus: Sequence[DriverGpu], devices: Sequence[PciFunction], who: str) -> List[CollectorStatus]:
-    from gdrcheck.kinds import is_nvidia_gpu
+    from gdrcheck.pcie.kinds import is_nvidia_gpu
 
     listed = {g.bdf for g in gpus}
     out = []
@@ -65,8 +65,8 @@ def _missing(gpus: Sequence[DriverGpu], devices: Sequence[PciFunction], who: str
 
 def collect_driver(src: Source, devices: Sequence[PciFunction], nvml=None) -> DriverFacts:
     """``nvml``: the waiter :func:`gdrcheck.collectors.nvml.begin_nvml` gave, when NVML was asked early."""
-    from gdrcheck.collectors.nvidia_smi import collect_nvidia_smi, rows_to_gpus
     from gdrcheck.collectors.nvml import collect_nvml
+    from gdrcheck.collectors.pastes.nvidia_smi import collect_nvidia_smi, rows_to_gpus
 
     nv = nvml() if nvml is not None else collect_nvml(src)
     facts = DriverFacts(statuses=[nv.status])

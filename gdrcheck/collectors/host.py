@@ -11,13 +11,18 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from gdrcheck.collectors.host_iommu import iommu_facts
 from gdrcheck.collectors.host_kernel import kernel_facts
-from gdrcheck.collectors.host_nccl import (nccl_conf_fact, nccl_env_fact, nccl_topo_file_fact,
-                                             nccl_versions_fact, rdma_port_rates_fact)
+from gdrcheck.collectors.host_nccl import (
+    nccl_conf_fact,
+    nccl_env_fact,
+    nccl_topo_file_fact,
+    nccl_versions_fact,
+    rdma_port_rates_fact,
+)
 from gdrcheck.collectors.host_nvidia import nvidia_facts
 from gdrcheck.collectors.host_peermem import dmabuf_fact, peermem_fact
 from gdrcheck.collectors.host_util import HostCtx
+from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, Fact, PciFunction, unknown
-from gdrcheck.source import Source
 
 # Every key collect_host returns, in a stable order (rules are written against these names).
 HOST_FACT_KEYS = (

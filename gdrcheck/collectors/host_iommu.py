@@ -1,4 +1,4 @@
-"""IOMMU state, host-wide and per device (``kernel.md`` §5.1-5.4)."""
+"""IOMMU state, host-wide and per device (Documentation/ABI/testing/sysfs-kernel-iommu_groups, drivers/iommu/)."""
 
 from __future__ import annotations
 

@@ -54,7 +54,8 @@ def _unquote(text: str) -> str:
 
 def _acs_cmdline(ctx: HostCtx) -> Fact:
     """``pci=disable_acs_redir=``, ``pci=config_acs=`` (``;``-separated specs) and the
-    out-of-tree ``pcie_acs_override=`` (``kernel.md`` §1.8)."""
+    out-of-tree ``pcie_acs_override=`` (a patch some distribution kernels carry; the in-tree
+    parameters are in Documentation/admin-guide/kernel-parameters.txt)."""
     if ctx.cmdline is None:
         return failed(ctx.src, "/proc/cmdline")
     out: Dict[str, List[str]] = {"disable_acs_redir": [], "config_acs": [], "pcie_acs_override": []}

@@ -1,4 +1,4 @@
-"""Effective NCCL settings that gdrcheck honours, and where each came from (``nccl.md`` §9.4, §11).
+"""Effective NCCL settings that gdrcheck honours, and where each came from (``docs/nccl.md``, "Settings").
 
 NCCL applies its settings files with ``setenv(..., overwrite=0)``: the real
 environment wins, then ``NCCL_CONF_FILE`` (or ``~/.nccl.conf``), then
@@ -101,7 +101,7 @@ def nccl_env_fact(ctx: HostCtx) -> Fact:
 
 
 # ---------------------------------------------------------------------------
-# raw settings layers, so that each NCCL version's own file rules can be applied (gdrcheck.nccl.settings)
+# raw settings layers, so that each NCCL version's own file rules can be applied (gdrcheck.rules.nccl.settings)
 
 TOPO_DEFAULT = "/var/run/nvidia-topologyd/virtualTopology.xml"  # v2.30.7 src/graph/topo.cc:1774-1781
 CONF_LIMIT = 1 << 20

@@ -1,9 +1,10 @@
 """Peer-memory registration paths for GPUDirect RDMA: peermem modules and DMA-BUF.
 
 NCCL's own test is existence of a few files, which changed between versions
-(``nccl.md`` §7.2); every one of them is recorded so rules can judge per version.
+(``docs/nccl.md``, "GPU-NIC GPUDirect RDMA"); every one of them is recorded so rules can judge per version.
 DMA-BUF cannot be probed without rdma-core bindings, so its inputs are reported
-as an approximation (``kernel.md`` §6.5).
+as an approximation (the kernel's DMA-BUF importer is ``ib_umem_dmabuf_get()``,
+drivers/infiniband/core/umem_dmabuf.c).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from gdrcheck.io.source import Source
 from gdrcheck.model import Fact, PciFunction, unknown
-from gdrcheck.source import Source
 
 PROC_MODULES = "/proc/modules"
 SYS_MODULE = "/sys/module"

@@ -12,8 +12,8 @@ import json
 from typing import Dict, Sequence
 
 from gdrcheck.collectors.clip import clip_name
+from gdrcheck.io.source import Source
 from gdrcheck.model import PciFunction
-from gdrcheck.source import Source
 
 NAMES_FILE = "/gdrcheck/names.json"
 

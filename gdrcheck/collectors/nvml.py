@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
+from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, NvLink, bdf_key, frozen_map, norm_bdf
-from gdrcheck.source import Source
 
 NVML_FILE = "/gdrcheck/nvml.json"
 RECORD_VERSION = 1
@@ -357,7 +357,7 @@ def _live_record(full: bool = True) -> Dict[str, Any]:
 def begin_nvml(src: Source) -> Callable[[], NvmlFacts]:
     """Start asking NVML now, in a thread (its calls release the GIL, so the driver answers while
     sysfs is read); the returned function waits (within the run's deadline) and gives the facts."""
-    from gdrcheck.deadline import Deadline
+    from gdrcheck.io.deadline import Deadline
 
     dl = src.deadline if src.deadline is not None else Deadline(None)
     wait = dl.begin("nvml", lambda: _live_record(full=src.recording))
@@ -440,8 +440,8 @@ def _gpu(g: Dict[str, Any], bdf: str) -> DriverGpu:
     procs = []
     for p in g.get("processes") or ():
         if isinstance(p, dict) and _int(p.get("pid")) is not None:
-            procs.append(GpuProcess(pid=p["pid"], name=clip_name(p.get("name") if isinstance(p.get("name"), str) else None),
-                                    user=clip_name(p.get("user") if isinstance(p.get("user"), str) else None),
+            name, user = (p.get(k) if isinstance(p.get(k), str) else None for k in ("name", "user"))
+            procs.append(GpuProcess(pid=p["pid"], name=clip_name(name), user=clip_name(user),
                                     used_memory_bytes=_int(p.get("used_memory"))))
     extra: Dict[str, Any] = {}
     if _errs(g.get("errors")):

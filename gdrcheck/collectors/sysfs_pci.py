@@ -2,7 +2,7 @@
 
 Each ``/sys/bus/pci/devices/<bdf>`` link resolves to ``/sys/devices/pciDDDD:BB/...``;
 the path's components are the chain of bridges above the function, so one pass
-over the directory gives the whole tree (``kernel.md`` §3.1).
+over the directory gives the whole tree (Documentation/ABI/testing/sysfs-bus-pci in the kernel tree).
 
 Two things the listing does not always hold, read the way hwloc reads them:
 
@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
+from gdrcheck.io.source import Source
 from gdrcheck.model import Bar, CollectorStatus, Link, PciFunction, is_bdf, norm_bdf
-from gdrcheck.source import Source
 
 DEVICES = "/sys/bus/pci/devices"
 _ROOT_RE = re.compile(r"^pci([0-9a-f]{4,}):([0-9a-f]{2})$")
@@ -222,21 +222,9 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
         parent, hops = _listed_parent(chain, listed)
         if hops:
             unlisted.setdefault((hops, parent), []).append(bdf)
-        numa_text = src.read_line(f"{base}/numa_node")
-        numa = parse_int(numa_text)
-        cpulist = src.read_line(f"{base}/local_cpulist")
-        said_numa = numa_text is not None and numa is not None
-        if numa is not None and numa < 0:
-            numa = None
-        if numa_text is None:
-            # no numa_node file: the node whose CPUs are this function's local CPUs (as hwloc does)
-            cpus = parse_cpumask(src.read_line(f"{base}/local_cpus"))
-            if cpus is None:
-                cpus = parse_cpulist(cpulist)
-            numa = node_cpus.node_of(cpus)
-            said_numa = cpus is not None and bool(node_cpus.nodes())
-            if numa is not None:
-                from_cpus.append((bdf, numa))
+        numa, said_numa, cpulist, by_cpus = _numa(src, base, node_cpus)
+        if by_cpus:
+            from_cpus.append((bdf, numa))
         config = (src.read_bytes(f"{base}/config", 4096)
                   if _wants_config(classes.get(name), endpoint_config, has_nvme) else None)
         if config is not None and len(config) < 256:
@@ -248,37 +236,8 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
             said.setdefault(root_label, []).append((parent is None, bdf, numa))
         else:
             said.setdefault(root_label, [])
-        dev = PciFunction(
-            bdf=bdf,
-            root=root_label,
-            parent=parent,
-            unlisted_upstream=hops,
-            class_code=classes.get(name),
-            vendor=parse_int(src.read_line(f"{base}/vendor"), 16),
-            device=parse_int(src.read_line(f"{base}/device"), 16),
-            subsys_vendor=parse_int(src.read_line(f"{base}/subsystem_vendor"), 16),
-            subsys_device=parse_int(src.read_line(f"{base}/subsystem_device"), 16),
-            revision=parse_int(src.read_line(f"{base}/revision"), 16),
-            numa_node=numa,
-            local_cpulist=cpulist,
-            bars=parse_resource(src.read_text(f"{base}/resource")),
-            link=Link(
-                cur_speed=parse_speed(src.read_line(f"{base}/current_link_speed")),
-                cur_width=parse_int(src.read_line(f"{base}/current_link_width")) or None,
-                max_speed=parse_speed(src.read_line(f"{base}/max_link_speed")),
-                max_width=parse_int(src.read_line(f"{base}/max_link_width")) or None,
-            ),
-            driver=src.link_name(f"{base}/driver"),
-            iommu_group=src.link_name(f"{base}/iommu_group"),
-            physfn=norm_bdf(physfn.rsplit("/", 1)[-1]) if physfn and is_bdf(physfn.rsplit("/", 1)[-1]) else None,
-            secondary_bus=parse_int(src.read_line(f"{base}/secondary_bus_number")),
-            subordinate_bus=parse_int(src.read_line(f"{base}/subordinate_bus_number")),
-            config=config,
-            netdevs=tuple(sorted(netdevs.get(bdf, ()))),
-            rdma_devices=tuple(sorted(rdma.get(bdf, ()))),
-            nvme_names=tuple(sorted(nvme.get(bdf, ()))),
-        )
-        devices.append(dev)
+        devices.append(_function(src, base, bdf, root_label, parent, hops, classes.get(name), numa, cpulist,
+                                 config, physfn, (netdevs, rdma, nvme)))
     root_numa = {r: _root_node(s) for r, s in said.items()}
     devices = _number_gpus(devices)
     detail = f"{len(devices)} functions"
@@ -286,6 +245,60 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
         detail += f"; config space past 64 bytes unreadable for {short_config} (not root)"
     return (tuple(devices), root_numa, CollectorStatus("sysfs-pci", "ok", detail),
             _notes(unlisted, from_cpus))
+
+def _numa(src: Source, base: str, node_cpus: "_NodeCpus") -> Tuple[Optional[int], bool, Optional[str], bool]:
+    """A function's NUMA node, whether sysfs said one, its ``local_cpulist``, and whether the node was
+    taken from its local CPUs (no ``numa_node`` file: the node those CPUs belong to, as hwloc does)."""
+    numa_text = src.read_line(f"{base}/numa_node")
+    numa = parse_int(numa_text)
+    cpulist = src.read_line(f"{base}/local_cpulist")
+    said_numa = numa_text is not None and numa is not None
+    if numa is not None and numa < 0:
+        numa = None
+    if numa_text is not None:
+        return numa, said_numa, cpulist, False
+    cpus = parse_cpumask(src.read_line(f"{base}/local_cpus"))
+    if cpus is None:
+        cpus = parse_cpulist(cpulist)
+    numa = node_cpus.node_of(cpus)
+    return numa, cpus is not None and bool(node_cpus.nodes()), cpulist, numa is not None
+
+
+def _function(src: Source, base: str, bdf: str, root_label: str, parent: Optional[str],
+              hops: Tuple[str, ...], class_code: Optional[int], numa: Optional[int], cpulist: Optional[str],
+              config: Optional[bytes], physfn: Optional[str], links) -> PciFunction:
+    """One function's facts from its sysfs directory (``links``: the net, infiniband and nvme class links)."""
+    netdevs, rdma, nvme = links
+    return PciFunction(
+        bdf=bdf,
+        root=root_label,
+        parent=parent,
+        unlisted_upstream=hops,
+        class_code=class_code,
+        vendor=parse_int(src.read_line(f"{base}/vendor"), 16),
+        device=parse_int(src.read_line(f"{base}/device"), 16),
+        subsys_vendor=parse_int(src.read_line(f"{base}/subsystem_vendor"), 16),
+        subsys_device=parse_int(src.read_line(f"{base}/subsystem_device"), 16),
+        revision=parse_int(src.read_line(f"{base}/revision"), 16),
+        numa_node=numa,
+        local_cpulist=cpulist,
+        bars=parse_resource(src.read_text(f"{base}/resource")),
+        link=Link(
+            cur_speed=parse_speed(src.read_line(f"{base}/current_link_speed")),
+            cur_width=parse_int(src.read_line(f"{base}/current_link_width")) or None,
+            max_speed=parse_speed(src.read_line(f"{base}/max_link_speed")),
+            max_width=parse_int(src.read_line(f"{base}/max_link_width")) or None,
+        ),
+        driver=src.link_name(f"{base}/driver"),
+        iommu_group=src.link_name(f"{base}/iommu_group"),
+        physfn=norm_bdf(physfn.rsplit("/", 1)[-1]) if physfn and is_bdf(physfn.rsplit("/", 1)[-1]) else None,
+        secondary_bus=parse_int(src.read_line(f"{base}/secondary_bus_number")),
+        subordinate_bus=parse_int(src.read_line(f"{base}/subordinate_bus_number")),
+        config=config,
+        netdevs=tuple(sorted(netdevs.get(bdf, ()))),
+        rdma_devices=tuple(sorted(rdma.get(bdf, ()))),
+        nvme_names=tuple(sorted(nvme.get(bdf, ()))),
+    )
 
 
 def _listed_parent(chain: List[str], listed: set) -> Tuple[Optional[str], Tuple[str, ...]]:
@@ -344,9 +357,8 @@ def _number_gpus(devices: List[PciFunction]) -> List[PciFunction]:
     """nvidia-smi numbers NVIDIA GPUs in PCI bus order (its default)."""
     from dataclasses import replace
 
-    from gdrcheck.kinds import is_nvidia_gpu
-    from gdrcheck.model import bdf_key
+    from gdrcheck.model import bus_order
+    from gdrcheck.pcie.kinds import is_nvidia_gpu
 
-    gpus = sorted((d.bdf for d in devices if is_nvidia_gpu(d)), key=bdf_key)
-    index = {b: i for i, b in enumerate(gpus)}
+    index = bus_order(d.bdf for d in devices if is_nvidia_gpu(d))
     return [replace(d, gpu_index=index[d.bdf]) if d.bdf in index else d for d in devices]

@@ -30,7 +30,7 @@ def summarize_command(paths: Sequence[str], expect: Optional[str], reference: Op
             raise InputError(f"--expect: {e}") from None
     ref_doc = reader.read_reference(reference) if reference else None
     if output:
-        from gdrcheck.output import check_target
+        from gdrcheck.io.output import check_target
 
         check_target(output)
     fleet = Fleet()
@@ -49,7 +49,7 @@ def summarize_command(paths: Sequence[str], expect: Optional[str], reference: Op
         from gdrcheck.fleet import render
 
         text = render.render_md(doc) if fmt == "md" else render.render_text(doc)
-    from gdrcheck.output import deliver
+    from gdrcheck.io.output import deliver
 
     deliver(text, output)
     return doc["exit_status"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from itertools import product
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 # names ClusterShell's parser reads as plain node names (no operators, groups or brackets)
 _SAFE = re.compile(r"^[A-Za-z0-9._+-]+$")
@@ -184,9 +184,3 @@ def _expand_ranges(body: str, term: str) -> List[str]:
         out.extend(f"{i:0{pad}d}" for i in range(lo, hi + 1, step))
     return out
 
-
-def count_text(names: Optional[Iterable[str]]) -> str:
-    """``"3 nodes gpu[1-3]"``: count and folded set, for one line of text."""
-    names = sorted(set(names or ()))
-    n = len(names)
-    return f"{n} node{'s' if n != 1 else ''}" + (f" {fold(names)}" if names else "")

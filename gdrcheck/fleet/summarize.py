@@ -14,7 +14,7 @@ from gdrcheck.fleet.nodeset import fold
 from gdrcheck.fleet.reader import Item
 from gdrcheck.status import SEVERITIES, SEVERITY_RANK, STATUS_OF_EXIT, STATUSES, node_status
 
-FORMAT_VERSION = "1.0"
+FLEET_FORMAT_VERSION = "1.0"  # the fleet document's own version (fleet.schema.json)
 NO_FINGERPRINT = "no fingerprint in the report (made by an older gdrcheck?)"
 TIMED_OUT = "timed out"
 
@@ -154,7 +154,7 @@ class Fleet:
         else:
             code = 0
         return {
-            "format_version": FORMAT_VERSION,
+            "format_version": FLEET_FORMAT_VERSION,
             "document": "fleet",
             "gdrcheck_version": __version__,
             "status": STATUS_OF_EXIT[code],

@@ -176,7 +176,7 @@ def check_host_bandwidth(cu: Cuda, params: Dict[str, Any]) -> Dict[str, Any]:
         cu.call("cuCtxSynchronize")
         h2d = lambda: cu.call("cuMemcpyHtoDAsync_v2", d, src, n, s)  # noqa: E731
         d2h = lambda: cu.call("cuMemcpyDtoHAsync_v2", back, d, n, s)  # noqa: E731
-        from gdrcheck.probe.worker import stage
+        from gdrcheck.probe.stages import stage
 
         stage(f"host copies of {n >> 20} MiB on {params['gpu']}")
         h2d()  # warm-up; also the data that is verified below
@@ -249,7 +249,7 @@ def check_p2p(cu: Cuda, params: Dict[str, Any], harmless_only: bool = False) -> 
         cu.set_current(ca)
         fill_pattern(host, n, seed=7)
         cu.call("cuMemcpyHtoD_v2", src, host, n)
-        from gdrcheck.probe.worker import stage
+        from gdrcheck.probe.stages import stage
 
         stage(f"peer copies {a_bdf} -> {b_bdf}")
         for size, key in ((SMALL_BYTES, "small_verified"), (n, "verified")):

@@ -1,4 +1,4 @@
-"""The ``probe`` document (contract: ``interface.md``, section "gdrcheck probe") and its exit status."""
+"""The ``probe`` document (schema: ``gdrcheck/schemas/probe.schema.json``) and its exit status."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def compare_across_gpus(checks: List[Dict[str, Any]]) -> None:
 
 def probe_doc(report, plan: Plan, results: Optional[List[Dict[str, Any]]], dry_run: bool,
               fail_on: str = "error", elapsed_s: Optional[float] = None) -> Dict[str, Any]:
-    from gdrcheck.report_topology import header_doc
+    from gdrcheck.documents.topology import header_doc
     from gdrcheck.rules.probe_rules import probe_findings
 
     doc = header_doc(report.snap)
@@ -87,7 +87,7 @@ def exit_code(doc: Dict[str, Any], fail_on: str = "error") -> int:
 
 
 def summary_line(doc: Dict[str, Any], fail_on: str = "error") -> str:
-    from gdrcheck.report_pairs import _fit
+    from gdrcheck.documents.pairs import _fit
     from gdrcheck.rules import by_code
 
     st = doc["summary"]["statuses"]

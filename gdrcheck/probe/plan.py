@@ -137,7 +137,7 @@ def _pair_pred(report, a: str, b: str, key: str) -> Dict[str, Any]:
     p = next((x for x in report.pairs if (x.a, x.b) in ((a, b), (b, a))), None)
     if p is None:
         return {}
-    from gdrcheck.report_pairs import nccl_decision
+    from gdrcheck.documents.pairs import nccl_decision
     from gdrcheck.rules.base import Context
     from gdrcheck.rules.peermem import nic_gdr
 

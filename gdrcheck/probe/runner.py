@@ -19,6 +19,8 @@ import time
 from typing import Any, Dict, Optional
 
 import gdrcheck
+from gdrcheck.probe.stages import PREFIX as STAGE_PREFIX
+from gdrcheck.probe.stages import stages_of
 
 KILL_WAIT_S = 5.0
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(gdrcheck.__file__)))
@@ -36,7 +38,7 @@ def worker_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
 
 
 def _stages(err: str) -> list:
-    return [ln[7:] for ln in err.splitlines() if ln.startswith("stage: ")]
+    return stages_of(err)
 
 
 def run_step(step: Dict[str, Any], deadline_s: float, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
@@ -69,7 +71,7 @@ def run_step(step: Dict[str, Any], deadline_s: float, env: Optional[Dict[str, st
     if not isinstance(result, dict):
         why = f"worker ended with status {p.returncode}" if p.returncode >= 0 else \
             f"worker killed by signal {signal.Signals(-p.returncode).name}"
-        tail = [ln for ln in errtext.splitlines() if ln.strip() and not ln.startswith("stage: ")][-3:]
+        tail = [ln for ln in errtext.splitlines() if ln.strip() and not ln.startswith(STAGE_PREFIX)][-3:]
         return {"status": "fail", "measured": {}, "evidence": {"error": why, "stages": _stages(errtext)[-3:],
                                                                "stderr": tail},
                 "elapsed_s": round(time.monotonic() - t0, 3)}

@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
+from gdrcheck.probe.stages import stage
+
 
 def parse_cpulist(text: Optional[str]) -> List[int]:
     """``0-3,8,10-11`` (sysfs local_cpulist) -> CPU numbers."""
@@ -43,11 +45,6 @@ def pin(cpulist: Optional[str]) -> Optional[str]:
     except OSError:
         return None
     return cpulist
-
-
-def stage(text: str) -> None:
-    sys.stderr.write(f"stage: {text}\n")
-    sys.stderr.flush()
 
 
 def run(step: Dict[str, Any]) -> Dict[str, Any]:

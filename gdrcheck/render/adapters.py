@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from gdrcheck.status import EXIT_OF_STATUS as CONTRACT
-from gdrcheck.status import STATUS_WORDS
+from gdrcheck.status import NPD_EXIT_OF_STATUS, STATUS_WORDS
 
 
 def nhc(doc: Dict[str, Any]) -> Tuple[str, int]:
@@ -27,7 +27,7 @@ def nhc(doc: Dict[str, Any]) -> Tuple[str, int]:
 
 
 def npd(doc: Dict[str, Any]) -> Tuple[str, int]:
-    code = {0: 0, 1: 1, 3: 2}[CONTRACT[doc["status"]]]
+    code = NPD_EXIT_OF_STATUS[doc["status"]]
     return doc["summary_line"] + "\n", code
 
 
@@ -48,7 +48,7 @@ def nagios(doc: Dict[str, Any]) -> Tuple[str, int]:
         state, code = "OK", 0
     headline = doc["summary_line"]
     if state == "WARNING" and doc["status"] == "pass":
-        headline = _headline([f for f in doc["findings"] if f["severity"] == "warning"])
+        headline = _headline([f for f in doc["findings"] if f["severity"] == "warning"], doc.get("rules") or {})
     c = _counts(doc)
     perf = (f"pairs={len(doc['pairs'])};;;0 ok={c['ok']};;;0 degraded={c['degraded']};;;0 fail={c['fail']};;;0 "
             f"unknown={c['unknown']};;;0 errors={sev['error']};;;0 warnings={sev['warning']};;;0")
@@ -58,14 +58,14 @@ def nagios(doc: Dict[str, Any]) -> Tuple[str, int]:
     return "\n".join(lines) + "\n", code
 
 
-def _headline(findings: List[Dict[str, Any]]) -> str:
-    """Code first, like the summary line: the first finding's code, rule name and subject (+N more)."""
-    from gdrcheck.report_pairs import _fit
-    from gdrcheck.rules import by_code
+def _headline(findings: List[Dict[str, Any]], rules: Dict[str, Any]) -> str:
+    """Code first, like the summary line: the first finding's code, rule name (from the document's
+    ``rules``) and subject (+N more)."""
+    from gdrcheck.documents.pairs import _fit
 
     first = sorted(findings, key=lambda f: f["code"])[0]
-    rule = by_code().get(first["code"])
-    head = f"{first['code']} {rule.name if rule else first['severity']}"
+    name = (rules.get(first["code"]) or {}).get("name")
+    head = f"{first['code']} {name or first['severity']}"
     if first["subject"] and first["subject"][0] not in ("host", "gdrcheck"):
         head += " " + first["subject"][0]
     return _fit(head, f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
@@ -73,7 +73,7 @@ def _headline(findings: List[Dict[str, Any]]) -> str:
 
 def usage_line(fmt: str, message: str) -> str:
     """What an engine reads when gdrcheck could not run (bad usage, unreadable input): one line."""
-    from gdrcheck.report_pairs import _fit
+    from gdrcheck.documents.pairs import _fit
 
     if fmt == "nagios":
         return "GDRCHECK UNKNOWN - " + _fit("gdrcheck error: " + message) + "\n"

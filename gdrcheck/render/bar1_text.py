@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from gdrcheck.rebar import size_range_text
-from gdrcheck.render.console import human_bytes
 from gdrcheck.render.layout import blank, grid, put
+from gdrcheck.units import human_bytes, size_range_text
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 COLLECTORS = ("nvml", "nvidia-smi", "driver-gpus", "sysfs-pci")

@@ -44,17 +44,8 @@ def make_console(stderr: bool = False, to_file: bool = False):
 
 
 def _reader_gone(console) -> None:
-    from gdrcheck.output import stdout_closed
+    from gdrcheck.io.output import stdout_closed
 
     console.quiet = True
     stdout_closed()
 
-
-def human_bytes(n) -> str:
-    if n is None:
-        return "?"
-    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift:
-            v = n / (1 << shift)
-            return f"{v:.0f} {unit}" if v == int(v) or v >= 100 else f"{v:.1f} {unit}"
-    return f"{n} B"

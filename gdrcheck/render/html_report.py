@@ -13,7 +13,7 @@ from html import escape
 from typing import Any, Dict, Iterable, List, Optional
 
 from gdrcheck.render import tree_model as tm
-from gdrcheck.render.console import human_bytes
+from gdrcheck.units import human_bytes
 
 MAX_COLS = 12  # matrix columns per block: fits the A4 text width
 MAX_COLS_WIDE = 8  # when a cell names several candidate classes (NODE/SYS?)
@@ -135,7 +135,8 @@ def _summary(topology, pairs) -> str:
         ("Virtual machine", _fact_cell(facts, "virtual", _yes_no)),
         ("NUMA nodes", _fact_cell(facts, "numa_nodes", lambda v: ", ".join(map(str, v)) or "none")),
         ("Devices", f"{kinds.get('gpu', 0)} GPU, {kinds.get('nic', 0)} NIC, {kinds.get('nvme', 0)} NVMe; "
-                    f"{len(topology.get('devices') or [])} PCI functions on {_n(len(topology.get('roots') or []), 'root bus', 'root buses')}"),
+                    f"{len(topology.get('devices') or [])} PCI functions on "
+                    f"{_n(len(topology.get('roots') or []), 'root bus', 'root buses')}"),
         ("NCCL rules", escape(f"{n.get('version', '?')}: GDR level {n.get('gdr_level', '?')}, "
                               f"P2P level {n.get('p2p_level', '?')}") if n else "not known"),
         ("Pairs", f"{s.get('pairs', 0)}" + (f": {verdicts}" if verdicts else "")),
@@ -304,7 +305,8 @@ def _findings(pairs, bar1, rules: Dict[str, Dict[str, Any]]) -> str:
         origin = ORIGIN.get(rule.get("origin"), "")
         msgs = "".join(f"<li>{escape(f['message'])}</li>" for f in items[:MAX_MESSAGES])
         if len(items) > MAX_MESSAGES:
-            msgs += f"<li class=\"muted\">and {len(items) - MAX_MESSAGES} more (<code>gdrcheck pairs --json</code>)</li>"
+            msgs += (f"<li class=\"muted\">and {len(items) - MAX_MESSAGES} more "
+                     "(<code>gdrcheck pairs --json</code>)</li>")
         settle = next((f["settle"] for f in items if f.get("settle")), "")
         out.append(
             f'<div class="finding s-{escape(sev)}"><h3><span class="sev">{escape(sev.upper())}</span> '
@@ -326,7 +328,8 @@ def _notes(topology, pairs, bar1) -> str:
     for doc in (topology, pairs, bar1):
         for c in doc.get("collectors") or []:
             if c.get("status") != "ok":
-                text = f"{c['name']}: {c['status']}: {c.get('detail', '')}" + (f" ({c['hint']})" if c.get("hint") else "")
+                text = (f"{c['name']}: {c['status']}: {c.get('detail', '')}"
+                        + (f" ({c['hint']})" if c.get("hint") else ""))
                 if text not in seen:
                     seen.add(text)
                     lines.append(text)

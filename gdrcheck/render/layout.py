@@ -27,7 +27,8 @@ def wrap(line, width: int, hang: Optional[int] = None) -> list:
     """``line`` (str or rich Text) broken at spaces into lines of at most ``width`` characters.
 
     Continuation lines are indented by ``hang`` spaces (default: the line's own leading
-    indent). Fields (two spaces apart) are kept together where the room allows. A word longer than the room is kept whole on a line of its own.
+    indent). Fields (two spaces apart) are kept together where the room allows. A word longer
+    than the room is kept whole on a line of its own.
     """
     text = _text(line)
     plain = text.plain

@@ -163,6 +163,7 @@ def _render_summary(doc, console) -> None:
     put(console, line)
     for c in doc.get("collectors", []):
         if c["status"] != "ok":
-            put(console, f"note: {c['name']}: {c['status']}: {c['detail']}" + (f" ({c['hint']})" if c.get("hint") else ""), 6)
+            hint = f" ({c['hint']})" if c.get("hint") else ""
+            put(console, f"note: {c['name']}: {c['status']}: {c['detail']}{hint}", 6)
     for n in doc.get("notes", []):
         put(console, f"note: {n}", 6)

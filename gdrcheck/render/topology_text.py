@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List
 
-from gdrcheck.render.console import human_bytes
+from gdrcheck.pcie.topology import Topology
 from gdrcheck.render.layout import put, wrap
-from gdrcheck.topology import Topology
+from gdrcheck.units import human_bytes, speed_text
 
 INTERESTING = ("gpu", "nic", "nvme", "nvswitch")
 LABEL = {
@@ -18,19 +18,16 @@ STYLE = {"gpu": "bold green", "nic": "bold cyan", "nvme": "bold magenta", "nvswi
          "switch_upstream": "bold"}
 
 
-def _speed(v: Optional[float]) -> str:
-    return f"{v:g}GT/s" if v is not None else "?"
-
 
 def _link_text(topo: Topology, bdf: str) -> str:
     link = topo.by_bdf[bdf].link
     if link.cur_speed is None and link.cur_width is None and link.max_speed is None:
         return ""
-    cur = f"{_speed(link.cur_speed)} x{link.cur_width or '?'}"
+    cur = f"{speed_text(link.cur_speed)} x{link.cur_width or '?'}"
     low = ((link.cur_width and link.max_width and link.cur_width < link.max_width)
            or (link.cur_speed and link.max_speed and link.cur_speed < link.max_speed))
     if low:
-        return f"{cur} (max {_speed(link.max_speed)} x{link.max_width or '?'}) [below max]"
+        return f"{cur} (max {speed_text(link.max_speed)} x{link.max_width or '?'}) [below max]"
     return cur
 
 

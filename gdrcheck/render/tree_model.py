@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from gdrcheck.units import speed_text
+
 INTERESTING = ("gpu", "nic", "nvme", "nvswitch")
 KIND_LABEL = {
     "root_port": "Root port", "switch_upstream": "Switch", "switch_downstream": "Downstream port",
@@ -136,10 +138,8 @@ def device_names(doc: Dict[str, Any]) -> Dict[str, str]:
 
 
 def _speed(v) -> str:
-    if v is None:
-        return "?"
-    g = GEN.get(float(v))
-    return f"Gen{g}" if g else f"{v:g}GT/s"
+    g = GEN.get(float(v)) if v is not None else None
+    return f"Gen{g}" if g else speed_text(v)
 
 
 def link_text(dev: Dict[str, Any]) -> Tuple[str, bool]:

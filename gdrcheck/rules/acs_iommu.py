@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Tuple
 
-from gdrcheck.acs import AcsState, format_acs, parse_acs, redirects
+from gdrcheck.pcie.acs import AcsState, format_acs, redirects
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import label, value
 
@@ -19,9 +19,9 @@ ACS_REDIRECT = Rule(
     "`pci=disable_acs_redir=<bdf>;<bdf>` (Linux 5.x+) or `pci=config_acs=` (6.11+); for a test, "
     "`setpci -s <bdf> ECAP_ACS+0x6.w=0000` (until reboot). Bare metal only: in a VM host ACS isolates guests.",
     pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"),
-    vm_remediation="In a virtual machine the bridges the guest sees are emulated: ACS and ATS must be set on the host (ACS "
-                   "redirect off or ATS with ACS direct translation on the physical switch ports) by its administrator or "
-                   "the cloud provider; setpci inside the guest changes nothing that matters.")
+    vm_remediation="In a virtual machine the bridges the guest sees are emulated: ACS and ATS must be set on the "
+                   "host (ACS redirect off or ATS with ACS direct translation on the physical switch ports) by its "
+                   "administrator or the cloud provider; setpci inside the guest changes nothing that matters.")
 ACS_UNKNOWN = Rule(
     "GDR041", "acs-state-unknown", "info", "pair",
     "ACS on the path's bridges could not be read",
@@ -41,8 +41,8 @@ IOMMU_TRANSLATING = Rule(
     "`update-grub` (or `grub2-mkconfig -o /boot/grub2/grub.cfg`) and reboot; check `cat /proc/cmdline` and "
     "`cat /sys/kernel/iommu_groups/*/type` (identity = pass-through).",
     origin="nvidia-docs", pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"),
-    vm_remediation="In a virtual machine: remove the virtual IOMMU from the VM definition (or boot the guest with iommu=pt); "
-                   "the host's IOMMU is the provider's to set up for peer traffic.")
+    vm_remediation="In a virtual machine: remove the virtual IOMMU from the VM definition (or boot the guest with "
+                   "iommu=pt); the host's IOMMU is the provider's to set up for peer traffic.")
 IOMMU_UNKNOWN = Rule(
     "GDR043", "iommu-state-unknown", "info", "pair",
     "The IOMMU mode of the pair's devices is not known",
@@ -55,7 +55,7 @@ IOMMU_UNKNOWN = Rule(
 def _acs_map(ctx: Context) -> Dict[str, AcsState]:
     cache = ctx.__dict__.get("_acs")
     if cache is None:
-        cache = {b: parse_acs(d.config) for b, d in ctx.topo.by_bdf.items() if ctx.topo.kind[b] != "gpu"
+        cache = {b: ctx.topo.acs(b) for b, d in ctx.topo.by_bdf.items() if ctx.topo.kind[b] != "gpu"
                  and d.is_bridge}
         ctx.__dict__["_acs"] = cache
     return cache

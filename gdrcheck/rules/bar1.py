@@ -12,11 +12,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from gdrcheck.kinds import NVIDIA
 from gdrcheck.model import DriverGpu, PciFunction, bdf_key
-from gdrcheck.rebar import size_range_text, sysfs_bar1
-from gdrcheck.render.console import human_bytes
+from gdrcheck.pcie.kinds import NVIDIA
+from gdrcheck.pcie.rebar import sysfs_bar1
 from gdrcheck.rules.base import Context, Finding, Rule
+from gdrcheck.units import human_bytes, size_range_text
 
 BIOS = ("in the system BIOS/UEFI set 'Above 4G Decoding' to Enabled and 'Re-Size BAR Support' (also called "
         "'Resizable BAR' or 'Smart Access Memory') to Enabled, boot in UEFI mode (CSM off), and on servers give "
@@ -99,7 +99,7 @@ class GpuBar1:
     bdf: str
     dev: Optional[PciFunction]
     drv: Optional[DriverGpu]
-    bus: Dict[str, Any] = field(default_factory=dict)  # keys of gdrcheck.rebar.sysfs_bar1
+    bus: Dict[str, Any] = field(default_factory=dict)  # keys of gdrcheck.pcie.rebar.sysfs_bar1
 
     @property
     def index(self) -> Optional[int]:

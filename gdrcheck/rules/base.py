@@ -110,10 +110,10 @@ class Context:
     """What every check sees: the snapshot, its topology, the pairs and the options."""
 
     snap: Any  # gdrcheck.model.Snapshot
-    topo: Any  # gdrcheck.topology.Topology
+    topo: Any  # gdrcheck.pcie.topology.Topology
     pairs: Tuple[PairInfo, ...]
     options: Options = Options()
-    nccl: Any = None  # gdrcheck.nccl.NcclSettings in force
+    nccl: Any = None  # gdrcheck.rules.nccl.NcclSettings in force
     nccl_view: Mapping[Tuple[str, str], Dict[str, Any]] = field(default_factory=dict)
 
     def pairs_of(self, *kinds: str) -> Tuple[PairInfo, ...]:

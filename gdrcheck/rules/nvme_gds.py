@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, List, Tuple
 
-from gdrcheck.acs import device_chain, kernel_p2pdma_verdict, parse_acs, root_ids_from_devices
+from gdrcheck.pcie.p2pdma import device_chain, kernel_p2pdma_verdict, root_ids_from_devices
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import pair_label, value
 
@@ -43,7 +43,7 @@ GDS_UNKNOWN = Rule(
 
 def _verdicts(ctx: Context, pairs) -> List[Tuple[object, object]]:
     devices = ctx.snap.devices
-    acs = {d.bdf: parse_acs(d.config) for d in devices}
+    acs = {d.bdf: ctx.topo.acs(d.bdf) for d in devices}
     roots = root_ids_from_devices(devices)
     out = []
     for p in pairs:

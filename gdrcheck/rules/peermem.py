@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Tuple
 
-from gdrcheck import nccl
+from gdrcheck.rules import nccl
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import value
 

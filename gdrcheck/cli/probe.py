@@ -1,0 +1,77 @@
+"""``gdrcheck probe``: read the facts, plan, run the steps in workers, print, exit per the contract."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional, Sequence
+
+from gdrcheck.errors import InputError
+from gdrcheck.status import EXIT_UNKNOWN
+from gdrcheck.units import parse_size
+
+
+def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool, gds_path: Optional[str],
+              only: Sequence[str], step_timeout: Optional[float], fmt: str, redact: bool, fail_on: str,
+              output: Optional[str], nccl_version: Optional[str] = None, copy_size: Optional[str] = None) -> int:
+    import os
+
+    from gdrcheck.cli.run import RUN, emit, end_progress, load, progress_reporter, redacted
+    from gdrcheck.probe.doc import exit_code, probe_doc
+    from gdrcheck.probe.plan import build_plan
+    from gdrcheck.rules.base import Options
+    from gdrcheck.rules.engine import evaluate
+
+    if from_path is not None and not dry_run:
+        raise InputError("probe acts on the live node: --from is only for --dry-run (a plan from a snapshot)")
+    if gds_path is not None and not os.path.isdir(gds_path):
+        raise InputError(f"--gds-path {gds_path}: not a directory")
+    from gdrcheck.probe.plan import HOST_COPY_BYTES
+
+    copy_bytes = HOST_COPY_BYTES
+    if copy_size is not None:
+        copy_bytes = parse_size(copy_size)
+        if copy_bytes is None or not (1 << 20) <= copy_bytes <= (16 << 30):
+            raise InputError(f"--copy-size {copy_size!r}: a size between 1MiB and 16GiB (e.g. 64MiB)")
+    t0 = time.monotonic()
+    # reading the facts has the usual limit on a live node (a hung nvidia-smi is not waited for); the
+    # steps then have their own deadlines, so the run-wide watchdog stops once the facts are in
+    RUN.start(None, fmt, output, from_path)
+    report = evaluate(redacted(load(from_path), redact), Options(nccl_version=nccl_version))
+    if RUN.watchdog is not None and not RUN.watchdog.disarm():
+        return EXIT_UNKNOWN  # it has already spoken
+    RUN.watchdog = None
+    live_state = None
+    if from_path is None:
+        from gdrcheck.probe.nvml_state import NvmlState
+
+        nv = NvmlState()
+        try:
+            live_state = nv.busy_state()
+        finally:
+            nv.close()
+    plan = build_plan(report, risky=risky, force=force, gds_path=gds_path, live_state=live_state, only=only,
+                      copy_bytes=copy_bytes)
+    results = None
+    if not dry_run:
+        from gdrcheck.probe.runner import run_plan
+
+        progress = progress_reporter()
+        try:
+            results = run_plan(plan, step_timeout=step_timeout, progress=progress)
+        finally:
+            end_progress(progress)
+    doc = probe_doc(report, plan, results, dry_run, fail_on, elapsed_s=time.monotonic() - t0)
+
+    def text(d, console):
+        from gdrcheck.probe.text import render_probe
+
+        render_probe(d, console)
+
+    emit(doc, fmt, False, redact, text, output)
+    code = exit_code(doc, fail_on)
+    if code == EXIT_UNKNOWN:
+        import sys
+
+        sys.stderr.write(f"gdrcheck: {doc['summary_line']}\n")
+    return code
+

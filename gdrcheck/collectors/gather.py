@@ -1,0 +1,117 @@
+"""Run the collectors over one source and freeze what they found into a Snapshot."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Callable, Dict, List, Optional
+
+from gdrcheck.collectors.clip import HOST_NAME_MAX, clip_name
+from gdrcheck.io.source import Source
+from gdrcheck.model import CollectorStatus, Fact, Snapshot, frozen_map, unknown
+
+_NODE_RE = re.compile(r"^node(\d+)$")
+
+
+def _numa_nodes(src: Source) -> Fact:
+    nodes = sorted(int(m.group(1)) for n in src.listdir("/sys/devices/system/node")
+                   if (m := _NODE_RE.match(n)))
+    if not nodes:
+        return unknown("no /sys/devices/system/node", source="/sys/devices/system/node")
+    return Fact(nodes, source="/sys/devices/system/node")
+
+
+def _hostname(src: Source) -> Optional[str]:
+    if src.live and os.environ.get("NODE_NAME"):
+        return os.environ["NODE_NAME"]
+    if src.has_capture():
+        text = src.read_text("/gdrcheck/manifest.json")
+        try:
+            host = json.loads(text or "{}").get("host")
+        except ValueError:
+            host = None
+        if isinstance(host, str) and host:
+            return clip_name(host, HOST_NAME_MAX)
+    name = src.read_line("/proc/sys/kernel/hostname")
+    return clip_name(name, HOST_NAME_MAX) or None
+
+
+def _out_of_time(dl, what: str, statuses: List[CollectorStatus]) -> bool:
+    """True (and the collector marked not run) when the --timeout has run out before it starts."""
+    if dl is None or not dl.expired():
+        return False
+    dl.miss(what)
+    statuses.append(CollectorStatus(what, "unavailable", f"not read: the --timeout of {dl.seconds:g} s ran out",
+                                    "raise --timeout (a full run usually takes well under a second)"))
+    return True
+
+
+def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = True, want_names: bool = True,
+           progress: Optional[Callable[[str], None]] = None) -> Snapshot:
+    """All facts of one machine (live, a ``--from`` tree or an unpacked snapshot)."""
+    from gdrcheck.collectors.host import collect_host
+    from gdrcheck.collectors.sysfs_pci import collect_sysfs_pci
+
+    say = progress or (lambda _msg: None)
+    statuses: List[CollectorStatus] = []
+    pending_nvml = None
+    if want_driver and src.live:
+        from gdrcheck.collectors.nvml import begin_nvml
+
+        pending_nvml = begin_nvml(src)  # the driver answers while sysfs is read
+    say("reading PCI devices")
+    devices, root_numa, st, pci_notes = collect_sysfs_pci(src, endpoint_config=endpoint_config)
+    statuses.append(st)
+    if want_names:
+        from dataclasses import replace
+
+        from gdrcheck.collectors.names import collect_names
+
+        names = collect_names(src, devices)
+        if names:
+            devices = tuple(replace(d, name=names[d.bdf]) if d.bdf in names and not d.name else d for d in devices)
+    host: Dict[str, Fact] = {"numa_nodes": _numa_nodes(src)}
+    dl = src.deadline
+    if not _out_of_time(dl, "host", statuses):
+        say("reading kernel and driver state")
+        facts, host_statuses = collect_host(src, devices)
+        host.update(facts)
+        statuses.extend(host_statuses)
+    gpus = ()
+    nvlinks = ()
+    p2p = {}
+    shows_nvlink = False
+    if want_driver and not _out_of_time(dl, "nvml", statuses):
+        from gdrcheck.collectors.driver import collect_driver
+
+        say("asking the NVIDIA driver (NVML, nvidia-smi)")
+        drv = collect_driver(src, devices, nvml=pending_nvml)
+        gpus, nvlinks, p2p, shows_nvlink = drv.gpus, drv.nvlinks, drv.p2p_status, drv.shows_nvlink
+        statuses.extend(drv.statuses)
+        devices = drv.renumber(devices)
+    if src.live:
+        kind = "live"
+    elif src.has_capture():
+        kind = "snapshot"
+    else:
+        kind = "sysfs"
+    if dl is not None and dl.missed:
+        host["run_deadline"] = Fact({"seconds": dl.seconds, "missed": list(dl.missed)}, source="--timeout")
+    roots = tuple(sorted(set(root_numa) | {d.root for d in devices}))
+    return Snapshot(
+        input_kind=kind,
+        label=src.label,
+        devices=devices,
+        roots=roots,
+        root_numa=frozen_map(root_numa),
+        numa_known=True,
+        shows_nvlink=shows_nvlink,
+        nvlinks=tuple(nvlinks),
+        gpus=tuple(gpus),
+        p2p_status=frozen_map(p2p),
+        host=frozen_map(host),
+        collectors=tuple(statuses),
+        hostname=_hostname(src),
+        notes=pci_notes,
+    )

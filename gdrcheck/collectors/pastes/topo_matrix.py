@@ -1,0 +1,287 @@
+"""Read an ``nvidia-smi topo -m`` / ``-mp`` matrix: path classes, NVLink counts, CPU/NUMA affinity, NIC legend.
+
+What nvidia-smi prints (driver 440-580 layouts): a header row of device names
+(``GPU0``.. then ``NIC0``.. with a ``NIC Legend:`` block on drivers >= 5xx, or
+``mlx5_0``.. on older ones), then ``CPU Affinity``, ``NUMA Affinity`` and, on
+newer drivers, ``GPU NUMA ID``; one row per device with one code per column
+(``X``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``, ``SOC`` (old name of
+SYS), ``NV#``); GPU rows end with the affinity cells, NIC rows do not. ``-mp``
+prints PCIe classes only (no ``NV#``). Copies arrive with tabs expanded, tabs
+doubled, ANSI underline escapes around the header, a leading ``== nvidia-smi
+topo -m`` title, shell prompts and ``[sudo]`` lines around them: the reader
+splits rows on whitespace runs, treats the multi-word headers as units, and
+reads a row only when its code cells can be told from its affinity cells.
+
+A matrix has no bus ids: GPUs are known by nvidia-smi's index, NICs by their
+RDMA device name (the legend) in nvidia-smi's order. Anything that cannot be
+read where the meaning is clear raises :class:`InputError` naming the line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from gdrcheck.errors import InputError
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_MULTI = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+CODE = re.compile(r"^(X|PIX|PXB|PHB|NODE|SYS|SOC|NV\d{1,3})$")
+_DEV = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|[A-Za-z][A-Za-z0-9]*_\d+)$")
+_P2P = re.compile(r"^(X|OK|CNS|GNS|TNS|NS|DR|U)$")
+_LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+_PROMPT = re.compile(r"^\s*(?:\$ |# |sh-[\d.]+[#$] |\[sudo\]|\S+@\S+[:~][^$#]*[$#] )")
+
+_SNIFF_LINES = 200
+
+
+@dataclass(frozen=True)
+class TopoMatrix:
+    """One matrix as printed: device names in header order, code per (row, col), affinity per GPU."""
+
+    label: str
+    devices: Tuple[str, ...]
+    cells: Dict[Tuple[str, str], str]
+    cpu_affinity: Dict[str, str] = field(default_factory=dict)
+    numa_affinity: Dict[str, Optional[int]] = field(default_factory=dict)
+    gpu_numa_id: Dict[str, Optional[int]] = field(default_factory=dict)
+    legend: Dict[str, str] = field(default_factory=dict)  # NICn -> RDMA device name
+    pcie_only: bool = False  # a -mp matrix (no NV# anywhere and a legend without NV#)
+    notes: Tuple[str, ...] = ()
+
+    @property
+    def gpus(self) -> List[str]:
+        return [d for d in self.devices if d.startswith("GPU")]
+
+    @property
+    def nics(self) -> List[str]:
+        return [d for d in self.devices if not d.startswith("GPU")]
+
+    def rdma_name(self, nic: str) -> str:
+        """The RDMA device name of a NIC column (``NIC0`` -> legend, ``mlx5_0`` -> itself)."""
+        return self.legend.get(nic, nic)
+
+    def code(self, a: str, b: str) -> Optional[str]:
+        c = self.cells.get((a, b))
+        if c is None:
+            c = self.cells.get((b, a))
+        return "SYS" if c == "SOC" else c
+
+
+def _clean(line: str) -> str:
+    return _ANSI.sub("", line).replace("\r", "").rstrip()
+
+
+def _header_tokens(line: str) -> Optional[List[str]]:
+    """The device names of a header row, or None when the line is no header."""
+    s = line
+    for h in _MULTI:
+        s = re.sub(r"\s+".join(h.split()), h.replace(" ", "_"), s)
+    toks = s.split()
+    if not toks or not _DEV.match(toks[0]):
+        return None
+    devs = []
+    for t in toks:
+        if t.replace("_", " ") in _MULTI:
+            break
+        if not _DEV.match(t):
+            return None
+        devs.append(t)
+    if len(devs) < 1 or not devs[0].startswith("GPU"):
+        return None
+    return devs if len(set(devs)) == len(devs) else None
+
+
+def _is_header_at(lines: List[str], i: int) -> bool:
+    head = _header_tokens(lines[i])
+    if head is None or ("Affinity" not in lines[i] and len(head) < 2):
+        return False
+    for nxt in lines[i + 1:i + 4]:
+        toks = nxt.split()
+        if toks and toks[0] == head[0] and len(toks) > 1 and (CODE.match(toks[1]) or _P2P.match(toks[1])):
+            return True
+    return False
+
+
+def parse_topo_matrices(text: str, label: str) -> List[TopoMatrix]:
+    """Every matrix of a paste that holds several (``topo -m`` then ``topo -mp``); ``-p2p`` ones are skipped.
+
+    Lines are numbered as in the whole text.
+    """
+    lines = [_clean(x) for x in text.lstrip("\ufeff").split("\n")]
+    starts = [i for i in range(len(lines)) if _is_header_at(lines, i)]
+    if len(starts) <= 1:
+        return [parse_topo_matrix(text, label)]
+    out: List[TopoMatrix] = []
+    skipped = []
+    for k, i in enumerate(starts):
+        end = starts[k + 1] if k + 1 < len(starts) else len(lines)
+        seg = "\n" * i + "\n".join(lines[i:end])  # keeps the line numbers of the whole text
+        try:
+            m = parse_topo_matrix(seg, label)
+        except InputError as e:
+            if "-p2p matrix" in str(e):
+                skipped.append(i + 1)
+                continue
+            raise
+        out.append(TopoMatrix(**{**m.__dict__, "notes": tuple(n for n in m.notes if "around the matrix" not in n)}))
+    if not out:
+        return [parse_topo_matrix(text, label)]
+    if skipped:
+        out[0] = TopoMatrix(**{**out[0].__dict__, "notes": out[0].notes + (
+            f"{len(skipped)} nvidia-smi topo -p2p matri{'x' if len(skipped) == 1 else 'ces'} (first at line "
+            f"{skipped[0]}) not read: P2P status comes from the driver view",)})
+    return out
+
+
+def looks_like_topo_matrix(text: str) -> bool:
+    """True when a header row (``GPU0 GPU1 ... CPU Affinity``) opens one of the first lines and a GPU0 row follows."""
+    lines = [_clean(x) for x in text.lstrip("\ufeff").split("\n")[:_SNIFF_LINES]]
+    return any(_is_header_at(lines, i) for i in range(len(lines)))
+
+
+def _unwrap(lines: List[str]) -> List[str]:
+    """Join a row a terminal or mail client wrapped: a line of codes only, after a row line, goes onto it.
+
+    The joined line keeps the number of the line it started on; the continuation becomes blank.
+    """
+    out = list(lines)
+    last = None
+    for i, ln in enumerate(lines):
+        toks = ln.split()
+        if not toks:
+            last = None
+            continue
+        if last is not None and all(CODE.match(t) or re.fullmatch(r"[\d,\-]+|N/A", t) for t in toks) \
+                and CODE.match(toks[0]) and not _DEV.match(toks[0]):
+            out[last] = out[last] + " " + ln.strip()
+            out[i] = ""
+            continue
+        last = i if _DEV.match(toks[0]) else None
+    return out
+
+
+def _int_or_none(tok: Optional[str]) -> Optional[int]:
+    if tok is None or not tok.isdigit():
+        return None
+    return int(tok)
+
+
+def parse_topo_matrix(text: str, label: str) -> TopoMatrix:
+    """Parse one matrix; raise :class:`InputError` ``"<label>: line N: <what>"`` where its meaning is lost."""
+    if not text.strip():
+        raise InputError(f"{label}: empty input")
+    lines = _unwrap([_clean(x) for x in text.lstrip("\ufeff").split("\n")])
+    header: Optional[List[str]] = None
+    header_line = 0
+    extras: List[str] = []
+    cells: Dict[Tuple[str, str], str] = {}
+    rows_seen: Dict[str, int] = {}
+    cpu: Dict[str, str] = {}
+    numa: Dict[str, Optional[int]] = {}
+    gnuma: Dict[str, Optional[int]] = {}
+    legend: Dict[str, str] = {}
+    notes: List[str] = []
+    ignored: List[int] = []
+    nv_in_legend = False
+    in_legend = False
+    for n, ln in enumerate(lines, 1):
+        if not ln.strip():
+            continue
+        if header is None:
+            head = _header_tokens(ln)
+            if head is not None:
+                header, header_line = head, n
+                extras = [h for h in _MULTI if re.search(r"\s+".join(h.split()), ln)]
+            else:
+                ignored.append(n)
+            continue
+        m = _LEGEND.match(ln)
+        if m:
+            legend[m.group(1)] = m.group(2)
+            continue
+        s = ln.strip()
+        if s.startswith(("Legend:", "NIC Legend:")):
+            in_legend = True
+            continue
+        if in_legend:
+            if s.startswith("NV#"):
+                nv_in_legend = True
+            if re.match(r"^(X|SYS|NODE|PHB|PXB|PIX|NV#|SOC|PCI|CPU)\s*=", s):
+                continue
+            ignored.append(n)
+            continue
+        toks = s.split()
+        row = toks[0]
+        if row not in header:
+            if _PROMPT.match(ln) or not any(CODE.match(t) for t in toks[1:]):
+                ignored.append(n)
+                continue
+            raise InputError(f"{label}: line {n}: row {row!r} is not a column of the header at line {header_line}")
+        if row in rows_seen:
+            if ln == lines[rows_seen[row] - 1]:
+                notes.append(f"line {n} repeats line {rows_seen[row]} exactly; ignored")
+                continue
+            raise InputError(f"{label}: line {n}: row {row} is already given at line {rows_seen[row]}")
+        rows_seen[row] = n
+        vals = toks[1:]
+        for col, code in zip(header, _row_codes(label, n, row, header, vals)):
+            cells[(row, col)] = code
+        rest = vals[len(header):]
+        if row.startswith("GPU") and rest:
+            if "CPU Affinity" in extras:
+                cpu[row] = rest[0]
+                rest = rest[1:]
+            if "NUMA Affinity" in extras:
+                numa[row] = _int_or_none(rest[0] if rest else None)
+                rest = rest[1:]
+            if "GPU NUMA ID" in extras:
+                gnuma[row] = _int_or_none(rest[0] if rest else None)
+    if header is None:
+        raise InputError(f"{label}: no nvidia-smi topo -m matrix found (expected a header like 'GPU0 GPU1 ... "
+                         "CPU Affinity')")
+    _check_whole(label, header, header_line, rows_seen, cells)
+    pcie_only = not any(c.startswith("NV") for c in cells.values()) and not nv_in_legend and bool(
+        [x for x in lines if x.strip().startswith("Legend:")])
+    if ignored:
+        notes.append(f"{len(ignored)} line(s) around the matrix are not part of it (first at line {ignored[0]}); "
+                     "ignored")
+    nic_cols = [d for d in header if d.startswith("NIC")]
+    lost = [c for c in nic_cols if c not in legend]
+    if nic_cols and lost:
+        notes.append(f"the NIC legend does not name {', '.join(lost)}; their RDMA device names are unknown")
+    return TopoMatrix(label=label, devices=tuple(header), cells=cells, cpu_affinity=cpu, numa_affinity=numa,
+                      gpu_numa_id=gnuma, legend=legend, pcie_only=pcie_only, notes=tuple(notes))
+
+
+def _row_codes(label: str, n: int, row: str, header: List[str], vals: List[str]) -> List[str]:
+    """The path codes of one row, one per header column; raise where they cannot be told apart."""
+    codes = vals[:len(header)]
+    if codes and all(_P2P.match(c) for c in codes) and any(c != "X" for c in codes):
+        raise InputError(f"{label}: line {n}: an nvidia-smi topo -p2p matrix (P2P status, not path classes); "
+                         "pass 'nvidia-smi topo -m' (or -mp)")
+    if len(codes) < len(header) or not all(CODE.match(c) for c in codes):
+        bad = next((c for c in codes if not CODE.match(c)), None)
+        what = (f"{len(codes)} of {len(header)} codes" if bad is None
+                else f"{bad!r} is not a path code (X, PIX, PXB, PHB, NODE, SYS, NV#)")
+        raise InputError(f"{label}: line {n}: row {row}: {what}; the row's cells cannot be told apart")
+    for col, code in zip(header, codes):
+        if (col == row) != (code == "X"):
+            raise InputError(f"{label}: line {n}: row {row}, column {col}: {code!r} "
+                             f"({'the diagonal must be X' if col == row else 'X off the diagonal'})")
+    return codes
+
+
+def _check_whole(label: str, header: List[str], header_line: int, rows_seen: Dict[str, int],
+                 cells: Dict[Tuple[str, str], str]) -> None:
+    """Every column has its row, and the matrix is symmetric."""
+    missing = [d for d in header if d not in rows_seen]
+    if missing:
+        raise InputError(f"{label}: line {header_line}: the header names {', '.join(missing)} but no row gives "
+                         "it (a cut-off paste?)")
+    for (a, b), c in cells.items():
+        other = cells.get((b, a))
+        if other is not None and other != c:
+            raise InputError(f"{label}: line {rows_seen[a]}: {a}-{b} is {c} but {b}-{a} (line {rows_seen[b]}) "
+                             f"is {other}; the matrix is not symmetric")

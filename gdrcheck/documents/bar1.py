@@ -1,0 +1,86 @@
+"""The ``bar1`` document: each GPU's BAR1 as the driver, the bus and the ReBAR capability see it."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List
+
+from gdrcheck.documents.topology import collectors_doc, header_doc
+from gdrcheck.rules.bar1 import GpuBar1, gpu_views
+
+BAR1_CODES = range(100, 120)
+
+
+def is_bar1_code(code: str) -> bool:
+    return code.startswith("GDR") and code[3:].isdigit() and int(code[3:]) in BAR1_CODES
+
+
+def _disagreements(v: GpuBar1) -> List[Dict[str, Any]]:
+    out: List[Dict[str, Any]] = []
+    d = v.drv
+    bus = v.bus.get("sysfs_bar1_bytes")
+    cur = v.bus.get("rebar_current_bytes")
+    if d is not None and d.bar1_total_bytes is not None and bus and not v.unset and d.bar1_total_bytes != bus:
+        out.append({"field": "bar1_total_bytes", "values": {d.source: d.bar1_total_bytes, "sysfs": bus},
+                    "message": f"{d.source} says {d.bar1_total_bytes} bytes, sysfs {v.res_name()} {bus} bytes"})
+    if cur is not None and bus and not v.unset and cur != bus and v.bus.get("rebar_source") == "config":
+        out.append({"field": "rebar_current_bytes", "values": {"rebar": cur, "sysfs": bus},
+                    "message": f"Resizable BAR control says {cur} bytes, sysfs {v.res_name()} {bus} bytes"})
+    return out
+
+
+def gpu_doc(v: GpuBar1) -> Dict[str, Any]:
+    d = v.drv
+    from_driver = d is not None and d.bar1_total_bytes is not None
+    total = d.bar1_total_bytes if from_driver else v.total
+    used = d.bar1_used_bytes if from_driver else None
+    doc: Dict[str, Any] = {
+        "bdf": v.bdf,
+        "index": v.index,
+        "name": v.name,
+        "uuid": d.uuid if d is not None else None,
+        "bar1_total_bytes": total,
+        "bar1_used_bytes": used,
+        "bar1_free_bytes": d.bar1_free_bytes if from_driver else None,
+        "bar1_used_pct": round(100.0 * used / total, 1) if used is not None and total else None,
+        "fb_total_bytes": v.fb,
+        "source": d.source if from_driver else ("sysfs" if total is not None else None),
+        "sysfs_bar1_index": v.bus.get("sysfs_bar1_index"),
+        "sysfs_bar1_bytes": v.bus.get("sysfs_bar1_bytes"),
+        "sysfs_bar1_unset": v.bus.get("sysfs_bar1_unset"),
+        "rebar_current_bytes": v.bus.get("rebar_current_bytes"),
+        "rebar_supported_bytes": list(v.bus.get("rebar_supported_bytes") or []),
+        "rebar_source": v.bus.get("rebar_source"),
+        "driver_listed": d is not None,
+        "processes": [{"pid": p.pid, "name": p.name, "user": p.user, "used_memory_bytes": p.used_memory_bytes}
+                      for p in (d.processes if d is not None else ())],
+        "disagreements": _disagreements(v),
+    }
+    return doc
+
+
+def bar1_doc(snap, topo, findings: Iterable) -> Dict[str, Any]:
+    """The ``gdrcheck bar1`` JSON document (findings: all of the run's; BAR1's are kept)."""
+    doc = header_doc(snap)
+    doc["gpus"] = [gpu_doc(v) for v in gpu_views(snap, topo)]
+    doc["findings"] = [f.to_doc() for f in findings if is_bar1_code(f.code)]
+    doc["collectors"] = collectors_doc(snap)
+    if snap.notes:
+        doc["notes"] = list(snap.notes)
+    return doc
+
+
+def bar1_exit(doc: Dict[str, Any], snap, topo, findings: Iterable, fail_on: str) -> "tuple[int, str]":
+    """The exit status of ``gdrcheck bar1`` and, when it is not a plain pass or fail, the line saying why."""
+    from gdrcheck.status import EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN, reaches
+
+    if any(reaches(f.severity, fail_on) for f in findings):
+        return EXIT_FAIL, ""
+    gpus = topo.of_kind("gpu")
+    if gpus and any(g.get("bar1_total_bytes") is None for g in doc.get("gpus", [])) or (gpus and not doc.get("gpus")):
+        return EXIT_UNKNOWN, "could not decide: BAR1 figures not available (NVML and nvidia-smi unavailable)"
+    if not gpus:
+        why = "; ".join(f"{c.name}: {c.detail}" for c in snap.collectors if c.name in ("nvml", "nvidia-smi")
+                        and c.status != "ok")
+        code = EXIT_UNKNOWN if snap.input_kind in ("live", "snapshot") and why else EXIT_PASS
+        return code, "no GPU found" + (f" ({why})" if why else "")
+    return EXIT_PASS, ""

@@ -1,0 +1,232 @@
+"""A node's fingerprint: the facts that decide GPUDirect, as sorted ``key=value`` lines and two hashes.
+
+Identically built nodes give identical lines. Nothing of the moment goes in
+(BAR1 in use, processes, a GPU's link speed, which drops when it idles), and
+nothing that names the node (host name, UUIDs, serials).
+
+* ``topology``: the lines with PCI addresses, so a moved card changes it;
+* ``shape``: the same lines with each address replaced by its position
+  (``gpu3``: the fourth GPU in address order, ``bridge7``, ``root1``), so the same
+  board with renumbered buses keeps its shape. Fleets group by shape.
+
+Pure: a function of the report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from gdrcheck.model import bdf_key
+from gdrcheck.pcie.kinds import BRIDGE_KINDS
+from gdrcheck.units import speed_text
+
+DEVICE_KINDS = ("gpu", "nic", "nvme", "nvswitch")
+# what a fingerprint line calls a bridge: the ports, plus a bridge of no known port type and a host bridge
+BRIDGE_TAGGED = BRIDGE_KINDS + ("bridge", "host_bridge")
+PAIR_TAGS = {"gpu-gpu": "p2p", "gpu-nic": "gdr", "gpu-nvme": "gds"}
+
+
+
+def _width(v: Optional[int]) -> str:
+    return "x?" if v is None else f"x{v}"
+
+
+def _link(d, with_speed: bool) -> str:
+    k = d.link
+    if k.cur_width is None and k.max_width is None and k.cur_speed is None and k.max_speed is None:
+        return "unknown"
+    cur = _width(k.cur_width) + (f" {speed_text(k.cur_speed)}" if with_speed else "")
+    return f"{cur} max {_width(k.max_width)} {speed_text(k.max_speed)}"
+
+
+def _acs(topo, bdf: str) -> str:
+    from gdrcheck.pcie.acs import ACS_BITS
+
+    st = topo.acs(bdf)
+    if not st.known:
+        return "unknown"
+    if not st.present:
+        return "none"
+    on = [k for mask, k, _l, _n in ACS_BITS if st.ctrl & mask]
+    return ",".join(on) if on else "off"
+
+
+def _module(loaded, name: str) -> str:
+    if not isinstance(loaded, (list, tuple)):
+        return "unknown"
+    return "loaded" if name in loaded else "absent"
+
+
+class Fingerprint:
+    """The canonical lines of a node in both forms, the hashes, and the address of each position."""
+
+    def __init__(self, shape_lines: List[str], topology_lines: List[str], positions: Dict[str, str]) -> None:
+        self.shape_lines = shape_lines
+        self.topology_lines = topology_lines
+        self.positions = positions
+        self.shape = "sha256:" + _digest(shape_lines)
+        self.topology = "sha256:" + _digest(topology_lines)
+
+    def to_doc(self) -> Dict[str, object]:
+        return {"shape": self.shape, "topology": self.topology, "lines": list(self.shape_lines),
+                "positions": dict(self.positions)}
+
+
+def _digest(lines: Iterable[str]) -> str:
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def positions(topo) -> Dict[str, str]:
+    """Address -> position name (``gpu0``, ``nic1``, ``bridge4``, ``root0``), in PCI address order per kind."""
+    names: Dict[str, str] = {}
+    counters: Dict[str, int] = {}
+    for bdf in sorted(topo.by_bdf, key=bdf_key):
+        kind = topo.kind[bdf]
+        tag = "bridge" if kind in BRIDGE_TAGGED else kind if kind in DEVICE_KINDS else "fn"
+        n = counters.get(tag, 0)
+        counters[tag] = n + 1
+        names[bdf] = f"{tag}{n}"
+    for i, r in enumerate(topo.roots()):
+        names[r] = f"root{i}"
+    return names
+
+
+def _host_facts(report) -> List[Tuple[str, str]]:
+    snap = report.snap
+
+    def val(name: str, key: Optional[str] = None):
+        f = snap.host.get(name)
+        if f is None or f.value is None:
+            return None
+        if key is None:
+            return f.value
+        return f.value.get(key) if isinstance(f.value, dict) else None
+
+    def show(v) -> str:
+        return "unknown" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+    mods = val("modules_loaded")
+    out = [
+        ("host.driver.version", show(val("nvidia_driver_version"))),
+        ("host.driver.flavor", show(val("nvidia_driver_flavor"))),
+        ("host.kernel.release", show(val("kernel_release"))),
+        ("host.iommu.mode", show(val("iommu", "mode"))),
+        ("host.module.nvidia_peermem", _module(mods, "nvidia_peermem")),
+        ("host.module.nv_peer_mem", _module(mods, "nv_peer_mem")),
+        ("host.module.nvidia_fs", _module(mods, "nvidia_fs")),
+        ("host.p2pdma", show(val("p2pdma_config"))),
+        ("host.peer_mapping_override", show(val("peer_mapping_override"))),
+        ("host.numa_nodes", show(len(val("numa_nodes")) if isinstance(val("numa_nodes"), list) else None)),
+    ]
+    for k, v in sorted(report.settings.overrides.items()):
+        out.append((f"host.nccl.{k}", str(v)))
+    return out
+
+
+def fingerprint(report) -> Fingerprint:
+    """The fingerprint of one evaluated node."""
+    topo = report.topo
+    pos = positions(topo)
+    # key templates name addresses as {0}, {1}; rendered once with positions, once with addresses.
+    # A value that is an address is given as an int: the index of that address in ``addrs``.
+    facts: List[Tuple[Tuple[str, ...], str, object]] = []
+
+    def add(key: str, value: object, *addrs: str) -> None:
+        facts.append((addrs, key, value))
+
+    for k, v in _host_facts(report):
+        add(k, v)
+    models: Dict[str, Dict[str, int]] = {k: {} for k in DEVICE_KINDS}
+    bar1 = {g.bdf: g.bar1_total_bytes for g in report.snap.gpus if g.bar1_total_bytes is not None}
+    for bdf in sorted(topo.by_bdf, key=bdf_key):
+        kind = topo.kind[bdf]
+        if kind not in DEVICE_KINDS:
+            continue
+        d = topo.by_bdf[bdf]
+        ident = f"{d.vendor:04x}:{d.device:04x}" if d.vendor is not None and d.device is not None else "?"
+        models[kind][ident] = models[kind].get(ident, 0) + 1
+        add("device[{0}].id", ident, bdf)
+        parent = topo.parent(bdf)
+        add("device[{0}].parent", 1, bdf, parent if parent is not None else d.root)
+        numa = topo.numa(bdf) if topo.snap.numa_known else None
+        add("device[{0}].numa", "unknown" if numa is None else str(numa), bdf)
+        # a GPU lowers its link speed when idle: only its width and maxima are stable
+        add("device[{0}].link", _link(d, with_speed=kind != "gpu"), bdf)
+        if kind == "gpu" and bdf in bar1:
+            add("device[{0}].bar1_bytes", str(bar1[bdf]), bdf)
+        if kind == "nic":
+            add("device[{0}].rdma", "yes" if d.rdma_devices else "no", bdf)
+    for kind in DEVICE_KINDS:
+        m = models[kind]
+        add(f"devices.{kind}", ",".join(f"{n}x{ident}" for ident, n in sorted(m.items())) or "0")
+    on_paths = sorted({b for p in report.pairs for b in p.bridges}, key=bdf_key)
+    for b in on_paths:
+        d = topo.by_bdf.get(b)
+        if d is None:
+            continue
+        add("bridge[{0}].kind", topo.kind[b], b)
+        add("bridge[{0}].acs", _acs(topo, b), b)
+        add("bridge[{0}].link", _link(d, with_speed=False), b)
+    for p in report.pairs:
+        cls = p.pcie_path or ("?" + "|".join(p.candidates) if p.candidates else "?")
+        add("pair[{0},{1}]", cls if p.path == p.pcie_path or p.path is None else f"{p.path}/{cls}", p.a, p.b)
+
+    def render(names: Dict[str, str], order: Dict[str, object]) -> List[str]:
+        # sorted per thing (host facts, then each device, bridge and pair in position or address order)
+        keyed = []
+        for addrs, key, value in facts:
+            shown = [names.get(a, a) for a in addrs]
+            line = key.format(*shown) + "=" + (shown[value] if isinstance(value, int) else str(value))
+            keyed.append(((key.split("[", 1)[0], tuple(order[a] for a in addrs), key), line))
+        keyed.sort()
+        return [line for _k, line in keyed]
+
+    shape_order = {b: _pos_key(n) for b, n in pos.items()}
+    addr_order = {b: (bdf_key(b) if b.count(":") == 2 else bdf_key(b + ":00.0")) for b in pos}
+    shape_lines = render(pos, shape_order)
+    topology_lines = render({}, addr_order)
+    used = {a for addrs, _k, _v in facts for a in addrs}
+    by_pos = {name: bdf for bdf, name in pos.items() if bdf in used}
+    return Fingerprint(shape_lines, topology_lines, dict(sorted(by_pos.items(), key=lambda kv: _pos_key(kv[0]))))
+
+
+def _pos_key(name: str) -> Tuple[str, int]:
+    i = len(name.rstrip("0123456789"))
+    return (name[:i], int(name[i:] or 0))
+
+
+def one_line(report, fp: Fingerprint) -> str:
+    """The fingerprint as one line: identical bytes on identically built nodes."""
+    topo = report.topo
+
+    def models(kind: str) -> str:
+        m: Dict[str, int] = {}
+        for b in topo.of_kind(kind):
+            d = topo.by_bdf[b]
+            ident = f"{d.vendor:04x}:{d.device:04x}" if d.vendor is not None and d.device is not None else "?"
+            m[ident] = m.get(ident, 0) + 1
+        return ",".join(f"{n}x{i}" for i, n in sorted(m.items())) or "0"
+
+    def classes(kind: str) -> str:
+        c: Dict[str, int] = {}
+        for p in report.pairs:
+            if p.kind == kind:
+                k = p.path or "?"
+                c[k] = c.get(k, 0) + 1
+        return ",".join(f"{k}:{n}" for k, n in sorted(c.items())) or "-"
+
+    lines = dict(line.split("=", 1) for line in fp.shape_lines if line.startswith("host."))
+    acs_values = {line.split("=", 1)[1] for line in fp.shape_lines if line.startswith("bridge[") and ".acs=" in line}
+    redirect = {v for v in acs_values if any(x in v.split(",") for x in ("RR", "CR", "EC"))}
+    acs = "redirect" if redirect else "unknown" if "unknown" in acs_values else "off"
+    peer = ("loaded" if "loaded" in (lines.get("host.module.nvidia_peermem"), lines.get("host.module.nv_peer_mem"))
+            else lines.get("host.module.nvidia_peermem", "unknown"))
+    parts = [
+        f"shape={fp.shape[:23]}", f"topology={fp.topology[:23]}",
+        f"gpus={models('gpu')}", f"nics={models('nic')}", f"nvme={models('nvme')}",
+        f"gpu-gpu={classes('gpu-gpu')}", f"gpu-nic={classes('gpu-nic')}", f"gpu-nvme={classes('gpu-nvme')}",
+        f"acs={acs}", f"iommu={lines.get('host.iommu.mode', 'unknown')}", f"peermem={peer}",
+        f"driver={lines.get('host.driver.version', 'unknown')}",
+    ]
+    return " ".join(parts)

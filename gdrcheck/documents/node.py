@@ -1,0 +1,18 @@
+"""The documents of one evaluated node, built once, for the outputs that show several at a time
+(the HTML page, Prometheus metrics)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from gdrcheck.documents.bar1 import bar1_doc
+from gdrcheck.documents.pairs import pairs_doc
+from gdrcheck.documents.topology import topology_doc
+
+
+def node_documents(report, fail_on: str = "error", *, pairs: Optional[Dict[str, Any]] = None,
+                   describe_input: bool = False) -> Dict[str, Dict[str, Any]]:
+    """``pairs`` (given: the pairs a gate judges), ``topology`` and ``bar1`` of ``report``."""
+    return {"pairs": pairs if pairs is not None else pairs_doc(report, fail_on),
+            "topology": topology_doc(report.topo, describe_input=describe_input),
+            "bar1": bar1_doc(report.snap, report.topo, report.findings)}

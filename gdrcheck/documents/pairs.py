@@ -1,0 +1,285 @@
+"""The ``pairs`` document (schema: ``gdrcheck/schemas/pairs.schema.json``) and the exit status it implies."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
+from gdrcheck.model import bdf_key
+from gdrcheck.rules.base import Context, PairInfo
+from gdrcheck.rules.engine import Report
+from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, node_status
+
+
+def _names(topo, bdf: str) -> Dict[str, Any]:
+    d = topo.by_bdf[bdf]
+    out: Dict[str, Any] = {"bdf": bdf, "kind": topo.kind[bdf], **names_doc(d)}
+    if out["kind"] == "nic":
+        out.update(rdma_doc(topo, bdf))
+    if d.gpu_index is not None and topo.kind[bdf] == "gpu":
+        out["gpu_index"] = d.gpu_index
+    if d.name:
+        out["name"] = d.name
+    out["numa_node"] = topo.numa(bdf) if topo.snap.numa_known else None
+    return out
+
+
+def _natural(text: str) -> Tuple:
+    import re
+
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
+
+
+def device_labels(devices: List[Dict[str, Any]]) -> Dict[str, str]:
+    """Column names as ``nvidia-smi topo -m`` prints them: GPUn by the driver's index, NICn in the
+    order of the RDMA devices (NIC0 is ``mlx5_0``; NICs without an RDMA name follow in bus order), and
+    NVMen in bus order. A NIC that is not a GPUDirect NIC (``rdma: false``) gets none."""
+    out: Dict[str, str] = {}
+    nics = [d for d in devices if d["kind"] == "nic" and d.get("rdma") is not False]
+    nics.sort(key=lambda d: (0, _natural(d["rdma_devices"][0])) if d.get("rdma_devices") else (1, bdf_key(d["bdf"])))
+    for i, d in enumerate(nics):
+        out[d["bdf"]] = f"NIC{i}"
+    nvmes = [d for d in devices if d["kind"] == "nvme"]
+    for i, d in enumerate(nvmes):
+        out[d["bdf"]] = f"NVMe{i}"
+    for d in devices:
+        if d["kind"] == "gpu":
+            out[d["bdf"]] = f"GPU{d['gpu_index']}" if "gpu_index" in d else f"GPU {d['bdf']}"
+    return out
+
+
+def rules_doc(report: Report) -> Dict[str, Any]:
+    """For each finding code of the document: the rule's name, title, origin (in words) and the fix in
+    force (the guest's fix in a virtual machine), so renderers need not read the registry."""
+    from gdrcheck.rules import by_code
+    from gdrcheck.rules.base import ORIGIN_WORDS
+
+    rules = by_code()
+    virtual = bool(report.topo.virtual())
+    out: Dict[str, Any] = {}
+    for code in sorted({f.code for f in report.findings}):
+        r = rules.get(code)
+        if r is not None:
+            out[code] = {"name": r.name, "title": r.title, "origin": ORIGIN_WORDS[r.origin], "fix": r.fix(virtual)}
+    return out
+
+
+def nccl_decision(report: Report, pair: PairInfo, nic_side: Tuple = (None, "")) -> Dict[str, Any]:
+    """NCCL's predicted decision for the pair (``gdr`` or ``p2p``), with the reason and what the job decides."""
+    view = dict(report.nccl_view.get((pair.a, pair.b), {}))
+    if pair.kind == "gpu-nic" and "gdr" not in view:
+        # a NIC NCCL would never enumerate (not an RDMA device) or a report built without NCCL's view
+        ok, why = nic_side
+        view["gdr"] = "disabled" if ok is False else "unknown"
+        view["reason"] = why or "not an RDMA device NCCL's IB transport would use"
+    elif pair.kind == "gpu-gpu" and "p2p" not in view:
+        view["p2p"], view["reason"] = "unknown", "NCCL's view was not computed"
+    return view
+
+
+def nccl_doc(report: Report) -> Dict[str, Any]:
+    """The top-level ``nccl`` object: the version judged and why, the versions found, the settings in force,
+    and the pairs another version found on the node would decide differently."""
+    st = report.settings
+    node = report.nccl_node
+    doc: Dict[str, Any] = {
+        "version": ".".join(map(str, st.version)),
+        "version_reason": st.version_reason or (node.version_reason if node is not None else ""),
+        "versions_found": [dict(e) for e in (node.versions_found if node is not None else [])],
+        "gdr_level": st.gdr_level, "gdr_level_source": st.gdr_level_source,
+        "p2p_level": st.p2p_level, "p2p_level_source": st.p2p_level_source,
+        "overrides": dict(st.overrides),
+        "settings_files_read": list(st.files_read),
+    }
+    if st.ignored:
+        doc["ignored_settings"] = list(st.ignored)
+    if node is None:
+        return doc
+    doc["cpu"] = {"kind": node.cpu, "source": node.cpu_source}
+    if node.plugins:
+        doc["net_plugins"] = list(node.plugins)
+    if node.topo_files:
+        doc["topology_files"] = dict(node.topo_files)
+    doc["gpus"] = {b: {"gdr": g.gdr, "gdr_source": g.gdr_source, "sm": g.sm, "c2c": g.c2c}
+                   for b, g in sorted(node.gpus.items())}
+    doc["gpu_nics"] = _gpu_nics(report)
+    doc["other_versions"] = _other_versions(report)
+    return doc
+
+
+def _gpu_nics(report: Report) -> Dict[str, Any]:
+    """For each GPU, the NICs NCCL would use with GPUDirect RDMA, and through which GPU (PXN)."""
+    out: Dict[str, Any] = {}
+    node = report.nccl_node
+    for (g, n), v in sorted(node.gdr_view.items()):
+        if v.get("gdr") == "enabled":
+            entry = {"nic": n}
+            if v.get("via"):
+                entry["via"] = v["via"]
+            out.setdefault(g, []).append(entry)
+    return out
+
+
+def _other_versions(report: Report) -> List[Dict[str, Any]]:
+    from gdrcheck.rules.engine import nccl_node
+
+    node = report.nccl_node
+    seen = {node.version}
+    out: List[Dict[str, Any]] = []
+    for e in node.versions_found:
+        from gdrcheck.rules import nccl
+
+        try:
+            v = nccl.parse_version(str(e["version"]))
+        except ValueError:
+            continue
+        if v in seen:
+            continue
+        seen.add(v)
+        other = nccl_node(report.snap, report.topo, report.pairs, report.options, version=str(e["version"]))
+        differ = []
+        for key, view in list(node.gdr_view.items()) + list(node.p2p_view.items()):
+            ov = other.gdr_view.get(key) or other.p2p_view.get(key) or {}
+            word = "gdr" if "gdr" in view else "p2p"
+            if ov.get(word) != view.get(word):
+                differ.append({"a": key[0], "b": key[1], word: ov.get(word), "reason": ov.get("reason")})
+        out.append({"version": str(e["version"]), "where": e.get("where"), "pairs_that_differ": differ})
+    return out
+
+
+def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
+    snap, topo = report.snap, report.topo
+    doc = header_doc(snap)
+    doc["nccl"] = nccl_doc(report)
+    members = sorted({b for p in report.pairs for b in (p.a, p.b)} | set(topo.of_kind("gpu", "nic")),
+                     key=bdf_key)
+    doc["devices"] = [_names(topo, b) for b in members]
+    labels = device_labels(doc["devices"])
+    for dev in doc["devices"]:
+        if dev["bdf"] in labels:
+            dev["label"] = labels[dev["bdf"]]
+    from gdrcheck.rules.peermem import nic_gdr
+
+    nic_side = nic_gdr(Context(snap=snap, topo=topo, pairs=report.pairs, options=report.options,
+                               nccl=report.settings, nccl_view=report.nccl_view))
+    pairs: List[Dict[str, Any]] = []
+    for p in report.pairs:
+        key = (p.a, p.b)
+        pairs.append({
+            "a": p.a, "b": p.b, "kind": p.kind,
+            "pcie_path": p.pcie_path, "path": p.path,
+            "path_candidates": list(p.candidates) if p.pcie_path is None else [],
+            "nvlinks": p.nvlinks,
+            "verdict": report.verdicts[key],
+            "findings": report.pair_findings[key],
+            "nccl": nccl_decision(report, p, nic_side),
+        })
+        fact = snap.path_facts.get(key if bdf_key(p.a) <= bdf_key(p.b) else (p.b, p.a)) if snap.path_facts else None
+        if fact is not None:  # the class an input stated (nvidia-smi topo -m), and the tree's when they differ
+            pairs[-1]["path_source"] = {"input": fact.source, "class": fact.cls, "tree": fact.tree,
+                                        "trusted": fact.source, "why": fact.why or None}
+    doc["pairs"] = pairs
+    doc["findings"] = [f.to_doc() for f in report.findings]
+    doc["rules"] = rules_doc(report)
+    counts: Dict[str, int] = {}
+    for v in report.verdicts.values():
+        counts[v] = counts.get(v, 0) + 1
+    doc["summary"] = {"pairs": len(pairs), "verdicts": counts,
+                      "findings": {s: sum(1 for f in report.findings if f.severity == s)
+                                   for s in ("error", "warning", "info")}}
+    doc["collectors"] = collectors_doc(snap)
+    if snap.notes:
+        doc["notes"] = list(snap.notes)
+    doc["status"] = node_status_word(report, fail_on)
+    doc["timed_out"] = timed_out(report)
+    doc["summary_line"] = summary_line(report, fail_on)
+    from gdrcheck.documents.fingerprint import fingerprint
+
+    doc["fingerprint"] = fingerprint(report.whole or report).to_doc()
+    return doc
+
+
+SUMMARY_MAX = 80  # Node Problem Detector cuts at 80 bytes; a Slurm drain reason shows the first word
+
+
+def timeout_doc(seconds, host=None) -> Dict[str, Any]:
+    """What can be said when the run overstayed its --timeout before any report was made."""
+    from gdrcheck import FORMAT_VERSION, __version__
+
+    line = _fit(f"GDR122 run-timed-out: no result within {seconds or 0:g} s")
+    return {
+        "format_version": FORMAT_VERSION, "gdrcheck_version": __version__,
+        "host": host,
+        "devices": [], "pairs": [], "status": "unknown", "timed_out": True, "summary_line": line,
+        "findings": [{"code": "GDR122", "severity": "warning", "subject": ["gdrcheck"], "effect": "unknown",
+                      "message": f"the --timeout of {seconds or 0:g} s ran out before the facts were read; "
+                                 "nothing could be judged"}],
+        "summary": {"pairs": 0, "verdicts": {}, "findings": {"error": 0, "warning": 1, "info": 0}},
+    }
+
+
+def timed_out(report: Report) -> bool:
+    f = report.snap.host.get("run_deadline")
+    return f is not None and bool(f.value)
+
+
+def summary_line(report: Report, fail_on: str = "error") -> str:
+    """One line, code first, at most 80 bytes: what an NHC drain reason or an NPD condition shows."""
+    code, _missing = exit_status(report, fail_on)
+    if code == 0:
+        counts: Dict[str, int] = {}
+        for v in report.verdicts.values():
+            counts[v] = counts.get(v, 0) + 1
+        topo = report.topo
+        what = (f"{len(topo.of_kind('gpu'))} GPU, {len(topo.gpudirect_nics())} RDMA NIC, "
+                f"{len(topo.of_kind('nvme'))} NVMe: ")
+        # pairs can fail below --fail-on (a NIC that is not an RDMA device): the count says so
+        parts = [f"{counts[v]} {v}" for v in ("ok", "degraded", "fail", "unknown") if counts.get(v)]
+        return _fit("OK " + what + (", ".join(parts) if parts else "no pairs"))
+    if code == 1:
+        threshold = SEVERITY_RANK[fail_on]
+        hits = [f for f in report.findings if SEVERITY_RANK[f.severity] >= threshold]
+        hits.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.code))
+    else:
+        hits = [f for f in report.findings if f.code == "GDR122"] or \
+            sorted((f for f in report.findings if f.effect == "unknown"), key=lambda f: f.code)
+    first = hits[0]
+    from gdrcheck.rules import by_code
+
+    rule = by_code().get(first.code)
+    head = f"{first.code} {rule.name if rule else first.severity}"
+    if first.code == "GDR122":  # what did not answer in time
+        head += " " + ",".join(first.subject)
+    elif first.subject and first.subject[0] not in ("host", "gdrcheck"):
+        head += " " + first.subject[0]
+    more = len(hits) - 1
+    return _fit(head, f" (+{more} more)" if more else "")
+
+
+def _fit(text: str, tail: str = "") -> str:
+    text = " ".join(text.split())
+    room = SUMMARY_MAX - len(tail.encode())
+    raw = text.encode()
+    if len(raw) > room:
+        text = raw[:room - 3].decode("utf-8", "ignore").rstrip() + "..."
+    return text + tail
+
+
+def node_status_word(report: Report, fail_on: str = "error") -> str:
+    """pass, fail or unknown: the one answer for this node (see :mod:`gdrcheck.status`)."""
+    missing = timed_out(report) or any(f.effect == "unknown" and not f.pairs for f in report.findings)
+    return node_status(report.verdicts.values(), (f.severity for f in report.findings), fail_on,
+                       facts_missing=missing)
+
+
+def exit_status(report: Report, fail_on: str = "error") -> Tuple[int, List[str]]:
+    """The contract's exit status, and for status 3 the facts that were missing."""
+    word = node_status_word(report, fail_on)
+    if word != "unknown":
+        return EXIT_OF_STATUS[word], []
+    if timed_out(report):
+        f = report.snap.host["run_deadline"]
+        return 3, [f"GDR122: the --timeout ran out before {', '.join(map(str, f.value.get('missed', ())))} "
+                   "answered"]
+    missing = sorted({f"{f.code}: {f.settle or f.message}" for f in report.findings if f.effect == "unknown"})
+    return 3, missing

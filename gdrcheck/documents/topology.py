@@ -1,0 +1,154 @@
+"""The ``topology`` document: one object per PCI function, per the contract."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from gdrcheck import FORMAT_VERSION, __version__
+from gdrcheck.model import Bar, bdf_key
+from gdrcheck.pcie.topology import Topology
+
+
+def _bar_doc(b: Bar) -> Dict[str, Any]:
+    return {"index": b.index, "size_bytes": b.size, "is_64bit": b.is_64bit,
+            "prefetchable": b.prefetchable, "unset": b.unset}
+
+
+def names_doc(d) -> Dict[str, Any]:
+    """The Linux names of a function (netdevs, RDMA devices, NVMe controllers), where it has any."""
+    out: Dict[str, Any] = {}
+    if d.netdevs:
+        out["netdevs"] = list(d.netdevs)
+    if d.rdma_devices:
+        out["rdma_devices"] = list(d.rdma_devices)
+    if d.nvme_names:
+        out["nvme_names"] = list(d.nvme_names)
+    return out
+
+
+def rdma_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
+    """``rdma``: whether the NIC is (or may be) a GPUDirect RDMA device, null where the input cannot tell;
+    ``rdma_basis``: what decided it."""
+    capable, basis = topo.rdma(bdf)
+    out: Dict[str, Any] = {"rdma": capable}
+    if basis:
+        out["rdma_basis"] = basis
+    return out
+
+
+def device_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
+    d = topo.by_bdf[bdf]
+    link = d.link
+    doc: Dict[str, Any] = {
+        "bdf": d.bdf,
+        "parent": topo.parent(d.bdf),
+        "root": d.root,
+        "kind": topo.kind[d.bdf],
+        "numa_node": topo.numa(d.bdf) if topo.snap.numa_known else None,
+        "class": f"0x{d.class_code:06x}" if d.class_code is not None else None,
+        "vendor_id": f"0x{d.vendor:04x}" if d.vendor is not None else None,
+        "device_id": f"0x{d.device:04x}" if d.device is not None else None,
+        "name": d.name,
+        "driver": d.driver,
+        "link": {
+            "current_speed_gts": link.cur_speed, "current_width": link.cur_width,
+            "max_speed_gts": link.max_speed, "max_width": link.max_width,
+        },
+        "bars": [_bar_doc(b) for b in d.bars],
+    }
+    if d.gpu_index is not None:
+        doc["gpu_index"] = d.gpu_index
+    doc.update(names_doc(d))
+    if doc["kind"] == "nic":
+        doc.update(rdma_doc(topo, bdf))
+    if d.physfn:
+        doc["physfn"] = d.physfn
+    if d.unlisted_upstream:
+        doc["unlisted_upstream"] = list(d.unlisted_upstream)
+    if d.iommu_group is not None:
+        doc["iommu_group"] = d.iommu_group
+    if d.is_bridge and topo.kind[d.bdf] != "gpu":
+        doc["acs"] = acs_doc(topo, d.bdf)
+    return doc
+
+
+def acs_doc(topo, bdf: str) -> Dict[str, Any]:
+    """A bridge's ACS as read, with ``redirect``: whether it sends peer traffic up to the root complex
+    (true/false, null where the registers could not be read)."""
+    from gdrcheck.pcie.acs import redirect_names, redirects
+
+    state = topo.acs(bdf)
+    doc = state.to_doc()
+    doc["redirect"] = redirects(state)
+    if doc["redirect"]:
+        doc["redirect_bits"] = redirect_names(state.ctrl)
+    return doc
+
+
+def _fact(snap, name: str, pick=None) -> Dict[str, Any]:
+    f = snap.host.get(name)
+    if f is None:
+        return {"value": None, "reason": "not read from this input"}
+    v = f.value
+    if v is not None and pick is not None:
+        v = pick(v)
+    out: Dict[str, Any] = {"value": v}
+    if f.source:
+        out["source"] = f.source
+    if v is None and (f.reason or f.settle):
+        out["reason"] = f.reason or f.settle
+    return out
+
+
+def _peermem(v) -> Optional[str]:
+    if not isinstance(v, dict):
+        return None
+    loaded = [m for m, key in (("nvidia_peermem", "nvidia_peermem_loaded"), ("nv_peer_mem", "nv_peer_mem_loaded"))
+              if v.get(key)]
+    return ", ".join(loaded) if loaded else "none loaded"
+
+
+def host_facts_doc(snap) -> Dict[str, Any]:
+    """The host facts a reader looks at first: driver, kernel, IOMMU, peer memory, CPU, virtualisation."""
+    return {
+        "kernel_release": _fact(snap, "kernel_release"),
+        "nvidia_driver_version": _fact(snap, "nvidia_driver_version"),
+        "nvidia_driver_flavor": _fact(snap, "nvidia_driver_flavor"),
+        "iommu_mode": _fact(snap, "iommu", lambda v: v.get("mode") if isinstance(v, dict) else None),
+        "peermem": _fact(snap, "peermem", _peermem),
+        "dmabuf_possible": _fact(snap, "dmabuf", lambda v: v.get("possible") if isinstance(v, dict) else None),
+        "cpu_vendor": _fact(snap, "cpu_vendor"),
+        "cpu_arch": _fact(snap, "cpu_arch"),
+        "virtual": _fact(snap, "virtualization", lambda v: v.get("virtual") if isinstance(v, dict) else None),
+        "numa_nodes": _fact(snap, "numa_nodes", list),
+    }
+
+
+def collectors_doc(snap) -> List[Dict[str, str]]:
+    return [{"name": c.name, "status": c.status, "detail": c.detail, **({"hint": c.hint} if c.hint else {})}
+            for c in snap.collectors]
+
+
+def header_doc(snap) -> Dict[str, Any]:
+    return {
+        "format_version": FORMAT_VERSION,
+        "gdrcheck_version": __version__,
+        "host": snap.hostname,
+    }
+
+
+def topology_doc(topo: Topology, describe_input: bool = False) -> Dict[str, Any]:
+    """``describe_input``: add where the facts came from (for pages that say so); left out of
+    ``--json`` so that a snapshot replays to the same bytes as the live run."""
+    snap = topo.snap
+    doc = header_doc(snap)
+    doc["roots"] = [{"root": r, "numa_node": topo.root_numa(r) if snap.numa_known else None}
+                    for r in topo.roots()]
+    doc["devices"] = [device_doc(topo, b) for b in sorted(topo.by_bdf, key=bdf_key)]
+    doc["collectors"] = collectors_doc(snap)
+    if snap.notes:
+        doc["notes"] = list(snap.notes)
+    if describe_input:
+        doc["input"] = {"kind": snap.input_kind, "label": snap.label}
+    doc["host_facts"] = host_facts_doc(snap)
+    return doc

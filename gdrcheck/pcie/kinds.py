@@ -1,0 +1,88 @@
+"""What a PCI function is, from its ids, class and (when that is all there is) its name.
+
+Bridges are refined by structure in :mod:`gdrcheck.pcie.topology` (a switch is an
+upstream port whose secondary bus holds downstream ports), never by vendor id.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from gdrcheck.model import PciFunction
+from gdrcheck.pcie.caps import pcie_port_type
+
+NVIDIA = 0x10DE
+AMD_ATI = 0x1002
+AMD = 0x1022
+
+GPU_KINDS = ("gpu",)
+ENDPOINT_KINDS = ("gpu", "nic", "nvme", "nvswitch", "other", "host_bridge")
+# Port kinds an input may declare outright (topology trusts them). A plain "bridge"
+# hint (an lspci -t bus range) says only "a bridge", so it is not among them and
+# topology works out root port / switch port by structure.
+BRIDGE_KINDS = ("root_port", "switch_upstream", "switch_downstream")
+
+
+def is_nvidia_gpu(d: PciFunction) -> bool:
+    return d.vendor == NVIDIA and d.class_code is not None and (d.class_code >> 8) in (0x0300, 0x0302)
+
+
+def base_kind(d: PciFunction) -> str:
+    """Kind before structure: gpu, nic, nvme, nvswitch, host_bridge, bridge or other."""
+    cc = d.class_code
+    if cc is not None:
+        cls = cc >> 8
+        if cls in (0x0604, 0x0609):
+            return "bridge"
+        if cls == 0x0600:
+            return "host_bridge"
+        if cc == 0x010802:
+            return "nvme"
+        if cls == 0x0680 and d.vendor == NVIDIA:
+            return "nvswitch"
+        if cc >> 16 == 0x02 or cls == 0x0C06:
+            return "nic"
+        if d.vendor in (NVIDIA,) and cls in (0x0300, 0x0302, 0x1200):
+            return "gpu"
+        if d.vendor == AMD_ATI and cls in (0x0380, 0x1200):
+            return "gpu"
+        if d.vendor is None and d.kind_hint == "gpu":
+            return "gpu"
+        if d.vendor is None and cls in (0x0302, 0x0380, 0x1200) and d.kind_hint != "other":
+            return "gpu"
+        if d.kind_hint in ("gpu", "nic", "nvswitch") and d.vendor is None:
+            return d.kind_hint
+        return "other"
+    if d.kind_hint:
+        return "bridge" if d.kind_hint in BRIDGE_KINDS else d.kind_hint
+    if d.name:
+        return kind_from_name(d.name)
+    return "other"
+
+
+_NAME_RULES = (
+    (re.compile(r"\b(audio|usb|serial bus|ucsi|smbus|sata|ide |lpc|isa bridge|raid|management interface)", re.I),
+     "other"),
+    (re.compile(r"\bnvswitch\b|NVIDIA Corporation Device (1af1|1ac2|22a3)", re.I), "nvswitch"),
+    (re.compile(r"host bridge|root complex", re.I), "host_bridge"),
+    (re.compile(r"(pci|pcie).{0,20}(bridge|switch|port)|\bbridge\b|root port|downstream|upstream", re.I), "bridge"),
+    (re.compile(r"non-volatile memory|\bnvme\b|\bssd\b", re.I), "nvme"),
+    (re.compile(r"connectx|bluefield|ethernet|infiniband|network|mellanox|\bnic\b|elastic fabric|\bEFA\b", re.I),
+     "nic"),
+    (re.compile(r"NVIDIA Corporation|nVidia", re.I), "gpu"),
+    (re.compile(r"\b(instinct|MI\d{2,3}X?|Aldebaran|Arcturus|Vega 20)\b", re.I), "gpu"),
+)
+
+
+def kind_from_name(name: str) -> str:
+    """Best guess from an lspci ``-tv`` name when no ids or class are known."""
+    for rx, kind in _NAME_RULES:
+        if rx.search(name):
+            return kind
+    return "other"
+
+
+def port_type(d: PciFunction) -> Optional[int]:
+    """PCIe capability's Device/Port Type (4 root port, 5 upstream, 6 downstream, ...), if readable."""
+    return pcie_port_type(d.config)

@@ -1,0 +1,273 @@
+"""The PCIe forest and the path class of a pair.
+
+One tree per root bus, parent pointers only. Bridges are told apart by
+structure: a bridge on a root bus is a root port; a bridge below one whose
+secondary bus holds further bridges is a switch upstream port, and those
+bridges are its downstream ports. So a ConnectX-7's internal switch and a
+PLX switch come out the same way.
+
+The pair class (PIX, PXB, PHB, NODE, SYS, as ``path_class`` in the pairs schema)
+reproduces ``nvidia-smi topo -m``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from gdrcheck.model import PciFunction, Snapshot, bdf_key, bus_order
+from gdrcheck.pcie.acs import AcsState, parse_acs
+from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
+
+PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+class Topology:
+    """Read-only view of a snapshot's PCI functions as a forest."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self.by_bdf: Dict[str, PciFunction] = {d.bdf: d for d in snap.devices}
+        self.children: Dict[Optional[str], List[str]] = {}
+        for d in snap.devices:
+            parent = d.parent if d.parent in self.by_bdf else None
+            self.children.setdefault(parent, []).append(d.bdf)
+        for kids in self.children.values():
+            kids.sort(key=bdf_key)
+        self.kind: Dict[str, str] = {}
+        self._classify()
+        self._number_gpus()
+        self._anc: Dict[str, Tuple[str, ...]] = {}
+        self._acs: Dict[str, AcsState] = {}
+        nodes = snap.host.get("numa_nodes")
+        self.single_numa: Optional[int] = None
+        if nodes is not None and isinstance(nodes.value, (list, tuple)) and len(nodes.value) == 1:
+            self.single_numa = int(nodes.value[0])
+
+    def acs(self, bdf: str) -> AcsState:
+        """A function's ACS, parsed from its config-space bytes once per topology."""
+        st = self._acs.get(bdf)
+        if st is None:
+            st = self._acs[bdf] = parse_acs(self.by_bdf[bdf].config)
+        return st
+
+    # -- kinds ---------------------------------------------------------------
+
+    def _classify(self) -> None:
+        """Endpoints by class; bridges top-down: what hangs below a root port or downstream port and
+        holds further bridges is a switch upstream port, and its bridges are downstream ports. The
+        PCIe capability's port type, where config space shows it, has the last word."""
+        from gdrcheck.pcie.kinds import port_type
+
+        for d in self.snap.devices:
+            self.kind[d.bdf] = base_kind(d)
+        stack = [(b, None) for b in reversed(self.children.get(None, ()))]
+        while stack:
+            b, parent_kind = stack.pop()
+            if self.kind.get(b) == "bridge":
+                d = self.by_bdf[b]
+                kids = self.children.get(b, ())
+                if d.kind_hint in BRIDGE_KINDS:
+                    k = d.kind_hint
+                elif parent_kind is None:
+                    k = "root_port"
+                elif parent_kind == "switch_upstream":
+                    k = "switch_downstream"
+                elif any(base_kind(self.by_bdf[c]) == "bridge" for c in kids):
+                    k = "switch_upstream"
+                else:
+                    k = "bridge"
+                pt = port_type(d) if d.kind_hint not in BRIDGE_KINDS else None
+                k = {4: "root_port", 5: "switch_upstream", 6: "switch_downstream"}.get(pt, k)
+                self.kind[b] = k
+            for c in reversed(self.children.get(b, ())):
+                stack.append((c, self.kind[b]))
+
+    def _number_gpus(self) -> None:
+        """Inputs without a driver view (lspci, XML) get nvidia-smi's order: PCI bus order."""
+        from dataclasses import replace
+
+        index = bus_order(b for b, k in self.kind.items() if k == "gpu")
+        if index and all(self.by_bdf[g].gpu_index is None for g in index):
+            for g, i in index.items():
+                self.by_bdf[g] = replace(self.by_bdf[g], gpu_index=i)
+
+    def parent(self, bdf: str) -> Optional[str]:
+        p = self.by_bdf[bdf].parent
+        return p if p in self.by_bdf else None
+
+    def ancestors(self, bdf: str) -> Tuple[str, ...]:
+        """Bridges above ``bdf``, nearest first."""
+        got = self._anc.get(bdf)
+        if got is not None:
+            return got
+        chain: List[str] = []
+        p = self.parent(bdf)
+        seen = {bdf}
+        while p is not None and p not in seen:
+            chain.append(p)
+            seen.add(p)
+            p = self.parent(p)
+        got = tuple(chain)
+        self._anc[bdf] = got
+        return got
+
+    def switch_id(self, bdf: str) -> str:
+        """The switch a port belongs to (its upstream port), or the bridge itself."""
+        k = self.kind.get(bdf)
+        if k == "switch_downstream":
+            p = self.parent(bdf)
+            if p is not None:
+                return p
+        return bdf
+
+    def of_kind(self, *kinds: str) -> List[str]:
+        return sorted((b for b, k in self.kind.items() if k in kinds), key=bdf_key)
+
+    def roots(self) -> List[str]:
+        roots = set(self.snap.roots) | {d.root for d in self.snap.devices}
+        return sorted(roots, key=lambda r: tuple(int(x, 16) for x in r.split(":")))
+
+    def root_numa(self, root: str) -> Optional[int]:
+        n = self.snap.root_numa.get(root)
+        return n if n is not None else self.single_numa
+
+    def numa(self, bdf: str) -> Optional[int]:
+        d = self.by_bdf[bdf]
+        if d.numa_node is not None:
+            return d.numa_node
+        n = self.snap.root_numa.get(d.root)
+        if n is not None:
+            return n
+        return self.single_numa
+
+    # -- path class ----------------------------------------------------------
+
+    def common_bridge(self, a: str, b: str) -> Optional[str]:
+        bset = set(self.ancestors(b))
+        for x in self.ancestors(a):
+            if x in bset:
+                return x
+        return None
+
+    def path_bridges(self, a: str, b: str) -> Tuple[str, ...]:
+        """Bridges on the path from ``a`` to ``b`` through their lowest common bridge."""
+        lca = self.common_bridge(a, b)
+        if lca is None:
+            return self.ancestors(a) + self.ancestors(b)
+        aa = self.ancestors(a)
+        bb = self.ancestors(b)
+        return aa[: aa.index(lca) + 1] + bb[: bb.index(lca)]
+
+    def pcie_class(self, a: str, b: str) -> Tuple[Optional[str], Tuple[str, ...]]:
+        """(class, candidates): class None when the input cannot decide.
+
+        A class the input states for the pair (an ``nvidia-smi topo -m`` cell, ``snap.path_facts``) wins;
+        a function whose place in the tree the input does not show leaves every class open.
+        """
+        if self.snap.path_facts:
+            fact = self.snap.path_facts.get((a, b) if bdf_key(a) <= bdf_key(b) else (b, a))
+            if fact is not None:
+                return fact.cls, ()
+        if self.snap.unplaced and (a in self.snap.unplaced or b in self.snap.unplaced):
+            return None, PCIE_CLASSES
+        return self.tree_class(a, b)
+
+    def tree_class(self, a: str, b: str) -> Tuple[Optional[str], Tuple[str, ...]]:
+        """(class, candidates) from the PCIe tree alone."""
+        da, db = self.by_bdf[a], self.by_bdf[b]
+        if da.root != db.root:
+            na, nb = self.numa(a), self.numa(b)
+            if na is None or nb is None:
+                return None, ("NODE", "SYS")
+            return ("NODE" if na == nb else "SYS"), ()
+        lca = self.common_bridge(a, b)
+        if lca is None:
+            return "PHB", ()
+        switches = {self.switch_id(x) for x in self.path_bridges(a, b)}
+        return ("PIX" if len(switches) == 1 else "PXB"), ()
+
+    # -- what the devices are ----------------------------------------------------
+
+    def rdma(self, nic: str) -> Tuple[Optional[bool], str]:
+        """Whether a NIC is (or may be) an RDMA device, and what says so.
+
+        The kernel's word first (its entries in /sys/class/infiniband); where the input shows the kernel's
+        RDMA view and the NIC has none, it is not one unless its model is RDMA-capable (then the RDMA
+        driver is not bound, which is a finding). Inputs without that view decide from the model, or
+        not at all.
+        """
+        from gdrcheck.device_models import nic_model
+
+        d = self.by_bdf[nic]
+        if d.rdma_devices:
+            return True, "RDMA device " + ", ".join(d.rdma_devices)
+        capable, what = nic_model(d)
+        kernel_view = (self.snap.input_kind in ("live", "sysfs", "snapshot")
+                       and bool(self.snap.host.get("modules_loaded")))
+        if self.snap.input_kind == "nccl-xml" and d.kind_hint == "nic" and capable is not False:
+            return True, "NCCL lists it as a network device"
+        if capable is not None:
+            if not kernel_view:
+                return capable, f"{what}, decided from the model"
+            return capable, what if capable else f"{what}; no RDMA device in /sys/class/infiniband"
+        if kernel_view:
+            return False, "no RDMA device in /sys/class/infiniband"
+        return None, ""
+
+    def virtual(self) -> Optional[str]:
+        """How the input shows a virtual machine (the kernel's view where read, else a device only a
+        hypervisor presents), or None."""
+        f = self.snap.host.get("virtualization")
+        v = f.value if f is not None else None
+        if isinstance(v, dict) and v.get("virtual") is not None:
+            return (v.get("how") or "hypervisor detected") if v["virtual"] else None
+        from gdrcheck.device_models import virtual_platform
+
+        got = virtual_platform(self.snap.devices)
+        return f"{got[0]}: {got[1]}" if got else None
+
+    def gpudirect_nics(self) -> List[str]:
+        """NICs that are, or may be, RDMA devices: the ones that make GPU-NIC pairs."""
+        return [n for n in self.of_kind("nic") if self.rdma(n)[0] is not False]
+
+    def nvlink_unseen(self, a: str, b: str) -> str:
+        """For two NVLink/NVSwitch (or xGMI) parts in an input that cannot show such links: what they are.
+        Empty when the input shows links, or when either GPU is not such a part."""
+        from gdrcheck.device_models import link_word, nvlink_part
+
+        if self.snap.shows_nvlink:
+            return ""
+        pa, pb = nvlink_part(self.by_bdf[a]), nvlink_part(self.by_bdf[b])
+        if not pa or not pb:
+            return ""
+        word = link_word(self.by_bdf[a])
+        if pa.startswith("GPUs of a model"):
+            return (f"NVLink is not in this {self.snap.input_kind} input, which does not name the GPU model "
+                    "either, so NVLink/NVSwitch between them cannot be ruled out")
+        parts = pa if pa == pb else f"{pa} and {pb}"
+        return (f"{word} is not in this {self.snap.input_kind} input, and {parts} GPUs are normally joined by "
+                f"{word}{'/NVSwitch' if word == 'NVLink' else ''}")
+
+    def link_word(self, a: str, b: str) -> str:
+        """How the input names the GPU link between ``a`` and ``b``: ``NV`` (NVLink) or ``XGMI`` (AMD)."""
+        for link in self.snap.nvlinks:
+            if {link.a, link.b} == {a, b} and link.source == "xgmi":
+                return "XGMI"
+        return "NV"
+
+    def nvlink_count(self, a: str, b: str) -> Optional[int]:
+        """NVLinks joining two GPUs: direct links, or through the NVSwitch fabric."""
+        if not self.snap.shows_nvlink:
+            return None
+        direct = 0
+        fabric: Dict[str, int] = {}
+        for link in self.snap.nvlinks:
+            if {link.a, link.b} == {a, b}:
+                direct += link.count
+            elif link.b == "nvswitch" or self.kind.get(link.b) == "nvswitch":
+                fabric[link.a] = fabric.get(link.a, 0) + link.count
+        if direct:
+            return direct
+        if fabric.get(a) and fabric.get(b):
+            return min(fabric[a], fabric[b])
+        return 0

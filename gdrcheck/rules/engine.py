@@ -1,0 +1,179 @@
+"""From a snapshot to a report: pairs, NCCL's view, findings and verdicts.
+
+Pure: reads the snapshot only. The verdict of a pair is the worst effect of the
+findings that concern it (fail > unknown > degraded), ``ok`` when none does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, List, Optional, Tuple
+
+from gdrcheck.model import Snapshot, bdf_key
+from gdrcheck.pcie.topology import Topology
+from gdrcheck.rules import nccl
+from gdrcheck.rules.base import Context, Finding, Options, PairInfo
+from gdrcheck.status import severity_for, worst_verdict
+
+
+@dataclass
+class Report:
+    snap: Snapshot
+    topo: Topology
+    options: Options
+    settings: nccl.NcclSettings
+    pairs: Tuple[PairInfo, ...]
+    findings: List[Finding]
+    verdicts: Dict[Tuple[str, str], str] = field(default_factory=dict)
+    pair_findings: Dict[Tuple[str, str], List[str]] = field(default_factory=dict)
+    nccl_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
+    whole: Optional["Report"] = None  # for a report restricted to some pair kinds: the node's full report
+    nccl_node: Any = None  # gdrcheck.rules.nccl.node.NodeNccl: NCCL's view of the node at the version judged
+
+
+PAIR_KIND_OF = {"gdr": "gpu-nic", "p2p": "gpu-gpu", "gds": "gpu-nvme"}
+
+
+def restrict(report: Report, capabilities, required: bool = True) -> Report:
+    """The report as far as ``capabilities`` (gdr, p2p, gds) go: their pairs, and the findings that
+    concern those pairs or no pair at all (BAR1, host facts). ``required``: a capability that nothing on
+    the node could satisfy is an error finding (GDR011-013); a node without a GPU always is (GDR010)."""
+    from gdrcheck.rules.requirements import unmet
+    kinds = {PAIR_KIND_OF[c] for c in capabilities}
+    pairs = tuple(p for p in report.pairs if p.kind in kinds)
+    keep = {(p.a, p.b) for p in pairs}
+    findings = []
+    for f in report.findings:
+        if not f.pairs:
+            findings.append(f)
+            continue
+        mine = tuple(k for k in f.pairs if k in keep)
+        if mine:
+            findings.append(replace(f, pairs=mine))
+    findings = unmet(report.topo, capabilities if required else ()) + findings
+    return Report(snap=report.snap, topo=report.topo, options=report.options, settings=report.settings,
+                  pairs=pairs, findings=findings,
+                  verdicts={k: v for k, v in report.verdicts.items() if k in keep},
+                  pair_findings={k: v for k, v in report.pair_findings.items() if k in keep},
+                  nccl_view={k: v for k, v in report.nccl_view.items() if k in keep},
+                  whole=report.whole or report, nccl_node=report.nccl_node)
+
+
+def _flattened(topo: Topology, bridges: Tuple[str, ...]) -> bool:
+    """True when every switch on a PXB path is one Broadcom part that NCCL flattens."""
+    switches = {topo.switch_id(b) for b in bridges if topo.kind.get(b) in ("switch_upstream", "switch_downstream")}
+    if len(switches) < 2:
+        return False
+    for s in switches:
+        d = topo.by_bdf[s]
+        if not nccl.bcm_gen(d.vendor, d.device, d.subsys_vendor, d.subsys_device):
+            return False
+    return True
+
+
+def build_pairs(topo: Topology) -> Tuple[PairInfo, ...]:
+    gpus = topo.of_kind("gpu")
+    nics = topo.gpudirect_nics()
+    nvmes = topo.of_kind("nvme")
+    out: List[PairInfo] = []
+
+    def mk(a: str, b: str, kind: str) -> PairInfo:
+        cls, cands = topo.pcie_class(a, b)
+        nvl = topo.nvlink_count(a, b) if kind == "gpu-gpu" else None
+        unseen = topo.nvlink_unseen(a, b) if kind == "gpu-gpu" else ""
+        path = f"{topo.link_word(a, b)}{nvl}" if nvl else cls
+        return PairInfo(a=a, b=b, kind=kind, pcie_path=cls, path=path, candidates=tuple(cands),
+                        bridges=topo.path_bridges(a, b), nvlinks=nvl, nvlink_unknown=unseen)
+
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            out.append(mk(a, b, "gpu-gpu"))
+    for a in gpus:
+        for b in nics:
+            out.append(mk(a, b, "gpu-nic"))
+        for b in nvmes:
+            out.append(mk(a, b, "gpu-nvme"))
+    return tuple(out)
+
+
+def nccl_env(snap: Snapshot, options: Options) -> Dict[str, str]:
+    """NCCL settings in force: the node's (environment, /etc/nccl.conf) then the options'."""
+    env: Dict[str, str] = {}
+    fact = snap.host.get("nccl_env")
+    if fact is not None and isinstance(fact.value, dict):
+        for k, v in fact.value.items():
+            env[k] = str(v["value"]) if isinstance(v, dict) and "value" in v else str(v)
+    env.update(options.env)
+    return env
+
+
+def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Report:
+    from gdrcheck.rules import registry
+
+    options = options or Options()
+    topo = Topology(snap)
+    pairs = build_pairs(topo)
+    node = nccl_node(snap, topo, pairs, options)
+    st = node.st
+    report = Report(snap=snap, topo=topo, options=options, settings=st, pairs=pairs, findings=[], nccl_node=node)
+    for pair in pairs:
+        report.nccl_view[(pair.a, pair.b)] = nccl_pair_view(topo, pair, st, node)
+    ctx = Context(snap=snap, topo=topo, pairs=pairs, options=options, nccl=st, nccl_view=report.nccl_view)
+    for _rule, check in registry():
+        if check is None:
+            continue
+        for f in check(ctx):
+            sev = severity_for(f.effect if f.pairs else None, f.severity)
+            report.findings.append(f if sev == f.severity else replace(f, severity=sev))
+    report.findings.sort(key=lambda f: (f.code, [bdf_key(s) if s.count(":") == 2 else (0, 0, 0, 0)
+                                                 for s in f.subject], f.subject, f.message))
+    by_pair: Dict[Tuple[str, str], List] = {}
+    for f in report.findings:
+        for key in f.pairs:
+            by_pair.setdefault(key, []).append(f)
+    for pair in pairs:
+        key = (pair.a, pair.b)
+        fs = by_pair.get(key, ())
+        report.verdicts[key] = worst_verdict(f.effect for f in fs)
+        report.pair_findings[key] = sorted({f.code for f in fs})
+    return report
+
+
+def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: Optional[str] = None):
+    """NCCL's view of the node: the version judged (``--nccl-version``, else the newest found), its settings
+    and every pair's decision (``gdrcheck.rules.nccl.node``)."""
+    from gdrcheck.rules.nccl import node as nccl_node_mod
+
+    found = nccl_node_mod.versions_found(snap)
+    v, why = nccl_node_mod.choose_version(version or options.nccl_version, found)
+    return nccl_node_mod.build(snap, topo, pairs, options, v, why, found)
+
+
+def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=None) -> dict:
+    """NCCL's path type for the pair, its level check, and NCCL's decision (``gdr`` / ``p2p``)."""
+    from gdrcheck.rules.nccl.node import pair_type
+
+    t, cands, flat, via = pair_type(topo, pair, st.version, st)
+    view: dict = {"path_type": t}
+    if pair.nvlink_unknown:
+        view["path_type_reason"] = pair.nvlink_unknown
+    if cands:
+        view["path_type_candidates"] = list(cands)
+    if flat:
+        view["broadcom_flattened"] = True
+    if via:
+        view["nvb_via"] = via
+    if pair.kind == "gpu-nic":
+        view["gdr_level"] = st.gdr_level
+        view["within_gdr_level"] = nccl.within(t, st.gdr_level, st.version)
+        if node is not None and (pair.a, pair.b) in node.gdr_view:
+            view.update(node.gdr_view[(pair.a, pair.b)])
+            if view.get("distance") and not view.get("via"):  # after NCCL's C2C rewrite (PXN is the job's)
+                view["within_gdr_level"] = nccl.within(view["distance"], st.gdr_level, st.version)
+    elif pair.kind == "gpu-gpu":
+        view["p2p_level"] = st.p2p_level
+        level = st.user_p2p_level or (st.p2p_level if "|" not in st.p2p_level else None)
+        view["within_p2p_level"] = nccl.within(t, level, st.version)
+        if node is not None and (pair.a, pair.b) in node.p2p_view:
+            view.update(node.p2p_view[(pair.a, pair.b)])
+    return view

@@ -1,0 +1,177 @@
+"""NCCL's GPU-NIC GPUDirect RDMA decision: ``ncclTopoCheckGdr`` and the flags it reads.
+
+Sources (``NVIDIA/nccl``):
+* the decision, v2.30.7 ``src/graph/paths.cc:468-549``: NIC flag and GPU flag (``:485-486``), MLOPart
+  (``:487``, 2.30), the read (send) side (``:489-508``), the level (``:511-513``), PXN (``:514-526``),
+  distance > level (``:528``), PCI mode on C2C (``:537-541``). Older: v2.18.1 ``paths.cc:355-397`` (read
+  side needs an NVLink peer on every arch), v2.19.1 (only sm < 80), v2.26.2 ``paths.cc:431-437`` (PHB over
+  C2C counts as C2C when ``NCCL_NET_GDR_C2C=1``, default 0), v2.27.7 ``paths.cc:443-447`` (P2C counts as
+  C2C; ``NCCL_NET_GDR_C2C`` default 1), v2.29.2 (default level P2C).
+* P2C, v2.30.7 ``paths.cc:794-810`` (local NICs only; every NIC in v2.27.7 ``paths.cc:676-689``); PXN,
+  ``paths.cc:812-843`` (``NCCL_PXN_DISABLE`` ``paths.cc:672``, ``NCCL_PXN_C2C`` default 1 from v2.28.3
+  ``paths.cc:620``, 0 in v2.27.x; the peer needs GDR itself from v2.30).
+* the NIC flag, v2.30.7 ``src/graph/topo.cc:1651-1655``: peer memory (``src/transport/net_ib/gdr.cc:14-29``;
+  v2.22.3 ``net_ib.cc:610-620``; v2.21.5 ``net_ib.cc:558-568``) or DMA-BUF, which needs
+  ``comm->dmaBufSupport`` (v2.30.7 ``src/init.cc:399-420``: ``NCCL_DMABUF_ENABLE``, CUDA driver >= 11.7, the
+  GPU's ``CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED``; first in v2.13.4 ``init.cc:272-324``) and the IB plugin's
+  probe ``ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0)`` (``gdr.cc:45-83``).
+* the GPU flag, ``cudaDevAttrGPUDirectRDMASupported`` (v2.30.7 ``src/plugin/net.cc:424-494``).
+* which NICs NCCL uses at all: ``NCCL_IB_DISABLE`` (``src/transport/net_ib/init.cc:27, 291``), ``NCCL_IB_HCA``
+  (``init.cc:317``), an external plugin (``NCCL_NET_PLUGIN``, default ``libnccl-net.so``,
+  ``src/plugin/net.cc:256-263``), ``NCCL_NET`` (the network's name).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from gdrcheck.rules.nccl.core import Version, rank_in, version_str, within
+
+READ_NEEDS_NVLINK_ALL_ARCH_UNTIL = (2, 19, 0)
+DMABUF_FROM = (2, 13, 4)
+PXN_FROM = (2, 12, 7)
+MLOPART_FROM = (2, 30, 0)
+
+
+def gdr_level(version: Version, st) -> Tuple[str, str]:
+    return st.gdr_level, st.gdr_level_source
+
+
+def distance(version: Version, st, t: Optional[str], gpu_c2c: Optional[bool]) -> Tuple[Optional[str], str]:
+    """The type NCCL compares with the level, after the C2C rewrites of that version."""
+    if t is None:
+        return None, ""
+    if t == "PHB" and gpu_c2c:
+        if version >= (2, 27, 0):
+            # P2C (paths.cc:794-810); 2.27-2.28 then count it as C2C when NCCL_NET_GDR_C2C (default 1)
+            if version < (2, 29, 0) and st.param("NCCL_NET_GDR_C2C", 1):
+                return "C2C", "NIC on the GPU's own Grace CPU: P2C, counted as C2C (NCCL_NET_GDR_C2C)"
+            return "P2C", "NIC on the GPU's own Grace CPU: P2C"
+        if version >= (2, 26, 0) and st.param("NCCL_NET_GDR_C2C", 0):
+            return "C2C", "NIC on the GPU's own Grace CPU, NCCL_NET_GDR_C2C=1: counted as C2C"
+    return t, ""
+
+
+def read_side(version: Version, st, sm: Optional[int], nvlink_peer: Optional[bool],
+              single_gpu: bool) -> Dict[str, object]:
+    """The send side (``read=1``): ``NCCL_NET_GDR_READ`` and its default."""
+    raw = st.env.get("NCCL_NET_GDR_READ")
+    value = st.param("NCCL_NET_GDR_READ", -2)
+    if value == 0:
+        return {"gdr_read": "disabled", "gdr_read_reason": f"NCCL_NET_GDR_READ={raw}"}
+    if value > 0:
+        return {"gdr_read": "enabled", "gdr_read_reason": f"NCCL_NET_GDR_READ={raw}"}
+    needs_nvlink = version < READ_NEEDS_NVLINK_ALL_ARCH_UNTIL
+    if not needs_nvlink:
+        if sm is None:
+            return {"gdr_read": "unknown", "gdr_read_reason": "default: on for sm >= 80; the GPU's compute "
+                                                               "capability is not shown"}
+        if sm >= 80:
+            return {"gdr_read": "enabled", "gdr_read_reason": f"default: sm {sm} >= 80"}
+    why = "default before 2.19: only with an NVLink peer" if needs_nvlink else f"default for sm {sm} < 80: only " \
+                                                                               "with an NVLink peer"
+    if single_gpu or nvlink_peer:
+        return {"gdr_read": "enabled", "gdr_read_reason": why + (" (the GPU has one)" if nvlink_peer else
+                                                                 " or a single GPU (this node has one)")}
+    if nvlink_peer is None:
+        return {"gdr_read": "unknown", "gdr_read_reason": why + "; the input cannot show NVLink"}
+    return {"gdr_read": "unknown", "gdr_read_reason": why + " or a single-GPU communicator",
+            "gdr_read_depends_on": ["the communicator has only this GPU on this node"]}
+
+
+def decide(version: Version, st, *, t: Optional[str], candidates: Tuple[str, ...], nic_flag, gpu_flag,
+           gpu_c2c: Optional[bool], pxn: Optional[Tuple[str, str]], mlopart: bool = False) -> Dict[str, object]:
+    """``{"gdr", "reason", "depends_on"?, "via"?, "mode"?}`` for the receive side (``read=0``), which decides
+    the path NCCL takes and whether ``/GDRDMA`` appears in its connection lines."""
+    nic_ok, nic_why, nic_dep = nic_flag
+    gpu_ok, gpu_why = gpu_flag
+    if nic_ok is False:
+        return {"gdr": "disabled", "reason": nic_why}
+    if gpu_ok is False:
+        return {"gdr": "disabled", "reason": gpu_why}
+    if mlopart and version >= MLOPART_FROM and not st.param("NCCL_NET_GDR_MLOPART", 0):
+        return {"gdr": "disabled", "reason": "MLOPart partition and NCCL_NET_GDR_MLOPART=0 (default)"}
+    level, level_src = st.gdr_level, st.gdr_level_source
+    depends: List[str] = list(nic_dep or ())
+    via = None
+    d, how = distance(version, st, t, gpu_c2c)
+    if d is None:
+        outs = {within(distance(version, st, c, gpu_c2c)[0], level, version) for c in candidates}
+        if candidates and outs == {False} and pxn is None:
+            return {"gdr": "disabled", "reason": f"every possible path ({', '.join(candidates)}) is beyond "
+                                                 f"NCCL_NET_GDR_LEVEL={level} ({level_src})"}
+        return {"gdr": "unknown", "reason": "the input does not show where the GPU and the NIC meet"
+                + (f" ({' or '.join(candidates)})" if candidates else ""),
+                "depends_on": ["the GPU-NIC path class"]}
+    order = rank_in(version)
+    if pxn is not None and (d not in order or order[d] > order["PXB"]):
+        peer, peer_type = pxn
+        d, via = peer_type, peer
+        how = f"PXN: NCCL reaches the NIC through GPU {peer} over NVLink (that GPU's path: {peer_type})"
+        depends.append(f"GPU {peer} is a rank of the same communicator (NCCL_PXN_DISABLE unset)")
+    if not within(d, level, version):
+        return {"gdr": "disabled", "distance": d,
+                "reason": f"path {d} is beyond NCCL_NET_GDR_LEVEL={level} ({level_src}); NCCL stages transfers "
+                          "through host memory"}
+    if nic_ok is None or gpu_ok is None:
+        missing = [w for ok, w in ((nic_ok, nic_why), (gpu_ok, gpu_why)) if ok is None]
+        out = {"gdr": "unknown", "distance": d,
+               "reason": f"path {d} within NCCL_NET_GDR_LEVEL={level}" + (f" ({how})" if how else "") + ", but "
+                         + "; ".join(missing),
+               "depends_on": depends + [m for m in missing if m not in depends]}
+        if via:
+            out["via"] = via
+        return out
+    mode = "PCI" if gpu_c2c and d not in ("P2C", "C2C") else "Default"
+    out: Dict[str, object] = {"gdr": "enabled", "distance": d,
+                              "reason": f"{nic_why}; {gpu_why}; path {d} within NCCL_NET_GDR_LEVEL={level} "
+                                        f"({level_src})" + (f"; {how}" if how else "")}
+    if mode == "PCI":
+        out["mode"] = "PCI"
+    if via:
+        out["via"] = via
+    if depends:
+        out["depends_on"] = depends
+    return out
+
+
+def dmabuf_flag(version: Version, st, dmabuf: Optional[dict], driver_version: Optional[str],
+                nic_driver_dmabuf: Optional[bool], nic_driver: Optional[str]) -> Tuple[Optional[bool], str]:
+    """``comm->dmaBufSupport`` and the IB plugin's DMA-BUF probe for this GPU and NIC."""
+    if version < DMABUF_FROM:
+        return False, f"NCCL {version_str(version)} has no DMA-BUF support (from 2.13.4)"
+    if not st.dmabuf_enabled:
+        return False, f"DMA-BUF disabled by NCCL_DMABUF_ENABLE={st.env.get('NCCL_DMABUF_ENABLE')}"
+    d = dmabuf if isinstance(dmabuf, dict) else {}
+    reasons_no: List[str] = []
+    unknown: List[str] = []
+    major = None
+    if driver_version:
+        try:
+            major = int(str(driver_version).split(".")[0])
+        except ValueError:
+            major = None
+    if major is None:
+        unknown.append("the NVIDIA driver version (CUDA driver >= 11.7, R515)")
+    elif major < 515:
+        reasons_no.append(f"NVIDIA driver {driver_version} is older than R515 (CUDA 11.7)")
+    open_drv = d.get("open_driver")
+    if open_drv is False:
+        reasons_no.append("the GPU's DMA-BUF attribute needs the open NVIDIA kernel module")
+    elif open_drv is None:
+        unknown.append("the GPU's DMA-BUF attribute (open NVIDIA kernel module)")
+    for key, text in (("kernel_ge_5_12", "Linux 5.12+"), ("ibv_reg_dmabuf_mr", "rdma-core 34+ (ibv_reg_dmabuf_mr)")):
+        v = d.get(key)
+        if v is False:
+            reasons_no.append(f"no {text}")
+        elif v is None:
+            unknown.append(text)
+    if nic_driver_dmabuf is None:
+        unknown.append(f"whether the NIC's RDMA driver ({nic_driver or 'unknown'}) implements dma-buf registration")
+    elif nic_driver_dmabuf is False:
+        reasons_no.append(f"the NIC's RDMA driver ({nic_driver}) does not implement dma-buf registration")
+    if reasons_no:
+        return False, "no DMA-BUF: " + "; ".join(reasons_no)
+    if unknown:
+        return None, "DMA-BUF not known: " + "; ".join(unknown)
+    return True, "DMA-BUF (NCCL's ibv_reg_dmabuf_mr probe and the GPU's DMA-BUF attribute)"

@@ -1,0 +1,563 @@
+"""NCCL's view of one node at one version: settings, versions found, GPU and NIC flags, per-pair decisions.
+
+Pure: reads the snapshot and topology only. ``NodeNccl.build`` is called once per report (and once per
+other NCCL version found, to say which pairs would be decided differently under it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from gdrcheck.rules.nccl import gdr as gdr_rules
+from gdrcheck.rules.nccl import p2p as p2p_rules
+from gdrcheck.rules.nccl.core import (
+    NEWEST,
+    Version,
+    bcm_gen,
+    nccl_type,
+    parse_version,
+    peermem_files,
+    rank_in,
+    version_str,
+    within,
+)
+from gdrcheck.rules.nccl.cpu import cpu_kind, node_cpu
+from gdrcheck.rules.nccl.settings import NcclSettings, effective_env, param, settings
+
+SPEED_CODES = ((2.5, 15), (5.0, 30), (8.0, 60), (16.0, 120), (32.0, 240), (64.0, 480))  # topo.cc:545-556
+# CPU-to-CPU bandwidth in GB/s (v2.30.7 src/graph/topo.h:25-35, topo.cc:60-83)
+SYS_BW = {"intel": 10.0, "amd": 16.0, "arm": 6.0, "power": 32.0, "zhaoxin": 6.0, "other": 5000.0}
+NVLINK_BW = ((100, 40.1), (90, 20.6), (87, 20.0), (86, 12.0), (80, 20.0), (70, 20.0), (60, 18.0))  # topo.h:274-282
+NIC_RDMA_DRIVER = {"mlx5_core": "mlx5_ib", "bnxt_en": "bnxt_re", "ice": "irdma", "i40e": "irdma", "efa": "efa",
+                   "ionic": "ionic"}
+DMABUF_RDMA = {"mlx5_ib", "efa", "bnxt_re", "irdma", "ionic"}
+_SM_BY_NAME = ((r"\bG?B(100|200|300)\b", 100), (r"\bG?H(100|200|800|20)\b", 90), (r"\bL(4|40S?|20)\b", 89),
+               (r"RTX [0-9]+ Ada|\bRTX 40[0-9]0\b", 89), (r"\bA(100|800|30)\b", 80),
+               (r"\bA(10|16|2|40)\b|RTX A[0-9]+|RTX 30[0-9]0", 86), (r"\bT4\b|RTX 20[0-9]0|Quadro RTX", 75),
+               (r"\bV100\b|TITAN V", 70), (r"\bP100\b", 60))
+_C2C_NAMES = re.compile(r"\bG[HB]\d{3}\b")
+
+
+def _speed_code(gt: Optional[float]) -> int:
+    if gt is None:
+        return 60  # topo.cc: an unknown speed string counts as 60 (Gen3)
+    for s, code in SPEED_CODES:
+        if abs(gt - s) < 0.01:
+            return code
+    return 60
+
+
+def link_bw(dev, parent=None) -> Optional[float]:
+    """GB/s of one PCIe hop as NCCL computes it: min(device, upstream port) max speed x width / 80."""
+    if dev is None or dev.link.max_speed is None:
+        return None
+    speeds = [dev.link.max_speed] + ([parent.link.max_speed] if parent is not None and parent.link.max_speed else [])
+    widths = [dev.link.max_width or 16] + ([parent.link.max_width] if parent is not None and parent.link.max_width
+                                           else [])
+    return min(widths) * _speed_code(min(speeds)) / 80.0
+
+
+def rate_gbytes(text: Optional[str]) -> Optional[float]:
+    m = re.match(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec", text or "")
+    return float(m.group(1)) / 8.0 if m else None
+
+
+@dataclass
+class GpuInfo:
+    bdf: str
+    name: Optional[str]
+    sm: Optional[int]
+    sm_source: str
+    gdr: Optional[bool]
+    gdr_source: str
+    c2c: Optional[bool]
+
+
+@dataclass
+class NicInfo:
+    bdf: str
+    rdma: Tuple[str, ...]
+    driver: Optional[str]
+    rdma_driver: Optional[str]
+    rate: Optional[float]  # GB/s, best port
+    xml_gdr: Optional[bool] = None  # an NCCL XML's (or topology file's) <net gdr>
+
+
+@dataclass
+class NodeNccl:
+    version: Version
+    version_reason: str
+    versions_found: List[Dict[str, object]]
+    st: NcclSettings
+    cpu: Optional[str]
+    cpu_source: str
+    gpus: Dict[str, GpuInfo]
+    nics: Dict[str, NicInfo]
+    plugins: Tuple[str, ...]
+    topo_files: Dict[str, str] = field(default_factory=dict)  # path -> what was applied from it
+    rdma: Dict[str, Optional[bool]] = field(default_factory=dict)  # NIC -> an RDMA device NCCL's IB lists
+    gdr_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
+    p2p_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------
+# versions
+
+
+def versions_found(snap) -> List[Dict[str, object]]:
+    f = snap.host.get("nccl_versions")
+    if f is None or not getattr(f, "known", False) or not isinstance(f.value, dict):
+        return []
+    return [dict(e) for e in f.value.get("found", ())]
+
+
+def choose_version(requested: Optional[str], found: List[Dict[str, object]]) -> Tuple[Version, str]:
+    if requested:
+        return parse_version(requested), "--nccl-version"
+    good = []
+    for e in found:
+        try:
+            good.append((parse_version(str(e["version"])), e))
+        except ValueError:
+            continue
+    if good:
+        v, e = max(good, key=lambda x: x[0])
+        extra = "" if v <= NEWEST else f"; newer than the newest rules gdrcheck knows ({version_str(NEWEST)}), " \
+                                       f"judged with those"
+        return v, f"the newest NCCL found on the node ({e['kind']}: {e['where']}){extra}"
+    return NEWEST, (f"no NCCL found on the node (library, pip wheel or PyTorch): the newest rules gdrcheck knows "
+                    f"({version_str(NEWEST)})")
+
+
+# ---------------------------------------------------------------------------
+# settings in force for a version
+
+
+def settings_for(snap, version: Version, options_env: Mapping[str, str], cpu: Optional[str], n_gpus: int,
+                 version_reason: str) -> NcclSettings:
+    conf = snap.host.get("nccl_conf")
+    if conf is not None and getattr(conf, "known", False) and isinstance(conf.value, dict):
+        v = conf.value
+        got, read = effective_env(version, v.get("env"), v.get("env_source") or "environment",
+                                  v.get("files") or {}, v.get("home") or {}, options_env)
+        env = {k: s.value for k, s in got.items()}
+        sources = {k: s.source for k, s in got.items()}
+    else:  # an input without the raw layers: the collected values (newest file rules) and the options
+        env, sources, read = {}, {}, []
+        fact = snap.host.get("nccl_env")
+        if fact is not None and isinstance(fact.value, dict):
+            for k, val in fact.value.items():
+                env[k] = str(val["value"]) if isinstance(val, dict) and "value" in val else str(val)
+                sources[k] = val.get("source", "") if isinstance(val, dict) else ""
+        for k, val in options_env.items():
+            env[k], sources[k] = val, "gdrcheck options"
+    return settings(version, env, cpu, n_gpus, sources=sources, version_reason=version_reason, files_read=read)
+
+
+# ---------------------------------------------------------------------------
+# GPU and NIC flags
+
+
+def _driver_gpu(snap, bdf):
+    for g in snap.gpus:
+        if g.bdf == bdf:
+            return g
+    return None
+
+
+def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, str]) -> GpuInfo:
+    d = topo.by_bdf[bdf]
+    dg = _driver_gpu(snap, bdf)
+    name = (dg.name if dg is not None and dg.name else None) or d.name
+    xml_gpu = d.extra.get("nccl_gpu") if d.extra else None
+    sm, sm_src = None, ""
+    if dg is not None and dg.cuda_compute:
+        sm, sm_src = dg.cuda_compute[0] * 10 + dg.cuda_compute[1], "NVML compute capability"
+    elif xml_gpu and str(xml_gpu.get("sm", "")).isdigit():
+        sm, sm_src = int(xml_gpu["sm"]), "NCCL XML <gpu sm>"
+    elif name:
+        for pat, value in _SM_BY_NAME:
+            if re.search(pat, name):
+                sm, sm_src = value, f"from the model name {name!r}"
+                break
+    gdr, gdr_src = None, ""
+    if bdf in topo_gpu:
+        gdr = topo_gpu[bdf] not in ("0", "")
+        gdr_src = f"<gpu gdr=\"{topo_gpu[bdf]}\"> in the topology file (kept by NCCL: topo.cc, xmlInitAttrInt)"
+    elif xml_gpu and xml_gpu.get("gdr") in ("0", "1"):
+        gdr = xml_gpu["gdr"] == "1"
+        gdr_src = f"NCCL's own <gpu gdr=\"{xml_gpu['gdr']}\"> in the input"
+    elif name:
+        if "GeForce" in name or "TITAN" in name.upper():
+            gdr, gdr_src = False, (f"the GPU's cudaDevAttrGPUDirectRDMASupported is 0 on GeForce/TITAN parts "
+                                   f"({name}; from the model, the driver's attribute was not read)")
+        else:
+            gdr, gdr_src = True, (f"the GPU supports GPUDirect RDMA ({name}; from the model, the driver's "
+                                  "cudaDevAttrGPUDirectRDMASupported was not read)")
+    else:
+        gdr_src = "the GPU's GPUDirect RDMA attribute (its model is not shown)"
+    c2c: Optional[bool] = None
+    if d.extra and d.extra.get("c2c"):
+        c2c = True
+    elif name and _C2C_NAMES.search(name):
+        c2c = True
+    elif cpu is not None and cpu != "arm":
+        c2c = False
+    elif name:
+        c2c = False
+    return GpuInfo(bdf, name, sm, sm_src, gdr, gdr_src, c2c)
+
+
+def nic_info(snap, topo, bdf: str, rates: Mapping[str, Mapping[str, str]], topo_net: Mapping[str, str]) -> NicInfo:
+    d = topo.by_bdf[bdf]
+    best = None
+    for dev in d.rdma_devices:
+        for r in (rates.get(dev) or {}).values():
+            g = rate_gbytes(r)
+            if g is not None and (best is None or g > best):
+                best = g
+    xml_gdr = None
+    nets = d.extra.get("nccl_nets") if d.extra else None
+    for n in nets or ():
+        if n.get("speed", "").lstrip("-").isdigit() and best is None and int(n["speed"]) > 0:
+            best = int(n["speed"]) / 8000.0
+        if n.get("gdr") in ("0", "1"):
+            xml_gdr = n["gdr"] == "1"
+    for dev in d.rdma_devices:
+        if dev in topo_net:
+            xml_gdr = topo_net[dev] not in ("0", "")
+    rdma_driver = NIC_RDMA_DRIVER.get(d.driver or "")
+    return NicInfo(bdf, tuple(d.rdma_devices), d.driver, rdma_driver, best, xml_gdr)
+
+
+def _hca_match(spec: str, names: Tuple[str, ...]) -> Optional[bool]:
+    """``NCCL_IB_HCA``: ``^`` excludes, ``=`` exact names, else prefixes; ``name:port`` (ports ignored here)."""
+    s = spec
+    exclude = s.startswith("^")
+    if exclude:
+        s = s[1:]
+    exact = s.startswith("=")
+    if exact:
+        s = s[1:]
+    items = [i.split(":")[0] for i in s.split(",") if i]
+    if not names:
+        return None
+    hit = any((n == i if exact else n.startswith(i)) for n in names for i in items)
+    return (not hit) if exclude else hit
+
+
+def net_selection(st: NcclSettings, plugins: Tuple[str, ...]) -> Tuple[Optional[str], str]:
+    """Which network NCCL's net layer uses: ``ib``, ``socket``, ``plugin`` (decides its own GDR)."""
+    env = st.env
+    want = env.get("NCCL_NET")
+    plugin_env = env.get("NCCL_NET_PLUGIN")
+    # NCCL_NET_PLUGIN=X loads libnccl-net-X.so; unset, NCCL tries libnccl-net.so (src/plugin/net.cc:256-263)
+    has_plugin = (plugin_env not in (None, "", "none")) or any(p.rsplit("/", 1)[-1] == "libnccl-net.so"
+                                                               for p in plugins)
+    if want is not None and want != "":
+        if want.lower() == "socket":
+            return "socket", f"NCCL_NET={want}: sockets, host memory only (net_socket.cc: NCCL_PTR_HOST)"
+        if want.upper() != "IB":
+            return "plugin", f"NCCL_NET={want}: the network named so decides GPUDirect RDMA itself"
+    if has_plugin and (want or "").upper() != "IB":
+        what = plugin_env if plugin_env not in (None, "") else ", ".join(plugins)
+        return "plugin", f"external net plugin ({what}): NCCL asks the plugin, whose answer the input does not show"
+    if param(env, "NCCL_IB_DISABLE", 0)[0]:
+        return "socket", (f"NCCL_IB_DISABLE={env.get('NCCL_IB_DISABLE')}: the IB transport is off, sockets carry "
+                          "the traffic through host memory")
+    return "ib", "NCCL's IB transport"
+
+
+def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Optional[bool], str, List[str]]:
+    """NCCL's ``net.gdr`` for this NIC, seen from this GPU (DMA-BUF needs the GPU's attribute)."""
+    st = node.st
+    if node.rdma.get(nic.bdf) is False:
+        return False, ("not an RDMA device (no /sys/class/infiniband entry): NCCL's IB transport does not list it, "
+                       "and a socket NIC carries no GPUDirect RDMA (net_socket.cc: NCCL_PTR_HOST)"), []
+    kind, why = net_selection(st, node.plugins)
+    if kind == "socket":
+        return False, why, []
+    if kind == "plugin":
+        return None, why, ["the net plugin's ptrSupport (NCCL_PTR_CUDA / NCCL_PTR_DMABUF)"]
+    hca = st.env.get("NCCL_IB_HCA")
+    if hca:
+        used = _hca_match(hca, nic.rdma)
+        if used is False:
+            names = ", ".join(nic.rdma) or nic.bdf
+            return False, f"NCCL_IB_HCA={hca} leaves {names} out: NCCL does not use this NIC", []
+    if nic.xml_gdr is not None:
+        return nic.xml_gdr, f"NIC {'/'.join(nic.rdma) or nic.bdf}: <net gdr=\"{int(nic.xml_gdr)}\"> in the input", []
+    pm = snap.host.get("peermem")
+    files = peermem_files(node.version)
+    pm_ok: Optional[bool] = None
+    if pm is not None and getattr(pm, "known", False) and isinstance(pm.value, dict) and \
+            isinstance(pm.value.get("nccl_files"), dict):
+        present = [p for p in files if pm.value["nccl_files"].get(p)]
+        if present:
+            return True, f"peer memory ({present[0]} exists)", []
+        pm_ok = False
+    dm = snap.host.get("dmabuf")
+    drv = snap.host.get("nvidia_driver_version")
+    nic_dmabuf: Optional[bool] = None
+    if nic.rdma_driver:
+        nic_dmabuf = nic.rdma_driver in DMABUF_RDMA
+    elif dm is not None and isinstance(dm.value, dict) and dm.value.get("rdma_driver_dmabuf"):
+        nic_dmabuf = True
+    ok, dwhy = gdr_rules.dmabuf_flag(node.version, st, dm.value if dm is not None else None,
+                                     drv.value if drv is not None and getattr(drv, "known", False) else None,
+                                     nic_dmabuf, nic.rdma_driver or nic.driver)
+    if ok:
+        return True, dwhy, []
+    if pm_ok is False and ok is False:
+        return False, f"none of {', '.join(files)} exists (NCCL {version_str(node.version)}) and {dwhy}", []
+    if pm_ok is None:
+        return None, "peer-memory files not shown" + (f"; {dwhy}" if ok is None else ""), \
+            ["peer-memory module files (/sys/module/nvidia_peermem, /sys/kernel/mm/memory_peers)"]
+    return None, f"no peer-memory file of NCCL {version_str(node.version)}; {dwhy}", []
+
+
+# ---------------------------------------------------------------------------
+# topology file
+
+
+def topo_file_attrs(snap, st: NcclSettings) -> Tuple[Dict[str, str], Dict[str, str], Dict[str, str]]:
+    """``<gpu gdr>`` by GPU busid and ``<net gdr>`` by NIC name from the topology file NCCL loads first
+    (NCCL_TOPO_FILE, else /var/run/nvidia-topologyd/virtualTopology.xml from 2.10.3; v2.30.7
+    ``src/graph/topo.cc:1765-1790``). Its attributes are not overwritten by detection (``xmlInitAttr*`` only
+    fills missing ones)."""
+    f = snap.host.get("nccl_topo_file")
+    if f is None or not isinstance(f.value, dict):
+        return {}, {}, {}
+    files = f.value.get("files") or {}
+    path = st.env.get("NCCL_TOPO_FILE")
+    if not path and st.version >= (2, 10, 3):
+        path = "/var/run/nvidia-topologyd/virtualTopology.xml"
+    text = files.get(path) if path else None
+    if not text:
+        return {}, {}, {}
+    from gdrcheck.collectors.pastes.nccl_xml import parse_xml_safely
+    from gdrcheck.errors import InputError
+
+    try:
+        root, _lines = parse_xml_safely(text, path, allow_doctype=False, what="an NCCL topology file")
+    except InputError as e:
+        return {}, {}, {path: f"not applied: {e}"}
+    gpus: Dict[str, str] = {}
+    nets: Dict[str, str] = {}
+    for pci in root.iter("pci"):
+        for child in pci:
+            if child.tag == "gpu" and child.get("gdr") is not None:
+                gpus[(pci.get("busid") or "").lower()] = child.get("gdr")
+    for net in root.iter("net"):
+        if net.get("gdr") is not None and net.get("name"):
+            nets[net.get("name")] = net.get("gdr")
+    applied = [f"gdr of {len(gpus)} GPU(s) and {len(nets)} NIC(s)"] if (gpus or nets) else ["no gdr attributes"]
+    return gpus, nets, {path: "applied: " + ", ".join(applied) + "; its PCI tree is not substituted for the "
+                        "node's (gdrcheck judges the tree it reads)"}
+
+
+# ---------------------------------------------------------------------------
+# building the node view
+
+
+def build(snap, topo, pairs, options, version: Version, version_reason: str,
+          found: List[Dict[str, object]]) -> NodeNccl:
+    gpus_bdf = topo.of_kind("gpu")
+    cpu, cpu_src = node_cpu(snap)
+    st = settings_for(snap, version, dict(options.env), cpu, len(gpus_bdf), version_reason)
+    topo_gpu, topo_net, topo_applied = topo_file_attrs(snap, st)
+    pf = snap.host.get("nccl_versions")
+    plugins = tuple(pf.value.get("net_plugins", ())) if pf is not None and isinstance(pf.value, dict) else ()
+    rf = snap.host.get("rdma_port_rates")
+    rates = rf.value if rf is not None and isinstance(rf.value, dict) else {}
+    gpus = {b: gpu_info(snap, topo, b, cpu, topo_gpu) for b in gpus_bdf}
+    nics = {b: nic_info(snap, topo, b, rates, topo_net) for b in topo.of_kind("nic")}
+    node = NodeNccl(version, version_reason, found, st, cpu, cpu_src, gpus, nics, plugins, topo_applied)
+    from gdrcheck.rules.base import Context
+    from gdrcheck.rules.link_nic import rdma_capable
+
+    ctx = Context(snap=snap, topo=topo, pairs=())
+    node.rdma = {b: rdma_capable(ctx, b) for b in nics}
+    types = {(p.a, p.b): pair_type(topo, p, version, st) for p in pairs}
+    _decide_gdr(node, snap, topo, pairs, types)
+    _decide_p2p(node, snap, topo, pairs, types)
+    return node
+
+
+def _flattened(topo, bridges, version: Version = NEWEST) -> bool:
+    """Every switch on the path is a Broadcom part NCCL flattens at this version (Gen4 from 2.9.6, Gen5 from
+    2.20.3: v2.30.7 ``topo.cc:195-268``)."""
+    switches = {topo.switch_id(b) for b in bridges if topo.kind.get(b) in ("switch_upstream", "switch_downstream")}
+    if len(switches) < 2:
+        return False
+    for s in switches:
+        d = topo.by_bdf[s]
+        gen = bcm_gen(d.vendor, d.device, d.subsys_vendor, d.subsys_device)
+        if not gen or (gen == 4 and version < (2, 9, 6)) or (gen == 5 and version < (2, 20, 3)):
+            return False
+    return True
+
+
+def pair_type(topo, p, version: Version, st) -> Tuple[Optional[str], Tuple[str, ...], bool, Optional[str]]:
+    """(NCCL path type, candidates, Broadcom-flattened, NVB intermediate GPU)."""
+    flat = p.pcie_path == "PXB" and _flattened(topo, p.bridges, version)
+    t = nccl_type(p.pcie_path, p.nvlinks if p.kind == "gpu-gpu" else None, flat)
+    cands = tuple(sorted({nccl_type(c, None) for c in p.candidates}, key=lambda x: rank_in(version).get(x, 99))) \
+        if p.pcie_path is None else ()
+    if p.kind == "gpu-gpu" and getattr(p, "nvlink_unknown", ""):
+        # NVLink parts in an input that cannot show links: NVL, or the PCIe path
+        cands = tuple(dict.fromkeys(("NVL",) + ((t,) if t else cands)))
+        t = None
+    via = None
+    if p.kind == "gpu-gpu" and not p.nvlinks and topo.snap.shows_nvlink:
+        nvb_off = version >= p2p_rules.NVB_DISABLE_FROM and st.param("NCCL_NVB_DISABLE", 0)
+        if not nvb_off:
+            for k in topo.of_kind("gpu"):
+                if k in (p.a, p.b):
+                    continue
+                if _direct_nvlink(topo, p.a, k) and _direct_nvlink(topo, k, p.b):
+                    via, t = k, "NVB"
+                    break
+    return t, cands, flat, via
+
+
+def _direct_nvlink(topo, a: str, b: str) -> bool:
+    return any({lk.a, lk.b} == {a, b} and lk.count for lk in topo.snap.nvlinks)
+
+
+def _nvl(topo, a: str, b: str) -> Optional[int]:
+    return topo.nvlink_count(a, b)
+
+
+def _pcie_bw(topo, a: str, b: str, bridges) -> Optional[float]:
+    parts = [a, b] + [x for x in bridges if topo.kind.get(x) == "switch_upstream"]
+    bws = []
+    for x in parts:
+        d = topo.by_bdf.get(x)
+        parent = topo.by_bdf.get(topo.parent(x)) if topo.parent(x) else None
+        bw = link_bw(d, parent)
+        if bw is None:
+            return None
+        bws.append(bw)
+    return min(bws) if bws else None
+
+
+def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
+    st, v = node.st, node.version
+    order = rank_in(v)
+    single = len(node.gpus) == 1
+    pxn_off = v < gdr_rules.PXN_FROM or st.param("NCCL_PXN_DISABLE", 0) == 1
+    pxn_type = "P2C" if v >= (2, 28, 0) and st.param("NCCL_PXN_C2C", 1) else "PXB"
+    by_nic: Dict[str, List] = {}
+    for p in pairs:
+        if p.kind == "gpu-nic":
+            by_nic.setdefault(p.b, []).append(p)
+    flags: Dict[Tuple[str, str], tuple] = {}
+    for p in pairs:
+        if p.kind != "gpu-nic" or p.b not in node.nics:
+            continue
+        flags[(p.a, p.b)] = nic_flag(node, snap, node.nics[p.b], node.gpus[p.a])
+    for p in pairs:
+        if p.kind != "gpu-nic" or p.b not in node.nics:
+            continue
+        g = node.gpus[p.a]
+        t, cands, _flat, _ = types[(p.a, p.b)]
+        d_own, _ = gdr_rules.distance(v, st, t, g.c2c)
+        pxn = None
+        if not pxn_off and (d_own is None or order.get(d_own, 99) > order["PXB"]):
+            best = None
+            for q in by_nic.get(p.b, ()):
+                if q.a == p.a:
+                    continue
+                qt = gdr_rules.distance(v, st, types[(q.a, q.b)][0], node.gpus[q.a].c2c)[0]
+                if qt is None or order.get(qt, 99) > order.get(pxn_type, order["PXB"]):
+                    continue
+                if not _nvl(topo, p.a, q.a) or node.gpus[q.a].gdr is False or flags[(q.a, q.b)][0] is False:
+                    continue
+                # 2.30 asks ncclTopoCheckGdr(peer, read=1) too (paths.cc:825-830): its level and send side
+                if v >= (2, 30, 0) and (gdr_rules.read_side(v, st, node.gpus[q.a].sm, True, single)["gdr_read"]
+                                        == "disabled" or not within(qt, st.gdr_level, v)):
+                    continue
+                if best is None or order[qt] < order[best[1]]:
+                    best = (q.a, qt)
+            pxn = best
+        view = gdr_rules.decide(v, st, t=t, candidates=cands, nic_flag=flags[(p.a, p.b)],
+                                gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=g.c2c, pxn=pxn)
+        nvpeer = None
+        if topo.snap.shows_nvlink:
+            nvpeer = any(_nvl(topo, p.a, o) for o in node.gpus if o != p.a)
+        if view["gdr"] == "enabled":
+            view.update(gdr_rules.read_side(v, st, g.sm, nvpeer, single))
+        node.gdr_view[(p.a, p.b)] = view
+
+
+def _decide_p2p(node: NodeNccl, snap, topo, pairs, types) -> None:
+    st, v = node.st, node.version
+    default = p2p_rules.default_p2p_level(v, cpu_kind(node.cpu), len(node.gpus))
+    for p in pairs:
+        if p.kind != "gpu-gpu":
+            continue
+        t, cands, _flat, via = types[(p.a, p.b)]
+        hops = [(p.a, via), (via, p.b)] if via else [(p.a, p.b)]
+        nvml = []
+        for x, y in hops:
+            r = snap.p2p_status.get((x, y, "read")) or snap.p2p_status.get((y, x, "read"))
+            w = snap.p2p_status.get((x, y, "write")) or snap.p2p_status.get((y, x, "write"))
+            nvml.append((f"{x}-{y}", r, w))
+        faster, detail = _net_faster(node, topo, p, t)
+        facts = p2p_rules.PairFacts(t, cands, via, tuple(nvml), faster, detail)
+        view = p2p_rules.decide(v, st, default, facts)
+        if t is None and getattr(p, "nvlink_unknown", "") and view["p2p"] == "unknown":
+            view["reason"] = f"{p.nvlink_unknown}; NCCL decides P2P over NVLink or over PCIe ({', '.join(cands)})"
+            view["depends_on"] = ["whether NVLink joins the two GPUs (nvidia-smi nvlink -s, NVML)"]
+        elif (p.path or "").startswith("XGMI") and isinstance(view.get("reason"), str):
+            view["reason"] = view["reason"].replace("NVLink", "xGMI")
+        node.p2p_view[(p.a, p.b)] = view
+
+
+def _net_faster(node: NodeNccl, topo, p, t: Optional[str]) -> Tuple[Optional[bool], str]:
+    """``ncclTopoCheckNet``: both GPUs reach a NIC at PXB or closer (with GDR, else NCCL's path to it goes
+    through the CPU) faster than they reach each other."""
+    if t is None or not node.nics:
+        return False, ""
+    order = rank_in(node.version)
+
+    def best_net(g: str) -> Tuple[Optional[float], bool]:
+        best, undecided = 0.0, False
+        for n, nic in node.nics.items():
+            view = node.gdr_view.get((g, n))
+            cls, _ = topo.pcie_class(g, n)
+            if view is None or cls is None:
+                continue
+            nt = nccl_type(cls, None, cls == "PXB" and _flattened(topo, topo.path_bridges(g, n), node.version))
+            if order.get(nt, 99) > order["PXB"]:
+                continue
+            if view["gdr"] == "disabled":
+                continue
+            bw = _pcie_bw(topo, g, n, topo.path_bridges(g, n))
+            if view["gdr"] == "unknown" or bw is None or nic.rate is None:
+                undecided = True
+                continue
+            best = max(best, min(bw, nic.rate))
+        return best, undecided
+
+    if t in ("NVL", "NVB"):
+        sm = node.gpus[p.a].sm
+        per = next((bw for s, bw in NVLINK_BW if sm is not None and sm >= s), None)
+        speed = (p.nvlinks or 1) * per if per else None
+    else:
+        speed = _pcie_bw(topo, p.a, p.b, p.bridges)
+        if speed is not None and t == "SYS":
+            speed = min(speed, SYS_BW.get(node.cpu or "other", 5000.0))
+    n1, u1 = best_net(p.a)
+    n2, u2 = best_net(p.b)
+    if speed is not None and n1 > speed and n2 > speed:
+        return True, f"NIC paths {n1:g} and {n2:g} GB/s against {speed:g} GB/s between the GPUs"
+    if speed is None and (n1 or n2 or u1 or u2):
+        return None, "the GPU-GPU path bandwidth is not shown"
+    if (u1 or u2) and speed is not None:
+        if (n1 > speed or u1) and (n2 > speed or u2):
+            return None, "a close NIC's bandwidth or GDR is not known"
+    return False, ""

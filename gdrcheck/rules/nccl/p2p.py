@@ -1,0 +1,190 @@
+"""NCCL's GPU-GPU P2P decision for one pair: ``ncclTopoCheckP2p``, then the P2P transport's own checks.
+
+Sources (``NVIDIA/nccl``):
+* default level per version and CPU: v2.8.4 ``src/graph/paths.cc:267-290`` (SYS; ARM PXB; Intel BDW PXB,
+  other Intel PHB; Zhaoxin PXB), v2.22.3 ``paths.cc:284-300`` (SYS; ARM, Intel, Zhaoxin PXB; first with
+  this rule v2.9.6), v2.23.4 ``paths.cc:277-290`` (PXB; x86 AMD with at most two GPU nodes SYS), v2.30.7
+  ``paths.cc:355-365`` (the same, counting physical GPUs: DEV nodes). The user's level replaces the default
+  (``ncclGetUserP2pLevel`` ``paths.cc:287-294``).
+* NVB: a path through one intermediate GPU over NVLink, v2.30.7 ``paths.cc:73-82`` (``NCCL_NVB_DISABLE``
+  ``paths.cc:36``, since v2.12.7 ``paths.cc:32``); NCCL_P2P_USE_CUDA_MEMCPY rejects it (``p2p.cc:138-141``).
+* NVML status, only when the level check passed: v2.30.7 ``paths.cc:373-412`` (since v2.19.1 a bad status
+  sets p2p=0 on every path; an NVLink path aborts init unless ``NCCL_IGNORE_DISABLED_P2P``; ``=2`` skips the
+  check); v2.12.7-v2.18.6 ``paths.cc:314-330`` (a bad status on PCIe only logs when the setting is 0, and
+  the transport's ``cudaDeviceCanAccessPeer`` decides); no NVML check before v2.12.7.
+* the network preferred over P2P: ``ncclTopoCheckNet`` v2.30.7 ``paths.cc:599-631`` (since v2.18.1
+  ``paths.cc:415``; first in v2.14.3 ``paths.cc:402-434``), called by the P2P transport (``p2p.cc:130-210``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from gdrcheck.rules.nccl.core import Version, within
+
+PXB_DEFAULT_FROM = (2, 23, 0)
+INTEL_ARM_PXB_FROM = (2, 9, 6)
+NVML_CHECK_FROM = (2, 12, 7)
+NVML_PCIE_DISABLES_FROM = (2, 19, 0)
+NVB_DISABLE_FROM = (2, 12, 7)
+CHECK_NET_FROM = (2, 14, 0)
+
+
+@dataclass(frozen=True)
+class DefaultLevel:
+    level: Optional[str]  # None when it rests on a fact the input does not show, or on the job
+    reason: str
+    alternatives: Tuple[Tuple[str, str], ...] = ()  # (level, the condition under which NCCL uses it)
+
+
+def default_p2p_level(version: Version, cpu: Optional[str], n_gpus: int) -> DefaultLevel:
+    v = ".".join(map(str, version))
+    if version >= PXB_DEFAULT_FROM:
+        amd_sys = ("SYS", "x86 AMD CPU and at most 2 GPUs of the communicator on this node")
+        if cpu is None:
+            return DefaultLevel(None, f"NCCL {v} default: PXB, SYS on x86 AMD with at most 2 GPUs; the CPU "
+                                      "vendor is not shown",
+                                (amd_sys, ("PXB", "any other CPU, or more than 2 GPUs")))
+        if cpu != "amd":
+            return DefaultLevel("PXB", f"NCCL {v} default (PXB; CPU {cpu})")
+        if n_gpus and n_gpus <= 2:
+            return DefaultLevel("SYS", f"NCCL {v} default on x86 AMD with {n_gpus} GPUs (SYS)")
+        return DefaultLevel(None, f"NCCL {v} default on x86 AMD: SYS when the communicator has at most 2 GPUs "
+                                  "on this node, else PXB",
+                            (amd_sys, ("PXB", "x86 AMD CPU and more than 2 GPUs of the communicator on this node")))
+    if version >= INTEL_ARM_PXB_FROM:
+        if cpu is None:
+            return DefaultLevel(None, f"NCCL {v} default: PXB on Intel, ARM and Zhaoxin, SYS otherwise; the CPU "
+                                      "vendor is not shown",
+                                (("PXB", "Intel, ARM or Zhaoxin CPU"), ("SYS", "AMD, POWER or another CPU")))
+        if cpu in ("intel", "arm", "zhaoxin"):
+            return DefaultLevel("PXB", f"NCCL {v} default on {cpu} (PXB)")
+        return DefaultLevel("SYS", f"NCCL {v} default on {cpu} (SYS)")
+    # 2.8.x: SYS; ARM and Zhaoxin PXB; Intel Broadwell PXB, newer Intel PHB
+    if cpu in ("arm", "zhaoxin"):
+        return DefaultLevel("PXB", f"NCCL {v} default on {cpu} (PXB)")
+    if cpu == "intel":
+        return DefaultLevel(None, f"NCCL {v} default on Intel: PXB on Broadwell and older, PHB on newer",
+                            (("PXB", "Intel Broadwell or older (cpuid model < 0x55)"),
+                             ("PHB", "Intel Skylake or newer")))
+    if cpu is None:
+        return DefaultLevel(None, f"NCCL {v} default: SYS, PXB on ARM/Zhaoxin/Intel Broadwell, PHB on newer "
+                                  "Intel; the CPU vendor is not shown",
+                            (("SYS", "AMD, POWER or another CPU"), ("PXB", "ARM, Zhaoxin or Intel Broadwell"),
+                             ("PHB", "Intel Skylake or newer")))
+    return DefaultLevel("SYS", f"NCCL {v} default on {cpu} (SYS)")
+
+
+@dataclass(frozen=True)
+class PairFacts:
+    """What the P2P decision needs about one GPU pair (filled by the evaluator)."""
+
+    path_type: Optional[str]  # NCCL's type: NVL, NVB, PIX, PXB, PHB, SYS; None when the input cannot say
+    path_candidates: Tuple[str, ...] = ()
+    via: Optional[str] = None  # the intermediate GPU of an NVB path
+    nvml: Tuple[Tuple[str, Optional[str], Optional[str]], ...] = ()  # per hop: (hop, read, write)
+    net_faster: Optional[bool] = False  # ncclTopoCheckNet: both GPUs have a faster NIC at PXB or closer
+    net_detail: str = ""
+
+
+def decide(version: Version, st, default: DefaultLevel, f: PairFacts) -> Dict[str, object]:
+    """``{"p2p", "reason", "depends_on"?, "init_fails"?}`` for one pair."""
+    t = f.path_type
+    if t is None:
+        if f.path_candidates:
+            outcomes = {_level_ok(version, st, default, c) for c in f.path_candidates}
+            if outcomes == {False}:
+                return {"p2p": "disabled", "reason": f"every possible path ({', '.join(f.path_candidates)}) is "
+                                                     f"beyond NCCL_P2P_LEVEL={st.p2p_level} ({st.p2p_level_source})"}
+        return {"p2p": "unknown", "reason": "the input does not show where the two GPUs meet"
+                + (f" ({' or '.join(f.path_candidates)})" if f.path_candidates else "")}
+    depends: List[str] = []
+    if t == "NVB":
+        if st.param("NCCL_P2P_USE_CUDA_MEMCPY", 0):
+            return {"p2p": "disabled", "reason": "NVB path (through GPU " + str(f.via) + ") and "
+                    "NCCL_P2P_USE_CUDA_MEMCPY set: the P2P transport refuses indirect paths (p2p.cc)"}
+        depends.append(f"GPU {f.via} (the NVLink hop between them) is a rank of the same communicator")
+    level, level_src = st.user_p2p_level, st.p2p_level_source
+    if level is None:
+        if default.level is not None:
+            level = default.level
+        else:
+            outcomes = {lv: within(t, lv, version) for lv, _ in default.alternatives}
+            if len(set(outcomes.values())) == 1:
+                if not outcomes[default.alternatives[0][0]]:
+                    return {"p2p": "disabled", "reason": f"path {t} is beyond every default level "
+                                                         f"({default.reason}); NCCL uses shared host memory"}
+                level = default.alternatives[0][0]
+                reason = f"path {t} within NCCL_P2P_LEVEL={'/'.join(lv for lv, _ in default.alternatives)} " \
+                         f"({default.reason})"
+                return _after_level(version, st, f, t, reason, depends)
+            else:
+                ok = [cond for lv, cond in default.alternatives if outcomes[lv]]
+                no = [cond for lv, cond in default.alternatives if not outcomes[lv]]
+                out = {"p2p": "unknown", "reason": f"path {t}: {default.reason}",
+                       "depends_on": [f"P2P with: {c}" for c in ok] + [f"host memory with: {c}" for c in no]}
+                return out
+    if not within(t, level, version):
+        return {"p2p": "disabled", "reason": f"path {t} is beyond NCCL_P2P_LEVEL={level} ({level_src}); "
+                                            "NCCL uses shared host memory"}
+    return _after_level(version, st, f, t, f"path {t} within NCCL_P2P_LEVEL={level} ({level_src})", depends)
+
+
+def _after_level(version: Version, st, f: PairFacts, t: str, reason: str, depends: List[str]) -> Dict[str, object]:
+    """NVML status, then the transport's network check, once the level check passed."""
+    # NVML P2P status, only now that the level check passed
+    ignore = st.ignore_disabled_p2p
+    nvlink = t in ("NVL", "NVB")
+    if version >= NVML_CHECK_FROM and ignore != 2:
+        bad = [(hop, r, w) for hop, r, w in f.nvml if (r is not None and r != "OK") or (w is not None and w != "OK")]
+        missing = [hop for hop, r, w in f.nvml if r is None or w is None]
+        if bad:
+            what = "; ".join(f"{hop}: read {r or '?'}, write {w or '?'}" for hop, r, w in bad)
+            if nvlink and not ignore:
+                return {"p2p": "disabled", "init_fails": True,
+                        "reason": f"NVML P2P status {what} on an NVLink path: NCCL aborts at init ('P2P is "
+                                  "disabled between NVLINK connected GPUs'); NCCL_IGNORE_DISABLED_P2P=1 makes it "
+                                  "use host memory instead"}
+            if version >= NVML_PCIE_DISABLES_FROM or ignore:
+                return {"p2p": "disabled", "reason": f"NVML P2P status {what}: NCCL does not use P2P and falls "
+                                                     "back to shared host memory"}
+            return {"p2p": "unknown", "reason": f"NVML P2P status {what}: NCCL {'.'.join(map(str, version))} "
+                                                "only logs it on a PCIe path; the P2P transport's "
+                                                "cudaDeviceCanAccessPeer decides, which the input does not show",
+                    "depends_on": ["cudaDeviceCanAccessPeer between the two GPUs"]}
+        if missing:
+            return {"p2p": "unknown", "reason": f"{reason}; NVML P2P status (read and write) not known for "
+                                                f"{', '.join(missing)}",
+                    "depends_on": ["NVML P2P read/write status (nvidia-smi topo -p2p r / -p2p w)"]}
+        reason += "; NVML P2P read/write OK"
+    elif version < NVML_CHECK_FROM:
+        bad = [hop for hop, r, w in f.nvml if (r and r != "OK") or (w and w != "OK")]
+        if bad or any(r is None or w is None for _, r, w in f.nvml):
+            return {"p2p": "unknown", "reason": f"{reason}; NCCL {'.'.join(map(str, version))} has no NVML check: "
+                                                "cudaDeviceCanAccessPeer decides, which the input does not show",
+                    "depends_on": ["cudaDeviceCanAccessPeer between the two GPUs"]}
+    else:
+        reason += "; NVML check skipped (NCCL_IGNORE_DISABLED_P2P=2)"
+    if version >= CHECK_NET_FROM and st.param("NCCL_NET_DISABLE_INTRA", 0) != 1:
+        if f.net_faster:
+            return {"p2p": "disabled", "reason": f"{reason}, but the network is faster ({f.net_detail}): "
+                                                "ncclTopoCheckNet makes NCCL use the NIC, not P2P "
+                                                "(NCCL_NET_DISABLE_INTRA=1 keeps P2P)"}
+        if f.net_faster is None:
+            depends.append(f"ncclTopoCheckNet: {f.net_detail}")
+    out = {"p2p": "enabled", "reason": ("NVLink" if t == "NVL" else
+                                        f"NVLink through GPU {f.via} (NVB)" if t == "NVB" else "PCIe")
+           + f": {reason}"}
+    if depends:
+        out["depends_on"] = depends
+    return out
+
+
+def _level_ok(version, st, default: DefaultLevel, t: str) -> Optional[bool]:
+    if st.user_p2p_level:
+        return within(t, st.user_p2p_level, version)
+    if default.level:
+        return within(t, default.level, version)
+    got = {within(t, lv, version) for lv, _ in default.alternatives}
+    return got.pop() if len(got) == 1 else None

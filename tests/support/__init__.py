@@ -1,0 +1,1 @@
+"""Shared pieces of the tests: tree builders, named scenarios, scripted libraries, process runners."""
