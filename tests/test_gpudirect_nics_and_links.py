@@ -7,24 +7,26 @@ from __future__ import annotations
 import json
 
 import pytest
-
-import scenarios
-from cli_util import run
 from conftest import REALWORLD
+from support import scenarios
+from support.cli_util import run
 
 GPU = "-[0000:00]-+-01.0-[01]----00.0  NVIDIA Corporation GH100 [H100 PCIe]\n"
 PASTES = {
     # a cloud VM's paste: the only NIC is virtio
     "virtio-nic-only": GPU + "           \\-03.0  Red Hat, Inc. Virtio network device\n",
-    "i210-and-x710": GPU + "           +-02.0-[02]----00.0  Intel Corporation I210 Gigabit Network Connection\n"
-                           "           \\-03.0-[03]--+-00.0  Intel Corporation Ethernet Controller X710 for 10GbE SFP+\n"
-                           "                        \\-00.1  Intel Corporation Ethernet Controller X710 for 10GbE SFP+\n",
+    "i210-and-x710": GPU
+    + "           +-02.0-[02]----00.0  Intel Corporation I210 Gigabit Network Connection\n"
+    + "           \\-03.0-[03]--+-00.0  Intel Corporation Ethernet Controller X710 for 10GbE SFP+\n"
+    + "                        \\-00.1  Intel Corporation Ethernet Controller X710 for 10GbE SFP+\n",
     "connectx-7-paste": GPU + "           \\-02.0-[02]----00.0  Mellanox Technologies MT2910 Family [ConnectX-7]\n",
     # two SXM GPUs under one switch in a KVM guest: NVLink not in the paste, the fixes are the host's
     "kvm-guest-lspci": "-[0000:00]-+-00.0  Intel Corporation 82G33/G31/P35/P31 Express DRAM Controller\n"
                        "           +-01.0  Red Hat, Inc. Virtio console\n"
-                       "           +-02.0-[01-03]----00.0-[02-03]--+-00.0-[03]----00.0  NVIDIA Corporation GH100 [H100 SXM5 80GB]\n"
-                       "           |                               \\-01.0-[04]----00.0  Mellanox Technologies MT2910 Family [ConnectX-7]\n"
+                       "           +-02.0-[01-03]----00.0-[02-03]--+-00.0-[03]----00.0  "
+                       "NVIDIA Corporation GH100 [H100 SXM5 80GB]\n"
+                       "           |                               \\-01.0-[04]----00.0  "
+                       "Mellanox Technologies MT2910 Family [ConnectX-7]\n"
                        "           \\-03.0-[05]----00.0  NVIDIA Corporation GH100 [H100 SXM5 80GB]\n",
 }
 

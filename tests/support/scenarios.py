@@ -59,7 +59,8 @@ def build(root: Path, **change) -> Path:
                   bars=gpu_bars,
                   link=(change.get("gpu0_speed", "32.0 GT/s PCIe") if g + i == 0 else "32.0 GT/s PCIe",
                         width if (g + i == 0) else 16, "32.0 GT/s PCIe", 16), **cfg)
-        nic_rdma = [] if change.get("nic_not_rdma") else [f"mlx5_{1 - sock if change.get('rdma_names_swapped') else sock}"]
+        name = 1 - sock if change.get("rdma_names_swapped") else sock
+        nic_rdma = [] if change.get("nic_not_rdma") else [f"mlx5_{name}"]
         if change.get("nic_virtio"):
             t.add(NICS[sock], dsp[2], cls=0x020000, vendor=0x1AF4, device=0x1041, driver="virtio-pci",
                   iommu_group=str(30 + sock), **cfg)
