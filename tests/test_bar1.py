@@ -343,10 +343,10 @@ def test_bar1_doc_without_driver_says_so():
 def test_scenarios(tmp_path, case, expect):
     from support.scenarios import scenario
 
-    from gdrcheck.collectors.inputs import load_snapshot
+    from gdrcheck.collectors.inputs import load_facts
     from gdrcheck.rules.engine import evaluate
 
-    snap = load_snapshot(str(scenario(tmp_path, case)))
+    snap = load_facts(str(scenario(tmp_path, case)))
     rep = evaluate(snap)
     got = {f.code for f in rep.findings if "GDR100" <= f.code <= "GDR119"}
     assert got == expect

@@ -15,7 +15,7 @@ from support import fleet_docs as fd
 from support import fleet_trees
 from support.cli_util import assert_clean_error, run
 
-from gdrcheck.cli.commands import main
+from gdrcheck.cli.entry import main
 
 try:
     import jsonschema

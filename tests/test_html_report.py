@@ -261,7 +261,7 @@ def test_progress_only_on_a_terminal(tmp_path):
 
 def test_render_time_of_largest_tree(big_tree):
     """The renderer is a function of the three documents: well under a second for 512 functions."""
-    from gdrcheck.collectors.inputs import load_snapshot
+    from gdrcheck.collectors.inputs import load_facts
     from gdrcheck.documents.bar1 import bar1_doc
     from gdrcheck.documents.pairs import pairs_doc
     from gdrcheck.documents.topology import topology_doc
@@ -269,7 +269,7 @@ def test_render_time_of_largest_tree(big_tree):
     from gdrcheck.rules import all_rules
     from gdrcheck.rules.engine import evaluate
 
-    report = evaluate(load_snapshot(str(big_tree), endpoint_config=True))
+    report = evaluate(load_facts(str(big_tree), endpoint_config=True))
     args = (topology_doc(report.topo, describe_input=True), pairs_doc(report),
             bar1_doc(report.snap, report.topo, report.findings), all_rules())
     best = min(_timed(render_html, args) for _ in range(3))

@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import pytest
 from support.cli_util import run
 
-from gdrcheck.collectors.inputs import load_snapshot
+from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
 from gdrcheck.model import bdf_key, norm_bdf
 from gdrcheck.pcie.topology import Topology
@@ -201,7 +201,7 @@ def test_path_classes_follow_hwlocs_tree(unpacked, name):
     gdrcheck's is the same; where it cannot (a bus with no NUMA node), gdrcheck's is one of the candidates."""
     cap = unpacked(name)
     th = Topology(parse_hwloc_xml(cap.xml, "lstopo.xml"))
-    ts = Topology(load_snapshot(str(cap.root)))
+    ts = Topology(load_facts(str(cap.root)))
     common = sorted(set(th.by_bdf) & set(ts.by_bdf), key=bdf_key)
     assert len(common) == len(cap.hwloc)
     wrong = {}
@@ -252,7 +252,7 @@ def test_bridge_missing_from_the_listing_keeps_the_real_chain(unpacked):
         assert (d["parent"], d["root"], d["unlisted_upstream"]) == ("0000:5e:00.0", "0000:5d", ["0000:5f:03.0"])
         assert cap.hwloc[b][0] == "0000:5e:00.0"
     assert "0000:5f:03.0" not in cap.devices
-    ts = Topology(load_snapshot(str(cap.root)))
+    ts = Topology(load_facts(str(cap.root)))
     assert ts.pcie_class("0000:60:00.0", "0000:60:00.1") == ("PIX", ())  # two functions of one device, not PHB
     assert ts.ancestors("0000:60:00.0") == ("0000:5e:00.0", "0000:5d:02.0")
     text = run("topology", "--all", "--from", cap.root, env={"COLUMNS": "200"}).stdout
@@ -286,7 +286,7 @@ def test_trimmed_to_the_endpoints_hangs_them_on_the_root_bus(unpacked, tmp_path)
     hw = hwloc_functions(p.stdout)
     assert {b: parent for b, (parent, _n) in hw.items()} == {b: d["parent"] for b, d in devs.items()}
     assert {b: n for b, (_p, n) in hw.items()} == {b: d["numa_node"] for b, d in devs.items()}
-    ts, th = Topology(load_snapshot(str(root))), Topology(parse_hwloc_xml(p.stdout, "lstopo.xml"))
+    ts, th = Topology(load_facts(str(root))), Topology(parse_hwloc_xml(p.stdout, "lstopo.xml"))
     assert ts.pcie_class("0000:60:00.0", "0000:60:00.1") == th.pcie_class("0000:60:00.0", "0000:60:00.1")
     assert any("placed on the root bus" in n and "0000:5d:02.0, 0000:5e:00.0, 0000:5f:03.0" in n
                for n in doc["notes"])
@@ -302,7 +302,7 @@ def test_numa_node_from_local_cpus_without_numa_node_files(unpacked):
                    "0007:00:00.0": 8, "0035:04:00.0": 8, "0035:05:00.0": 8}
     assert {r["root"]: r["numa_node"] for r in cap.doc["roots"]} == {
         "0004:05": 0, "0004:06": 0, "0006:00": 0, "0007:00": 8, "0035:04": 8, "0035:05": 8}
-    ts = Topology(load_snapshot(str(cap.root)))
+    ts = Topology(load_facts(str(cap.root)))
     assert ts.pcie_class("0004:05:00.0", "0006:00:00.0") == ("NODE", ())
     assert ts.pcie_class("0004:05:00.0", "0035:05:00.0") == ("SYS", ())
     assert any("local_cpus" in n and "0035:05:00.0 -> 8" in n for n in cap.doc["notes"])

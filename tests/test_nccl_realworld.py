@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gdrcheck.collectors.inputs import load_snapshot
+from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.documents.pairs import pairs_doc
 from gdrcheck.rules.engine import evaluate
 
@@ -15,7 +15,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 def _doc(path, version=None):
     from gdrcheck.rules.base import Options
 
-    return pairs_doc(evaluate(load_snapshot(str(path)), Options(nccl_version=version)))
+    return pairs_doc(evaluate(load_facts(str(path)), Options(nccl_version=version)))
 
 
 def test_h100_vm_dump_from_the_harness():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support.cli_util import ROOT, assert_clean_error, run
 
-from gdrcheck.collectors.inputs import load_snapshot
+from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.documents.pairs import pairs_doc
 from gdrcheck.documents.topology import topology_doc
 from gdrcheck.errors import InputError
@@ -36,7 +36,7 @@ MATRICES = (
 
 
 def _docs(*paths):
-    snap = load_snapshot(tuple(str(p) for p in paths) if len(paths) > 1 else str(paths[0]))
+    snap = load_facts(tuple(str(p) for p in paths) if len(paths) > 1 else str(paths[0]))
     report = evaluate(snap)
     return snap, pairs_doc(report), topology_doc(Topology(snap))
 
@@ -231,7 +231,7 @@ def test_matrix_alone_on_the_command_line(realworld):
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (FIX / "nvidia-smi-q").iterdir()))
 def test_nvidia_smi_q_alone_gives_bar1(name):
-    snap = load_snapshot(str(FIX / "nvidia-smi-q" / name))
+    snap = load_facts(str(FIX / "nvidia-smi-q" / name))
     assert snap.input_kind == "nvidia-smi-q" and snap.gpus
     assert all(g.bar1_total_bytes for g in snap.gpus)
     assert set(snap.unplaced) == {g.bdf for g in snap.gpus}  # no tree: their places are not shown
@@ -300,7 +300,7 @@ def test_acsctl_grep_without_devices_says_what_to_run(realworld):
 def test_two_trees_of_one_node_are_refused(realworld):
     f = realworld / "stelline-puget-wrx90-2xrtx6000ada" / "lspci-tv.txt"
     with pytest.raises(InputError, match="second PCIe tree"):
-        load_snapshot((str(f), str(realworld / "azure-ndv5" / "nccl-topo.xml")))
+        load_facts((str(f), str(realworld / "azure-ndv5" / "nccl-topo.xml")))
 
 
 def test_help_lists_every_accepted_kind():
@@ -432,10 +432,10 @@ def test_lspci_vvv_rendered_by_real_lspci(tmp_path, seed, opt):
     assert sniff(vvv.read_text()) == "lspci-vvv"
     got = {fn.bdf: fn for fn in parse_lspci_verbose(vvv.read_text(), "vvv.txt")}
     assert set(got) == set(truth)
-    snap = load_snapshot(str(vvv))
+    snap = load_facts(str(vvv))
     assert not snap.unplaced
     assert {d.bdf: (d.parent, d.root) for d in snap.devices} == truth
-    merged = load_snapshot((str(tv), str(vvv)))
+    merged = load_facts((str(tv), str(vvv)))
     assert {d.bdf: (d.parent, d.root) for d in merged.devices} == truth
     from gdrcheck.model import PciFunction
 

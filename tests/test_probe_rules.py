@@ -81,7 +81,7 @@ def _plan_with_bar1(tmp_path, monkeypatch, leak):
     """run_plan over one cuda step, NVML answering BAR1 used; ``leak`` bytes stay used after the step."""
     from support import scenarios
 
-    from gdrcheck.collectors.inputs import load_snapshot
+    from gdrcheck.collectors.inputs import load_facts
     from gdrcheck.probe import nvml_state
     from gdrcheck.probe.doc import probe_doc
     from gdrcheck.probe.plan import build_plan
@@ -101,7 +101,7 @@ def _plan_with_bar1(tmp_path, monkeypatch, leak):
             pass
 
     monkeypatch.setattr(nvml_state, "NvmlState", Nvml)
-    report = evaluate(load_snapshot(str(scenarios.scenario(tmp_path, "healthy-gdr-node"))))
+    report = evaluate(load_facts(str(scenarios.scenario(tmp_path, "healthy-gdr-node"))))
     plan = build_plan(report, only=("cuda",))
     plan.steps = [s for s in plan.steps if s.subjects == (GPU0,)]
     env = {"GDRCHECK_PROBE_LIBS": "support.probe_fakes", "GDRCHECK_FAKE_GPUS": GPU0, "PYTHONPATH": str(TESTS)}

@@ -205,12 +205,12 @@ def test_the_command_process_never_loads_cuda_or_verbs(tmp_path):
     """run_plan here, workers with the real libibverbs: this process's own maps hold neither library."""
     from support import scenarios
 
-    from gdrcheck.collectors.inputs import load_snapshot
+    from gdrcheck.collectors.inputs import load_facts
     from gdrcheck.probe.plan import build_plan
     from gdrcheck.probe.runner import run_plan
     from gdrcheck.rules.engine import evaluate
 
-    snap = load_snapshot(str(scenarios.scenario(tmp_path, "healthy-gdr-node")))
+    snap = load_facts(str(scenarios.scenario(tmp_path, "healthy-gdr-node")))
     plan = build_plan(evaluate(snap), only=("cuda", "rdma-register"))
     plan.steps = plan.steps[:1] + [s for s in plan.steps if s.check == "rdma-register"][:1]
     results = run_plan(plan, env={**_env("verbs-real"), "GDRCHECK_FAKE_GPUS": scenarios.GPUS[0]})
@@ -294,7 +294,7 @@ def test_a_worker_that_cannot_be_killed_leaves_its_gpu_alone(tmp_path, monkeypat
 
     from support import scenarios
 
-    from gdrcheck.collectors.inputs import load_snapshot
+    from gdrcheck.collectors.inputs import load_facts
     from gdrcheck.probe import runner
     from gdrcheck.probe.plan import build_plan
     from gdrcheck.rules.engine import evaluate
@@ -305,7 +305,7 @@ def test_a_worker_that_cannot_be_killed_leaves_its_gpu_alone(tmp_path, monkeypat
         return False
 
     monkeypatch.setattr(runner, "_kill_group", unkillable)
-    plan = build_plan(evaluate(load_snapshot(str(scenarios.scenario(tmp_path, "healthy-gdr-node")))),
+    plan = build_plan(evaluate(load_facts(str(scenarios.scenario(tmp_path, "healthy-gdr-node")))),
                       only=("cuda", "host-bandwidth"), copy_bytes=1 << 20)
     g0 = scenarios.GPUS[0]
     plan.steps = [s for s in plan.steps if s.subjects == (g0,)][::-1]  # host-bandwidth, then cuda

@@ -29,7 +29,7 @@ from support.sysfs_tree import (
     cpumask,
 )
 
-from gdrcheck.collectors.inputs import load_snapshot
+from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
 from gdrcheck.collectors.pastes.nccl_xml import mask_to_cpulist, parse_nccl_xml
 from gdrcheck.errors import InputError
@@ -658,7 +658,7 @@ def test_topology_json_of_a_fake_sysfs_tree(tmp_path, make):
 
 def test_downstream_port_above_a_nested_switch(tmp_path):
     tree, expected_kinds = tree_b(tmp_path)
-    topo = Topology(load_snapshot(str(tree.write())))
+    topo = Topology(load_facts(str(tree.write())))
     assert {b: topo.kind[b] for b in NESTED_DSPS} == {b: expected_kinds[b] for b in NESTED_DSPS}
 
 
@@ -685,7 +685,7 @@ def test_sysfs_tree_layout_matches_the_kernel(tmp_path):
     dsp = (usp / "0000:02:00.0" / "config").read_bytes()
     assert int.from_bytes(dsp[0x106:0x108], "little") == ACS_SV | ACS_RR | ACS_CR | ACS_UF
     assert int.from_bytes(dsp[0x100:0x102], "little") == 0x000D
-    snap = load_snapshot(str(root))
+    snap = load_facts(str(root))
     pt = {d.bdf: port_type(d) for d in snap.devices}
     assert (pt["0000:00:01.0"], pt["0000:01:00.0"], pt["0000:02:00.0"], pt["0000:03:00.0"]) == \
         (ROOT_PORT, UPSTREAM, DOWNSTREAM, ENDPOINT)
@@ -746,7 +746,7 @@ def test_hwloc_and_the_sysfs_reader_agree(tmp_path, make):
     root = tree.write()
     xml = lstopo_xml(root)
     hw = parse_hwloc_xml(xml, "lstopo.xml")
-    sy = load_snapshot(str(root))
+    sy = load_facts(str(root))
     th, ts = Topology(hw), Topology(sy)
     assert set(th.by_bdf) == set(ts.by_bdf) == set(tree.funcs)
     for bdf in tree.funcs:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import Optional
+
+from gdrcheck.status import EXIT_INTERRUPTED, EXIT_PASS, EXIT_UNKNOWN, EXIT_USAGE, NAGIOS_UNKNOWN
 
 
 def main(argv=None) -> None:
@@ -11,9 +15,75 @@ def main(argv=None) -> None:
         from gdrcheck import __version__
 
         sys.stdout.write(f"gdrcheck {__version__}\n")
-        from gdrcheck.status import EXIT_PASS
-
         sys.exit(EXIT_PASS)
-    from gdrcheck.cli.commands import main as cli_main
+    run_command_line(argv)
 
-    cli_main(argv)
+
+def _engine_format(argv) -> Optional[str]:
+    """'npd' or 'nagios' when the command line asks for one of those one-line formats."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    for i, a in enumerate(args):
+        for fmt in ("npd", "nagios"):
+            if a == f"--format={fmt}" or (a == "--format" and args[i + 1:i + 2] == [fmt]):
+                return fmt
+    return None
+
+
+def _usage_status(argv, message: str = "") -> int:
+    """2 by the contract; 3 (UNKNOWN) under --format nagios, so a broken invocation does not page as
+    CRITICAL. NPD and Nagios read stdout: they get one line saying why too."""
+    fmt = _engine_format(argv)
+    if fmt is not None:
+        from gdrcheck.render.adapters import usage_line
+
+        sys.stdout.write(usage_line(fmt, message))
+    return NAGIOS_UNKNOWN if fmt == "nagios" else EXIT_USAGE
+
+
+def run_command_line(argv=None) -> None:
+    """The command line with one-line errors, never a traceback."""
+    import click
+
+    from gdrcheck.cli.commands import cli
+    from gdrcheck.errors import InputError
+
+    try:
+        rv = cli.main(args=argv, prog_name="gdrcheck", standalone_mode=False)
+        sys.exit(rv if isinstance(rv, int) else EXIT_PASS)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        sys.stderr.write("gdrcheck: interrupted\n")
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as e:
+        msg = e.format_message()
+        ctx = getattr(e, "ctx", None)
+        if isinstance(e, click.UsageError) and ctx is not None:
+            msg = f"{msg} (try '{ctx.command_path} --help')"
+        sys.stderr.write(f"gdrcheck: error: {msg}\n")
+        sys.exit(_usage_status(argv, _one_line(msg)) if isinstance(e, click.UsageError) or e.exit_code == EXIT_USAGE
+                 else e.exit_code)
+    except InputError as e:
+        sys.stderr.write(f"gdrcheck: error: {_one_line(str(e))}\n")
+        sys.exit(_usage_status(argv, _one_line(str(e))))
+    except BrokenPipeError:  # the reader of stdout went away: nothing to say (rules, explain)
+        from gdrcheck.io.output import stdout_closed
+
+        stdout_closed()
+        sys.exit(EXIT_PASS)
+    except KeyboardInterrupt:
+        sys.stderr.write("gdrcheck: interrupted\n")
+        sys.exit(EXIT_INTERRUPTED)
+    except RecursionError:
+        sys.stderr.write("gdrcheck: error: input nests too deeply\n")
+        sys.exit(EXIT_USAGE)
+    except Exception as e:  # noqa: BLE001 - the contract promises no traceback
+        if os.environ.get("GDRCHECK_DEBUG"):
+            raise
+        sys.stderr.write(f"gdrcheck: internal error: {e.__class__.__name__}: {_one_line(str(e))} "
+                         "(GDRCHECK_DEBUG=1 shows where)\n")
+        sys.exit(EXIT_UNKNOWN)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:500]

@@ -15,7 +15,7 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
               output: Optional[str], nccl_version: Optional[str] = None, copy_size: Optional[str] = None) -> int:
     import os
 
-    from gdrcheck.cli.run import RUN, emit, end_progress, load, progress_reporter, redacted
+    from gdrcheck.cli.run import Run, end_progress, progress_reporter
     from gdrcheck.probe.doc import exit_code, probe_doc
     from gdrcheck.probe.plan import build_plan
     from gdrcheck.rules.base import Options
@@ -35,11 +35,10 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
     t0 = time.monotonic()
     # reading the facts has the usual limit on a live node (a hung nvidia-smi is not waited for); the
     # steps then have their own deadlines, so the run-wide watchdog stops once the facts are in
-    RUN.start(None, fmt, output, from_path)
-    report = evaluate(redacted(load(from_path), redact), Options(nccl_version=nccl_version))
-    if RUN.watchdog is not None and not RUN.watchdog.disarm():
+    run = Run(fmt, output, from_path, None, redact)
+    evaluation = evaluate(run.load(), Options(nccl_version=nccl_version))
+    if not run.stop_watching():
         return EXIT_UNKNOWN  # it has already spoken
-    RUN.watchdog = None
     live_state = None
     if from_path is None:
         from gdrcheck.probe.nvml_state import NvmlState
@@ -49,7 +48,7 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
             live_state = nv.busy_state()
         finally:
             nv.close()
-    plan = build_plan(report, risky=risky, force=force, gds_path=gds_path, live_state=live_state, only=only,
+    plan = build_plan(evaluation, risky=risky, force=force, gds_path=gds_path, live_state=live_state, only=only,
                       copy_bytes=copy_bytes)
     results = None
     if not dry_run:
@@ -60,14 +59,14 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
             results = run_plan(plan, step_timeout=step_timeout, progress=progress)
         finally:
             end_progress(progress)
-    doc = probe_doc(report, plan, results, dry_run, fail_on, elapsed_s=time.monotonic() - t0)
+    doc = probe_doc(evaluation, plan, results, dry_run, fail_on, elapsed_s=time.monotonic() - t0)
 
     def text(d, console):
         from gdrcheck.probe.text import render_probe
 
         render_probe(d, console)
 
-    emit(doc, fmt, False, redact, text, output)
+    run.emit(doc, text)
     code = exit_code(doc, fail_on)
     if code == EXIT_UNKNOWN:
         import sys

@@ -1,15 +1,16 @@
-"""Running one command: its deadline and watchdog, loading the facts, delivering the output.
+"""Running one command: load -> evaluate -> document -> emit, once for every command.
 
-The command-line module declares options and calls these; this module holds the
-state of one run (when it started, its ``--timeout``, where the output goes, what
-to say if the watchdog has to end it).
+A :class:`Run` is one command's run: when it started, its ``--timeout`` and watchdog, where
+the output goes, whether it is redacted, what to say if the watchdog has to end it. The
+commands build one and hand it, with a :class:`gdrcheck.cli.views.View` saying what differs
+(which facts, which document, which text, which exit status), to :func:`run_view`.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
+from typing import Any, Callable, Optional
 
 
 def fmt_of(fmt: str, as_json: bool, flag: str = "json") -> str:
@@ -24,43 +25,13 @@ def fmt_of(fmt: str, as_json: bool, flag: str = "json") -> str:
     return flag
 
 
-def redacted(snap, redact: bool):
-    """The snapshot with its host name replaced; the text itself is redacted in emit."""
+def redacted(facts, redact: bool):
+    """The facts with their host name replaced; the text itself is redacted when delivered."""
     if not redact:
-        return snap
+        return facts
     from dataclasses import replace
 
-    return replace(snap, hostname="redacted-host" if snap.hostname else None)
-
-
-def emit(doc, fmt: str, as_json: bool, redact: bool, render_text, output: Optional[str] = None) -> None:
-    """Write a document: JSON (stable bytes) or text through one console; to stdout or ``--output``."""
-    if not RUN.begin_output():
-        return
-    if fmt_of(fmt, as_json) in ("json", "jsonl"):
-        from gdrcheck.render.json_out import render_json
-
-        deliver_text(render_json(doc, pretty=fmt_of(fmt, as_json) == "json" and not output and sys.stdout.isatty()),
-                 redact, output)
-        return
-    from gdrcheck.render.console import make_console
-
-    console = make_console(to_file=bool(output))
-    if redact or output:
-        import io
-
-        buf = io.StringIO()
-        console.file = buf
-        render_text(doc, console)
-        deliver_text(buf.getvalue(), redact, output)
-        return
-    try:
-        render_text(doc, console)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        from gdrcheck.io.output import stdout_closed
-
-        stdout_closed()
+    return replace(facts, hostname="redacted-host" if facts.hostname else None)
 
 
 def deliver_text(text: str, redact: bool, output: Optional[str]) -> None:
@@ -73,37 +44,89 @@ def deliver_text(text: str, redact: bool, output: Optional[str]) -> None:
     deliver(text, output)
 
 
-class _Run:
-    """The run's deadline and its watchdog; what the watchdog prints if the run overstays."""
+class Run:
+    """One command's run: its deadline and watchdog, its format and output, what the watchdog prints
+    if the run overstays. ``timeout`` None: the default limit on a live machine, none for a replay."""
 
-    def __init__(self) -> None:
+    def __init__(self, fmt: str = "text", output: Optional[str] = None, from_path=None,
+                 timeout: Optional[float] = None, redact: bool = False, watch: bool = True) -> None:
         import time
 
         self.started = time.monotonic()
+        self.fmt, self.output, self.from_path, self.redact = fmt, output, from_path, redact
+        self.live = from_path is None
         self.deadline = None
         self.watchdog = None
-        self.fmt = "text"
-        self.output: Optional[str] = None
-
-    def start(self, timeout: Optional[float], fmt: str, output: Optional[str], from_path: Optional[str] = None):
-        from gdrcheck.io.deadline import Deadline, Watchdog
-
         if output:
             from gdrcheck.io.output import check_target
 
             check_target(output)
-        self.fmt, self.output, self.live = fmt, output, from_path is None
+        if not watch:
+            return
+        from gdrcheck.io.deadline import Deadline, Watchdog
+
         if timeout is None:  # health checks run live under an engine's limit; replays take their time
             from gdrcheck.io.deadline import DEFAULT_SECONDS
 
-            timeout = DEFAULT_SECONDS if from_path is None else 0
+            timeout = DEFAULT_SECONDS if self.live else 0
         self.deadline = Deadline(timeout)
         self.watchdog = Watchdog(self.deadline, self._last_words)
-        return self.deadline
 
     def begin_output(self) -> bool:
         """False when the watchdog has already spoken: print nothing more."""
         return self.watchdog is None or self.watchdog.disarm()
+
+    def stop_watching(self) -> bool:
+        """End the run-wide watchdog (later steps keep their own deadlines); False when it already spoke."""
+        spoke = not self.begin_output()
+        self.watchdog = None
+        return not spoke
+
+    def load(self, want_driver: bool = True, endpoint_config: bool = False):
+        """The facts of the input (this machine or ``--from``), redacted as asked."""
+        from gdrcheck.collectors.inputs import load_facts
+
+        progress = progress_reporter() if self.live else None
+        try:
+            facts = load_facts(self.from_path, want_driver=want_driver, endpoint_config=endpoint_config,
+                               progress=progress, deadline=self.deadline)
+        finally:
+            end_progress(progress)
+        return redacted(facts, self.redact)
+
+    def deliver(self, text: str, redact: Optional[bool] = None) -> None:
+        """Text ready to print: to stdout or ``--output``, unless the watchdog has spoken."""
+        if self.begin_output():
+            deliver_text(text, self.redact if redact is None else redact, self.output)
+
+    def emit(self, doc, render_text: Optional[Callable] = None) -> None:
+        """A document: JSON (stable bytes), or text through one console (``render_text(doc, console)``)."""
+        if not self.begin_output():
+            return
+        if self.fmt in ("json", "jsonl"):
+            from gdrcheck.render.json_out import render_json
+
+            pretty = self.fmt == "json" and not self.output and sys.stdout.isatty()
+            deliver_text(render_json(doc, pretty=pretty), self.redact, self.output)
+            return
+        from gdrcheck.render.console import make_console
+
+        console = make_console(to_file=bool(self.output))
+        if self.redact or self.output:
+            import io
+
+            buf = io.StringIO()
+            console.file = buf
+            render_text(doc, console)
+            deliver_text(buf.getvalue(), self.redact, self.output)
+            return
+        try:
+            render_text(doc, console)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            from gdrcheck.io.output import stdout_closed
+
+            stdout_closed()
 
     def _last_words(self) -> None:
         from gdrcheck.collectors.inputs import remove_temp_dirs
@@ -132,7 +155,16 @@ class _Run:
             os._exit(NPD_EXIT_OF_STATUS["unknown"])  # NPD's unknown; the process is past tidy exits
 
 
-RUN = _Run()
+def run_view(view, run: Run, options: Any = None) -> int:
+    """load -> evaluate -> document -> emit, the one way every node command goes; the exit status."""
+    facts = run.load(want_driver=view.want_driver, endpoint_config=view.endpoint_config)
+    subject = view.subject(facts, options)
+    out = view.document(subject, run)
+    if isinstance(out, str):
+        run.deliver(out, view.redact_text)
+    else:
+        run.emit(out, view.render_text)
+    return view.status(subject, out)
 
 
 def progress_reporter():
@@ -153,12 +185,18 @@ def end_progress(progress) -> None:
         sys.stderr.flush()
 
 
-def load(from_path: Optional[str], want_driver: bool = True, endpoint_config: bool = False):
-    from gdrcheck.collectors.inputs import load_snapshot
+def capture_to(output: str, redact: bool) -> int:
+    """``gdrcheck snapshot``: everything gdrcheck reads on this machine, into one archive."""
+    from gdrcheck.collectors.capture import capture, write_archive
+    from gdrcheck.status import EXIT_PASS
 
-    progress = progress_reporter() if from_path is None else None
+    progress = progress_reporter()
     try:
-        return load_snapshot(from_path, want_driver=want_driver, endpoint_config=endpoint_config,
-                             progress=progress, deadline=RUN.deadline)
+        src, manifest = capture(redact=redact, progress=progress)
+        if progress:
+            progress("writing " + output)
+        count = write_archive(src, manifest, output, redact=redact)
     finally:
         end_progress(progress)
+    sys.stderr.write(f"gdrcheck: wrote {output} ({count} entries); replay with: gdrcheck pairs --from {output}\n")
+    return EXIT_PASS

@@ -391,8 +391,8 @@ def _archive_root(tmp: str) -> str:
     return tmp
 
 
-def load_snapshot(from_path, *, want_driver: bool = True, endpoint_config: bool = True,
-                  progress: Optional[Callable[[str], None]] = None, deadline=None) -> Snapshot:
+def load_facts(from_path, *, want_driver: bool = True, endpoint_config: bool = True,
+               progress: Optional[Callable[[str], None]] = None, deadline=None) -> Snapshot:
     """Read the facts once, from wherever they are (within ``deadline``, a :class:`gdrcheck.io.deadline.Deadline`).
 
     ``from_path`` is None (this machine), one path, or several paths of one node (merged).
@@ -418,7 +418,7 @@ def load_many(paths, *, want_driver: bool = True, endpoint_config: bool = True, 
     parts = []
     for p in paths:
         if os.path.isdir(p) or (os.path.exists(p) and _is_archive(p)):
-            snap = load_snapshot(p, want_driver=want_driver, endpoint_config=endpoint_config, deadline=deadline)
+            snap = load_facts(p, want_driver=want_driver, endpoint_config=endpoint_config, deadline=deadline)
             parts.append(Part(os.path.basename(os.path.normpath(p)) or p, snap.input_kind, snap))
         elif not os.path.exists(p):
             raise InputError(f"{p}: no such file or directory")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, Dict, List, Optional
 
-from gdrcheck.pcie.topology import Topology
 from gdrcheck.render.layout import put, wrap
 from gdrcheck.units import human_bytes, speed_text
 
@@ -19,87 +18,101 @@ STYLE = {"gpu": "bold green", "nic": "bold cyan", "nvme": "bold magenta", "nvswi
 
 
 
-def _link_text(topo: Topology, bdf: str) -> str:
-    link = topo.by_bdf[bdf].link
-    if link.cur_speed is None and link.cur_width is None and link.max_speed is None:
+def _link_text(dev: Dict[str, Any]) -> str:
+    link = dev["link"]
+    cur_speed, cur_width = link["current_speed_gts"], link["current_width"]
+    max_speed, max_width = link["max_speed_gts"], link["max_width"]
+    if cur_speed is None and cur_width is None and max_speed is None:
         return ""
-    cur = f"{speed_text(link.cur_speed)} x{link.cur_width or '?'}"
-    low = ((link.cur_width and link.max_width and link.cur_width < link.max_width)
-           or (link.cur_speed and link.max_speed and link.cur_speed < link.max_speed))
+    cur = f"{speed_text(cur_speed)} x{cur_width or '?'}"
+    low = ((cur_width and max_width and cur_width < max_width)
+           or (cur_speed and max_speed and cur_speed < max_speed))
     if low:
-        return f"{cur} (max {speed_text(link.max_speed)} x{link.max_width or '?'}) [below max]"
+        return f"{cur} (max {speed_text(max_speed)} x{max_width or '?'}) [below max]"
     return cur
 
 
-def device_line(topo: Topology, bdf: str) -> str:
-    d = topo.by_bdf[bdf]
-    kind = topo.kind[bdf]
-    parts: List[str] = [bdf]
+def device_line(dev: Dict[str, Any]) -> str:
+    """One function of the topology document as a line: address, label, name, Linux names, link, BARs."""
+    kind = dev["kind"]
+    parts: List[str] = [dev["bdf"]]
     label = LABEL.get(kind, kind)
-    if kind == "gpu" and d.gpu_index is not None:
-        label = f"GPU{d.gpu_index}"
+    if kind == "gpu" and dev.get("gpu_index") is not None:
+        label = f"GPU{dev['gpu_index']}"
     if label:
         parts.append(label)
-    if d.name:
-        parts.append(d.name)
-    elif d.vendor is not None and d.device is not None:
-        parts.append(f"[{d.vendor:04x}:{d.device:04x}]")
-    names = list(d.netdevs) + list(d.rdma_devices) + list(d.nvme_names)
+    if dev["name"]:
+        parts.append(dev["name"])
+    elif dev["vendor_id"] is not None and dev["device_id"] is not None:
+        parts.append(f"[{dev['vendor_id'][2:]}:{dev['device_id'][2:]}]")
+    names = list(dev.get("netdevs", ())) + list(dev.get("rdma_devices", ())) + list(dev.get("nvme_names", ()))
     if names:
         parts.append("(" + ", ".join(names) + ")")
-    link = _link_text(topo, bdf)
+    link = _link_text(dev)
     if link:
         parts.append(link)
-    big = [b for b in d.bars if b.size >= (256 << 20) or (kind == "gpu" and b.prefetchable)]
+    big = [b for b in dev["bars"] if b["size_bytes"] >= (256 << 20) or (kind == "gpu" and b["prefetchable"])]
     if big and kind in INTERESTING:
-        parts.append("BAR " + ", ".join(f"{b.index}:{human_bytes(b.size)}{' unset' if b.unset else ''}"
+        parts.append("BAR " + ", ".join(f"{b['index']}:{human_bytes(b['size_bytes'])}{' unset' if b['unset'] else ''}"
                                         for b in big))
     return "  ".join(parts)
 
 
-def _keep(topo: Topology, bdf: str, show_all: bool, memo: dict) -> bool:
-    if show_all:
-        return True
-    got = memo.get(bdf)
-    if got is not None:
-        return got
-    if topo.kind[bdf] in INTERESTING:
-        memo[bdf] = True
-        return True
-    memo[bdf] = any(_keep(topo, c, show_all, memo) for c in topo.children.get(bdf, ()))
-    return memo[bdf]
+class _Tree:
+    """The topology document's functions by address and by parent (children in document order)."""
+
+    def __init__(self, doc: Dict[str, Any]) -> None:
+        self.by_bdf = {d["bdf"]: d for d in doc["devices"]}
+        self.children: Dict[Optional[str], List[str]] = {}
+        for d in doc["devices"]:
+            self.children.setdefault(d["parent"], []).append(d["bdf"])
+        self.memo: Dict[str, bool] = {}
+
+    def keep(self, bdf: str, show_all: bool) -> bool:
+        if show_all:
+            return True
+        got = self.memo.get(bdf)
+        if got is not None:
+            return got
+        if self.by_bdf[bdf]["kind"] in INTERESTING:
+            self.memo[bdf] = True
+            return True
+        self.memo[bdf] = any(self.keep(c, show_all) for c in self.children.get(bdf, ()))
+        return self.memo[bdf]
 
 
-def render_topology(topo: Topology, console, show_all: bool = False) -> None:
+def render_topology(doc: Dict[str, Any], console, show_all: bool = False) -> None:
+    """The topology document (with ``input``: ``topology_doc(..., describe_input=True)``) as a tree."""
     from rich.text import Text
 
-    snap = topo.snap
-    put(console, Text(f"PCIe topology of {snap.hostname or snap.label} ({snap.input_kind})", style="bold"))
-    memo: dict = {}
+    given = doc.get("input") or {}
+    put(console, Text(f"PCIe topology of {doc['host'] or given.get('label')} ({given.get('kind')})", style="bold"))
+    tree = _Tree(doc)
     nodes = []
-    for root in topo.roots():
-        tops = [b for b in topo.children.get(None, ()) if topo.by_bdf[b].root == root]
-        kept = [b for b in tops if _keep(topo, b, show_all, memo)]
+    for root in doc["roots"]:
+        tops = [b for b in tree.children.get(None, ()) if tree.by_bdf[b]["root"] == root["root"]]
+        kept = [b for b in tops if tree.keep(b, show_all)]
         if not kept and not show_all:
             continue
-        numa = topo.root_numa(root) if snap.numa_known else None
-        nodes.append((Text(f"root bus {root}" + (f"  NUMA {numa}" if numa is not None else "  NUMA ?"),
+        numa = root["numa_node"]
+        nodes.append((Text(f"root bus {root['root']}" + (f"  NUMA {numa}" if numa is not None else "  NUMA ?"),
                            style="bold"), kept))
     for i, (label, kept) in enumerate(nodes):
         last = i == len(nodes) - 1
         _branch(console, label, "", last)
-        _add(topo, console, kept, show_all, memo, "    " if last else "\u2502   ")
+        _add(tree, console, kept, show_all, "    " if last else "\u2502   ")
     if not show_all:
-        total = len(topo.by_bdf)
-        shown = sum(1 for v in memo.values() if v)
+        total = len(tree.by_bdf)
+        shown = sum(1 for v in tree.memo.values() if v)
         if total > shown:
             put(console, f"({total - shown} other functions not shown; --all shows every device)")
-    for c in snap.collectors:
-        if c.status != "ok":
-            put(console, f"note: {c.name}: {c.status}: {c.detail}" + (f" ({c.hint})" if c.hint else ""), 6)
-    for n in snap.notes:
+    for c in doc["collectors"]:
+        if c["status"] != "ok":
+            hint = f" ({c['hint']})" if c.get("hint") else ""
+            put(console, f"note: {c['name']}: {c['status']}: {c['detail']}{hint}", 6)
+    for n in doc.get("notes", ()):
         put(console, f"note: {n}", 6)
-    if not topo.by_bdf:
+    if not tree.by_bdf:
         put(console, "no PCI functions found in this input")
 
 
@@ -114,12 +127,12 @@ def _branch(console, label, prefix: str, last: bool) -> None:
         console.print(Text.assemble((head if j == 0 else more, "dim"), piece), soft_wrap=True)
 
 
-def _add(topo: Topology, console, bdfs, show_all: bool, memo: dict, prefix: str) -> None:
+def _add(tree: _Tree, console, bdfs, show_all: bool, prefix: str) -> None:
     from rich.text import Text
 
     for i, b in enumerate(bdfs):
         last = i == len(bdfs) - 1
-        kind = topo.kind[b]
-        _branch(console, Text(device_line(topo, b), style=STYLE.get(kind, "")), prefix, last)
-        kids = [c for c in topo.children.get(b, ()) if _keep(topo, c, show_all, memo)]
-        _add(topo, console, kids, show_all, memo, prefix + ("    " if last else "\u2502   "))
+        dev = tree.by_bdf[b]
+        _branch(console, Text(device_line(dev), style=STYLE.get(dev["kind"], "")), prefix, last)
+        kids = [c for c in tree.children.get(b, ()) if tree.keep(c, show_all)]
+        _add(tree, console, kids, show_all, prefix + ("    " if last else "\u2502   "))

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
-from gdrcheck.collectors.inputs import load_snapshot
+from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.documents.pairs import pairs_doc
 from gdrcheck.rules.base import Options
 from gdrcheck.rules.engine import evaluate
@@ -125,6 +125,6 @@ def _nvml(gpus, nvlinks, nvswitch, status, name, cc) -> dict:
 
 def decide(root: Path, version: Optional[str] = None, env: Optional[Dict[str, str]] = None):
     """(the pairs document's ``nccl`` object, {(a, b): pair's ``nccl``})."""
-    snap = load_snapshot(str(root))
+    snap = load_facts(str(root))
     doc = pairs_doc(evaluate(snap, Options(nccl_version=version, env=env or {})))
     return doc["nccl"], {(p["a"], p["b"]): p["nccl"] for p in doc["pairs"]}

@@ -17,7 +17,7 @@ WIDTHS = (60, 80, 200)
 
 
 def main(path: str) -> None:
-    from gdrcheck.cli.commands import main as gdrcheck_main
+    from gdrcheck.cli.entry import main as gdrcheck_main
 
     tty = sys.stdout.isatty()
     for args in COMMANDS:

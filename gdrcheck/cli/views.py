@@ -1,0 +1,319 @@
+"""What differs between the commands that read a node: which facts, which document, which text, which
+exit status. :func:`gdrcheck.cli.run.run_view` takes one of these and does the rest the one way.
+
+Also the small decisions behind options (an NCCL version, a size, ``--require``), so that
+:mod:`gdrcheck.cli.commands` only declares commands and options.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, Optional, Sequence
+
+import click
+
+from gdrcheck.status import EXIT_PASS, EXIT_UNKNOWN
+
+
+def options_of(nccl_version: Optional[str], min_bar1: Optional[str] = None,
+               bar1_used_max: Optional[float] = None):
+    """The rules' options from the command line; a bad value is a usage error naming its option."""
+    import re
+
+    from gdrcheck.rules import nccl
+    from gdrcheck.rules.base import Options
+
+    if nccl_version is not None and not re.fullmatch(r"\s*v?\d{1,3}\.\d{1,3}(\.\d{1,3})?\s*", nccl_version):
+        raise click.BadParameter(f"not an NCCL version: {nccl_version[:40]!r} (expected e.g. 2.21.5)",
+                                 param_hint="--nccl-version")
+    try:
+        asked = nccl.parse_version(nccl_version)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--nccl-version") from None
+    if asked > nccl.NEWEST:
+        newest = ".".join(map(str, nccl.NEWEST))
+        sys.stderr.write(f"gdrcheck: note: NCCL {nccl_version.strip()} is newer than the newest release gdrcheck "
+                         f"knows; judged with the rules of NCCL {newest}\n")
+    kw: Dict[str, Any] = {"nccl_version": nccl_version}
+    if min_bar1 is not None:
+        kw["min_bar1_bytes"] = _parse_size(min_bar1)
+    if bar1_used_max is not None:
+        kw["bar1_used_max_pct"] = bar1_used_max
+    return Options(**kw)
+
+
+def _parse_size(text: str) -> int:
+    from gdrcheck.units import parse_size
+
+    n = parse_size(text)
+    if n is None:
+        raise click.BadParameter(f"not a size: {text!r} (e.g. 1GiB, 256MiB)", param_hint="--min-bar1")
+    return n
+
+
+def requirements(text: Optional[str]) -> Sequence[str]:
+    """``--require``: the capabilities named (gdr, p2p, gds); all three when not given."""
+    from gdrcheck.rules.engine import PAIR_KIND_OF
+
+    if text is None:
+        return ["gdr", "p2p", "gds"]
+    caps = [c.strip().lower() for c in text.split(",") if c.strip()]
+    bad = [c for c in caps if c not in PAIR_KIND_OF]
+    if bad or not caps:
+        raise click.BadParameter(f"{text!r}: name one or more of gdr, p2p, gds, comma-separated",
+                                 param_hint="--require")
+    return caps
+
+
+def pairs_status(evaluation, fail_on: str) -> int:
+    """The contract's exit status of an evaluation; on unknown, what is missing goes to stderr."""
+    from gdrcheck.documents.pairs import exit_status
+
+    code, missing = exit_status(evaluation, fail_on)
+    if code == EXIT_UNKNOWN:
+        sys.stderr.write("gdrcheck: could not decide every verdict; missing: " + "; ".join(missing[:5])
+                         + (f"; and {len(missing) - 5} more" if len(missing) > 5 else "") + "\n")
+    return code
+
+
+class View:
+    """The defaults: the facts with the driver's, evaluated by the rules; exit 0."""
+
+    want_driver = True
+    endpoint_config = False
+    redact_text: Optional[bool] = None  # None: as --redact says
+
+    def subject(self, facts, options):
+        from gdrcheck.rules.engine import evaluate
+
+        return evaluate(facts, options)
+
+    def document(self, subject, run):  # a JSON document, or text ready to print
+        raise NotImplementedError
+
+    def render_text(self, doc, console) -> None:
+        raise NotImplementedError
+
+    def status(self, subject, out) -> int:
+        return EXIT_PASS
+
+
+class TopologyView(View):
+    def __init__(self, show_all: bool) -> None:
+        self.show_all = show_all
+
+    def subject(self, facts, options):
+        from gdrcheck.pcie.topology import Topology
+
+        return Topology(facts)
+
+    def document(self, topo, run):
+        from gdrcheck.documents.topology import topology_doc
+
+        if run.fmt == "json":
+            return topology_doc(topo)
+        doc = topology_doc(topo, describe_input=True)
+        if run.fmt == "dot":
+            from gdrcheck.render.dot import render_dot
+
+            return render_dot(doc, show_all=self.show_all)
+        return doc
+
+    def render_text(self, doc, console) -> None:
+        from gdrcheck.render.topology_text import render_topology
+
+        render_topology(doc, console, show_all=self.show_all)
+
+
+class PairsView(View):
+    def __init__(self, fail_on: str) -> None:
+        self.fail_on = fail_on
+
+    def document(self, evaluation, run):
+        from gdrcheck.documents.pairs import pairs_doc
+
+        return pairs_doc(evaluation, self.fail_on)
+
+    def render_text(self, doc, console) -> None:
+        from gdrcheck.render.pairs_text import render_pairs
+
+        render_pairs(doc, console)
+
+    def status(self, evaluation, doc) -> int:
+        return pairs_status(evaluation, self.fail_on)
+
+
+class Bar1View(View):
+    endpoint_config = True  # the Resizable BAR capability is in the GPU's config space
+
+    def __init__(self, fail_on: str) -> None:
+        self.fail_on = fail_on
+
+    def document(self, evaluation, run):
+        from gdrcheck.documents.bar1 import bar1_doc
+
+        return bar1_doc(evaluation.snap, evaluation.topo, evaluation.findings)
+
+    def render_text(self, doc, console) -> None:
+        from gdrcheck.render.bar1_text import render_bar1
+
+        render_bar1(doc, console)
+
+    def status(self, evaluation, doc) -> int:
+        from gdrcheck.documents.bar1 import bar1_exit, is_bar1_code
+
+        findings = [f for f in evaluation.findings if is_bar1_code(f.code)]
+        code, why = bar1_exit(doc, evaluation.snap, evaluation.topo, findings, self.fail_on)
+        if why:
+            sys.stderr.write(f"gdrcheck: {why}\n")
+        return code
+
+
+class CheckView(View):
+    """The gate: the pairs document of what is required, in the format a health-check engine reads."""
+
+    def __init__(self, fmt: str, require: Optional[str], per_pair: bool, fail_on: str) -> None:
+        self.fmt, self.per_pair, self.fail_on = fmt, per_pair, fail_on
+        self.caps, self.required = requirements(require), require is not None
+        self.endpoint_config = fmt == "prometheus"
+        self.code = EXIT_PASS
+
+    def subject(self, facts, options):
+        from gdrcheck.rules.engine import restrict
+
+        return restrict(super().subject(facts, options), self.caps, required=self.required)
+
+    def document(self, gate, run):
+        from gdrcheck.documents.pairs import exit_status, pairs_doc
+
+        doc = pairs_doc(gate, self.fail_on)
+        if self.fmt in ("json", "jsonl"):
+            return doc
+        self.code = exit_status(gate, self.fail_on)[0]
+        if self.fmt == "prometheus":
+            import time
+
+            from gdrcheck import __version__
+            from gdrcheck.documents.node import node_documents
+            from gdrcheck.render.prometheus import render_prometheus
+
+            docs = node_documents(gate.whole, pairs=doc)
+            return render_prometheus(docs["pairs"], docs["bar1"], docs["topology"], __version__,
+                                     time.monotonic() - run.started, time.time(), per_pair=self.per_pair)
+        from gdrcheck.render import adapters
+
+        text, self.code = {"text": adapters.check_text, "nhc": adapters.nhc, "npd": adapters.npd,
+                           "nagios": adapters.nagios}[self.fmt](doc)
+        return text
+
+    def status(self, gate, out) -> int:
+        if self.fmt in ("json", "jsonl"):
+            return pairs_status(gate, self.fail_on)
+        return self.code
+
+
+class FingerprintView(View):
+    redact_text = False
+
+    def __init__(self, explain: bool, addresses: bool) -> None:
+        self.explain, self.addresses = explain, addresses
+
+    def subject(self, facts, options):
+        from gdrcheck.rules.engine import evaluate
+
+        return evaluate(facts)
+
+    def document(self, evaluation, run):
+        from gdrcheck.documents.fingerprint import fingerprint, one_line
+
+        fp = fingerprint(evaluation)
+        if run.fmt == "json":
+            from gdrcheck import FORMAT_VERSION, __version__
+
+            return {"format_version": FORMAT_VERSION, "gdrcheck_version": __version__, **fp.to_doc(),
+                    "topology_lines": list(fp.topology_lines), "line": one_line(evaluation, fp)}
+        if self.explain:
+            return "\n".join(fp.topology_lines if self.addresses else fp.shape_lines) + "\n"
+        return one_line(evaluation, fp) + "\n"
+
+    def status(self, evaluation, out) -> int:
+        from gdrcheck.documents.pairs import timed_out
+
+        if timed_out(evaluation):
+            sys.stderr.write("gdrcheck: the --timeout ran out; the fingerprint is of what was read in time\n")
+            return EXIT_UNKNOWN
+        return EXIT_PASS
+
+
+class HtmlView(View):
+    """``gdrcheck report``: one page from the node's documents (and a probe's, when given)."""
+
+    endpoint_config = True  # the Resizable BAR capability is in the GPU's config space
+
+    def __init__(self, fail_on: str, probe_file: Optional[str]) -> None:
+        self.fail_on = fail_on
+        self.progress = None
+        self.extra = []
+        if probe_file:
+            from gdrcheck.probe.html import load_probe, measured_section
+            from gdrcheck.rules import all_rules
+
+            self.extra.append(measured_section(load_probe(probe_file), all_rules()))
+
+    def document(self, evaluation, run):
+        from gdrcheck.cli.run import progress_reporter
+        from gdrcheck.documents.node import node_documents
+        from gdrcheck.render.html_report import render_html
+        from gdrcheck.rules import all_rules
+
+        self.progress, self.output = (progress_reporter() if run.output else None), run.output
+        if self.progress:
+            self.progress("writing " + run.output)
+        docs = node_documents(evaluation, self.fail_on, describe_input=True)
+        return render_html(docs["topology"], docs["pairs"], docs["bar1"], all_rules(), self.extra)
+
+    def status(self, evaluation, out) -> int:
+        from gdrcheck.cli.run import end_progress
+
+        if self.progress:
+            end_progress(self.progress)
+            sys.stderr.write(f"gdrcheck: wrote {self.output}\n")
+        return pairs_status(evaluation, self.fail_on)
+
+
+def rules_listing(as_json: bool) -> str:
+    """``gdrcheck rules``: the registry as lines, or as JSON."""
+    from gdrcheck.rules import all_rules
+
+    items = all_rules()
+    if as_json:
+        from gdrcheck import FORMAT_VERSION, __version__
+        from gdrcheck.render.json_out import render_json
+
+        doc = {"format_version": FORMAT_VERSION, "gdrcheck_version": __version__, "rules": [r.to_doc() for r in items]}
+        return render_json(pretty=sys.stdout.isatty(), doc=doc)
+    tags = {"nccl": "NCCL", "nvidia-docs": "NVDA", "kernel": "KERN"}
+    return "".join(f"{r.code}  {r.severity:<7} {tags.get(r.origin, '    ')} {r.name:<36} {r.title}\n" for r in items)
+
+
+def explanation(code: str) -> str:
+    """``gdrcheck explain CODE``: why one rule matters and its exact fix."""
+    from gdrcheck.errors import InputError
+    from gdrcheck.rules import all_rules
+    from gdrcheck.rules.base import ORIGIN_WORDS
+
+    code_u = code.strip().upper()
+    for r in all_rules():
+        if r.code == code_u or r.name == code.strip().lower():
+            text = (f"{r.code} {r.name} ({r.severity}, {r.scope}; {ORIGIN_WORDS[r.origin]})\n"
+                    f"\n{r.title}\n\nWhy: {r.rationale}\n\nFix: {r.remediation}\n")
+            if r.vm_remediation:
+                text += f"\nIn a virtual machine: {r.vm_remediation}\n"
+            return text
+    raise InputError(f"no rule {code!r} (gdrcheck rules lists them)")
+
+
+def schema_text(document: str) -> str:
+    from importlib.resources import files
+
+    return files("gdrcheck").joinpath("schemas", f"{document}.schema.json").read_text()
