@@ -255,22 +255,23 @@ class HtmlView(View):
         self.progress = None
         self.extra = []
         if probe_file:
+            from gdrcheck.documents.rules import rules_part
             from gdrcheck.probe.html import load_probe, measured_section
-            from gdrcheck.rules import all_rules
 
-            self.extra.append(measured_section(load_probe(probe_file), all_rules()))
+            probe = load_probe(probe_file)
+            codes = [f.get("code") for f in probe.get("findings") or [] if isinstance(f, dict)]
+            self.extra.append(measured_section(probe, rules_part(codes)))
 
     def document(self, evaluation, run):
         from gdrcheck.cli.run import progress_reporter
         from gdrcheck.documents.node import node_documents
         from gdrcheck.render.html_report import render_html
-        from gdrcheck.rules import all_rules
 
         self.progress, self.output = (progress_reporter() if run.output else None), run.output
         if self.progress:
             self.progress("writing " + run.output)
         docs = node_documents(evaluation, self.fail_on, describe_input=True)
-        return render_html(docs["topology"], docs["pairs"], docs["bar1"], all_rules(), self.extra)
+        return render_html(docs["topology"], docs["pairs"], docs["bar1"], docs["rules"], self.extra)
 
     def status(self, evaluation, out) -> int:
         from gdrcheck.cli.run import end_progress

@@ -6,8 +6,7 @@ from typing import Any, Dict, List, Tuple
 
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
 from gdrcheck.model import bdf_key
-from gdrcheck.rules.base import Context, PairInfo
-from gdrcheck.rules.engine import Report
+from gdrcheck.rules.engine import Report, other_versions
 from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, node_status
 
 
@@ -64,12 +63,12 @@ def rules_doc(report: Report) -> Dict[str, Any]:
     return out
 
 
-def nccl_decision(report: Report, pair: PairInfo, nic_side: Tuple = (None, "")) -> Dict[str, Any]:
+def nccl_decision(report: Report, pair) -> Dict[str, Any]:
     """NCCL's predicted decision for the pair (``gdr`` or ``p2p``), with the reason and what the job decides."""
     view = dict(report.nccl_view.get((pair.a, pair.b), {}))
     if pair.kind == "gpu-nic" and "gdr" not in view:
         # a NIC NCCL would never enumerate (not an RDMA device) or a report built without NCCL's view
-        ok, why = nic_side
+        ok, why = report.nic_side
         view["gdr"] = "disabled" if ok is False else "unknown"
         view["reason"] = why or "not an RDMA device NCCL's IB transport would use"
     elif pair.kind == "gpu-gpu" and "p2p" not in view:
@@ -103,7 +102,7 @@ def nccl_doc(report: Report) -> Dict[str, Any]:
     doc["gpus"] = {b: {"gdr": g.gdr, "gdr_source": g.gdr_source, "sm": g.sm, "c2c": g.c2c}
                    for b, g in sorted(node.gpus.items())}
     doc["gpu_nics"] = _gpu_nics(report)
-    doc["other_versions"] = _other_versions(report)
+    doc["other_versions"] = other_versions(report)
     return doc
 
 
@@ -120,33 +119,6 @@ def _gpu_nics(report: Report) -> Dict[str, Any]:
     return out
 
 
-def _other_versions(report: Report) -> List[Dict[str, Any]]:
-    from gdrcheck.rules.engine import nccl_node
-
-    node = report.nccl_node
-    seen = {node.version}
-    out: List[Dict[str, Any]] = []
-    for e in node.versions_found:
-        from gdrcheck.rules import nccl
-
-        try:
-            v = nccl.parse_version(str(e["version"]))
-        except ValueError:
-            continue
-        if v in seen:
-            continue
-        seen.add(v)
-        other = nccl_node(report.snap, report.topo, report.pairs, report.options, version=str(e["version"]))
-        differ = []
-        for key, view in list(node.gdr_view.items()) + list(node.p2p_view.items()):
-            ov = other.gdr_view.get(key) or other.p2p_view.get(key) or {}
-            word = "gdr" if "gdr" in view else "p2p"
-            if ov.get(word) != view.get(word):
-                differ.append({"a": key[0], "b": key[1], word: ov.get(word), "reason": ov.get("reason")})
-        out.append({"version": str(e["version"]), "where": e.get("where"), "pairs_that_differ": differ})
-    return out
-
-
 def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
     snap, topo = report.snap, report.topo
     doc = header_doc(snap)
@@ -158,10 +130,6 @@ def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
     for dev in doc["devices"]:
         if dev["bdf"] in labels:
             dev["label"] = labels[dev["bdf"]]
-    from gdrcheck.rules.peermem import nic_gdr
-
-    nic_side = nic_gdr(Context(snap=snap, topo=topo, pairs=report.pairs, options=report.options,
-                               nccl=report.settings, nccl_view=report.nccl_view))
     pairs: List[Dict[str, Any]] = []
     for p in report.pairs:
         key = (p.a, p.b)
@@ -172,7 +140,7 @@ def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
             "nvlinks": p.nvlinks,
             "verdict": report.verdicts[key],
             "findings": report.pair_findings[key],
-            "nccl": nccl_decision(report, p, nic_side),
+            "nccl": nccl_decision(report, p),
         })
         fact = snap.path_facts.get(key if bdf_key(p.a) <= bdf_key(p.b) else (p.b, p.a)) if snap.path_facts else None
         if fact is not None:  # the class an input stated (nvidia-smi topo -m), and the tree's when they differ

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from html import escape
-from typing import Any, Dict, Iterable, List
+from typing import Any, Dict, List
 
 from gdrcheck.errors import InputError
 
@@ -61,7 +61,8 @@ def _predicted(c: Dict[str, Any]) -> str:
     return "<br>".join(escape(x) for x in parts)
 
 
-def measured_section(doc: Dict[str, Any], rules: Iterable[Any] = ()) -> str:
+def measured_section(doc: Dict[str, Any], rules: Dict[str, Dict[str, Any]]) -> str:
+    """``doc``: a probe document; ``rules``: the rules part of its findings (``documents.rules.rules_part``)."""
     when = "planned (dry run)" if doc.get("dry_run") else "measured"
     rows = []
     for c in doc["checks"]:
@@ -71,13 +72,9 @@ def measured_section(doc: Dict[str, Any], rules: Iterable[Any] = ()) -> str:
                     f'<td class="mono">{escape(" / ".join(map(str, c.get("subjects") or [])))}</td>'
                     f'<td class="v-{escape(st)}">{escape(st)}</td><td>{_measured(c)}</td>'
                     f'<td class="muted">{_predicted(c)}</td><td class="muted">{escape(took)}</td></tr>')
-    fixes = {}
-    for r in rules:
-        d = r.to_doc() if hasattr(r, "to_doc") else r
-        fixes[d["code"]] = d
     finds = []
     for f in doc.get("findings") or []:
-        rule = fixes.get(f.get("code"), {})
+        rule = rules.get(f.get("code"), {})
         finds.append(f'<li><b>{escape(str(f.get("code")))} {escape(str(rule.get("name", "")))}</b> '
                      f'{escape(", ".join(map(str, f.get("subject") or [])))}: {escape(str(f.get("message", "")))}'
                      + (f'<br><span class="muted">fix: {escape(rule["remediation"])}</span>'

@@ -138,13 +138,8 @@ def _pair_pred(report, a: str, b: str, key: str) -> Dict[str, Any]:
     if p is None:
         return {}
     from gdrcheck.documents.pairs import nccl_decision
-    from gdrcheck.rules.base import Context
-    from gdrcheck.rules.peermem import nic_gdr
 
-    ctx = Context(snap=report.snap, topo=report.topo, pairs=report.pairs, options=report.options,
-                  nccl=report.settings, nccl_view=report.nccl_view)
-    nic_side = nic_gdr(ctx) if p.kind == "gpu-nic" else (None, "")
-    dec = nccl_decision(report, p, nic_side)
+    dec = nccl_decision(report, p)
     out = {"verdict": report.verdicts[(p.a, p.b)], "path": p.path, "findings": report.pair_findings[(p.a, p.b)],
            "nccl_" + key: dec.get(key), "nccl_reason": dec.get("reason")}
     if p.kind == "gpu-gpu":  # NVML's P2P status, to stand beside cuDeviceCanAccessPeer

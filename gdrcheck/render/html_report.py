@@ -28,15 +28,11 @@ ORIGIN = {"nccl": "NCCL rule", "nvidia-docs": "NVIDIA requirement", "kernel": "k
 
 
 def render_html(topology: Dict[str, Any], pairs: Dict[str, Any], bar1: Dict[str, Any],
-                rules: Iterable[Any], extra: Iterable[str] = ()) -> str:
-    """The page. ``rules``: the rule registry (``Rule`` objects or their ``to_doc()`` dicts); ``extra``:
-    finished sections (HTML) placed before the findings, e.g. the probe's "Measured"."""
+                rules: Dict[str, Dict[str, Any]], extra: Iterable[str] = ()) -> str:
+    """The page. ``rules``: the rules part, ``{code: rule document}`` (``documents.rules.rules_part``);
+    ``extra``: finished sections (HTML) placed before the findings, e.g. the probe's "Measured"."""
     from gdrcheck.render.svg_tree import render_svgs
 
-    by_code = {}
-    for r in rules:
-        d = r.to_doc() if hasattr(r, "to_doc") else r
-        by_code[d["code"]] = d
     names = tm.device_names(topology)
     svgs, forest = render_svgs(topology, names)
     host = pairs.get("host") or topology.get("host") or (topology.get("input") or {}).get("label") or "this node"
@@ -47,7 +43,7 @@ def render_html(topology: Dict[str, Any], pairs: Dict[str, Any], bar1: Dict[str,
         _matrix(pairs, names, topology),
         _bar1(bar1),
         *extra,
-        _findings(pairs, bar1, by_code),
+        _findings(pairs, bar1, rules),
         _notes(topology, pairs, bar1),
         f'<footer>gdrcheck {escape(str(topology.get("gdrcheck_version", "")))}, document format '
         f'{escape(str(topology.get("format_version", "")))}. The same facts as JSON: '

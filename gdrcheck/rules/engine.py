@@ -29,6 +29,7 @@ class Report:
     nccl_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
     whole: Optional["Report"] = None  # for a report restricted to some pair kinds: the node's full report
     nccl_node: Any = None  # gdrcheck.rules.nccl.node.NodeNccl: NCCL's view of the node at the version judged
+    nic_side: Tuple[Optional[bool], str] = (None, "")  # NCCL's NIC-side GDR flag for this node, and why
 
 
 PAIR_KIND_OF = {"gdr": "gpu-nic", "p2p": "gpu-gpu", "gds": "gpu-nvme"}
@@ -56,7 +57,7 @@ def restrict(report: Report, capabilities, required: bool = True) -> Report:
                   verdicts={k: v for k, v in report.verdicts.items() if k in keep},
                   pair_findings={k: v for k, v in report.pair_findings.items() if k in keep},
                   nccl_view={k: v for k, v in report.nccl_view.items() if k in keep},
-                  whole=report.whole or report, nccl_node=report.nccl_node)
+                  whole=report.whole or report, nccl_node=report.nccl_node, nic_side=report.nic_side)
 
 
 def _flattened(topo: Topology, bridges: Tuple[str, ...]) -> bool:
@@ -119,6 +120,9 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Report:
     for pair in pairs:
         report.nccl_view[(pair.a, pair.b)] = nccl_pair_view(topo, pair, st, node)
     ctx = Context(snap=snap, topo=topo, pairs=pairs, options=options, nccl=st, nccl_view=report.nccl_view)
+    from gdrcheck.rules.peermem import nic_gdr
+
+    report.nic_side = nic_gdr(ctx)
     for _rule, check in registry():
         if check is None:
             continue
@@ -177,3 +181,27 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
         if node is not None and (pair.a, pair.b) in node.p2p_view:
             view.update(node.p2p_view[(pair.a, pair.b)])
     return view
+
+
+def other_versions(report: Report) -> List[Dict[str, Any]]:
+    """For each other NCCL version found on the node: the pairs it would decide differently."""
+    node = report.nccl_node
+    seen = {node.version}
+    out: List[Dict[str, Any]] = []
+    for e in node.versions_found:
+        try:
+            v = nccl.parse_version(str(e["version"]))
+        except ValueError:
+            continue
+        if v in seen:
+            continue
+        seen.add(v)
+        other = nccl_node(report.snap, report.topo, report.pairs, report.options, version=str(e["version"]))
+        differ = []
+        for key, view in list(node.gdr_view.items()) + list(node.p2p_view.items()):
+            ov = other.gdr_view.get(key) or other.p2p_view.get(key) or {}
+            word = "gdr" if "gdr" in view else "p2p"
+            if ov.get(word) != view.get(word):
+                differ.append({"a": key[0], "b": key[1], word: ov.get(word), "reason": ov.get("reason")})
+        out.append({"version": str(e["version"]), "where": e.get("where"), "pairs_that_differ": differ})
+    return out
