@@ -191,7 +191,7 @@ def test_same_switch_no_acs_is_bus_addr_distance_4():
     gpu, nic = _switch()
     acs = {d: NO_ACS for d in set(gpu + nic)}
     v = _verdict(gpu, nic, acs)
-    assert v.kind == "bus_addr" and v.distance == 4
+    assert v.map_type == "bus_addr" and v.distance == 4
     assert v.kernel_name == "BUS_ADDR"
     assert v.as_tuple() == ("bus_addr", 4)
     assert v.common == "0000:02:00.0"
@@ -202,14 +202,14 @@ def test_acs_redirect_on_downstream_port_falls_to_host_bridge_rules():
     acs = {d: NO_ACS for d in set(gpu + nic)}
     acs["0000:03:08.0"] = RR_CR
     v = _verdict(gpu, nic, acs)
-    assert v.kind == "not_supported" and v.distance == 4
+    assert v.map_type == "not_supported" and v.distance == 4
     assert v.redirect == ("0000:03:08.0",)
     assert v.disable_acs_redir == "pci=disable_acs_redir=0000:03:08.0"
     assert v.as_tuple()[0] == "not_supported"
     amd = _verdict(gpu, nic, acs, vendor="AuthenticAMD", family=0x19)
-    assert amd.kind == "thru_host_bridge" and amd.distance == 4
+    assert amd.map_type == "thru_host_bridge" and amd.distance == 4
     wl = _verdict(gpu, nic, acs, roots=INTEL_ICX)
-    assert wl.kind == "thru_host_bridge"
+    assert wl.map_type == "thru_host_bridge"
 
 
 def test_acs_on_the_common_upstream_port_counts():
@@ -220,20 +220,20 @@ def test_acs_on_the_common_upstream_port_counts():
     # devices above the common one are not on the path
     acs = {d: NO_ACS for d in set(gpu + nic)}
     acs["0000:01:00.0"] = RR_CR
-    assert _verdict(gpu, nic, acs).kind == "bus_addr"
+    assert _verdict(gpu, nic, acs).map_type == "bus_addr"
 
 
 def test_unreadable_acs_gives_unknown_with_candidates():
     gpu, nic = _switch()
     acs = {d: unknown_acs() for d in set(gpu + nic)}
     v = _verdict(gpu, nic, acs)
-    assert v.kind == "unknown"
+    assert v.map_type == "unknown"
     assert v.candidates == ("bus_addr", "not_supported")
     assert "0000:03:00.0" in v.unknown_acs and "0000:01:00.0" not in v.unknown_acs
     amd = _verdict(gpu, nic, acs, vendor="AuthenticAMD", family=0x17)
     assert amd.candidates == ("bus_addr", "thru_host_bridge")
     # a device missing from the map counts as unknown
-    assert _verdict(gpu, nic, {}).kind == "unknown"
+    assert _verdict(gpu, nic, {}).map_type == "unknown"
     # and so does the host-bridge step when nothing is known about the roots
     assert _verdict(gpu, nic, acs, roots={}).candidates == ("bus_addr", "thru_host_bridge", "not_supported")
 
@@ -242,27 +242,27 @@ def test_different_root_ports_share_no_bridge():
     a = ["0000:41:00.0", "0000:40:01.1"]
     b = ["0000:42:00.0", "0000:40:03.1"]
     amd = _verdict(a, b, {}, vendor="AuthenticAMD", family=0x19)
-    assert amd.kind == "thru_host_bridge" and amd.distance == 4
+    assert amd.map_type == "thru_host_bridge" and amd.distance == 4
     old_amd = _verdict(a, b, {}, vendor="AuthenticAMD", family=0x15, roots={"0000:00": (0x1022, 0x1450)})
-    assert old_amd.kind == "not_supported"
+    assert old_amd.map_type == "not_supported"
     icx = _verdict(a, b, {}, roots=INTEL_ICX)
-    assert icx.kind == "thru_host_bridge"
+    assert icx.map_type == "thru_host_bridge"
     bdw = _verdict(a, b, {}, roots={"0000:00": (0x8086, 0x6F00)})
-    assert bdw.kind == "not_supported" and bdw.as_tuple()[1] == bdw.reason
+    assert bdw.map_type == "not_supported" and bdw.as_tuple()[1] == bdw.reason
     unknown_roots = _verdict(a, b, {}, roots={})
-    assert unknown_roots.kind == "unknown"
+    assert unknown_roots.map_type == "unknown"
     assert unknown_roots.candidates == ("thru_host_bridge", "not_supported")
     hygon = _verdict(a, b, {}, vendor="HygonGenuine", family=0x18, roots={"0000:00": None})
-    assert hygon.kind == "not_supported"
+    assert hygon.map_type == "not_supported"
 
 
 def test_same_host_bridge_only_entries():
     a, b = ["0000:03:00.0", "0000:00:02.0"], ["0000:83:00.0", "0000:80:02.0"]
     hsw = {"0000:00": (0x8086, 0x2F00), "0000:80": (0x8086, 0x2F00)}
-    assert _verdict(a, b, {}, roots=hsw, rb="0000:80").kind == "not_supported"
+    assert _verdict(a, b, {}, roots=hsw, rb="0000:80").map_type == "not_supported"
     a2, b2 = ["0000:03:00.0", "0000:00:02.0"], ["0000:04:00.0", "0000:00:03.0"]
-    assert _verdict(a2, b2, {}, roots=hsw).kind == "thru_host_bridge"
-    assert _verdict(a, b, {}, roots=INTEL_ICX, rb="0000:80").kind == "thru_host_bridge"
+    assert _verdict(a2, b2, {}, roots=hsw).map_type == "thru_host_bridge"
+    assert _verdict(a, b, {}, roots=INTEL_ICX, rb="0000:80").map_type == "thru_host_bridge"
 
 
 def test_same_device_and_pf_vf():
@@ -301,4 +301,4 @@ def test_whitelist_is_data():
 
 
 def test_empty_chain_is_unknown():
-    assert _verdict([], ["0000:01:00.0"], {}).kind == "unknown"
+    assert _verdict([], ["0000:01:00.0"], {}).map_type == "unknown"

@@ -270,7 +270,7 @@ def test_realworld_parent_root_kind(rel):
         assert d.root == root, short
         assert d.numa_node is None
         if short not in skip_kind:
-            assert topo.kind[d.bdf] == kind, short
+            assert topo.device_kind[d.bdf] == kind, short
     if rel in COUNTS:
         assert len(snap.devices) == COUNTS[rel]
     assert len({d.bdf for d in snap.devices}) == len(snap.devices)
@@ -280,7 +280,7 @@ def test_realworld_parent_root_kind(rel):
 def test_realworld_downstream_port_above_nested_switch(rel):
     snap, topo = load(rel)
     for short in NESTED_DSP[rel]:
-        assert topo.kind[b(short)] == "switch_downstream", short
+        assert topo.device_kind[b(short)] == "switch_downstream", short
 
 
 @pytest.mark.parametrize("rel", list(PAIRS))
@@ -430,7 +430,7 @@ def test_round_trip_classes(tmp_path):
     tree = nested_switches()
     snap = parse_lspci_tree(run_lspci(tree, tmp_path, "-tv"), "dump")
     topo = Topology(snap)
-    kinds = {x: topo.kind[b(x)] for x in ("00:01.0", "01:00.0", "02:01.0", "02:02.0", "02:03.0", "03:00.0",
+    kinds = {x: topo.device_kind[b(x)] for x in ("00:01.0", "01:00.0", "02:01.0", "02:02.0", "02:03.0", "03:00.0",
                                          "04:00.0")}
     assert kinds == {"00:01.0": "root_port", "01:00.0": "switch_upstream", "02:01.0": "switch_downstream",
                      "02:02.0": "switch_downstream", "02:03.0": "switch_downstream",
@@ -510,8 +510,8 @@ def test_tvv_resource_lines_and_ids():
     assert (gpu.vendor, gpu.device, nic.vendor, nic.device) == (0x10DE, 0x2330, 0x15B3, 0x1021)
     assert gpu.name == "NVIDIA Corporation Device [10de:2330]"
     topo = Topology(snap)
-    assert topo.kind["0000:00:02.0"] == "other"  # a switch's management endpoint, not a bridge
-    assert mgmt.kind_hint == "other" and topo.kind["0000:00:01.0"] == "root_port"
+    assert topo.device_kind["0000:00:02.0"] == "other"  # a switch's management endpoint, not a bridge
+    assert mgmt.kind_hint == "other" and topo.device_kind["0000:00:01.0"] == "root_port"
 
 
 def test_noise_around_the_tree_and_leading_spaces():

@@ -57,7 +57,7 @@ def load(folder: str, name: str):
 def facts(topo: Topology, bdf: str):
     """(parent, root, kind, numa_node) of one device, as the topology document reports them."""
     d = topo.by_bdf[bdf]
-    return topo.parent(bdf), d.root, topo.kind[bdf], d.numa_node
+    return topo.parent(bdf), d.root, topo.device_kind[bdf], d.numa_node
 
 
 def kinds(topo: Topology, kind: str):
@@ -659,7 +659,7 @@ def test_topology_json_of_a_fake_sysfs_tree(tmp_path, make):
 def test_downstream_port_above_a_nested_switch(tmp_path):
     tree, expected_kinds = tree_b(tmp_path)
     topo = Topology(load_facts(str(tree.write())))
-    assert {b: topo.kind[b] for b in NESTED_DSPS} == {b: expected_kinds[b] for b in NESTED_DSPS}
+    assert {b: topo.device_kind[b] for b in NESTED_DSPS} == {b: expected_kinds[b] for b in NESTED_DSPS}
 
 
 def test_sysfs_tree_layout_matches_the_kernel(tmp_path):
@@ -750,8 +750,8 @@ def test_hwloc_and_the_sysfs_reader_agree(tmp_path, make):
     th, ts = Topology(hw), Topology(sy)
     assert set(th.by_bdf) == set(ts.by_bdf) == set(tree.funcs)
     for bdf in tree.funcs:
-        h = (th.parent(bdf), th.by_bdf[bdf].root, th.kind[bdf], th.numa(bdf))
-        s = (ts.parent(bdf), ts.by_bdf[bdf].root, ts.kind[bdf], ts.numa(bdf))
+        h = (th.parent(bdf), th.by_bdf[bdf].root, th.device_kind[bdf], th.numa(bdf))
+        s = (ts.parent(bdf), ts.by_bdf[bdf].root, ts.device_kind[bdf], ts.numa(bdf))
         assert h == s, bdf
         assert kind_ok(bdf, s[2], expected_kinds[bdf]), (bdf, s[2])
         assert th.by_bdf[bdf].numa_node == sy.device(bdf).numa_node, bdf

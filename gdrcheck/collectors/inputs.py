@@ -199,7 +199,7 @@ def _skip_xml_prolog(text: str) -> str:
 def parse_single_file(path: str) -> Snapshot:
     """One file of an accepted kind, recognised by content."""
     part = read_part(path)
-    if isinstance(part.data, Snapshot) and part.kind in ("lspci", "nccl-xml", "hwloc-xml"):
+    if isinstance(part.data, Snapshot) and part.input_kind in ("lspci", "nccl-xml", "hwloc-xml"):
         return part.data
     from gdrcheck.collectors.pastes.merge import merge
 

@@ -9,7 +9,7 @@ nothing that names the node (host name, UUIDs, serials).
   (``gpu3``: the fourth GPU in address order, ``bridge7``, ``root1``), so the same
   board with renumbered buses keeps its shape. Fleets group by shape.
 
-Pure: a function of the report.
+Pure: a function of the evaluation.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def positions(topo) -> Dict[str, str]:
     names: Dict[str, str] = {}
     counters: Dict[str, int] = {}
     for bdf in sorted(topo.by_bdf, key=bdf_key):
-        kind = topo.kind[bdf]
+        kind = topo.device_kind[bdf]
         tag = "bridge" if kind in BRIDGE_TAGGED else kind if kind in DEVICE_KINDS else "fn"
         n = counters.get(tag, 0)
         counters[tag] = n + 1
@@ -92,8 +92,8 @@ def positions(topo) -> Dict[str, str]:
     return names
 
 
-def _host_facts(report) -> List[Tuple[str, str]]:
-    snap = report.snap
+def _host_facts(evaluation) -> List[Tuple[str, str]]:
+    snap = evaluation.snap
 
     def val(name: str, key: Optional[str] = None):
         f = snap.host.get(name)
@@ -119,14 +119,14 @@ def _host_facts(report) -> List[Tuple[str, str]]:
         ("host.peer_mapping_override", show(val("peer_mapping_override"))),
         ("host.numa_nodes", show(len(val("numa_nodes")) if isinstance(val("numa_nodes"), list) else None)),
     ]
-    for k, v in sorted(report.settings.overrides.items()):
+    for k, v in sorted(evaluation.settings.overrides.items()):
         out.append((f"host.nccl.{k}", str(v)))
     return out
 
 
-def fingerprint(report) -> Fingerprint:
+def fingerprint(evaluation) -> Fingerprint:
     """The fingerprint of one evaluated node."""
-    topo = report.topo
+    topo = evaluation.topo
     pos = positions(topo)
     # key templates name addresses as {0}, {1}; rendered once with positions, once with addresses.
     # A value that is an address is given as an int: the index of that address in ``addrs``.
@@ -135,12 +135,12 @@ def fingerprint(report) -> Fingerprint:
     def add(key: str, value: object, *addrs: str) -> None:
         facts.append((addrs, key, value))
 
-    for k, v in _host_facts(report):
+    for k, v in _host_facts(evaluation):
         add(k, v)
     models: Dict[str, Dict[str, int]] = {k: {} for k in DEVICE_KINDS}
-    bar1 = {g.bdf: g.bar1_total_bytes for g in report.snap.gpus if g.bar1_total_bytes is not None}
+    bar1 = {g.bdf: g.bar1_total_bytes for g in evaluation.snap.gpus if g.bar1_total_bytes is not None}
     for bdf in sorted(topo.by_bdf, key=bdf_key):
-        kind = topo.kind[bdf]
+        kind = topo.device_kind[bdf]
         if kind not in DEVICE_KINDS:
             continue
         d = topo.by_bdf[bdf]
@@ -160,15 +160,15 @@ def fingerprint(report) -> Fingerprint:
     for kind in DEVICE_KINDS:
         m = models[kind]
         add(f"devices.{kind}", ",".join(f"{n}x{ident}" for ident, n in sorted(m.items())) or "0")
-    on_paths = sorted({b for p in report.pairs for b in p.bridges}, key=bdf_key)
+    on_paths = sorted({b for p in evaluation.pairs for b in p.bridges}, key=bdf_key)
     for b in on_paths:
         d = topo.by_bdf.get(b)
         if d is None:
             continue
-        add("bridge[{0}].kind", topo.kind[b], b)
+        add("bridge[{0}].kind", topo.device_kind[b], b)
         add("bridge[{0}].acs", _acs(topo, b), b)
         add("bridge[{0}].link", _link(d, with_speed=False), b)
-    for p in report.pairs:
+    for p in evaluation.pairs:
         cls = p.pcie_path or ("?" + "|".join(p.candidates) if p.candidates else "?")
         add("pair[{0},{1}]", cls if p.path == p.pcie_path or p.path is None else f"{p.path}/{cls}", p.a, p.b)
 
@@ -196,9 +196,9 @@ def _pos_key(name: str) -> Tuple[str, int]:
     return (name[:i], int(name[i:] or 0))
 
 
-def one_line(report, fp: Fingerprint) -> str:
+def one_line(evaluation, fp: Fingerprint) -> str:
     """The fingerprint as one line: identical bytes on identically built nodes."""
-    topo = report.topo
+    topo = evaluation.topo
 
     def models(kind: str) -> str:
         m: Dict[str, int] = {}
@@ -210,7 +210,7 @@ def one_line(report, fp: Fingerprint) -> str:
 
     def classes(kind: str) -> str:
         c: Dict[str, int] = {}
-        for p in report.pairs:
+        for p in evaluation.pairs:
             if p.kind == kind:
                 k = p.path or "?"
                 c[k] = c.get(k, 0) + 1

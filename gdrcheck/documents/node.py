@@ -11,10 +11,10 @@ from gdrcheck.documents.rules import rules_part
 from gdrcheck.documents.topology import topology_doc
 
 
-def node_documents(report, fail_on: str = "error", *, pairs: Optional[Dict[str, Any]] = None,
+def node_documents(evaluation, fail_on: str = "error", *, pairs: Optional[Dict[str, Any]] = None,
                    describe_input: bool = False) -> Dict[str, Dict[str, Any]]:
     """``pairs`` (given: the pairs a gate judges), ``topology``, ``bar1`` and the ``rules`` of the findings."""
-    return {"pairs": pairs if pairs is not None else pairs_doc(report, fail_on),
-            "topology": topology_doc(report.topo, describe_input=describe_input),
-            "bar1": bar1_doc(report.snap, report.topo, report.findings),
-            "rules": rules_part(f.code for f in report.findings)}
+    return {"pairs": pairs if pairs is not None else pairs_doc(evaluation, fail_on),
+            "topology": topology_doc(evaluation.topo, describe_input=describe_input),
+            "bar1": bar1_doc(evaluation.snap, evaluation.topo, evaluation.findings),
+            "rules": rules_part(f.code for f in evaluation.findings)}

@@ -6,16 +6,16 @@ from typing import Any, Dict, List, Tuple
 
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
 from gdrcheck.model import bdf_key
-from gdrcheck.rules.engine import Report, other_versions
+from gdrcheck.rules.engine import Evaluation, other_versions
 from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, node_status
 
 
 def _names(topo, bdf: str) -> Dict[str, Any]:
     d = topo.by_bdf[bdf]
-    out: Dict[str, Any] = {"bdf": bdf, "kind": topo.kind[bdf], **names_doc(d)}
+    out: Dict[str, Any] = {"bdf": bdf, "kind": topo.device_kind[bdf], **names_doc(d)}
     if out["kind"] == "nic":
         out.update(rdma_doc(topo, bdf))
-    if d.gpu_index is not None and topo.kind[bdf] == "gpu":
+    if d.gpu_index is not None and topo.device_kind[bdf] == "gpu":
         out["gpu_index"] = d.gpu_index
     if d.name:
         out["name"] = d.name
@@ -47,28 +47,28 @@ def device_labels(devices: List[Dict[str, Any]]) -> Dict[str, str]:
     return out
 
 
-def rules_doc(report: Report) -> Dict[str, Any]:
+def rules_doc(evaluation: Evaluation) -> Dict[str, Any]:
     """For each finding code of the document: the rule's name, title, origin (in words) and the fix in
     force (the guest's fix in a virtual machine), so renderers need not read the registry."""
     from gdrcheck.rules import by_code
     from gdrcheck.rules.base import ORIGIN_WORDS
 
     rules = by_code()
-    virtual = bool(report.topo.virtual())
+    virtual = bool(evaluation.topo.virtual())
     out: Dict[str, Any] = {}
-    for code in sorted({f.code for f in report.findings}):
+    for code in sorted({f.code for f in evaluation.findings}):
         r = rules.get(code)
         if r is not None:
             out[code] = {"name": r.name, "title": r.title, "origin": ORIGIN_WORDS[r.origin], "fix": r.fix(virtual)}
     return out
 
 
-def nccl_decision(report: Report, pair) -> Dict[str, Any]:
+def nccl_decision(evaluation: Evaluation, pair) -> Dict[str, Any]:
     """NCCL's predicted decision for the pair (``gdr`` or ``p2p``), with the reason and what the job decides."""
-    view = dict(report.nccl_view.get((pair.a, pair.b), {}))
+    view = dict(evaluation.nccl_view.get((pair.a, pair.b), {}))
     if pair.kind == "gpu-nic" and "gdr" not in view:
-        # a NIC NCCL would never enumerate (not an RDMA device) or a report built without NCCL's view
-        ok, why = report.nic_side
+        # a NIC NCCL would never enumerate (not an RDMA device) or an evaluation built without NCCL's view
+        ok, why = evaluation.nic_side
         view["gdr"] = "disabled" if ok is False else "unknown"
         view["reason"] = why or "not an RDMA device NCCL's IB transport would use"
     elif pair.kind == "gpu-gpu" and "p2p" not in view:
@@ -76,11 +76,11 @@ def nccl_decision(report: Report, pair) -> Dict[str, Any]:
     return view
 
 
-def nccl_doc(report: Report) -> Dict[str, Any]:
+def nccl_doc(evaluation: Evaluation) -> Dict[str, Any]:
     """The top-level ``nccl`` object: the version judged and why, the versions found, the settings in force,
     and the pairs another version found on the node would decide differently."""
-    st = report.settings
-    node = report.nccl_node
+    st = evaluation.settings
+    node = evaluation.nccl_node
     doc: Dict[str, Any] = {
         "version": ".".join(map(str, st.version)),
         "version_reason": st.version_reason or (node.version_reason if node is not None else ""),
@@ -101,15 +101,15 @@ def nccl_doc(report: Report) -> Dict[str, Any]:
         doc["topology_files"] = dict(node.topo_files)
     doc["gpus"] = {b: {"gdr": g.gdr, "gdr_source": g.gdr_source, "sm": g.sm, "c2c": g.c2c}
                    for b, g in sorted(node.gpus.items())}
-    doc["gpu_nics"] = _gpu_nics(report)
-    doc["other_versions"] = other_versions(report)
+    doc["gpu_nics"] = _gpu_nics(evaluation)
+    doc["other_versions"] = other_versions(evaluation)
     return doc
 
 
-def _gpu_nics(report: Report) -> Dict[str, Any]:
+def _gpu_nics(evaluation: Evaluation) -> Dict[str, Any]:
     """For each GPU, the NICs NCCL would use with GPUDirect RDMA, and through which GPU (PXN)."""
     out: Dict[str, Any] = {}
-    node = report.nccl_node
+    node = evaluation.nccl_node
     for (g, n), v in sorted(node.gdr_view.items()):
         if v.get("gdr") == "enabled":
             entry = {"nic": n}
@@ -119,11 +119,11 @@ def _gpu_nics(report: Report) -> Dict[str, Any]:
     return out
 
 
-def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
-    snap, topo = report.snap, report.topo
+def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> Dict[str, Any]:
+    snap, topo = evaluation.snap, evaluation.topo
     doc = header_doc(snap)
-    doc["nccl"] = nccl_doc(report)
-    members = sorted({b for p in report.pairs for b in (p.a, p.b)} | set(topo.of_kind("gpu", "nic")),
+    doc["nccl"] = nccl_doc(evaluation)
+    members = sorted({b for p in evaluation.pairs for b in (p.a, p.b)} | set(topo.of_kind("gpu", "nic")),
                      key=bdf_key)
     doc["devices"] = [_names(topo, b) for b in members]
     labels = device_labels(doc["devices"])
@@ -131,39 +131,39 @@ def pairs_doc(report: Report, fail_on: str = "error") -> Dict[str, Any]:
         if dev["bdf"] in labels:
             dev["label"] = labels[dev["bdf"]]
     pairs: List[Dict[str, Any]] = []
-    for p in report.pairs:
+    for p in evaluation.pairs:
         key = (p.a, p.b)
         pairs.append({
             "a": p.a, "b": p.b, "kind": p.kind,
             "pcie_path": p.pcie_path, "path": p.path,
             "path_candidates": list(p.candidates) if p.pcie_path is None else [],
             "nvlinks": p.nvlinks,
-            "verdict": report.verdicts[key],
-            "findings": report.pair_findings[key],
-            "nccl": nccl_decision(report, p),
+            "verdict": evaluation.verdicts[key],
+            "findings": evaluation.pair_findings[key],
+            "nccl": nccl_decision(evaluation, p),
         })
         fact = snap.path_facts.get(key if bdf_key(p.a) <= bdf_key(p.b) else (p.b, p.a)) if snap.path_facts else None
         if fact is not None:  # the class an input stated (nvidia-smi topo -m), and the tree's when they differ
             pairs[-1]["path_source"] = {"input": fact.source, "class": fact.cls, "tree": fact.tree,
                                         "trusted": fact.source, "why": fact.why or None}
     doc["pairs"] = pairs
-    doc["findings"] = [f.to_doc() for f in report.findings]
-    doc["rules"] = rules_doc(report)
+    doc["findings"] = [f.to_doc() for f in evaluation.findings]
+    doc["rules"] = rules_doc(evaluation)
     counts: Dict[str, int] = {}
-    for v in report.verdicts.values():
+    for v in evaluation.verdicts.values():
         counts[v] = counts.get(v, 0) + 1
     doc["summary"] = {"pairs": len(pairs), "verdicts": counts,
-                      "findings": {s: sum(1 for f in report.findings if f.severity == s)
+                      "findings": {s: sum(1 for f in evaluation.findings if f.severity == s)
                                    for s in ("error", "warning", "info")}}
     doc["collectors"] = collectors_doc(snap)
     if snap.notes:
         doc["notes"] = list(snap.notes)
-    doc["status"] = node_status_word(report, fail_on)
-    doc["timed_out"] = timed_out(report)
-    doc["summary_line"] = summary_line(report, fail_on)
+    doc["status"] = node_status_word(evaluation, fail_on)
+    doc["timed_out"] = timed_out(evaluation)
+    doc["summary_line"] = summary_line(evaluation, fail_on)
     from gdrcheck.documents.fingerprint import fingerprint
 
-    doc["fingerprint"] = fingerprint(report.whole or report).to_doc()
+    doc["fingerprint"] = fingerprint(evaluation.whole or evaluation).to_doc()
     return doc
 
 
@@ -171,7 +171,7 @@ SUMMARY_MAX = 80  # Node Problem Detector cuts at 80 bytes; a Slurm drain reason
 
 
 def timeout_doc(seconds, host=None) -> Dict[str, Any]:
-    """What can be said when the run overstayed its --timeout before any report was made."""
+    """What can be said when the run overstayed its --timeout before any evaluation was made."""
     from gdrcheck import FORMAT_VERSION, __version__
 
     line = _fit(f"GDR122 run-timed-out: no result within {seconds or 0:g} s")
@@ -186,19 +186,19 @@ def timeout_doc(seconds, host=None) -> Dict[str, Any]:
     }
 
 
-def timed_out(report: Report) -> bool:
-    f = report.snap.host.get("run_deadline")
+def timed_out(evaluation: Evaluation) -> bool:
+    f = evaluation.snap.host.get("run_deadline")
     return f is not None and bool(f.value)
 
 
-def summary_line(report: Report, fail_on: str = "error") -> str:
+def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
     """One line, code first, at most 80 bytes: what an NHC drain reason or an NPD condition shows."""
-    code, _missing = exit_status(report, fail_on)
+    code, _missing = exit_status(evaluation, fail_on)
     if code == 0:
         counts: Dict[str, int] = {}
-        for v in report.verdicts.values():
+        for v in evaluation.verdicts.values():
             counts[v] = counts.get(v, 0) + 1
-        topo = report.topo
+        topo = evaluation.topo
         what = (f"{len(topo.of_kind('gpu'))} GPU, {len(topo.gpudirect_nics())} RDMA NIC, "
                 f"{len(topo.of_kind('nvme'))} NVMe: ")
         # pairs can fail below --fail-on (a NIC that is not an RDMA device): the count says so
@@ -206,11 +206,11 @@ def summary_line(report: Report, fail_on: str = "error") -> str:
         return _fit("OK " + what + (", ".join(parts) if parts else "no pairs"))
     if code == 1:
         threshold = SEVERITY_RANK[fail_on]
-        hits = [f for f in report.findings if SEVERITY_RANK[f.severity] >= threshold]
+        hits = [f for f in evaluation.findings if SEVERITY_RANK[f.severity] >= threshold]
         hits.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.code))
     else:
-        hits = [f for f in report.findings if f.code == "GDR122"] or \
-            sorted((f for f in report.findings if f.effect == "unknown"), key=lambda f: f.code)
+        hits = [f for f in evaluation.findings if f.code == "GDR122"] or \
+            sorted((f for f in evaluation.findings if f.effect == "unknown"), key=lambda f: f.code)
     first = hits[0]
     from gdrcheck.rules import by_code
 
@@ -233,21 +233,21 @@ def _fit(text: str, tail: str = "") -> str:
     return text + tail
 
 
-def node_status_word(report: Report, fail_on: str = "error") -> str:
+def node_status_word(evaluation: Evaluation, fail_on: str = "error") -> str:
     """pass, fail or unknown: the one answer for this node (see :mod:`gdrcheck.status`)."""
-    missing = timed_out(report) or any(f.effect == "unknown" and not f.pairs for f in report.findings)
-    return node_status(report.verdicts.values(), (f.severity for f in report.findings), fail_on,
+    missing = timed_out(evaluation) or any(f.effect == "unknown" and not f.pairs for f in evaluation.findings)
+    return node_status(evaluation.verdicts.values(), (f.severity for f in evaluation.findings), fail_on,
                        facts_missing=missing)
 
 
-def exit_status(report: Report, fail_on: str = "error") -> Tuple[int, List[str]]:
+def exit_status(evaluation: Evaluation, fail_on: str = "error") -> Tuple[int, List[str]]:
     """The contract's exit status, and for status 3 the facts that were missing."""
-    word = node_status_word(report, fail_on)
+    word = node_status_word(evaluation, fail_on)
     if word != "unknown":
         return EXIT_OF_STATUS[word], []
-    if timed_out(report):
-        f = report.snap.host["run_deadline"]
+    if timed_out(evaluation):
+        f = evaluation.snap.host["run_deadline"]
         return 3, [f"GDR122: the --timeout ran out before {', '.join(map(str, f.value.get('missed', ())))} "
                    "answered"]
-    missing = sorted({f"{f.code}: {f.settle or f.message}" for f in report.findings if f.effect == "unknown"})
+    missing = sorted({f"{f.code}: {f.settle or f.message}" for f in evaluation.findings if f.effect == "unknown"})
     return 3, missing

@@ -43,7 +43,7 @@ def device_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
         "bdf": d.bdf,
         "parent": topo.parent(d.bdf),
         "root": d.root,
-        "kind": topo.kind[d.bdf],
+        "kind": topo.device_kind[d.bdf],
         "numa_node": topo.numa(d.bdf) if topo.snap.numa_known else None,
         "class": f"0x{d.class_code:06x}" if d.class_code is not None else None,
         "vendor_id": f"0x{d.vendor:04x}" if d.vendor is not None else None,
@@ -67,7 +67,7 @@ def device_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
         doc["unlisted_upstream"] = list(d.unlisted_upstream)
     if d.iommu_group is not None:
         doc["iommu_group"] = d.iommu_group
-    if d.is_bridge and topo.kind[d.bdf] != "gpu":
+    if d.is_bridge and topo.device_kind[d.bdf] != "gpu":
         doc["acs"] = acs_doc(topo, d.bdf)
     return doc
 

@@ -97,10 +97,10 @@ def host_bridge_whitelisted(root_a: str, root_b: str,
 
 @dataclass(frozen=True)
 class P2pdmaVerdict:
-    """``kind``: bus_addr, thru_host_bridge, not_supported or unknown (``candidates`` then
-    lists what remains possible). ``redirect``: devices with ACS RR/CR/EC in walk order."""
+    """``map_type`` (the kernel's pci_p2pdma_map_type): bus_addr, thru_host_bridge, not_supported or
+    unknown (``candidates`` then lists what remains possible). ``redirect``: devices with ACS RR/CR/EC in walk order."""
 
-    kind: str
+    map_type: str
     distance: Optional[int] = None
     reason: str = ""
     redirect: Tuple[str, ...] = ()
@@ -111,7 +111,7 @@ class P2pdmaVerdict:
     @property
     def kernel_name(self) -> str:
         return {"bus_addr": "BUS_ADDR", "thru_host_bridge": "THRU_HOST_BRIDGE",
-                "not_supported": "NOT_SUPPORTED"}.get(self.kind, "UNKNOWN")
+                "not_supported": "NOT_SUPPORTED"}.get(self.map_type, "UNKNOWN")
 
     @property
     def disable_acs_redir(self) -> str:
@@ -120,9 +120,9 @@ class P2pdmaVerdict:
 
     def as_tuple(self) -> Tuple[str, object]:
         """("bus_addr", distance) | ("thru_host_bridge", distance) | ("not_supported", reason) | ("unknown", reason)."""
-        if self.kind in ("bus_addr", "thru_host_bridge"):
-            return (self.kind, self.distance)
-        return (self.kind, self.reason)
+        if self.map_type in ("bus_addr", "thru_host_bridge"):
+            return (self.map_type, self.distance)
+        return (self.map_type, self.reason)
 
 
 def _host_bridge_step(dist: int, root_a: str, root_b: str, cpu_vendor: Optional[str],
@@ -176,7 +176,7 @@ def kernel_p2pdma_verdict(provider_chain: Sequence[str], client_chain: Sequence[
         return P2pdmaVerdict("bus_addr", dist, f"common upstream device {common}", common=common)
     fallback = _host_bridge_step(dist, provider_root, client_root, cpu_vendor, cpu_family, root_ids,
                                  red, unk, "if ACS redirects")
-    alt = fallback.candidates or (fallback.kind,)
+    alt = fallback.candidates or (fallback.map_type,)
     return P2pdmaVerdict("unknown", dist,
                          f"ACS not readable on {', '.join(unk)}: BUS_ADDR if no ACS redirect there",
                          red, unk, candidates=("bus_addr",) + tuple(k for k in alt if k != "bus_addr"),

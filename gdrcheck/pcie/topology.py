@@ -33,7 +33,7 @@ class Topology:
             self.children.setdefault(parent, []).append(d.bdf)
         for kids in self.children.values():
             kids.sort(key=bdf_key)
-        self.kind: Dict[str, str] = {}
+        self.device_kind: Dict[str, str] = {}
         self._classify()
         self._number_gpus()
         self._anc: Dict[str, Tuple[str, ...]] = {}
@@ -59,11 +59,11 @@ class Topology:
         from gdrcheck.pcie.kinds import port_type
 
         for d in self.snap.devices:
-            self.kind[d.bdf] = base_kind(d)
+            self.device_kind[d.bdf] = base_kind(d)
         stack = [(b, None) for b in reversed(self.children.get(None, ()))]
         while stack:
             b, parent_kind = stack.pop()
-            if self.kind.get(b) == "bridge":
+            if self.device_kind.get(b) == "bridge":
                 d = self.by_bdf[b]
                 kids = self.children.get(b, ())
                 if d.kind_hint in BRIDGE_KINDS:
@@ -78,15 +78,15 @@ class Topology:
                     k = "bridge"
                 pt = port_type(d) if d.kind_hint not in BRIDGE_KINDS else None
                 k = {4: "root_port", 5: "switch_upstream", 6: "switch_downstream"}.get(pt, k)
-                self.kind[b] = k
+                self.device_kind[b] = k
             for c in reversed(self.children.get(b, ())):
-                stack.append((c, self.kind[b]))
+                stack.append((c, self.device_kind[b]))
 
     def _number_gpus(self) -> None:
         """Inputs without a driver view (lspci, XML) get nvidia-smi's order: PCI bus order."""
         from dataclasses import replace
 
-        index = bus_order(b for b, k in self.kind.items() if k == "gpu")
+        index = bus_order(b for b, k in self.device_kind.items() if k == "gpu")
         if index and all(self.by_bdf[g].gpu_index is None for g in index):
             for g, i in index.items():
                 self.by_bdf[g] = replace(self.by_bdf[g], gpu_index=i)
@@ -113,7 +113,7 @@ class Topology:
 
     def switch_id(self, bdf: str) -> str:
         """The switch a port belongs to (its upstream port), or the bridge itself."""
-        k = self.kind.get(bdf)
+        k = self.device_kind.get(bdf)
         if k == "switch_downstream":
             p = self.parent(bdf)
             if p is not None:
@@ -121,7 +121,7 @@ class Topology:
         return bdf
 
     def of_kind(self, *kinds: str) -> List[str]:
-        return sorted((b for b, k in self.kind.items() if k in kinds), key=bdf_key)
+        return sorted((b for b, k in self.device_kind.items() if k in kinds), key=bdf_key)
 
     def roots(self) -> List[str]:
         roots = set(self.snap.roots) | {d.root for d in self.snap.devices}
@@ -264,7 +264,7 @@ class Topology:
         for link in self.snap.nvlinks:
             if {link.a, link.b} == {a, b}:
                 direct += link.count
-            elif link.b == "nvswitch" or self.kind.get(link.b) == "nvswitch":
+            elif link.b == "nvswitch" or self.device_kind.get(link.b) == "nvswitch":
                 fabric[link.a] = fabric.get(link.a, 0) + link.count
         if direct:
             return direct

@@ -55,7 +55,7 @@ IOMMU_UNKNOWN = Rule(
 def _acs_map(ctx: Context) -> Dict[str, AcsState]:
     cache = ctx.__dict__.get("_acs")
     if cache is None:
-        cache = {b: ctx.topo.acs(b) for b, d in ctx.topo.by_bdf.items() if ctx.topo.kind[b] != "gpu"
+        cache = {b: ctx.topo.acs(b) for b, d in ctx.topo.by_bdf.items() if ctx.topo.device_kind[b] != "gpu"
                  and d.is_bridge}
         ctx.__dict__["_acs"] = cache
     return cache

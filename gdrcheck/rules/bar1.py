@@ -141,7 +141,7 @@ class GpuBar1:
 
 def _is_nvidia(topo, bdf: str) -> bool:
     d = topo.by_bdf.get(bdf)
-    if d is None or topo.kind.get(bdf) != "gpu":
+    if d is None or topo.device_kind.get(bdf) != "gpu":
         return False
     if d.vendor is None:
         return not re.search(r"\b(AMD|ATI|Advanced Micro Devices|Instinct)\b", d.name or "")

@@ -1,4 +1,4 @@
-"""From a snapshot to a report: pairs, NCCL's view, findings and verdicts.
+"""From the facts to an evaluation: pairs, NCCL's view, findings and verdicts.
 
 Pure: reads the snapshot only. The verdict of a pair is the worst effect of the
 findings that concern it (fail > unknown > degraded), ``ok`` when none does.
@@ -17,7 +17,10 @@ from gdrcheck.status import severity_for, worst_verdict
 
 
 @dataclass
-class Report:
+class Evaluation:
+    """What the rules made of one node's facts: pairs, NCCL's view, findings, verdicts (documents are built
+    from it in gdrcheck.documents)."""
+
     snap: Snapshot
     topo: Topology
     options: Options
@@ -27,7 +30,7 @@ class Report:
     verdicts: Dict[Tuple[str, str], str] = field(default_factory=dict)
     pair_findings: Dict[Tuple[str, str], List[str]] = field(default_factory=dict)
     nccl_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
-    whole: Optional["Report"] = None  # for a report restricted to some pair kinds: the node's full report
+    whole: Optional["Evaluation"] = None  # for an evaluation restricted to some pair kinds: the node's full evaluation
     nccl_node: Any = None  # gdrcheck.rules.nccl.node.NodeNccl: NCCL's view of the node at the version judged
     nic_side: Tuple[Optional[bool], str] = (None, "")  # NCCL's NIC-side GDR flag for this node, and why
 
@@ -35,34 +38,36 @@ class Report:
 PAIR_KIND_OF = {"gdr": "gpu-nic", "p2p": "gpu-gpu", "gds": "gpu-nvme"}
 
 
-def restrict(report: Report, capabilities, required: bool = True) -> Report:
-    """The report as far as ``capabilities`` (gdr, p2p, gds) go: their pairs, and the findings that
+def restrict(evaluation: Evaluation, capabilities, required: bool = True) -> Evaluation:
+    """The evaluation as far as ``capabilities`` (gdr, p2p, gds) go: their pairs, and the findings that
     concern those pairs or no pair at all (BAR1, host facts). ``required``: a capability that nothing on
     the node could satisfy is an error finding (GDR011-013); a node without a GPU always is (GDR010)."""
     from gdrcheck.rules.requirements import unmet
     kinds = {PAIR_KIND_OF[c] for c in capabilities}
-    pairs = tuple(p for p in report.pairs if p.kind in kinds)
+    pairs = tuple(p for p in evaluation.pairs if p.kind in kinds)
     keep = {(p.a, p.b) for p in pairs}
     findings = []
-    for f in report.findings:
+    for f in evaluation.findings:
         if not f.pairs:
             findings.append(f)
             continue
         mine = tuple(k for k in f.pairs if k in keep)
         if mine:
             findings.append(replace(f, pairs=mine))
-    findings = unmet(report.topo, capabilities if required else ()) + findings
-    return Report(snap=report.snap, topo=report.topo, options=report.options, settings=report.settings,
-                  pairs=pairs, findings=findings,
-                  verdicts={k: v for k, v in report.verdicts.items() if k in keep},
-                  pair_findings={k: v for k, v in report.pair_findings.items() if k in keep},
-                  nccl_view={k: v for k, v in report.nccl_view.items() if k in keep},
-                  whole=report.whole or report, nccl_node=report.nccl_node, nic_side=report.nic_side)
+    findings = unmet(evaluation.topo, capabilities if required else ()) + findings
+    return Evaluation(snap=evaluation.snap, topo=evaluation.topo, options=evaluation.options,
+                      settings=evaluation.settings, pairs=pairs, findings=findings,
+                      verdicts={k: v for k, v in evaluation.verdicts.items() if k in keep},
+                      pair_findings={k: v for k, v in evaluation.pair_findings.items() if k in keep},
+                      nccl_view={k: v for k, v in evaluation.nccl_view.items() if k in keep},
+                      whole=evaluation.whole or evaluation, nccl_node=evaluation.nccl_node,
+                      nic_side=evaluation.nic_side)
 
 
 def _flattened(topo: Topology, bridges: Tuple[str, ...]) -> bool:
     """True when every switch on a PXB path is one Broadcom part that NCCL flattens."""
-    switches = {topo.switch_id(b) for b in bridges if topo.kind.get(b) in ("switch_upstream", "switch_downstream")}
+    switches = {topo.switch_id(b) for b in bridges
+                if topo.device_kind.get(b) in ("switch_upstream", "switch_downstream")}
     if len(switches) < 2:
         return False
     for s in switches:
@@ -108,7 +113,7 @@ def nccl_env(snap: Snapshot, options: Options) -> Dict[str, str]:
     return env
 
 
-def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Report:
+def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
     from gdrcheck.rules import registry
 
     options = options or Options()
@@ -116,31 +121,32 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Report:
     pairs = build_pairs(topo)
     node = nccl_node(snap, topo, pairs, options)
     st = node.st
-    report = Report(snap=snap, topo=topo, options=options, settings=st, pairs=pairs, findings=[], nccl_node=node)
+    evaluation = Evaluation(snap=snap, topo=topo, options=options, settings=st, pairs=pairs, findings=[],
+                            nccl_node=node)
     for pair in pairs:
-        report.nccl_view[(pair.a, pair.b)] = nccl_pair_view(topo, pair, st, node)
-    ctx = Context(snap=snap, topo=topo, pairs=pairs, options=options, nccl=st, nccl_view=report.nccl_view)
+        evaluation.nccl_view[(pair.a, pair.b)] = nccl_pair_view(topo, pair, st, node)
+    ctx = Context(snap=snap, topo=topo, pairs=pairs, options=options, nccl=st, nccl_view=evaluation.nccl_view)
     from gdrcheck.rules.peermem import nic_gdr
 
-    report.nic_side = nic_gdr(ctx)
+    evaluation.nic_side = nic_gdr(ctx)
     for _rule, check in registry():
         if check is None:
             continue
         for f in check(ctx):
             sev = severity_for(f.effect if f.pairs else None, f.severity)
-            report.findings.append(f if sev == f.severity else replace(f, severity=sev))
-    report.findings.sort(key=lambda f: (f.code, [bdf_key(s) if s.count(":") == 2 else (0, 0, 0, 0)
+            evaluation.findings.append(f if sev == f.severity else replace(f, severity=sev))
+    evaluation.findings.sort(key=lambda f: (f.code, [bdf_key(s) if s.count(":") == 2 else (0, 0, 0, 0)
                                                  for s in f.subject], f.subject, f.message))
     by_pair: Dict[Tuple[str, str], List] = {}
-    for f in report.findings:
+    for f in evaluation.findings:
         for key in f.pairs:
             by_pair.setdefault(key, []).append(f)
     for pair in pairs:
         key = (pair.a, pair.b)
         fs = by_pair.get(key, ())
-        report.verdicts[key] = worst_verdict(f.effect for f in fs)
-        report.pair_findings[key] = sorted({f.code for f in fs})
-    return report
+        evaluation.verdicts[key] = worst_verdict(f.effect for f in fs)
+        evaluation.pair_findings[key] = sorted({f.code for f in fs})
+    return evaluation
 
 
 def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: Optional[str] = None):
@@ -183,9 +189,9 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
     return view
 
 
-def other_versions(report: Report) -> List[Dict[str, Any]]:
+def other_versions(evaluation: Evaluation) -> List[Dict[str, Any]]:
     """For each other NCCL version found on the node: the pairs it would decide differently."""
-    node = report.nccl_node
+    node = evaluation.nccl_node
     seen = {node.version}
     out: List[Dict[str, Any]] = []
     for e in node.versions_found:
@@ -196,7 +202,8 @@ def other_versions(report: Report) -> List[Dict[str, Any]]:
         if v in seen:
             continue
         seen.add(v)
-        other = nccl_node(report.snap, report.topo, report.pairs, report.options, version=str(e["version"]))
+        other = nccl_node(evaluation.snap, evaluation.topo, evaluation.pairs, evaluation.options,
+                          version=str(e["version"]))
         differ = []
         for key, view in list(node.gdr_view.items()) + list(node.p2p_view.items()):
             ov = other.gdr_view.get(key) or other.p2p_view.get(key) or {}

@@ -64,7 +64,7 @@ KINDS_UNKNOWN = Rule(
 
 def blank_functions(topo) -> list:
     """Functions the input names by address only: no class, ids, name or declared kind."""
-    return [b for b, d in topo.by_bdf.items() if topo.kind.get(b) == "other" and d.class_code is None
+    return [b for b, d in topo.by_bdf.items() if topo.device_kind.get(b) == "other" and d.class_code is None
             and d.vendor is None and not d.name and not d.kind_hint]
 
 

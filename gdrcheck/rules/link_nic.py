@@ -56,9 +56,9 @@ def _check_links(ctx: Context) -> Iterable[Finding]:
         if lk.cur_speed and lk.max_speed and lk.cur_speed < lk.max_speed:
             slow.add(bdf)
     for bdf in sorted(narrow):
-        affected = tuple((p.a, p.b) for p in (ctx.pairs_with(bdf) if topo.kind.get(bdf) in ("gpu", "nic", "nvme")
+        affected = tuple((p.a, p.b) for p in (ctx.pairs_with(bdf) if topo.device_kind.get(bdf) in ("gpu", "nic", "nvme")
                                                else ctx.pairs) if not p.nvlinks and bdf in (p.a, p.b, *p.bridges))
-        if not affected and topo.kind.get(bdf) not in ("gpu", "nic", "nvme"):
+        if not affected and topo.device_kind.get(bdf) not in ("gpu", "nic", "nvme"):
             continue
         lk = topo.by_bdf[bdf].link
         yield Finding(LINK_WIDTH.code, "warning", (bdf,),
@@ -66,7 +66,7 @@ def _check_links(ctx: Context) -> Iterable[Finding]:
                       pairs=affected, effect="degraded" if affected else None,
                       evidence=f"/sys/bus/pci/devices/{bdf}/current_link_width")
     for bdf in sorted(slow):
-        if topo.kind.get(bdf) not in ("gpu", "nic", "nvme"):
+        if topo.device_kind.get(bdf) not in ("gpu", "nic", "nvme"):
             continue
         lk = topo.by_bdf[bdf].link
         yield Finding(LINK_SPEED.code, "info", (bdf,),

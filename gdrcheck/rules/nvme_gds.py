@@ -76,11 +76,11 @@ def _check(ctx: Context) -> Iterable[Finding]:
         return
     if p2pdma is True and flavor == "open":
         for p, v in _verdicts(ctx, pairs):
-            if v.kind == "not_supported":
+            if v.map_type == "not_supported":
                 yield Finding(P2PDMA_PAIR.code, "warning", (p.a, p.b),
                               f"kernel P2PDMA between {pair_label(ctx, p)}: NOT_SUPPORTED ({v.reason})",
                               pairs=((p.a, p.b),), effect="degraded")
-            elif v.kind == "unknown":
+            elif v.map_type == "unknown":
                 yield Finding(GDS_UNKNOWN.code, "info", (p.a, p.b),
                               f"kernel P2PDMA between {pair_label(ctx, p)} undecided: {v.reason}",
                               pairs=((p.a, p.b),), effect="unknown", settle="run gdrcheck as root")

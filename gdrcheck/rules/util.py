@@ -29,7 +29,7 @@ def label(ctx, bdf: str) -> str:
     d = topo.by_bdf.get(bdf)
     if d is None:
         return bdf
-    kind = topo.kind.get(bdf)
+    kind = topo.device_kind.get(bdf)
     if kind == "gpu":
         return f"GPU{d.gpu_index} ({bdf})" if d.gpu_index is not None else f"GPU {bdf}"
     if kind == "nic":

@@ -61,12 +61,12 @@ TRUST_MATRIX = ("nvidia-smi classified the pair on the node itself from the PCIe
 
 
 class Part:
-    """One input of the merge: its label, kind and what its parser returned."""
+    """One input of the merge: its label, its input kind and what its parser returned."""
 
-    __slots__ = ("label", "kind", "data")
+    __slots__ = ("label", "input_kind", "data")
 
-    def __init__(self, label: str, kind: str, data) -> None:
-        self.label, self.kind, self.data = label, kind, data
+    def __init__(self, label: str, input_kind: str, data) -> None:
+        self.label, self.input_kind, self.data = label, input_kind, data
 
 
 def _synthetic_bdf(i: int, nic: bool = False) -> str:
@@ -90,7 +90,7 @@ def _pair(a: str, b: str) -> Tuple[str, str]:
 class _Merge:
     def __init__(self, parts: Sequence[Part]) -> None:
         self.parts = parts
-        bases = [p for p in parts if p.kind in BASE_KINDS]
+        bases = [p for p in parts if p.input_kind in BASE_KINDS]
         if len(bases) > 1:
             raise InputError(f"{bases[1].label}: a second PCIe tree (the first is {bases[0].label}); give one "
                              "tree per node: a directory, snapshot, lspci -t tree, NCCL XML or hwloc XML")
@@ -400,7 +400,7 @@ class _Merge:
                              key=lambda r: tuple(int(x, 16) for x in r.split(":"))))
         # the kind of the input that drew the tree (rules that ask what the input can show ask about it);
         # without one, the paste's own kind, or "pastes" for several
-        kinds = [p.kind for p in self.parts]
+        kinds = [p.input_kind for p in self.parts]
         kind = base.input_kind if base else (kinds[0] if len(kinds) == 1 else "pastes")
         host = dict(base.host) if base else {}
         return Snapshot(
@@ -423,12 +423,12 @@ def merge(parts: Sequence[Part]) -> Snapshot:
     """One node's facts from its inputs (already parsed), in the order: tree, lspci -vvv, nvidia-smi -q, matrices."""
     mg = _Merge(parts)
     rank = {"lspci-vvv": 0, "nvidia-smi-q": 1, "topo-matrix": 2}
-    for p in sorted((p for p in parts if p.kind not in BASE_KINDS), key=lambda p: rank[p.kind]):
-        if p.kind == "lspci-vvv":
+    for p in sorted((p for p in parts if p.input_kind not in BASE_KINDS), key=lambda p: rank[p.input_kind]):
+        if p.input_kind == "lspci-vvv":
             mg.add_verbose(p)
-        elif p.kind == "nvidia-smi-q":
+        elif p.input_kind == "nvidia-smi-q":
             mg.add_smi(p)
         else:
             for m in (p.data if isinstance(p.data, (list, tuple)) else [p.data]):
-                mg.add_matrix(Part(p.label, p.kind, m))
+                mg.add_matrix(Part(p.label, p.input_kind, m))
     return mg.snapshot()

@@ -389,7 +389,8 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
 def _flattened(topo, bridges, version: Version = NEWEST) -> bool:
     """Every switch on the path is a Broadcom part NCCL flattens at this version (Gen4 from 2.9.6, Gen5 from
     2.20.3: v2.30.7 ``topo.cc:195-268``)."""
-    switches = {topo.switch_id(b) for b in bridges if topo.kind.get(b) in ("switch_upstream", "switch_downstream")}
+    switches = {topo.switch_id(b) for b in bridges
+                if topo.device_kind.get(b) in ("switch_upstream", "switch_downstream")}
     if len(switches) < 2:
         return False
     for s in switches:
@@ -432,7 +433,7 @@ def _nvl(topo, a: str, b: str) -> Optional[int]:
 
 
 def _pcie_bw(topo, a: str, b: str, bridges) -> Optional[float]:
-    parts = [a, b] + [x for x in bridges if topo.kind.get(x) == "switch_upstream"]
+    parts = [a, b] + [x for x in bridges if topo.device_kind.get(x) == "switch_upstream"]
     bws = []
     for x in parts:
         d = topo.by_bdf.get(x)
