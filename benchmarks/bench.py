@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from trees.servers import build  # benchmarks/trees, beside this script
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from gen_tree import build  # noqa: E402
 
 ROOT = HERE.parent
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 from support.contrib_util import CONTRIB, engine, gdrcheck_env, run
-from support.scenarios import scenario
+
+from benchmarks.trees.scenarios import scenario
 
 DAEMONSET = CONTRIB / "k8s" / "gdrcheck-daemonset.yaml"
 MONITOR = CONTRIB / "npd" / "gdrcheck-monitor.json"

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 from support.cli_util import assert_clean_error, run
-from support.scenarios import GPUS, NICS, SWITCH_DSP, scenario
 
+from benchmarks.trees.scenarios import GPUS, NICS, SWITCH_DSP, scenario
 from gdrcheck.collectors.gather import gather
 from gdrcheck.collectors.pastes.lspci_tree import parse_lspci_tree
 from gdrcheck.collectors.pastes.nvidia_smi import parse_smi_text

@@ -8,8 +8,9 @@ import json
 
 import pytest
 from conftest import REALWORLD
-from support import scenarios
 from support.cli_util import run
+
+from benchmarks.trees import scenarios
 
 GPU = "-[0000:00]-+-01.0-[01]----00.0  NVIDIA Corporation GH100 [H100 PCIe]\n"
 PASTES = {

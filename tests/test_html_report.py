@@ -46,8 +46,7 @@ A4_PX = 794
 @pytest.fixture(scope="module")
 def big_tree(tmp_path_factory):
     """The largest generated tree: 64 GPUs, 64 NICs, 64 NVMe behind nested switches, 8 NUMA nodes."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from gen_tree import build
+    from benchmarks.trees.servers import build
 
     out = tmp_path_factory.mktemp("gen") / "big"
     build(out, gpus=64, nics=64, nvme=64, sockets=8, nested=True)
@@ -57,8 +56,8 @@ def big_tree(tmp_path_factory):
 @pytest.fixture(scope="module")
 def acs_and_x8(tmp_path_factory):
     """The healthy scenario node with ACS redirect on its switch ports and GPU0's link at x8."""
-    from support.scenarios import build
-    from support.sysfs_tree import ACS_CR, ACS_RR
+    from benchmarks.trees.scenarios import build
+    from benchmarks.trees.sysfs_tree import ACS_CR, ACS_RR
 
     return build(tmp_path_factory.mktemp("scn") / "node", acs=ACS_RR | ACS_CR, gpu_width=8)
 
@@ -198,9 +197,7 @@ def test_report_of_largest_generated_tree(tmp_path, big_tree):
 
 def test_tall_band_is_cut_at_switch_seams(tmp_path):
     """64 devices on one NUMA node: several diagrams, each cut between switches, none taller than a page."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from gen_tree import build
-
+    from benchmarks.trees.servers import build
     from gdrcheck.render.svg_tree import render_svgs
 
     build(tmp_path / "one", gpus=32, nics=16, nvme=16, sockets=1, nested=True)

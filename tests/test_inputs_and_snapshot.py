@@ -155,7 +155,7 @@ def test_version_and_help():
 
 
 def test_redact_on_reports(tmp_path):
-    from support import scenarios
+    from benchmarks.trees import scenarios
 
     path = scenarios.scenario(tmp_path, "healthy-gdr-node")
     for cmd in ("topology", "pairs", "bar1"):

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from support.cli_util import ROOT, assert_clean_error, run
-from support.scenarios import scenario
+
+from benchmarks.trees.scenarios import scenario
 
 SLEEP = "/bin/sleep" if os.path.exists("/bin/sleep") else "/usr/bin/sleep"
 

@@ -13,8 +13,9 @@ import tarfile
 
 import pytest
 from conftest import REALWORLD
-from support import scenarios
 from support.cli_util import ROOT, assert_clean_error, run
+
+from benchmarks.trees import scenarios
 
 FIXTURES = ROOT / "fixtures"
 REAL_INPUTS = sorted(

@@ -10,10 +10,11 @@ import json
 
 import jsonschema
 import pytest
-from support import scenarios
 from support.cli_util import assert_clean_error, run
-from support.sysfs_tree import ACS_CR, ACS_RR
 from test_readonly import guarded  # noqa: F401  (the write, exec and socket guard)
+
+from benchmarks.trees import scenarios
+from benchmarks.trees.sysfs_tree import ACS_CR, ACS_RR
 
 
 def _plan(path, *extra):

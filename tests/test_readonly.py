@@ -23,7 +23,8 @@ import tarfile
 
 import pytest
 from support.cli_util import ROOT, run
-from support.scenarios import scenario
+
+from benchmarks.trees.scenarios import scenario
 
 GUARD = r'''
 import builtins, io, os, shutil, socket, subprocess

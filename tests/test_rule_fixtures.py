@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import scenarios
 from support.cli_util import run
 
+from benchmarks.trees import scenarios
 from gdrcheck.rules import all_rules
 
 REAL_LSPCI = "stelline-asus-esc8000a-e12-4xrtx6000ada/lspci-tv.txt"

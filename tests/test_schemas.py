@@ -7,8 +7,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from support import scenarios
 from support.cli_util import run
+
+from benchmarks.trees import scenarios
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REAL = ["stelline-asus-esc8000a-e12-4xrtx6000ada/lspci-tv.txt", "aws-p4d-24xlarge/nccl-topo.xml",

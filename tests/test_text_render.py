@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 from support.cli_util import ROOT, assert_clean_error, run
-from support.sysfs_tree import SysfsTree
+
+from benchmarks.trees.sysfs_tree import SysfsTree
 
 FIXTURES = ROOT / "fixtures"
 DRIVER = Path(__file__).resolve().parent / "support" / "render_driver.py"

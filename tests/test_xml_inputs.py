@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from support.cli_util import assert_clean_error, run
-from support.sysfs_tree import (
+
+from benchmarks.trees.sysfs_tree import (
     ACS_CR,
     ACS_RR,
     ACS_SV,
@@ -28,7 +29,6 @@ from support.sysfs_tree import (
     cpulist,
     cpumask,
 )
-
 from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
 from gdrcheck.collectors.pastes.nccl_xml import mask_to_cpulist, parse_nccl_xml

@@ -22,7 +22,7 @@ from typing import Dict, Optional
 
 import pytest
 
-from .scenarios import CASES, build
+from benchmarks.trees.scenarios import CASES, build
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRIB = ROOT / "contrib"

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterator
 
-from . import scenarios
-from .sysfs_tree import ACS_CR, ACS_RR
+from benchmarks.trees import scenarios
+from benchmarks.trees.sysfs_tree import ACS_CR, ACS_RR
 
 BASE = {"one_socket": True}
 NIC = scenarios.NICS[0]

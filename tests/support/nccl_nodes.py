@@ -12,12 +12,11 @@ import json
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
+from benchmarks.trees.sysfs_tree import SysfsTree
 from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.documents.pairs import pairs_doc
 from gdrcheck.rules.base import Options
 from gdrcheck.rules.engine import evaluate
-
-from .sysfs_tree import SysfsTree
 
 CPUINFO = {"GenuineIntel": "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n",
            "AuthenticAMD": "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n",
