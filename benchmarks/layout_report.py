@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Set, Tuple
 
-# pipeline stages, lowest first: an import may only point to its own stage or a lower one
+# pipeline stages, lowest first: an import may only point to its own stage or a lower one; pcie ranks
+# below collectors when it imports nothing of the package but the vocabulary (it is domain knowledge the
+# collectors and the rules share, not a step after collecting)
 STAGES = ("vocabulary", "io", "collectors", "pcie", "rules", "documents", "render", "fleet", "probe", "cli")
 
 
@@ -76,6 +78,8 @@ def floors(graph: Dict[str, Set[str]]) -> Tuple[Dict[str, int], List[List[str]]]
 
 
 def stage_of(name: str) -> str:
+    if name.endswith(".__main__"):  # ``python -m gdrcheck``: the command line's door
+        return "cli"
     parts = name.split(".")
     sub = parts[1] if len(parts) > 1 else ""
     return {"io": "io", "collectors": "collectors", "pcie": "pcie", "rules": "rules", "documents": "documents",
@@ -103,7 +107,14 @@ def main(argv: List[str]) -> int:
     print(f"import floors: {max(level.values()) + 1 if level else 0}; cycles: {len(cycles)}")
     for c in cycles[:10]:
         print("  cycle: " + " -> ".join(c))
-    rank = {s: i for i, s in enumerate(STAGES)}
+    stages = list(STAGES)
+    pcie_out = {d for m, ds in graph.items() if stage_of(m) == "pcie" for d in ds if stage_of(d) != "pcie"}
+    if all(stage_of(d) == "vocabulary" for d in pcie_out):
+        stages.remove("pcie")
+        stages.insert(stages.index("collectors"), "pcie")
+        print(f"pcie imports only {', '.join(sorted(pcie_out)) or 'nothing'} outside itself: ranked below collectors")
+    print("stages, lowest first: " + " < ".join(stages))
+    rank = {s: i for i, s in enumerate(stages)}
     upward = sorted((m, d) for m, ds in graph.items() for d in ds if rank[stage_of(d)] > rank[stage_of(m)])
     print(f"arrows from a lower stage to a higher one: {len(upward)}")
     for m, d in upward:
