@@ -1,6 +1,6 @@
 """A long fuzz campaign over every input parser, outside CI.
 
-Runs the properties of ``tests/test_fuzz.py`` (any input parses or is refused
+Runs the properties of ``tests/collectors/test_fuzz.py`` (any input parses or is refused
 with the parser's documented error, never anything else) with many more
 examples than the test suite does, and prints the cases run per parser and
 every failure (hypothesis's shrunk example and the traceback).
@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     os.environ["GDRCHECK_FUZZ_EXAMPLES"] = str(args.examples)
-    sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+    sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "collectors")]
     import test_fuzz  # noqa: E402 - reads GDRCHECK_FUZZ_EXAMPLES at import
 
     tests = [(name, fn) for name, fn in vars(test_fuzz).items()

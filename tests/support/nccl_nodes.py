@@ -1,4 +1,4 @@
-"""Hand-described nodes for NCCL decisions no captured machine gave us (tests/test_nccl_*.py).
+"""Hand-described nodes for NCCL decisions no captured machine gave us (tests/rules/test_nccl_*.py).
 
 A node has one or two sockets; on each, GPUs and NICs sit under one PCIe switch ("switch") or on root ports
 of their own ("root"). Everything NCCL reads can be changed: the CPU vendor (or no /proc/cpuinfo), the

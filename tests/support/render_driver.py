@@ -2,7 +2,7 @@
 
 Run as ``python3 render_driver.py INPUT`` with stdout a pipe or a pseudo-terminal: each
 rendering is preceded by a marker line ``@@render CMD WIDTH NO_COLOR@@`` and followed by
-``@@exit CODE@@``. Used by tests/test_text_render.py (one process per input and mode, not
+``@@exit CODE@@``. Used by tests/render/test_text_render.py (one process per input and mode, not
 one per rendering).
 """
 

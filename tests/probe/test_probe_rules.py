@@ -13,7 +13,7 @@ import pytest
 from gdrcheck.probe.runner import run_step
 from gdrcheck.rules.probe_rules import PROBE_CODES, probe_findings
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 GPU0, GPU1, NIC = "0000:03:00.0", "0000:04:00.0", "0000:05:00.0"
 HOST = ("host-bandwidth", {"gpu": GPU0, "bytes": 4 << 20, "expected": {"degraded_below_gb_per_s": 40.0}})
 P2P = ("p2p", {"gpus": [GPU0, GPU1], "bytes": 4 << 20})

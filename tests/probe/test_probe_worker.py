@@ -16,7 +16,7 @@ import pytest
 
 from gdrcheck.probe.runner import run_step
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 GPU0, GPU1, NIC = "0000:03:00.0", "0000:04:00.0", "0000:05:00.0"
 SMALL = 4 << 20
 

@@ -37,7 +37,7 @@ from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
 from gdrcheck.model import bdf_key, norm_bdf
 from gdrcheck.pcie.topology import Topology
 
-HWLOC_LINUX = Path(__file__).resolve().parents[1].parent / "shared" / "hwloc-linux"
+HWLOC_LINUX = Path(__file__).resolve().parents[2].parent / "shared" / "hwloc-linux"
 LSTOPO = shutil.which("lstopo-no-graphics")
 CAPTURES = sorted(p.name[: -len(".tar.bz2")] for p in HWLOC_LINUX.glob("*.tar.bz2")) if HWLOC_LINUX.is_dir() else []
 

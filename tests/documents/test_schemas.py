@@ -11,7 +11,7 @@ from support.cli_util import run
 
 from benchmarks.trees import scenarios
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 REAL = ["stelline-asus-esc8000a-e12-4xrtx6000ada/lspci-tv.txt", "aws-p4d-24xlarge/nccl-topo.xml",
         "rccl-mi300x-8p-8nic/nccl-topo.xml", "hwloc-nvidia-dgx2h/hwloc.xml",
         "kata-vra-a100x-bluefield2/host-lspci-tv-fragment.txt"]

@@ -16,10 +16,10 @@ from gdrcheck.errors import InputError
 from gdrcheck.pcie.kinds import kind_from_name
 from gdrcheck.pcie.topology import Topology
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.lspci_dump import GPU, NIC, NVME, OTHER, ROOT_PORT, Tree, random_tree  # noqa: E402
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 REALWORLD = PROJECT.parent / "shared" / "realworld"
 LSPCI = shutil.which("lspci")
 needs_lspci = pytest.mark.skipif(LSPCI is None, reason="pciutils' lspci is not installed")

@@ -15,7 +15,7 @@ from gdrcheck.collectors.nvml import NVML_FILE, collect_nvml, facts_from_record
 from gdrcheck.io.source import Source
 from gdrcheck.model import Bar, PciFunction
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "fixtures"
 GIB = 1 << 30
 

@@ -23,7 +23,7 @@ from support.cli_util import ROOT, assert_clean_error, run
 from benchmarks.trees.sysfs_tree import SysfsTree
 
 FIXTURES = ROOT / "fixtures"
-DRIVER = Path(__file__).resolve().parent / "support" / "render_driver.py"
+DRIVER = Path(__file__).resolve().parents[1] / "support" / "render_driver.py"
 REAL = {
     "stelline-asus": "stelline-asus-esc8000a-e12-4xrtx6000ada/lspci-tv.txt",
     "stelline-puget": "stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt",

@@ -161,7 +161,7 @@ def test_p2p_prediction_carries_nvml_status(tmp_path):
 def test_plan_from_the_h100_snapshot(schema):
     from pathlib import Path
 
-    snap = Path(__file__).resolve().parents[1] / "fixtures" / "h100-x1-vm" / "snapshot.tar.gz"
+    snap = Path(__file__).resolve().parents[2] / "fixtures" / "h100-x1-vm" / "snapshot.tar.gz"
     doc = _plan(snap)
     jsonschema.validate(doc, schema)
     assert [c["check"] for c in doc["checks"]] == ["cuda", "host-bandwidth", "gds-read"]

@@ -36,7 +36,7 @@ from gdrcheck.errors import InputError
 from gdrcheck.pcie.kinds import port_type
 from gdrcheck.pcie.topology import Topology
 
-REALWORLD = Path(__file__).resolve().parents[1].parent / "shared" / "realworld"
+REALWORLD = Path(__file__).resolve().parents[2].parent / "shared" / "realworld"
 LSTOPO = shutil.which("lstopo-no-graphics")
 
 
@@ -337,7 +337,7 @@ def test_every_real_file_through_the_cli(folder, name):
         assert d["parent"] is None or d["parent"] in by
         assert d["parent"] is None or by[d["parent"]]["root"] == d["root"]
     # the file is only read: nothing of it is kept in the project
-    assert not any(Path(__file__).resolve().parent.rglob(name))
+    assert not any(Path(__file__).resolve().parents[1].rglob(name))
 
 
 # ---------------------------------------------------------------------------

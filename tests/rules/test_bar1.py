@@ -23,7 +23,7 @@ from gdrcheck.rules.base import Context, Options
 from gdrcheck.rules.engine import build_pairs
 from gdrcheck.units import human_bytes, size_range_text
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMI = ROOT / "fixtures" / "nvidia-smi-q"
 MIB, GIB = 1 << 20, 1 << 30
 PREF64, MEM32, UNSET = 0x14220C, 0x040200, 0x20000000

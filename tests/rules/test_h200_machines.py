@@ -9,7 +9,7 @@ import pytest
 from support.cli_util import run
 from support.topo_matrix import parse_matrix
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 MACHINES = sorted(p.name for p in list(FIXTURES.glob("h200-*-vm")) + list(FIXTURES.glob("h100-*-vm")))
 BAR1_BYTES = {"h200": 256 << 30, "h100": 128 << 30}  # what NVML reported on each kind
 P2P = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 from support.cli_util import assert_clean_error, run
 
-H100 = Path(__file__).resolve().parents[1] / "fixtures" / "h100-x1-vm"
+H100 = Path(__file__).resolve().parents[2] / "fixtures" / "h100-x1-vm"
 
 
 def _probe():

@@ -19,7 +19,7 @@ from gdrcheck.pcie.p2pdma import (
     upstream_chain,
 )
 
-REALWORLD = Path(__file__).resolve().parents[1].parent / "shared" / "realworld"
+REALWORLD = Path(__file__).resolve().parents[2].parent / "shared" / "realworld"
 
 
 def ext_header(cap_id: int, version: int, nxt: int) -> bytes:

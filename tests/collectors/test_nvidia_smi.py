@@ -17,7 +17,7 @@ from gdrcheck.collectors.pastes.nvidia_smi import (
 )
 from gdrcheck.io.source import Source
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi-q"
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "nvidia-smi-q"
 MIB = 1 << 20
 GIB = 1 << 30
 
