@@ -410,6 +410,8 @@ def pair_type(topo, p, version: Version, st) -> Tuple[Optional[str], Tuple[str, 
         # NVLink parts in an input that cannot show links: NVL, or the PCIe path
         cands = tuple(dict.fromkeys(("NVL",) + ((t,) if t else cands)))
         t = None
+    if t in ("PHB", "SYS") and version >= BCM_LINKS_FROM and _bcm_linked(topo, p.a, p.b):
+        t = "PXB"  # the two Broadcom switches are joined by a virtual link: NCCL's path stays on PCI switches
     via = None
     if p.kind == "gpu-gpu" and not p.nvlinks and topo.snap.shows_nvlink:
         nvb_off = version >= p2p_rules.NVB_DISABLE_FROM and st.param("NCCL_NVB_DISABLE", 0)
@@ -421,6 +423,39 @@ def pair_type(topo, p, version: Version, st) -> Tuple[Optional[str], Tuple[str, 
                     via, t = k, "NVB"
                     break
     return t, cands, flat, via
+
+
+BCM_LINKS_FROM = (2, 22, 3)  # getBcmLinks, v2.22.3 xml.cc:410-429 and 730-745
+
+
+def bcm_links(topo) -> dict:
+    """Virtual links between Broadcom switch ports: the host's sysfs (``bcm_switch_links``) or an NCCL XML's
+    ``<pcilink target>`` (v2.30.7 ``topo.cc:873-890``: a LOC link between the two PCI switch nodes)."""
+    cache = topo.__dict__.get("_bcm_links")
+    if cache is not None:
+        return cache
+    links: dict = {}
+    f = topo.snap.host.get("bcm_switch_links")
+    if f is not None and isinstance(f.value, dict):
+        for a, peers in f.value.items():
+            for b in peers:
+                links.setdefault(a, set()).add(b)
+                links.setdefault(b, set()).add(a)
+    for bdf, d in topo.by_bdf.items():
+        for b in (d.extra or {}).get("pcilinks", ()):
+            if b:
+                links.setdefault(bdf, set()).add(b)
+                links.setdefault(b, set()).add(bdf)
+    topo.__dict__["_bcm_links"] = links
+    return links
+
+
+def _bcm_linked(topo, a: str, b: str) -> bool:
+    links = bcm_links(topo)
+    if not links:
+        return False
+    above_b = set(topo.ancestors(b))
+    return any(x in links and links[x] & above_b for x in topo.ancestors(a))
 
 
 def _direct_nvlink(topo, a: str, b: str) -> bool:
