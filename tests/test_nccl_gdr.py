@@ -176,3 +176,17 @@ def test_broadcom_virtual_switch_link(tmp_path, case, link, version, word, path_
     _top, pairs = N.decide(bcm_linked_pair(tmp_path, case, link), version, None)
     p = pairs[(G0, NIC1)]
     assert p["gdr"] == word and p["path_type"] == path_type, (case, p)
+
+
+@pytest.mark.parametrize("case,state,word", [
+    ("ib-port-down", "1: DOWN", "disabled"),
+    ("ib-port-init", "2: INIT", "disabled"),
+    ("ib-port-active", "4: ACTIVE", "enabled"),
+])
+def test_nccl_uses_only_active_ports(tmp_path, case, state, word):
+    """NCCL's IB transport skips ports that are not ACTIVE (v2.30.7 net_ib/init.cc:363)."""
+    root = close_pair(tmp_path, case, files={"/sys/class/infiniband/mlx5_0/ports/1/state": state + "\n"})
+    p, _top = gdr(root)
+    assert p["gdr"] == word, (case, p)
+    if word == "disabled":
+        assert "ACTIVE" in p["reason"]

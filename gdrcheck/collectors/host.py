@@ -18,6 +18,7 @@ from gdrcheck.collectors.host_nccl import (
     nccl_topo_file_fact,
     nccl_versions_fact,
     rdma_port_rates_fact,
+    rdma_port_states_fact,
 )
 from gdrcheck.collectors.host_nvidia import nvidia_facts
 from gdrcheck.collectors.host_peermem import dmabuf_fact, peermem_fact
@@ -33,11 +34,12 @@ HOST_FACT_KEYS = (
     "nvidia_driver_version", "nvidia_driver_flavor", "nvidia_params", "nvidia_registry_dwords",
     "peer_mapping_override", "nvidia_fs",
     "peermem", "dmabuf", "nccl_env", "nccl_conf", "nccl_topo_file", "nccl_versions", "rdma_port_rates",
-    "bcm_switch_links",
+    "bcm_switch_links", "rdma_port_states",
 )
 
 # what was looked for and may simply not be there (no settings file, no NCCL): never "the host is unreadable"
-INVENTORY_KEYS = ("nccl_conf", "nccl_topo_file", "nccl_versions", "rdma_port_rates", "bcm_switch_links")
+INVENTORY_KEYS = ("nccl_conf", "nccl_topo_file", "nccl_versions", "rdma_port_rates", "bcm_switch_links",
+                  "rdma_port_states")
 
 
 def _guard(name: str, fn: Callable[[], Dict[str, Fact]], errors: List[str]) -> Dict[str, Fact]:
@@ -65,6 +67,7 @@ def collect_host(src: Source, devices: Sequence[PciFunction]) -> Tuple[Dict[str,
         facts.update(_guard("nccl_topo_file", lambda: {"nccl_topo_file": nccl_topo_file_fact(ctx, conf)}, errors))
     facts.update(_guard("nccl_versions", lambda: {"nccl_versions": nccl_versions_fact(ctx)}, errors))
     facts.update(_guard("rdma_port_rates", lambda: {"rdma_port_rates": rdma_port_rates_fact(ctx)}, errors))
+    facts.update(_guard("rdma_port_states", lambda: {"rdma_port_states": rdma_port_states_fact(ctx)}, errors))
     facts.update(_guard("bcm_switch_links", lambda: {"bcm_switch_links": bcm_switch_links_fact(ctx)}, errors))
     for key in HOST_FACT_KEYS:
         if key not in facts:

@@ -264,3 +264,16 @@ def bcm_switch_links_fact(ctx: HostCtx) -> Fact:
         if peers:
             out[d.bdf] = sorted(peers)
     return Fact(out, source=BCM_LINKS)
+
+
+def rdma_port_states_fact(ctx: HostCtx) -> Fact:
+    """``{rdma device: {port: state}}`` from /sys/class/infiniband/*/ports/*/state (``4: ACTIVE``): NCCL's IB
+    transport lists only ACTIVE ports (v2.30.7 ``net_ib/init.cc:363``; v2.18.1 ``net_ib.cc:210``)."""
+    base = "/sys/class/infiniband"
+    out: Dict[str, Dict[str, str]] = {}
+    for dev in listdir_kept(ctx.src, base):
+        for port in listdir_kept(ctx.src, f"{base}/{dev}/ports"):
+            state = ctx.src.read_line(f"{base}/{dev}/ports/{port}/state")
+            if state:
+                out.setdefault(dev, {})[port] = state.split(":", 1)[-1].strip()
+    return Fact(out, source=f"{base}/*/ports/*/state")

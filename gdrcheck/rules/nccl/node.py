@@ -287,6 +287,10 @@ def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Option
         if used is False:
             names = ", ".join(nic.rdma) or nic.bdf
             return False, f"NCCL_IB_HCA={hca} leaves {names} out: NCCL does not use this NIC", []
+    down = _ports_down(snap, nic.rdma)
+    if down:
+        return False, (f"no port of {down} is ACTIVE: NCCL's IB transport lists only ACTIVE ports "
+                       "(v2.30.7 net_ib/init.cc:363), so it does not use this NIC"), []
     if nic.xml_gdr is not None:
         return nic.xml_gdr, f"NIC {'/'.join(nic.rdma) or nic.bdf}: <net gdr=\"{int(nic.xml_gdr)}\"> in the input", []
     pm = snap.host.get("peermem")
@@ -316,6 +320,16 @@ def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Option
         return None, "peer-memory files not shown" + (f"; {dwhy}" if ok is None else ""), \
             ["peer-memory module files (/sys/module/nvidia_peermem, /sys/kernel/mm/memory_peers)"]
     return None, f"no peer-memory file of NCCL {version_str(node.version)}; {dwhy}", []
+
+
+def _ports_down(snap, rdma: Tuple[str, ...]) -> str:
+    """The NIC's RDMA ports and their states, when every port is shown and none is ACTIVE; else ''."""
+    f = snap.host.get("rdma_port_states")
+    states = f.value if f is not None and isinstance(f.value, dict) else {}
+    seen = [(dev, port, s) for dev in rdma for port, s in sorted((states.get(dev) or {}).items())]
+    if not rdma or not seen or any(dev not in states for dev in rdma) or any(s == "ACTIVE" for _d, _p, s in seen):
+        return ""
+    return ", ".join(f"{dev} port {port} ({s})" for dev, port, s in seen)
 
 
 # ---------------------------------------------------------------------------
