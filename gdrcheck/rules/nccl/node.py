@@ -515,6 +515,7 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
         t, cands, _flat, _ = types[(p.a, p.b)]
         d_own, _ = gdr_rules.distance(v, st, t, g.c2c)
         pxn = None
+        maybe_pxn = None  # a relay NCCL would take if NVLink joins them, in an input that cannot show NVLink
         if not pxn_off and (d_own is None or order.get(d_own, 99) > order["PXB"]):
             best = None
             for q in by_nic.get(p.b, ()):
@@ -523,7 +524,11 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
                 qt = gdr_rules.distance(v, st, types[(q.a, q.b)][0], node.gpus[q.a].c2c)[0]
                 if qt is None or order.get(qt, 99) > order.get(pxn_type, order["PXB"]):
                     continue
-                if not _nvl(topo, p.a, q.a) or node.gpus[q.a].gdr is False or flags[(q.a, q.b)][0] is False:
+                if node.gpus[q.a].gdr is False or flags[(q.a, q.b)][0] is False:
+                    continue
+                if not _nvl(topo, p.a, q.a):
+                    if maybe_pxn is None and topo.nvlink_unseen(p.a, q.a):
+                        maybe_pxn = q.a
                     continue
                 # 2.30 asks ncclTopoCheckGdr(peer, read=1) too (paths.cc:825-830): its level and send side
                 if v >= (2, 30, 0) and (gdr_rules.read_side(v, st, node.gpus[q.a].sm, True, single)["gdr_read"]
@@ -534,6 +539,13 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
             pxn = best
         view = gdr_rules.decide(v, st, t=t, candidates=cands, nic_flag=flags[(p.a, p.b)],
                                 gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=g.c2c, pxn=pxn)
+        if maybe_pxn and pxn is None and view["gdr"] == "disabled" and d_own is not None \
+                and not within(d_own, st.gdr_level, v):
+            view["gdr"] = "unknown"
+            view["reason"] = (f"{view.get('reason', '')}; but if NVLink joins this GPU and {maybe_pxn} (the input "
+                              "cannot show it), NCCL reaches the NIC through that GPU (PXN, paths.cc:812-843)")
+            view["depends_on"] = list(view.get("depends_on", ())) + [
+                f"whether NVLink joins {p.a} and {maybe_pxn} (nvidia-smi topo -m, NVML)"]
         nvpeer = None
         if topo.snap.shows_nvlink:
             nvpeer = any(_nvl(topo, p.a, o) for o in node.gpus if o != p.a)
