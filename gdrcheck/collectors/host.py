@@ -12,11 +12,13 @@ from typing import Callable, Dict, List, Sequence, Tuple
 from gdrcheck.collectors.host_iommu import iommu_facts
 from gdrcheck.collectors.host_kernel import kernel_facts
 from gdrcheck.collectors.host_nccl import (
+    bcm_switch_links_fact,
     nccl_conf_fact,
     nccl_env_fact,
     nccl_topo_file_fact,
     nccl_versions_fact,
     rdma_port_rates_fact,
+    rdma_port_states_fact,
 )
 from gdrcheck.collectors.host_nvidia import nvidia_facts
 from gdrcheck.collectors.host_peermem import dmabuf_fact, peermem_fact
@@ -32,10 +34,12 @@ HOST_FACT_KEYS = (
     "nvidia_driver_version", "nvidia_driver_flavor", "nvidia_params", "nvidia_registry_dwords",
     "peer_mapping_override", "nvidia_fs",
     "peermem", "dmabuf", "nccl_env", "nccl_conf", "nccl_topo_file", "nccl_versions", "rdma_port_rates",
+    "bcm_switch_links", "rdma_port_states",
 )
 
 # what was looked for and may simply not be there (no settings file, no NCCL): never "the host is unreadable"
-INVENTORY_KEYS = ("nccl_conf", "nccl_topo_file", "nccl_versions", "rdma_port_rates")
+INVENTORY_KEYS = ("nccl_conf", "nccl_topo_file", "nccl_versions", "rdma_port_rates", "bcm_switch_links",
+                  "rdma_port_states")
 
 
 def _guard(name: str, fn: Callable[[], Dict[str, Fact]], errors: List[str]) -> Dict[str, Fact]:
@@ -63,6 +67,8 @@ def collect_host(src: Source, devices: Sequence[PciFunction]) -> Tuple[Dict[str,
         facts.update(_guard("nccl_topo_file", lambda: {"nccl_topo_file": nccl_topo_file_fact(ctx, conf)}, errors))
     facts.update(_guard("nccl_versions", lambda: {"nccl_versions": nccl_versions_fact(ctx)}, errors))
     facts.update(_guard("rdma_port_rates", lambda: {"rdma_port_rates": rdma_port_rates_fact(ctx)}, errors))
+    facts.update(_guard("rdma_port_states", lambda: {"rdma_port_states": rdma_port_states_fact(ctx)}, errors))
+    facts.update(_guard("bcm_switch_links", lambda: {"bcm_switch_links": bcm_switch_links_fact(ctx)}, errors))
     for key in HOST_FACT_KEYS:
         if key not in facts:
             facts[key] = unknown("the host collector failed on this fact", source="gdrcheck")

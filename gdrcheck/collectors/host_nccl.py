@@ -243,3 +243,37 @@ def rdma_port_rates_fact(ctx: HostCtx) -> Fact:
             if rate:
                 out.setdefault(dev, {})[port] = rate
     return Fact(out, source=f"{base}/*/ports/*/rate")
+
+
+BCM_LINKS = "/sys/kernel/pci_switch_link/virtual_switch_links"
+
+
+def bcm_switch_links_fact(ctx: HostCtx) -> Fact:
+    """``{switch port: [peer switch ports]}``: the virtual links the Broadcom switch driver publishes between
+    PEX switches, as NCCL reads them (v2.30.7 ``os/linux.cc:676-704``, first v2.22.3 ``xml.cc:410-429``): for a
+    function of vendor 0x1000, every entry of ``virtual_switch_links/<busid>/`` that names a PCI function."""
+    import re
+
+    out: Dict[str, list] = {}
+    for d in ctx.devices:
+        if d.vendor != 0x1000 or not d.is_bridge:
+            continue
+        peers = [n for n in listdir_kept(ctx.src, f"{BCM_LINKS}/{d.bdf}")
+                 if len(n) == 12 and re.match(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", n)
+                 and ctx.src.exists(f"/sys/bus/pci/devices/{n}")]
+        if peers:
+            out[d.bdf] = sorted(peers)
+    return Fact(out, source=BCM_LINKS)
+
+
+def rdma_port_states_fact(ctx: HostCtx) -> Fact:
+    """``{rdma device: {port: state}}`` from /sys/class/infiniband/*/ports/*/state (``4: ACTIVE``): NCCL's IB
+    transport lists only ACTIVE ports (v2.30.7 ``net_ib/init.cc:363``; v2.18.1 ``net_ib.cc:210``)."""
+    base = "/sys/class/infiniband"
+    out: Dict[str, Dict[str, str]] = {}
+    for dev in listdir_kept(ctx.src, base):
+        for port in listdir_kept(ctx.src, f"{base}/{dev}/ports"):
+            state = ctx.src.read_line(f"{base}/{dev}/ports/{port}/state")
+            if state:
+                out.setdefault(dev, {})[port] = state.split(":", 1)[-1].strip()
+    return Fact(out, source=f"{base}/*/ports/*/state")

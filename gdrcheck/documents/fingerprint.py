@@ -156,7 +156,9 @@ def fingerprint(evaluation) -> Fingerprint:
         if kind == "gpu" and bdf in bar1:
             add("device[{0}].bar1_bytes", str(bar1[bdf]), bdf)
         if kind == "nic":
-            add("device[{0}].rdma", "yes" if d.rdma_devices else "no", bdf)
+            # whether an RDMA device is bound: only an input with the kernel's RDMA view can say "no"
+            shown = topo.snap.input_kind in ("live", "sysfs", "snapshot")
+            add("device[{0}].rdma", "yes" if d.rdma_devices else "no" if shown else "unknown", bdf)
     for kind in DEVICE_KINDS:
         m = models[kind]
         add(f"devices.{kind}", ",".join(f"{n}x{ident}" for ident, n in sorted(m.items())) or "0")

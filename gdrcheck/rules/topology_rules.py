@@ -91,7 +91,7 @@ NVLINK_UNSEEN = Rule(
     "alone cannot say whether P2P will be used.",
     "Run gdrcheck on the node (NVML reports NVLink), or give it an NCCL topology dump made there "
     "(NCCL_TOPO_DUMP_FILE=/tmp/topo.xml with any NCCL job) or `nvidia-smi topo -m`.",
-    pair_kinds=("gpu-gpu",))
+    pair_kinds=("gpu-gpu", "gpu-nic"))
 P2P_UNKNOWN = Rule(
     "GDR008", "p2p-status-unknown", "info", "pair",
     "The driver's P2P status for these GPUs is not known",
@@ -163,6 +163,15 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
                           "where no NVLink joins them", pairs=((p.a, p.b),), effect="unknown",
                           settle="run gdrcheck on the node (NVML shows NVLink), or give an NCCL topology dump "
                           "made there (NCCL_TOPO_DUMP_FILE) or nvidia-smi topo -m")
+            continue
+        if p.kind == "gpu-nic" and view.get("gdr") == "unknown" and view.get("within_gdr_level") is False \
+                and any("NVLink joins" in d for d in view.get("depends_on", ())):
+            yield Finding(NVLINK_UNSEEN.code, "info", (p.a, p.b),
+                          f"{pair_label(ctx, p)}: too far apart for GPUDirect RDMA directly ({p.pcie_path}), but "
+                          "NCCL sends through an NVLinked GPU closer to the NIC (PXN) where NVLink joins them, and "
+                          "this input cannot show NVLink", pairs=((p.a, p.b),), effect="unknown",
+                          settle="run gdrcheck on the node (NVML shows NVLink), or give an NCCL topology dump made "
+                          "there (NCCL_TOPO_DUMP_FILE) or nvidia-smi topo -m")
             continue
         if p.pcie_path is None and not p.nvlinks:
             unplaced = ctx.snap.unplaced and (p.a in ctx.snap.unplaced or p.b in ctx.snap.unplaced)

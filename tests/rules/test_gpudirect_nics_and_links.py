@@ -114,3 +114,14 @@ def test_one_distance_finding_per_pair(tmp_path):
     doc = json.loads(run("pairs", "--json", "--from", scenarios.scenario(tmp_path, "pcie-only-gpus")).stdout)
     for p in doc["pairs"]:
         assert len({"GDR001", "GDR002", "GDR003", "GDR006"} & set(p["findings"])) <= 1, p
+
+
+@pytest.mark.skipif(not REALWORLD.is_dir(), reason="../shared/realworld is not present")
+def test_a_far_nic_of_an_sxm_gpu_is_not_disabled_when_nvlink_is_not_in_the_input():
+    """aws-p4d: A100 SXM4 GPUs, NCCL file without <nvlink>. NCCL would reach a far NIC through an NVLinked GPU
+    closer to it (PXN): the decision depends on NVLink, never 'disabled'."""
+    doc = json.loads(run("pairs", "--json", "--from", REALWORLD / "aws-p4d-24xlarge" / "nccl-topo.xml").stdout)
+    far = [p for p in doc["pairs"] if p["kind"] == "gpu-nic" and p["pcie_path"] in ("NODE", "SYS")]
+    assert far and all(p["nccl"]["gdr"] == "unknown" and p["verdict"] == "unknown" for p in far)
+    assert all(any("NVLink" in d for d in p["nccl"]["depends_on"]) and "GDR009" in p["findings"] for p in far)
+    assert not [f for f in doc["findings"] if f["code"] == "GDR001"]

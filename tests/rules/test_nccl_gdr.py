@@ -156,3 +156,37 @@ def test_read_side_needs_an_nvlink_peer_before_2_19(tmp_path):
     assert pairs[(G0, NIC0)]["gdr_read"] == "unknown" and pairs[(G0, NIC0)]["gdr_read_depends_on"]
     _, pairs = N.decide(root, "2.19.3")
     assert pairs[(G0, NIC0)]["gdr_read"] == "enabled"
+
+
+def bcm_linked_pair(tmp_path, name, link=True):
+    """GPU and NIC under Broadcom switches on two sockets (SYS), the switches joined by a virtual link."""
+    files = {"/sys/kernel/pci_switch_link/virtual_switch_links/0000:01:00.0/0000:81:00.0": ""} if link else {}
+    return N.build(tmp_path / name, devices=[("gpu", G0, 0, "switch"), ("nic", NIC1, 1, "switch")], files=files)
+
+
+@pytest.mark.parametrize("case,link,version,word,path_type", [
+    ("bcm-virtual-link-2.30", True, "2.30.7", "enabled", "PXB"),
+    ("bcm-virtual-link-2.22.3", True, "2.22.3", "enabled", "PXB"),
+    ("bcm-virtual-link-2.21", True, "2.21.5", "disabled", "SYS"),
+    ("bcm-no-virtual-link-2.30", False, "2.30.7", "disabled", "SYS"),
+])
+def test_broadcom_virtual_switch_link(tmp_path, case, link, version, word, path_type):
+    """getBcmLinks (v2.22.3 xml.cc:410-429; v2.30.7 os/linux.cc:676-704): two PEX switches joined by a virtual
+    link keep NCCL's path on PCI switches (PXB) instead of through the CPUs."""
+    _top, pairs = N.decide(bcm_linked_pair(tmp_path, case, link), version, None)
+    p = pairs[(G0, NIC1)]
+    assert p["gdr"] == word and p["path_type"] == path_type, (case, p)
+
+
+@pytest.mark.parametrize("case,state,word", [
+    ("ib-port-down", "1: DOWN", "disabled"),
+    ("ib-port-init", "2: INIT", "disabled"),
+    ("ib-port-active", "4: ACTIVE", "enabled"),
+])
+def test_nccl_uses_only_active_ports(tmp_path, case, state, word):
+    """NCCL's IB transport skips ports that are not ACTIVE (v2.30.7 net_ib/init.cc:363)."""
+    root = close_pair(tmp_path, case, files={"/sys/class/infiniband/mlx5_0/ports/1/state": state + "\n"})
+    p, _top = gdr(root)
+    assert p["gdr"] == word, (case, p)
+    if word == "disabled":
+        assert "ACTIVE" in p["reason"]

@@ -291,7 +291,10 @@ def _add_pci(ctx: _Ctx, el: ET.Element, parent: Optional[str], top: Optional[str
             if xgmi:
                 extra["xgmi"] = tuple(xgmi)
         elif child.tag == "pcilink":
-            extra["pcilinks"] = tuple(extra.get("pcilinks", ())) + ((child.get("target") or "").strip(),)
+            try:  # a Broadcom switch's virtual link to another switch (getBcmLinks)
+                extra["pcilinks"] = tuple(extra.get("pcilinks", ())) + (norm_bdf(child.get("target") or ""),)
+            except ValueError:
+                ctx.notes.append(f"line {ctx.line(child)}: <pcilink> target is not a PCI address; ignored")
         elif child.tag == "nic":
             nets = [dict(n.attrib) for n in child if n.tag == "net"]
             extra["nccl_nets"] = tuple(MappingProxyType(n) for n in nets)

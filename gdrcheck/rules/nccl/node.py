@@ -287,6 +287,10 @@ def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Option
         if used is False:
             names = ", ".join(nic.rdma) or nic.bdf
             return False, f"NCCL_IB_HCA={hca} leaves {names} out: NCCL does not use this NIC", []
+    down = _ports_down(snap, nic.rdma)
+    if down:
+        return False, (f"no port of {down} is ACTIVE: NCCL's IB transport lists only ACTIVE ports "
+                       "(v2.30.7 net_ib/init.cc:363), so it does not use this NIC"), []
     if nic.xml_gdr is not None:
         return nic.xml_gdr, f"NIC {'/'.join(nic.rdma) or nic.bdf}: <net gdr=\"{int(nic.xml_gdr)}\"> in the input", []
     pm = snap.host.get("peermem")
@@ -316,6 +320,16 @@ def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Option
         return None, "peer-memory files not shown" + (f"; {dwhy}" if ok is None else ""), \
             ["peer-memory module files (/sys/module/nvidia_peermem, /sys/kernel/mm/memory_peers)"]
     return None, f"no peer-memory file of NCCL {version_str(node.version)}; {dwhy}", []
+
+
+def _ports_down(snap, rdma: Tuple[str, ...]) -> str:
+    """The NIC's RDMA ports and their states, when every port is shown and none is ACTIVE; else ''."""
+    f = snap.host.get("rdma_port_states")
+    states = f.value if f is not None and isinstance(f.value, dict) else {}
+    seen = [(dev, port, s) for dev in rdma for port, s in sorted((states.get(dev) or {}).items())]
+    if not rdma or not seen or any(dev not in states for dev in rdma) or any(s == "ACTIVE" for _d, _p, s in seen):
+        return ""
+    return ", ".join(f"{dev} port {port} ({s})" for dev, port, s in seen)
 
 
 # ---------------------------------------------------------------------------
@@ -411,6 +425,8 @@ def pair_type(topo, p, version: Version, st) -> Tuple[Optional[str], Tuple[str, 
         # NVLink parts in an input that cannot show links: NVL, or the PCIe path
         cands = tuple(dict.fromkeys(("NVL",) + ((t,) if t else cands)))
         t = None
+    if t in ("PHB", "SYS") and version >= BCM_LINKS_FROM and _bcm_linked(topo, p.a, p.b):
+        t = "PXB"  # the two Broadcom switches are joined by a virtual link: NCCL's path stays on PCI switches
     via = None
     if p.kind == "gpu-gpu" and not p.nvlinks and topo.snap.shows_nvlink:
         nvb_off = version >= p2p_rules.NVB_DISABLE_FROM and st.param("NCCL_NVB_DISABLE", 0)
@@ -422,6 +438,39 @@ def pair_type(topo, p, version: Version, st) -> Tuple[Optional[str], Tuple[str, 
                     via, t = k, "NVB"
                     break
     return t, cands, flat, via
+
+
+BCM_LINKS_FROM = (2, 22, 3)  # getBcmLinks, v2.22.3 xml.cc:410-429 and 730-745
+
+
+def bcm_links(topo) -> dict:
+    """Virtual links between Broadcom switch ports: the host's sysfs (``bcm_switch_links``) or an NCCL XML's
+    ``<pcilink target>`` (v2.30.7 ``topo.cc:873-890``: a LOC link between the two PCI switch nodes)."""
+    cache = topo.__dict__.get("_bcm_links")
+    if cache is not None:
+        return cache
+    links: dict = {}
+    f = topo.snap.host.get("bcm_switch_links")
+    if f is not None and isinstance(f.value, dict):
+        for a, peers in f.value.items():
+            for b in peers:
+                links.setdefault(a, set()).add(b)
+                links.setdefault(b, set()).add(a)
+    for bdf, d in topo.by_bdf.items():
+        for b in (d.extra or {}).get("pcilinks", ()):
+            if b:
+                links.setdefault(bdf, set()).add(b)
+                links.setdefault(b, set()).add(bdf)
+    topo.__dict__["_bcm_links"] = links
+    return links
+
+
+def _bcm_linked(topo, a: str, b: str) -> bool:
+    links = bcm_links(topo)
+    if not links:
+        return False
+    above_b = set(topo.ancestors(b))
+    return any(x in links and links[x] & above_b for x in topo.ancestors(a))
 
 
 def _direct_nvlink(topo, a: str, b: str) -> bool:
@@ -467,6 +516,7 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
         t, cands, _flat, _ = types[(p.a, p.b)]
         d_own, _ = gdr_rules.distance(v, st, t, g.c2c)
         pxn = None
+        maybe_pxn = None  # a relay NCCL would take if NVLink joins them, in an input that cannot show NVLink
         if not pxn_off and (d_own is None or order.get(d_own, 99) > order["PXB"]):
             best = None
             for q in by_nic.get(p.b, ()):
@@ -475,7 +525,11 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
                 qt = gdr_rules.distance(v, st, types[(q.a, q.b)][0], node.gpus[q.a].c2c)[0]
                 if qt is None or order.get(qt, 99) > order.get(pxn_type, order["PXB"]):
                     continue
-                if not _nvl(topo, p.a, q.a) or node.gpus[q.a].gdr is False or flags[(q.a, q.b)][0] is False:
+                if node.gpus[q.a].gdr is False or flags[(q.a, q.b)][0] is False:
+                    continue
+                if not _nvl(topo, p.a, q.a):
+                    if maybe_pxn is None and topo.nvlink_unseen(p.a, q.a):
+                        maybe_pxn = q.a
                     continue
                 # 2.30 asks ncclTopoCheckGdr(peer, read=1) too (paths.cc:825-830): its level and send side
                 if v >= (2, 30, 0) and (gdr_rules.read_side(v, st, node.gpus[q.a].sm, True, single)["gdr_read"]
@@ -486,6 +540,13 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
             pxn = best
         view = gdr_rules.decide(v, st, t=t, candidates=cands, nic_flag=flags[(p.a, p.b)],
                                 gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=g.c2c, pxn=pxn)
+        if maybe_pxn and pxn is None and view["gdr"] == "disabled" and d_own is not None \
+                and not within(d_own, st.gdr_level, v):
+            view["gdr"] = "unknown"
+            view["reason"] = (f"{view.get('reason', '')}; but if NVLink joins this GPU and {maybe_pxn} (the input "
+                              "cannot show it), NCCL reaches the NIC through that GPU (PXN, paths.cc:812-843)")
+            view["depends_on"] = list(view.get("depends_on", ())) + [
+                f"whether NVLink joins {p.a} and {maybe_pxn} (nvidia-smi topo -m, NVML)"]
         nvpeer = None
         if topo.snap.shows_nvlink:
             nvpeer = any(_nvl(topo, p.a, o) for o in node.gpus if o != p.a)
