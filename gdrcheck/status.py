@@ -29,6 +29,8 @@ EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 # Nagios plugins: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
 NPD_EXIT_OF_STATUS = {"pass": 0, "fail": 1, "unknown": 2}
 NAGIOS_UNKNOWN = 3
+NAGIOS_OF_STATUS = {"pass": ("OK", 0), "fail": ("CRITICAL", 2), "unknown": ("UNKNOWN", NAGIOS_UNKNOWN)}
+NAGIOS_WARNING = ("WARNING", 1)  # a passing node with warnings below --fail-on
 STATUS_WORDS = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN"}
 _VERDICT_RANK = {v: i for i, v in enumerate(VERDICTS)}
 

@@ -1,8 +1,7 @@
 """The NVIDIA driver's view of the GPUs: NVML first, ``nvidia-smi -q`` as fallback.
 
-Each GPU the driver lists is joined with what the bus says of its BAR1 (the
-sysfs ``resource`` line, the Resizable BAR capability or ``resourceN_resize``),
-stored in ``DriverGpu.extra`` (keys of :func:`gdrcheck.pcie.rebar.sysfs_bar1`). An
+Each GPU the driver lists keeps the one bus file its BAR1 view needs beyond the PCI function
+(``resourceN_resize``, as ``DriverGpu.extra["bar1_resize"]``); the BAR1 rules join the two. An
 NVIDIA GPU on the bus that the driver does not list is reported, not dropped.
 """
 
@@ -33,7 +32,9 @@ class DriverFacts:
 
 
 def _with_bus_view(src: Source, gpus: Sequence[DriverGpu], devices: Sequence[PciFunction]) -> Tuple[DriverGpu, ...]:
-    from gdrcheck.pcie.rebar import bar1_index, sysfs_bar1
+    """The one read the bus view of BAR1 needs beyond the PCI function: its ``resourceN_resize`` file
+    (kept as ``bar1_resize``; the view itself is joined once, in the BAR1 rules)."""
+    from gdrcheck.pcie.rebar import bar1_index
 
     by_bdf = {d.bdf: d for d in devices}
     out = []
@@ -43,7 +44,7 @@ def _with_bus_view(src: Source, gpus: Sequence[DriverGpu], devices: Sequence[Pci
             out.append(g)
             continue
         resize = src.read_line(f"/sys/bus/pci/devices/{g.bdf}/resource{bar1_index(dev)}_resize")
-        out.append(replace(g, extra=frozen_map({**g.extra, **sysfs_bar1(dev, resize)})))
+        out.append(replace(g, extra=frozen_map({**g.extra, "bar1_resize": resize})))
     return tuple(sorted(out, key=lambda g: (g.index if g.index is not None else 1 << 30, bdf_key(g.bdf))))
 
 

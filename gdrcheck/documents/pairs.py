@@ -215,12 +215,17 @@ def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
     from gdrcheck.rules import by_code
 
     rule = by_code().get(first.code)
-    head = f"{first.code} {rule.name if rule else first.severity}"
-    if first.code == "GDR122":  # what did not answer in time
-        head += " " + ",".join(first.subject)
-    elif first.subject and first.subject[0] not in ("host", "gdrcheck"):
-        head += " " + first.subject[0]
-    more = len(hits) - 1
+    return headline(first.code, rule.name if rule else first.severity, first.subject, len(hits) - 1)
+
+
+def headline(code: str, name: str, subject, more: int) -> str:
+    """The one way a finding heads a line (the summary line, Nagios' WARNING line): code, rule name, the
+    first subject (what did not answer, for a timeout), and how many more findings there are."""
+    head = f"{code} {name}"
+    if code == "GDR122":  # what did not answer in time
+        head += " " + ",".join(subject)
+    elif subject and subject[0] not in ("host", "gdrcheck"):
+        head += " " + subject[0]
     return _fit(head, f" (+{more} more)" if more else "")
 
 

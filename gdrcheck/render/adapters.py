@@ -38,14 +38,13 @@ def _counts(doc: Dict[str, Any]) -> Dict[str, int]:
 
 def nagios(doc: Dict[str, Any]) -> Tuple[str, int]:
     sev = {s: sum(1 for f in doc["findings"] if f["severity"] == s) for s in ("error", "warning", "info")}
-    if doc["status"] == "unknown" and not sev["error"]:
-        state, code = "UNKNOWN", 3
-    elif sev["error"]:
-        state, code = "CRITICAL", 2
-    elif sev["warning"]:
-        state, code = "WARNING", 1
-    else:
-        state, code = "OK", 0
+    # the node's status decides (fail: CRITICAL, unknown: UNKNOWN); a passing node with warnings below
+    # --fail-on is Nagios' WARNING
+    from gdrcheck.status import NAGIOS_OF_STATUS, NAGIOS_WARNING
+
+    state, code = NAGIOS_OF_STATUS[doc["status"]]
+    if doc["status"] == "pass" and sev["warning"]:
+        state, code = NAGIOS_WARNING
     headline = doc["summary_line"]
     if state == "WARNING" and doc["status"] == "pass":
         headline = _headline([f for f in doc["findings"] if f["severity"] == "warning"], doc.get("rules") or {})
@@ -61,14 +60,11 @@ def nagios(doc: Dict[str, Any]) -> Tuple[str, int]:
 def _headline(findings: List[Dict[str, Any]], rules: Dict[str, Any]) -> str:
     """Code first, like the summary line: the first finding's code, rule name (from the document's
     ``rules``) and subject (+N more)."""
-    from gdrcheck.documents.pairs import _fit
+    from gdrcheck.documents.pairs import headline
 
     first = sorted(findings, key=lambda f: f["code"])[0]
     name = (rules.get(first["code"]) or {}).get("name")
-    head = f"{first['code']} {name or first['severity']}"
-    if first["subject"] and first["subject"][0] not in ("host", "gdrcheck"):
-        head += " " + first["subject"][0]
-    return _fit(head, f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
+    return headline(first["code"], name or first["severity"], first["subject"], len(findings) - 1)
 
 
 def usage_line(fmt: str, message: str) -> str:

@@ -21,8 +21,6 @@ from gdrcheck.units import human_bytes, size_range_text
 BIOS = ("in the system BIOS/UEFI set 'Above 4G Decoding' to Enabled and 'Re-Size BAR Support' (also called "
         "'Resizable BAR' or 'Smart Access Memory') to Enabled, boot in UEFI mode (CSM off), and on servers give "
         "64-bit MMIO enough room ('MMIO High Size'/'MMIOH' 256G or more per GPU slot); then reboot")
-BUS_KEYS = ("sysfs_bar1_index", "sysfs_bar1_bytes", "sysfs_bar1_unset", "sysfs_bar1_prefetchable",
-            "sysfs_bar1_64bit", "rebar_current_bytes", "rebar_supported_bytes", "rebar_source")
 CHECK_SIZES = ("check: sudo lspci -vvv -s <gpu> | grep -e 'Region 1' -A0 -e 'Resizable BAR' -A3; "
                "nvidia-smi -q -d MEMORY")
 
@@ -156,10 +154,10 @@ def gpu_views(snap, topo) -> List[GpuBar1]:
     for b in bdfs:
         g = drv.get(b)
         dev = topo.by_bdf.get(b)
-        if g is not None and "sysfs_bar1_bytes" in g.extra:
-            bus = {k: g.extra.get(k) for k in BUS_KEYS}
-        else:
-            bus = sysfs_bar1(dev) if dev is not None else sysfs_bar1(PciFunction(bdf=b, root=""))
+        # the bus view, joined here only: the function's BARs and ReBAR, and the resize file the driver
+        # collector read beside the driver's answer
+        resize = g.extra.get("bar1_resize") if g is not None else None
+        bus = sysfs_bar1(dev if dev is not None else PciFunction(bdf=b, root=""), resize)
         out.append(GpuBar1(bdf=b, dev=dev, drv=g, bus=bus))
     out.sort(key=lambda v: (v.index if v.index is not None else 1 << 30, bdf_key(v.bdf)))
     return out
