@@ -346,7 +346,12 @@ def test_driver_joins_nvml_with_the_bus_and_reports_missing_gpus():
     f = collect_driver(Source(str(FIX / "nvml-2xh200-nvswitch-580")), devs)
     assert [g.bdf for g in f.gpus] == ["0000:00:06.0", "0000:00:07.0"]
     e = f.gpus[0].extra
-    assert e["sysfs_bar1_index"] == 2 and e["sysfs_bar1_bytes"] == 256 * GIB and e["sysfs_bar1_unset"] is False
+    # the collector keeps the one bus file beyond the function (resourceN_resize); the BAR1 rules join the view
+    assert "bar1_resize" in e
+    from gdrcheck.pcie.rebar import sysfs_bar1
+
+    bus = sysfs_bar1(devs[0], e["bar1_resize"])
+    assert bus["sysfs_bar1_index"] == 2 and bus["sysfs_bar1_bytes"] == 256 * GIB and bus["sysfs_bar1_unset"] is False
     assert f.shows_nvlink and f.common_ancestor
     missing = [s for s in f.statuses if s.name == "driver-gpus"]
     assert len(missing) == 1 and "0000:00:08.0" in missing[0].detail and "NVML" in missing[0].detail
