@@ -42,3 +42,10 @@ def size_range_text(sizes, human) -> str:
     if len(sizes) == 1:
         return human(sizes[0])
     return f"{human(sizes[0])}..{human(sizes[-1])}"
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key that orders embedded numbers by value: mlx5_2 before mlx5_10, gpu9 before gpu10."""
+    import re
+
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))

@@ -22,3 +22,4 @@ def _no_nccl_env(monkeypatch):
     for k in list(os.environ):
         if k.startswith("NCCL_") or k == "NODE_NAME":
             monkeypatch.delenv(k, raising=False)
+from support.readonly_guard import guarded  # noqa: E402,F401  (the read-only guard fixture, for every test folder)

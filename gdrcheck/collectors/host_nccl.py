@@ -252,15 +252,14 @@ def bcm_switch_links_fact(ctx: HostCtx) -> Fact:
     """``{switch port: [peer switch ports]}``: the virtual links the Broadcom switch driver publishes between
     PEX switches, as NCCL reads them (v2.30.7 ``os/linux.cc:676-704``, first v2.22.3 ``xml.cc:410-429``): for a
     function of vendor 0x1000, every entry of ``virtual_switch_links/<busid>/`` that names a PCI function."""
-    import re
+    from gdrcheck.model import is_bdf
 
     out: Dict[str, list] = {}
     for d in ctx.devices:
         if d.vendor != 0x1000 or not d.is_bridge:
             continue
         peers = [n for n in listdir_kept(ctx.src, f"{BCM_LINKS}/{d.bdf}")
-                 if len(n) == 12 and re.match(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", n)
-                 and ctx.src.exists(f"/sys/bus/pci/devices/{n}")]
+                 if len(n) == 12 and is_bdf(n) and ctx.src.exists(f"/sys/bus/pci/devices/{n}")]
         if peers:
             out[d.bdf] = sorted(peers)
     return Fact(out, source=BCM_LINKS)

@@ -8,6 +8,7 @@ from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, r
 from gdrcheck.model import bdf_key
 from gdrcheck.rules.engine import Evaluation, other_versions
 from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, node_status
+from gdrcheck.units import natural_key
 
 
 def _names(topo, bdf: str) -> Dict[str, Any]:
@@ -23,19 +24,13 @@ def _names(topo, bdf: str) -> Dict[str, Any]:
     return out
 
 
-def _natural(text: str) -> Tuple:
-    import re
-
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
-
-
 def device_labels(devices: List[Dict[str, Any]]) -> Dict[str, str]:
     """Column names as ``nvidia-smi topo -m`` prints them: GPUn by the driver's index, NICn in the
     order of the RDMA devices (NIC0 is ``mlx5_0``; NICs without an RDMA name follow in bus order), and
     NVMen in bus order. A NIC that is not a GPUDirect NIC (``rdma: false``) gets none."""
     out: Dict[str, str] = {}
     nics = [d for d in devices if d["kind"] == "nic" and d.get("rdma") is not False]
-    nics.sort(key=lambda d: (0, _natural(d["rdma_devices"][0])) if d.get("rdma_devices") else (1, bdf_key(d["bdf"])))
+    nics.sort(key=lambda d: (0, natural_key(d["rdma_devices"][0])) if d.get("rdma_devices") else (1, bdf_key(d["bdf"])))
     for i, d in enumerate(nics):
         out[d["bdf"]] = f"NIC{i}"
     nvmes = [d for d in devices if d["kind"] == "nvme"]

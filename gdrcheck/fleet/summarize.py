@@ -13,14 +13,11 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tup
 from gdrcheck.fleet.nodeset import fold
 from gdrcheck.fleet.reader import Item
 from gdrcheck.status import SEVERITIES, SEVERITY_RANK, STATUS_OF_EXIT, STATUSES, node_status
+from gdrcheck.units import natural_key
 
 FLEET_FORMAT_VERSION = "1.0"  # the fleet document's own version (fleet.schema.json)
 NO_FINGERPRINT = "no fingerprint in the report (made by an older gdrcheck?)"
 TIMED_OUT = "timed out"
-
-
-def natural_key(text: str) -> Tuple:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
 
 
 def _status(doc: dict) -> str:

@@ -92,7 +92,10 @@ def _pin_sweep(v: Verbs, pd: int, cu, target: int, chunk: int = SWEEP_CHUNK) -> 
             "chunk_mib": chunk >> 20, **({"stopped_by": stopped} if stopped else {})}
 
 
-def check_rdma_register(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any]:
+def _nic_session(params: Dict[str, Any], step, finish=None) -> Dict[str, Any]:
+    """libibverbs opened, the NIC opened and its ports read, ``step(v, name, ctx, m, c)`` run, and everything
+    released whatever happens; a CUDA error is the step's failure. ``step`` returns the result, or None to
+    have ``finish(m, c)`` decide it once everything is released (it sees the cleanup's errors)."""
     m: Dict[str, Any] = {}
     c = Cleanup()
     try:
@@ -107,6 +110,17 @@ def check_rdma_register(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any
         name, ctx = opened
         c.push(lambda: v.close_device(ctx))
         m["ports"] = v.ports(ctx)
+        result = step(v, name, ctx, m, c)
+    except CudaError as e:
+        c.run()
+        return {"status": "fail", "measured": m, "evidence": {"error": str(e), "cuda_result": e.name}}
+    finally:
+        c.run()
+    return result if result is not None else finish(m, c)
+
+
+def check_rdma_register(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any]:
+    def step(v: Verbs, _name: str, ctx: int, m: Dict[str, Any], c: Cleanup):
         pd = v.alloc_pd(ctx)
         if not pd:
             return {"status": "fail", "measured": m, "evidence": {"error": "ibv_alloc_pd failed: "
@@ -153,11 +167,12 @@ def check_rdma_register(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any
                 m["reg_dmabuf_mr"] = _register(v, pd, v.reg_dmabuf_mr, 0, size, dptr, fd, ACCESS)
         except CudaError as e:
             m["dmabuf_export"] = {"ok": False, "error": str(e)}
-    except CudaError as e:
-        c.run()
-        return {"status": "fail", "measured": m, "evidence": {"error": str(e), "cuda_result": e.name}}
-    finally:
-        c.run()
+        return None
+
+    return _nic_session(params, step, _register_verdict)
+
+
+def _register_verdict(m: Dict[str, Any], c: Cleanup) -> Dict[str, Any]:
     works = [k for k in ("reg_mr", "reg_dmabuf_mr") if (m.get(k) or {}).get("ok")]
     m["gpu_memory_registers"] = bool(works)
     ev: Dict[str, Any] = {"cleanup_errors": c.errors} if c.errors else {}
@@ -175,29 +190,13 @@ def check_rdma_register(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any
 
 
 def check_rdma_loopback(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any]:
-    m: Dict[str, Any] = {}
-    c = Cleanup()
-    try:
-        v = Verbs()
-    except Exception as e:
-        return {"status": "skipped", "reason": f"libibverbs.so.1 not usable: {e}", "measured": m, "evidence": {}}
-    c.push(v.close)
-    try:
-        opened, early = _open_nic(v, params, m)
-        if early is not None:
-            return early
-        name, ctx = opened
-        c.push(lambda: v.close_device(ctx))
-        m["ports"] = v.ports(ctx)
+    def step(v: Verbs, name: str, ctx: int, m: Dict[str, Any], c: Cleanup):
         active = [p for p in m["ports"] if p["state"] in ("ACTIVE", "ACTIVE_DEFER")]
         if not active:
             return {"status": "skipped", "measured": m, "evidence": {}, "reason": f"no ACTIVE port on {name}"}
         return _loopback(v, ctx, active[0], params, m, c, load_cuda)
-    except CudaError as e:
-        c.run()
-        return {"status": "fail", "measured": m, "evidence": {"error": str(e), "cuda_result": e.name}}
-    finally:
-        c.run()
+
+    return _nic_session(params, step)
 
 
 class LoopbackError(Exception):

@@ -11,7 +11,6 @@ import json
 import jsonschema
 import pytest
 from support.cli_util import assert_clean_error, run
-from test_readonly import guarded  # noqa: F401  (the write, exec and socket guard)
 
 from benchmarks.trees import scenarios
 from benchmarks.trees.sysfs_tree import ACS_CR, ACS_RR
