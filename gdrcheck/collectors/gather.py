@@ -90,6 +90,13 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
         gpus, nvlinks, p2p, shows_nvlink = drv.gpus, drv.nvlinks, drv.p2p_status, drv.shows_nvlink
         statuses.extend(drv.statuses)
         devices = drv.renumber(devices)
+        from gdrcheck.collectors.cuda_attrs import collect_cuda_attrs
+
+        cuda_fact, cuda_st = collect_cuda_attrs(src)  # asked by `gdrcheck snapshot` only, replayed from it
+        if cuda_fact is not None:
+            host["cuda_attrs"] = cuda_fact
+        if cuda_st is not None:
+            statuses.append(cuda_st)
     if src.live:
         kind = "live"
     elif src.has_capture():

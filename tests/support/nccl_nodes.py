@@ -32,7 +32,8 @@ def build(root: Path, *, devices: Sequence[Tuple[str, str, int, str]], cpu: Opti
           nic_driver: str = "mlx5_core", rates: Optional[Dict[str, str]] = None,
           files: Optional[Dict[str, str]] = None, kernel: str = "6.8.0-49-generic",
           libibverbs: Optional[str] = "libibverbs.so.1.14.50.0") -> Path:
-    """``devices``: (kind "gpu"|"nic", bdf, socket, "switch"|"root")."""
+    """``devices``: (kind "gpu"|"nic"|"data-direct", bdf, socket, "switch"|"root"); "data-direct" is a
+    ConnectX-8 Data Direct DMA function (15b3:2100, Linux mlx5_data_direct)."""
     t = SysfsTree(root)
     sockets = sorted({d[2] for d in devices})
     switches: Dict[int, Tuple[str, list]] = {}
@@ -59,6 +60,9 @@ def build(root: Path, *, devices: Sequence[Tuple[str, str, int, str]], cpu: Opti
         if kind == "gpu":
             t.add(bdf, parent, driver="nvidia", link=(GEN5, 16, GEN5, 16))
             gpu_bdfs.append(bdf)
+        elif kind == "data-direct":
+            t.add(bdf, parent, cls=0x020000, vendor=0x15B3, device=0x2100, driver="mlx5_data_direct",
+                  link=(GEN5, 16, GEN5, 16))
         else:
             n = len([x for x in devices[:devices.index((kind, bdf, s, where))] if x[0] == "nic"])
             t.add(bdf, parent, cls=0x020700, vendor=0x15B3, device=0x1021, driver=nic_driver,

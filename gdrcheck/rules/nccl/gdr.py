@@ -80,7 +80,8 @@ def read_side(version: Version, st, sm: Optional[int], nvlink_peer: Optional[boo
 
 
 def decide(version: Version, st, *, t: Optional[str], candidates: Tuple[str, ...], nic_flag, gpu_flag,
-           gpu_c2c: Optional[bool], pxn: Optional[Tuple[str, str]], mlopart: bool = False) -> Dict[str, object]:
+           gpu_c2c: Optional[bool], pxn: Optional[Tuple[str, str]], mlopart: Optional[bool] = False,
+           mlopart_why: str = "") -> Dict[str, object]:
     """``{"gdr", "reason", "depends_on"?, "via"?, "mode"?}`` for the receive side (``read=0``), which decides
     the path NCCL takes and whether ``/GDRDMA`` appears in its connection lines."""
     nic_ok, nic_why, nic_dep = nic_flag
@@ -89,8 +90,11 @@ def decide(version: Version, st, *, t: Optional[str], candidates: Tuple[str, ...
         return {"gdr": "disabled", "reason": nic_why}
     if gpu_ok is False:
         return {"gdr": "disabled", "reason": gpu_why}
-    if mlopart and version >= MLOPART_FROM and not st.param("NCCL_NET_GDR_MLOPART", 0):
-        return {"gdr": "disabled", "reason": "MLOPart partition and NCCL_NET_GDR_MLOPART=0 (default)"}
+    mlo_off = version >= MLOPART_FROM and not st.param("NCCL_NET_GDR_MLOPART", 0)
+    if mlopart and mlo_off:
+        return {"gdr": "disabled", "reason": f"an MLOPart partition ({mlopart_why}) and NCCL_NET_GDR_MLOPART="
+                                             f"{st.env.get('NCCL_NET_GDR_MLOPART') or '0 (default)'}: NCCL "
+                                             f"{version_str(version)} gives such GPUs no GDR (paths.cc:466, 487)"}
     level, level_src = st.gdr_level, st.gdr_level_source
     depends: List[str] = list(nic_dep or ())
     via = None
@@ -122,6 +126,11 @@ def decide(version: Version, st, *, t: Optional[str], candidates: Tuple[str, ...
         if via:
             out["via"] = via
         return out
+    if mlopart is None and mlo_off:
+        depends.append(f"the job does not run the GPU as an MLOPart partition ({mlopart_why}; a CUDA device "
+                       "name with 'MLOPart', NCCL's <gpu mlopart> in NCCL_TOPO_DUMP_FILE): NCCL "
+                       f"{version_str(version)} gives a partition no GDR unless NCCL_NET_GDR_MLOPART=1 "
+                       "(paths.cc:466, 487)")
     mode = "PCI" if gpu_c2c and d not in ("P2C", "C2C") else "Default"
     out: Dict[str, object] = {"gdr": "enabled", "distance": d,
                               "reason": f"{nic_why}; {gpu_why}; path {d} within NCCL_NET_GDR_LEVEL={level} "
@@ -136,8 +145,11 @@ def decide(version: Version, st, *, t: Optional[str], candidates: Tuple[str, ...
 
 
 def dmabuf_flag(version: Version, st, dmabuf: Optional[dict], driver_version: Optional[str],
-                nic_driver_dmabuf: Optional[bool], nic_driver: Optional[str]) -> Tuple[Optional[bool], str]:
-    """``comm->dmaBufSupport`` and the IB plugin's DMA-BUF probe for this GPU and NIC."""
+                nic_driver_dmabuf: Optional[bool], nic_driver: Optional[str], gpu_dmabuf: Optional[bool] = None,
+                cuda_driver: Optional[int] = None) -> Tuple[Optional[bool], str]:
+    """``comm->dmaBufSupport`` and the IB plugin's DMA-BUF probe for this GPU and NIC. ``gpu_dmabuf`` and
+    ``cuda_driver``: the driver's ``CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`` and ``cuDriverGetVersion`` where
+    ``gdrcheck snapshot`` read them; else the NVIDIA driver branch and flavour stand in for them."""
     if version < DMABUF_FROM:
         return False, f"NCCL {version_str(version)} has no DMA-BUF support (from 2.13.4)"
     if not st.dmabuf_enabled:
@@ -151,15 +163,24 @@ def dmabuf_flag(version: Version, st, dmabuf: Optional[dict], driver_version: Op
             major = int(str(driver_version).split(".")[0])
         except ValueError:
             major = None
-    if major is None:
+    if cuda_driver is not None:
+        if cuda_driver < 11070:
+            reasons_no.append(f"the CUDA driver is {cuda_driver // 1000}.{cuda_driver % 1000 // 10}, older than 11.7")
+    elif major is None:
         unknown.append("the NVIDIA driver version (CUDA driver >= 11.7, R515)")
     elif major < 515:
         reasons_no.append(f"NVIDIA driver {driver_version} is older than R515 (CUDA 11.7)")
     open_drv = d.get("open_driver")
-    if open_drv is False:
-        reasons_no.append("the GPU's DMA-BUF attribute needs the open NVIDIA kernel module")
+    if gpu_dmabuf is False:
+        reasons_no.append("the driver's CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 0 for this GPU, read by gdrcheck "
+                          "snapshot")
+    elif gpu_dmabuf is True:
+        pass
+    elif open_drv is False:
+        reasons_no.append("the GPU's DMA-BUF attribute needs the open NVIDIA kernel module (from the driver "
+                          "flavour; 'gdrcheck snapshot' reads the attribute itself)")
     elif open_drv is None:
-        unknown.append("the GPU's DMA-BUF attribute (open NVIDIA kernel module)")
+        unknown.append("the GPU's DMA-BUF attribute (open NVIDIA kernel module; 'gdrcheck snapshot' reads it)")
     for key, text in (("kernel_ge_5_12", "Linux 5.12+"), ("ibv_reg_dmabuf_mr", "rdma-core 34+ (ibv_reg_dmabuf_mr)")):
         v = d.get(key)
         if v is False:
@@ -174,4 +195,6 @@ def dmabuf_flag(version: Version, st, dmabuf: Optional[dict], driver_version: Op
         return False, "no DMA-BUF: " + "; ".join(reasons_no)
     if unknown:
         return None, "DMA-BUF not known: " + "; ".join(unknown)
-    return True, "DMA-BUF (NCCL's ibv_reg_dmabuf_mr probe and the GPU's DMA-BUF attribute)"
+    gpu_side = "the driver's CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 1, read by gdrcheck snapshot" \
+        if gpu_dmabuf else "the GPU's DMA-BUF attribute"
+    return True, f"DMA-BUF (NCCL's ibv_reg_dmabuf_mr probe and {gpu_side})"

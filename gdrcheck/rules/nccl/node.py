@@ -73,6 +73,10 @@ class GpuInfo:
     gdr: Optional[bool]
     gdr_source: str
     c2c: Optional[bool]
+    mlopart: Optional[bool] = None  # an MLOPart partition (NCCL 2.30 leaves such GPUs without GDR by default)
+    mlopart_source: str = ""
+    dmabuf: Optional[bool] = None  # the driver's CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, where gdrcheck read it
+    cuda_driver: Optional[int] = None  # cuDriverGetVersion, where gdrcheck read it (11070 = 11.7)
 
 
 @dataclass
@@ -97,6 +101,7 @@ class NodeNccl:
     nics: Dict[str, NicInfo]
     plugins: Tuple[str, ...]
     topo_files: Dict[str, str] = field(default_factory=dict)  # path -> what was applied from it
+    data_direct: List[str] = field(default_factory=list)  # the node's mlx5 data-direct DMA functions
     rdma: Dict[str, Optional[bool]] = field(default_factory=dict)  # NIC -> an RDMA device NCCL's IB lists
     gdr_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
     p2p_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
@@ -167,9 +172,46 @@ def _driver_gpu(snap, bdf):
     return None
 
 
+def cuda_attrs(snap) -> Tuple[Dict[str, dict], Optional[int]]:
+    """The CUDA driver's flags per GPU bus id and its version, as ``gdrcheck snapshot`` read them
+    (``gdrcheck.collectors.cuda_attrs``); empty where the input has no such record."""
+    f = snap.host.get("cuda_attrs")
+    if f is None or not getattr(f, "known", False) or not isinstance(f.value, dict):
+        return {}, None
+    gpus = f.value.get("gpus")
+    drv = f.value.get("driver_version")
+    return (dict(gpus) if isinstance(gpus, Mapping) else {}), (drv if isinstance(drv, int) else None)
+
+
+_MLOPART_PARTS = r"\bG?B(100|200|300)\b"  # multi-die parts: more than one locality domain
+
+
+def mlopart_info(name: Optional[str], sm: Optional[int], xml_gpu, cuda: Optional[dict]) -> Tuple[Optional[bool], str]:
+    """Whether NCCL sees the GPU as an MLOPart partition: ``mloPart`` is the number after ``MLOPart`` in the CUDA
+    device name (v2.30.7 ``src/init.cc:722-723``), written to the XML as ``<gpu mlopart>`` (``topo.cc:1808``,
+    read back at ``topo.cc:516, 596, 784``). ``None``: the input cannot show it and the part can be
+    partitioned (MPS MLOPart, a job-side setting); ``False`` with an empty reason: a part without partitions."""
+    raw = xml_gpu.get("mlopart") if xml_gpu else None
+    if raw is not None and raw.strip().lstrip("-").isdigit():
+        part = int(raw)
+        return (part != -1), f"<gpu mlopart=\"{raw}\"> in NCCL's XML"
+    names = (cuda or {}).get("names") or []
+    if names:
+        hit = [n for n in names if "MLOPart" in n]
+        if hit:
+            return True, f"the CUDA device name {hit[0]!r} (read by gdrcheck snapshot) names an MLOPart partition"
+        return False, "the CUDA device names (read by gdrcheck snapshot) name no MLOPart partition"
+    if (name and re.search(_MLOPART_PARTS, name)) or sm in (100, 103):
+        return None, (f"{name or 'the GPU'} can be split into MLOPart partitions (MPS MLOPart), which the input "
+                      "cannot show")
+    return False, ""
+
+
 def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, str]) -> GpuInfo:
     d = topo.by_bdf[bdf]
     dg = _driver_gpu(snap, bdf)
+    attrs, cuda_driver = cuda_attrs(snap)
+    cuda = attrs.get(bdf)
     name = (dg.name if dg is not None and dg.name else None) or d.name
     xml_gpu = d.extra.get("nccl_gpu") if d.extra else None
     sm, sm_src = None, ""
@@ -189,13 +231,19 @@ def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, st
     elif xml_gpu and xml_gpu.get("gdr") in ("0", "1"):
         gdr = xml_gpu["gdr"] == "1"
         gdr_src = f"NCCL's own <gpu gdr=\"{xml_gpu['gdr']}\"> in the input"
+    elif cuda and cuda.get("gdr") in (0, 1) and (cuda_driver is None or cuda_driver >= 11030):
+        # NCCL reads the attribute from CUDA driver 11.3 (v2.30.7 src/plugin/net.cc:424-436)
+        gdr = cuda["gdr"] == 1
+        gdr_src = (f"the driver's cudaDevAttrGPUDirectRDMASupported = {cuda['gdr']}, read by gdrcheck snapshot"
+                   + (f" ({name})" if name else ""))
     elif name:
+        settle = "; 'gdrcheck snapshot' on the node reads the driver's attribute"
         if "GeForce" in name or "TITAN" in name.upper():
             gdr, gdr_src = False, (f"the GPU's cudaDevAttrGPUDirectRDMASupported is 0 on GeForce/TITAN parts "
-                                   f"({name}; from the model, the driver's attribute was not read)")
+                                   f"({name}; from the model, the driver's attribute was not read{settle})")
         else:
             gdr, gdr_src = True, (f"the GPU supports GPUDirect RDMA ({name}; from the model, the driver's "
-                                  "cudaDevAttrGPUDirectRDMASupported was not read)")
+                                  f"cudaDevAttrGPUDirectRDMASupported was not read{settle})")
     else:
         gdr_src = "the GPU's GPUDirect RDMA attribute (its model is not shown)"
     c2c: Optional[bool] = None
@@ -207,7 +255,11 @@ def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, st
         c2c = False
     elif name:
         c2c = False
-    return GpuInfo(bdf, name, sm, sm_src, gdr, gdr_src, c2c)
+    mlo, mlo_src = mlopart_info(name, sm, xml_gpu, cuda)
+    dmabuf = None
+    if cuda and cuda.get("dmabuf") in (0, 1):
+        dmabuf = cuda["dmabuf"] == 1
+    return GpuInfo(bdf, name, sm, sm_src, gdr, gdr_src, c2c, mlo, mlo_src, dmabuf, cuda_driver)
 
 
 def nic_info(snap, topo, bdf: str, rates: Mapping[str, Mapping[str, str]], topo_net: Mapping[str, str]) -> NicInfo:
@@ -311,7 +363,7 @@ def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Option
         nic_dmabuf = True
     ok, dwhy = gdr_rules.dmabuf_flag(node.version, st, dm.value if dm is not None else None,
                                      drv.value if drv is not None and getattr(drv, "known", False) else None,
-                                     nic_dmabuf, nic.rdma_driver or nic.driver)
+                                     nic_dmabuf, nic.rdma_driver or nic.driver, gpu.dmabuf, gpu.cuda_driver)
     if ok:
         return True, dwhy, []
     if pm_ok is False and ok is False:
@@ -330,6 +382,48 @@ def _ports_down(snap, rdma: Tuple[str, ...]) -> str:
     if not rdma or not seen or any(dev not in states for dev in rdma) or any(s == "ACTIVE" for _d, _p, s in seen):
         return ""
     return ", ".join(f"{dev} port {port} ({s})" for dev, port, s in seen)
+
+
+# ---------------------------------------------------------------------------
+# mlx5 Data Direct (NCCL_IB_DATA_DIRECT, 2.27+)
+
+DATA_DIRECT_FROM = (2, 27, 0)
+# Linux drivers/infiniband/hw/mlx5/data_direct.c, mlx5_data_direct_pci_table: the `mlx5_data_direct` PCI driver
+DATA_DIRECT_IDS = ((0x15B3, 0x2100),)  # ConnectX-8 Data Direct
+
+
+def data_direct_functions(snap) -> List[str]:
+    """The node's data-direct DMA functions (a PCI function with a ``mlx5_data_direct`` device id)."""
+    return sorted(d.bdf for d in snap.devices if (d.vendor, d.device) in DATA_DIRECT_IDS)
+
+
+def data_direct(node: "NodeNccl", snap, nic: NicInfo) -> str:
+    """Why NCCL may judge this mlx5 NIC on a data-direct DMA function's PCI path instead of its own, or ''.
+
+    NCCL asks ``mlx5dv_get_data_direct_sysfs_path`` for each mlx5 device whose DMA-BUF probe passes
+    (v2.30.7 ``net_ib/init.cc:13, 152-170, 373-427``; v2.27.3 ``net_ib.cc:128, 650-660``): with an answer it
+    lists the device as ``<dev>_dma`` with the data-direct function's PCI path (2.27: beside the device itself;
+    from 2.28.3 instead of it unless ``NCCL_IB_DATA_DIRECT=2``). Which function serves which NIC is known
+    only to a process that opens the device (no sysfs file shows it)."""
+    v = node.version
+    fns = node.data_direct
+    if v < DATA_DIRECT_FROM or not fns:
+        return ""
+    if not (nic.driver == "mlx5_core" or any(r.startswith("mlx5") for r in nic.rdma)):
+        return ""
+    value = node.st.param("NCCL_IB_DATA_DIRECT", 1)
+    if (value == 0) if v < (2, 28, 3) else (value <= 0):
+        return ""
+    dm = snap.host.get("dmabuf")
+    d = dm.value if dm is not None and isinstance(dm.value, dict) else {}
+    if d.get("kernel_ge_5_12") is False or d.get("ibv_reg_dmabuf_mr") is False:
+        return ""  # ncclMlx5dvDmaBufCapable fails: no data direct (net_ib/init.cc:152-170, 378)
+    names = "/".join(nic.rdma) or nic.bdf
+    how = ("lists it a second time as " if v < (2, 28, 3) or value == 2 else "lists it only as ") + f"{names}_dma"
+    return (f"the node has a Data Direct DMA function ({', '.join(fns)}, Linux mlx5_data_direct) and "
+            f"NCCL_IB_DATA_DIRECT={node.st.env.get('NCCL_IB_DATA_DIRECT') or '1 (default)'}: if {names} answers "
+            f"mlx5dv_get_data_direct_sysfs_path, NCCL {version_str(v)} {how} with that function's PCI path and "
+            "judges GDR on it (net_ib/init.cc:373-427)")
 
 
 # ---------------------------------------------------------------------------
@@ -389,6 +483,7 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     gpus = {b: gpu_info(snap, topo, b, cpu, topo_gpu) for b in gpus_bdf}
     nics = {b: nic_info(snap, topo, b, rates, topo_net) for b in topo.of_kind("nic")}
     node = NodeNccl(version, version_reason, found, st, cpu, cpu_src, gpus, nics, plugins, topo_applied)
+    node.data_direct = data_direct_functions(snap)
     from gdrcheck.rules.base import Context
     from gdrcheck.rules.link_nic import rdma_capable
 
@@ -539,7 +634,8 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
                     best = (q.a, qt)
             pxn = best
         view = gdr_rules.decide(v, st, t=t, candidates=cands, nic_flag=flags[(p.a, p.b)],
-                                gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=g.c2c, pxn=pxn)
+                                gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=g.c2c, pxn=pxn, mlopart=g.mlopart,
+                                mlopart_why=g.mlopart_source)
         if maybe_pxn and pxn is None and view["gdr"] == "disabled" and d_own is not None \
                 and not within(d_own, st.gdr_level, v):
             view["gdr"] = "unknown"
@@ -547,6 +643,17 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
                               "cannot show it), NCCL reaches the NIC through that GPU (PXN, paths.cc:812-843)")
             view["depends_on"] = list(view.get("depends_on", ())) + [
                 f"whether NVLink joins {p.a} and {maybe_pxn} (nvidia-smi topo -m, NVML)"]
+        dd = data_direct(node, snap, node.nics[p.b]) if node.data_direct else ""
+        mlo_block = g.mlopart and v >= gdr_rules.MLOPART_FROM and not st.param("NCCL_NET_GDR_MLOPART", 0)
+        if dd and flags[(p.a, p.b)][0] is not False and g.gdr is not False and not mlo_block:
+            if view["gdr"] != "unknown":
+                view["reason"] = f"{view.get('reason', '')}; but {dd}"
+            view["gdr"] = "unknown"
+            view["depends_on"] = list(view.get("depends_on", ())) + [
+                f"whether NCCL uses a Data Direct DMA function for {'/'.join(node.nics[p.b].rdma) or p.b} and where "
+                f"it sits (NCCL_DEBUG=INFO prints 'NET/IB: Data Direct DMA Interface is detected for device "
+                f"{(node.nics[p.b].rdma or ('<dev>',))[0]}'; then NCCL_TOPO_DUMP_FILE shows the _dma device's "
+                "PCI path; NCCL_IB_DATA_DIRECT=0 turns it off)"]
         nvpeer = None
         if topo.snap.shows_nvlink:
             nvpeer = any(_nvl(topo, p.a, o) for o in node.gpus if o != p.a)
