@@ -104,8 +104,10 @@ def test_pxn(tmp_path, case, kw, version, env, word):
         assert top["gpu_nics"][G0] == [{"nic": NIC1, "via": G2}]
 
 
-TOPO = ('<system version="1"><cpu numaid="0" arch="x86_64" vendor="GenuineIntel"><pci busid="0000:05:00.0">'
-        '<nic><net name="mlx5_0" dev="0" gdr="{gdr}"/></nic></pci></cpu></system>\n')
+# the node's own switch as NCCL dumps it (its PCI tree places the GPU and the NIC where the node has them)
+TOPO = ('<system version="1"><cpu numaid="0" arch="x86_64" vendor="GenuineIntel">'
+        '<pci busid="0000:01:00.0" class="0x060400"><pci busid="0000:03:00.0" class="0x030200"><gpu dev="0"/></pci>'
+        '<pci busid="0000:05:00.0"><nic><net name="mlx5_0" dev="0" gdr="{gdr}"/></nic></pci></pci></cpu></system>\n')
 
 
 @pytest.mark.parametrize("case,where,gdr_attr,word", [

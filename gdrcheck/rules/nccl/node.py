@@ -102,6 +102,7 @@ class NodeNccl:
     plugins: Tuple[str, ...]
     topo_files: Dict[str, str] = field(default_factory=dict)  # path -> what was applied from it
     data_direct: List[str] = field(default_factory=list)  # the node's mlx5 data-direct DMA functions
+    file_classes: Dict[Tuple[str, str], str] = field(default_factory=dict)  # pairs the topology file decides
     rdma: Dict[str, Optional[bool]] = field(default_factory=dict)  # NIC -> an RDMA device NCCL's IB lists
     gdr_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
     p2p_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
@@ -430,11 +431,12 @@ def data_direct(node: "NodeNccl", snap, nic: NicInfo) -> str:
 # topology file
 
 
-def topo_file_attrs(snap, st: NcclSettings) -> Tuple[Dict[str, str], Dict[str, str], Dict[str, str]]:
+def topo_file_attrs(snap, st: NcclSettings, tree: Optional[dict] = None) \
+        -> Tuple[Dict[str, str], Dict[str, str], Dict[str, str]]:
     """``<gpu gdr>`` by GPU busid and ``<net gdr>`` by NIC name from the topology file NCCL loads first
     (NCCL_TOPO_FILE, else /var/run/nvidia-topologyd/virtualTopology.xml from 2.10.3; v2.30.7
     ``src/graph/topo.cc:1765-1790``). Its attributes are not overwritten by detection (``xmlInitAttr*`` only
-    fills missing ones)."""
+    fills missing ones). ``tree``, when given, receives the file's path and parsed root (its PCI tree)."""
     f = snap.host.get("nccl_topo_file")
     if f is None or not isinstance(f.value, dict):
         return {}, {}, {}
@@ -452,6 +454,8 @@ def topo_file_attrs(snap, st: NcclSettings) -> Tuple[Dict[str, str], Dict[str, s
         root, _lines = parse_xml_safely(text, path, allow_doctype=False, what="an NCCL topology file")
     except InputError as e:
         return {}, {}, {path: f"not applied: {e}"}
+    if tree is not None:
+        tree.update(path=path, root=root)
     gpus: Dict[str, str] = {}
     nets: Dict[str, str] = {}
     for pci in root.iter("pci"):
@@ -462,8 +466,29 @@ def topo_file_attrs(snap, st: NcclSettings) -> Tuple[Dict[str, str], Dict[str, s
         if net.get("gdr") is not None and net.get("name"):
             nets[net.get("name")] = net.get("gdr")
     applied = [f"gdr of {len(gpus)} GPU(s) and {len(nets)} NIC(s)"] if (gpus or nets) else ["no gdr attributes"]
-    return gpus, nets, {path: "applied: " + ", ".join(applied) + "; its PCI tree is not substituted for the "
-                        "node's (gdrcheck judges the tree it reads)"}
+    return gpus, nets, {path: "applied: " + ", ".join(applied)}
+
+
+def topo_file_classes(tree: dict, topo, pairs, applied: Dict[str, str]) -> Dict[Tuple[str, str], str]:
+    """NCCL's PCIe class of each pair the topology file's PCI tree decides (``gdrcheck.rules.nccl.topo_file``);
+    ``applied`` (``nccl.topology_files``) says which devices the file places and which tree decided."""
+    if not tree.get("root"):
+        return {}
+    from gdrcheck.rules.nccl import topo_file
+
+    ft = topo_file.FileTree(tree["root"])
+    placed = [f"{b} ({how})" for b in topo.of_kind("gpu", "nic") if (how := ft.placed(topo, b))]
+    classes = topo_file.pair_classes(ft, topo, pairs)
+    path = tree["path"]
+    if placed:
+        applied[path] += (f"; its PCI tree places {', '.join(placed)}: NCCL keeps the file's place for these and "
+                          f"hangs the rest from the node's sysfs tree onto it, so {len(classes)} pair(s) take "
+                          "their path type from the file's tree, the others from the node's")
+    else:
+        applied[path] += ("; its PCI tree places none of the node's GPUs and NICs" +
+                          (f", but {len(classes)} pair(s) meet it on the way up and take their path type from it"
+                           if classes else ": every pair keeps the node's tree"))
+    return classes
 
 
 # ---------------------------------------------------------------------------
@@ -475,7 +500,8 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     gpus_bdf = topo.of_kind("gpu")
     cpu, cpu_src = node_cpu(snap)
     st = settings_for(snap, version, dict(options.env), cpu, len(gpus_bdf), version_reason)
-    topo_gpu, topo_net, topo_applied = topo_file_attrs(snap, st)
+    tree: dict = {}
+    topo_gpu, topo_net, topo_applied = topo_file_attrs(snap, st, tree)
     pf = snap.host.get("nccl_versions")
     plugins = tuple(pf.value.get("net_plugins", ())) if pf is not None and isinstance(pf.value, dict) else ()
     rf = snap.host.get("rdma_port_rates")
@@ -489,10 +515,39 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
 
     ctx = Context(snap=snap, topo=topo, pairs=())
     node.rdma = {b: rdma_capable(ctx, b) for b in nics}
-    types = {(p.a, p.b): pair_type(topo, p, version, st) for p in pairs}
+    file_cls = topo_file_classes(tree, topo, pairs, node.topo_files) if tree else {}
+    types = {(p.a, p.b): pair_type(topo, p, version, st, file_cls.get((p.a, p.b))) for p in pairs}
+    node.file_classes = file_cls
     _decide_gdr(node, snap, topo, pairs, types)
     _decide_p2p(node, snap, topo, pairs, types)
+    if file_cls:
+        _say_file_tree(node, tree["path"], types, file_cls, pairs)
     return node
+
+
+def _say_file_tree(node: NodeNccl, path: str, types, file_cls, pairs) -> None:
+    """The pairs whose path type the topology file's tree gave: the type, which tree, and the level check."""
+    for p in pairs:
+        key = (p.a, p.b)
+        if key not in file_cls:
+            continue
+        view = node.gdr_view.get(key) if p.kind == "gpu-nic" else node.p2p_view.get(key)
+        if view is None:
+            continue
+        t = types[key][0]
+        if t in (None, "NVL", "NVB"):
+            continue  # NVLink decides, not the PCI tree
+        view["path_type"] = t
+        view["path_tree"] = f"NCCL_TOPO_FILE {path}"
+        if p.kind == "gpu-gpu":
+            level = node.st.user_p2p_level or (node.st.p2p_level if "|" not in node.st.p2p_level else None)
+            view["within_p2p_level"] = within(t, level, node.version)
+        elif not view.get("distance"):
+            view["within_gdr_level"] = within(t, node.st.gdr_level, node.version)
+        if isinstance(view.get("reason"), str):
+            view["reason"] += (f" (path type {t} in NCCL's tree: the topology file {path}, which NCCL loads "
+                               "first, with what it lacks hung from the node's sysfs tree; the node's tree alone "
+                               f"says {nccl_type(p.pcie_path, None) or 'no single type'})")
 
 
 def _flattened(topo, bridges, version: Version = NEWEST) -> bool:
@@ -510,17 +565,20 @@ def _flattened(topo, bridges, version: Version = NEWEST) -> bool:
     return True
 
 
-def pair_type(topo, p, version: Version, st) -> Tuple[Optional[str], Tuple[str, ...], bool, Optional[str]]:
-    """(NCCL path type, candidates, Broadcom-flattened, NVB intermediate GPU)."""
-    flat = p.pcie_path == "PXB" and _flattened(topo, p.bridges, version)
-    t = nccl_type(p.pcie_path, p.nvlinks if p.kind == "gpu-gpu" else None, flat)
+def pair_type(topo, p, version: Version, st, file_class: Optional[str] = None) \
+        -> Tuple[Optional[str], Tuple[str, ...], bool, Optional[str]]:
+    """(NCCL path type, candidates, Broadcom-flattened, NVB intermediate GPU). ``file_class``: the PCIe class
+    the topology file's PCI tree gives the pair (``topo_file``), which replaces the node's."""
+    pcie = p.pcie_path if file_class is None else file_class
+    flat = file_class is None and p.pcie_path == "PXB" and _flattened(topo, p.bridges, version)
+    t = nccl_type(pcie, p.nvlinks if p.kind == "gpu-gpu" else None, flat)
     cands = tuple(sorted({nccl_type(c, None) for c in p.candidates}, key=lambda x: rank_in(version).get(x, 99))) \
-        if p.pcie_path is None else ()
+        if pcie is None else ()
     if p.kind == "gpu-gpu" and getattr(p, "nvlink_unknown", ""):
         # NVLink parts in an input that cannot show links: NVL, or the PCIe path
         cands = tuple(dict.fromkeys(("NVL",) + ((t,) if t else cands)))
         t = None
-    if t in ("PHB", "SYS") and version >= BCM_LINKS_FROM and _bcm_linked(topo, p.a, p.b):
+    if file_class is None and t in ("PHB", "SYS") and version >= BCM_LINKS_FROM and _bcm_linked(topo, p.a, p.b):
         t = "PXB"  # the two Broadcom switches are joined by a virtual link: NCCL's path stays on PCI switches
     via = None
     if p.kind == "gpu-gpu" and not p.nvlinks and topo.snap.shows_nvlink:
@@ -697,10 +755,12 @@ def _net_faster(node: NodeNccl, topo, p, t: Optional[str]) -> Tuple[Optional[boo
         best, undecided = 0.0, False
         for n, nic in node.nics.items():
             view = node.gdr_view.get((g, n))
-            cls, _ = topo.pcie_class(g, n)
+            from_file = node.file_classes.get((g, n))
+            cls = from_file or topo.pcie_class(g, n)[0]
             if view is None or cls is None:
                 continue
-            nt = nccl_type(cls, None, cls == "PXB" and _flattened(topo, topo.path_bridges(g, n), node.version))
+            nt = nccl_type(cls, None, cls == "PXB" and not from_file
+                           and _flattened(topo, topo.path_bridges(g, n), node.version))
             if order.get(nt, 99) > order["PXB"]:
                 continue
             if view["gdr"] == "disabled":
