@@ -15,7 +15,10 @@ Sources (``NVIDIA/nccl``):
   ``comm->dmaBufSupport`` (v2.30.7 ``src/init.cc:399-420``: ``NCCL_DMABUF_ENABLE``, CUDA driver >= 11.7, the
   GPU's ``CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED``; first in v2.13.4 ``init.cc:272-324``) and the IB plugin's
   probe ``ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0)`` (``gdr.cc:45-83``).
-* the GPU flag, ``cudaDevAttrGPUDirectRDMASupported`` (v2.30.7 ``src/plugin/net.cc:424-494``).
+* the GPU flag, ``cudaDevAttrGPUDirectRDMASupported`` (v2.30.7 ``src/plugin/net.cc:424-494``), as
+  ``gdrcheck snapshot`` read it (``gdrcheck.collectors.cuda_attrs``) or from the model.
+* MLOPart partitions, ``NCCL_NET_GDR_MLOPART`` (v2.30.7 ``paths.cc:466, 487``; ``mloPart`` from the CUDA
+  device name, ``src/init.cc:722-723``).
 * which NICs NCCL uses at all: ``NCCL_IB_DISABLE`` (``src/transport/net_ib/init.cc:27, 291``), ``NCCL_IB_HCA``
   (``init.cc:317``), an external plugin (``NCCL_NET_PLUGIN``, default ``libnccl-net.so``,
   ``src/plugin/net.cc:256-263``), ``NCCL_NET`` (the network's name).

@@ -10,8 +10,9 @@ step) and stops at a ``<pci>`` the XML already holds, or at the root complex, wh
 the device's ``numa_node`` (the file's, when it has one with that ``numaid``). So a device the file places
 keeps the file's place, and one it does not is hung from the sysfs tree onto whatever of the file it meets.
 
-NCCL's path type in the merged tree (``src/graph/paths.cc`` ``ncclTopoSetPaths``): one PCI switch between the
-two devices is PIX, more are PXB, through one CPU PHB, across CPUs SYS.
+NCCL's path type in the merged tree (v2.30.7 ``src/graph/paths.cc:38-100``, ``ncclTopoSetPaths``, ``:88-90``):
+one PCI switch between the two devices is PIX, more are PXB, through one CPU PHB, across CPUs SYS. The same
+code reads the file since v2.10.3 (the nvidia-topologyd default; ``NCCL_TOPO_FILE`` before).
 
 The Broadcom switch flattening and virtual links are not applied to a pair the file decides.
 """
