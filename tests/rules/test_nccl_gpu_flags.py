@@ -240,3 +240,13 @@ def test_data_direct_leaves_a_nic_nccl_does_not_use(tmp_path):
     """data-direct-hca-excluded: NCCL_IB_HCA leaves the NIC out, so no data-direct device can change anything."""
     v, _ = gdr(close_pair(tmp_path, "data-direct-hca-excluded", None, extra=WITH_DD), env={"NCCL_IB_HCA": "^mlx5_0"})
     assert v["gdr"] == "disabled" and "NCCL_IB_HCA" in v["reason"]
+
+
+def test_data_direct_in_nccl_dump_is_what_nccl_chose(tmp_path):
+    """data-direct-nccl-dump: NCCL's own dump lists the `_dma` device on the data-direct function's path; the
+    decision is the dump's, not open."""
+    text = XML.format(mlopart="").replace('device="0x1021"', 'device="0x2100"').replace("mlx5_0", "mlx5_0_dma")
+    path = tmp_path / "data-direct-nccl-dump.xml"
+    path.write_text(text)
+    _top, pairs = N.decide(path, "2.30.7")
+    assert pairs[(G0, NIC0)]["gdr"] == "enabled", pairs[(G0, NIC0)]

@@ -412,6 +412,8 @@ def data_direct(node: "NodeNccl", snap, nic: NicInfo) -> str:
         return ""
     if not (nic.driver == "mlx5_core" or any(r.startswith("mlx5") for r in nic.rdma)):
         return ""
+    if snap.input_kind == "nccl-xml" or nic.bdf in fns or any(r.endswith("_dma") for r in nic.rdma):
+        return ""  # NCCL's own dump lists the devices it chose, a `_dma` one where it did
     value = node.st.param("NCCL_IB_DATA_DIRECT", 1)
     if (value == 0) if v < (2, 28, 3) else (value <= 0):
         return ""
