@@ -120,7 +120,7 @@ def _nic_session(params: Dict[str, Any], step, finish=None) -> Dict[str, Any]:
 
 
 def check_rdma_register(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any]:
-    def step(v: Verbs, _name: str, ctx: int, m: Dict[str, Any], c: Cleanup):
+    def step(v: Verbs, name: str, ctx: int, m: Dict[str, Any], c: Cleanup):
         pd = v.alloc_pd(ctx)
         if not pd:
             return {"status": "fail", "measured": m, "evidence": {"error": "ibv_alloc_pd failed: "
@@ -139,6 +139,8 @@ def check_rdma_register(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any
             m["dmabuf_probe"] = {"ok": supported, "errno": errno_name(e),
                                  "meaning": "DMA-BUF supported by kernel and provider" if supported
                                  else "no DMA-BUF in kernel or provider"}
+            if supported and name.startswith("mlx5"):  # NCCL 2.27+ asks only then (net_ib/init.cc:378)
+                m["data_direct"] = verbs.data_direct_sysfs_path(ctx)
         # 2. GPU memory
         cu = load_cuda()
         cu.init()

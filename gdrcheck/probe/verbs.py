@@ -271,6 +271,25 @@ class Verbs:
         return out
 
 
+def data_direct_sysfs_path(ctx: int) -> Dict[str, object]:
+    """NCCL's question to an mlx5 device (v2.30.7 ``net_ib/init.cc:378-392``, ``misc/mlx5dvwrap.cc:61-70``):
+    ``mlx5dv_get_data_direct_sysfs_path`` (libmlx5, ``MLX5_1.25``). ``ok`` True with ``path``: NCCL lists the
+    device as ``<dev>_dma`` on that function's PCI path; False with ``ENODEV``: no data-direct function."""
+    try:
+        lib = load("libmlx5.so.1")
+    except Exception as e:  # noqa: BLE001 - a missing provider library is an answer, not a crash
+        return {"ok": None, "error": f"libmlx5.so.1 not usable: {e}"}
+    f = bind(lib, "mlx5dv_get_data_direct_sysfs_path", c_int, c_void_p, c_char_p, c_size_t, optional=True)
+    if f is None:
+        return {"ok": None, "error": "this libmlx5 has no mlx5dv_get_data_direct_sysfs_path (MLX5_1.25)"}
+    buf = ctypes.create_string_buffer(4096)
+    rc = f(ctx, buf, ctypes.sizeof(buf))
+    if rc == 0:
+        return {"ok": True, "path": "/sys" + buf.value.decode(errors="replace")}
+    return {"ok": False, "errno": errno_name(rc), "meaning": "no data-direct function for this device"
+            if rc == errno.ENODEV else os.strerror(rc) if rc > 0 else ""}
+
+
 def rdma_device_of(bdf: str, sysfs: str = "/sys/class/infiniband") -> List[str]:
     """The RDMA device names whose PCI function is ``bdf`` (from sysfs)."""
     out = []
