@@ -7,16 +7,17 @@ fact that came from somewhere says where.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+
+from gdrcheck.patterns import lazy_pattern
+from gdrcheck.record import field, record
 
 # ---------------------------------------------------------------------------
 # PCI addresses
 
 
-_BDF_RE = re.compile(r"^(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])$")
+_BDF_RE = lazy_pattern(r"^(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])$")
 
 
 def norm_bdf(text: str) -> str:
@@ -64,7 +65,7 @@ def is_bdf(text: str) -> bool:
 UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fact:
     """One host-level fact: a value, where it came from, or why it is unknown.
 
@@ -90,7 +91,7 @@ def unknown(reason: str, settle: str = "", source: str = "") -> Fact:
 # PCI functions
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Bar:
     """One line of sysfs ``resource`` that holds a region (or a BAR from lspci/XML)."""
 
@@ -103,7 +104,7 @@ class Bar:
     unset: bool = False  # IORESOURCE_UNSET: no address assigned
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Link:
     """PCIe link state; speeds in GT/s, widths in lanes, ``None`` when not shown."""
 
@@ -113,7 +114,7 @@ class Link:
     max_width: Optional[int] = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PciFunction:
     """A PCI function as the input shows it.
 
@@ -160,7 +161,7 @@ class PciFunction:
         return self.kind_hint in ("bridge", "switch_upstream", "switch_downstream", "root_port")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NvLink:
     """An NVLink connection between two GPUs (or a GPU and an NVSwitch fabric)."""
 
@@ -174,7 +175,7 @@ class NvLink:
 # GPUs as the driver sees them (NVML / nvidia-smi)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuProcess:
     pid: int
     name: Optional[str] = None
@@ -182,7 +183,7 @@ class GpuProcess:
     used_memory_bytes: Optional[int] = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverGpu:
     """One GPU as NVML or nvidia-smi reports it."""
 
@@ -201,7 +202,7 @@ class DriverGpu:
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CollectorStatus:
     """What one collector managed: ``ok``, ``unavailable`` (with why) or ``error``."""
 
@@ -215,7 +216,7 @@ class CollectorStatus:
 # The snapshot
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PathFact:
     """A pair's PCIe path class as an input states it (an ``nvidia-smi topo -m`` cell), not as a tree implies it.
 
@@ -234,7 +235,7 @@ INPUT_KINDS = ("live", "sysfs", "snapshot", "lspci", "nccl-xml", "hwloc-xml", "l
                "topo-matrix", "pastes")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Snapshot:
     """Everything gdrcheck knows about one node, read once.
 

@@ -14,12 +14,12 @@ hint, and a failure on one GPU or one field degrades only that.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, NvLink, bdf_key, frozen_map, norm_bdf
+from gdrcheck.record import field, record
 
 NVML_FILE = "/gdrcheck/nvml.json"
 RECORD_VERSION = 1
@@ -77,7 +77,7 @@ _ERRORS: Dict[str, Tuple[str, str, str]] = {
 }
 
 
-@dataclass
+@record
 class NvmlFacts:
     """What NVML said, turned into facts (also for a failed init: no GPUs, a status)."""
 
@@ -514,7 +514,7 @@ def facts_from_record(rec: Dict[str, Any]) -> NvmlFacts:
         if a and b and lvl is not None:
             anc[(a, b)] = lvl
     if anc:
-        from dataclasses import replace
+        from gdrcheck.record import replace
 
         gpus = [replace(g, extra=frozen_map({**g.extra, "common_ancestor": {
             (b if a == g.bdf else a): lvl for (a, b), lvl in anc.items() if g.bdf in (a, b)}}))

@@ -24,15 +24,15 @@ speak for the bus.
 
 from __future__ import annotations
 
-import re
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from gdrcheck.io.source import Source
 from gdrcheck.model import Bar, CollectorStatus, Link, PciFunction, is_bdf, norm_bdf
+from gdrcheck.patterns import lazy_pattern
 
 DEVICES = "/sys/bus/pci/devices"
-_ROOT_RE = re.compile(r"^pci([0-9a-f]{4,}):([0-9a-f]{2})$")
-_SPEED_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
+_ROOT_RE = lazy_pattern(r"^pci([0-9a-f]{4,}):([0-9a-f]{2})$")
+_SPEED_RE = lazy_pattern(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
 
 # include/linux/ioport.h
 IORESOURCE_MEM = 0x200
@@ -113,7 +113,7 @@ def parse_cpulist(text: Optional[str]) -> Optional[FrozenSet[int]]:
     return frozenset(cpus)
 
 
-_NODE_RE = re.compile(r"^node(\d+)$")
+_NODE_RE = lazy_pattern(r"^node(\d+)$")
 
 
 class _NodeCpus:
@@ -355,10 +355,9 @@ def _notes(unlisted: Dict[Tuple[Tuple[str, ...], Optional[str]], List[str]],
 
 def _number_gpus(devices: List[PciFunction]) -> List[PciFunction]:
     """nvidia-smi numbers NVIDIA GPUs in PCI bus order (its default)."""
-    from dataclasses import replace
-
     from gdrcheck.model import bus_order
     from gdrcheck.pcie.kinds import is_nvidia_gpu
+    from gdrcheck.record import replace
 
     index = bus_order(d.bdf for d in devices if is_nvidia_gpu(d))
     return [replace(d, gpu_index=index[d.bdf]) if d.bdf in index else d for d in devices]

@@ -21,10 +21,10 @@ import json
 import os
 import posixpath
 import stat
-import subprocess
 import time
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
+
+from gdrcheck.record import record
 
 MAX_READ = 1 << 20  # no sysfs or procfs file gdrcheck reads is near 1 MiB
 MAX_LINK_HOPS = 40  # as the kernel's own limit on nested links
@@ -32,7 +32,7 @@ COMMANDS_FILE = "/gdrcheck/commands.json"
 TOOL_PATH = "/usr/bin:/usr/sbin:/bin:/sbin:/usr/local/bin:/usr/local/sbin:/usr/local/nvidia/bin"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CommandResult:
     """What a command did. ``error`` is set when it did not run to an exit status."""
 
@@ -295,6 +295,7 @@ class Source:
         else:
             if dl is not None:
                 timeout = dl.cap(timeout)
+            import subprocess
             t0 = time.monotonic()
             try:
                 p = subprocess.run([exe, *argv[1:]], stdin=subprocess.DEVNULL, capture_output=True,

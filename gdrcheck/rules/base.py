@@ -8,9 +8,9 @@ A check is a pure function of the :class:`Context`; it yields findings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
+from gdrcheck.record import field, record
 from gdrcheck.status import EFFECTS, SEVERITIES  # noqa: F401 - the one vocabulary, re-exported for rules
 
 SCOPES = ("host", "device", "pair")
@@ -20,7 +20,7 @@ ORIGIN_WORDS = {"nccl": "NCCL's rule", "nvidia-docs": "NVIDIA's documented requi
 ORIGINS = tuple(ORIGIN_WORDS)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     code: str
     name: str
@@ -45,7 +45,7 @@ class Rule:
         }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     """One thing a rule found.
 
@@ -77,7 +77,7 @@ class Finding:
         return doc
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Options:
     """Settings that change how facts are judged."""
 
@@ -87,7 +87,7 @@ class Options:
     env: Mapping[str, str] = field(default_factory=dict)  # NCCL_* from the environment
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PairInfo:
     """A pair of interest and what topology says of it (filled by the evaluator)."""
 
@@ -105,7 +105,7 @@ class PairInfo:
 Check = Callable[["Context"], Iterable[Finding]]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Context:
     """What every check sees: the snapshot, its topology, the pairs and the options."""
 

@@ -6,17 +6,17 @@ findings that concern it (fail > unknown > degraded), ``ok`` when none does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from gdrcheck.model import Snapshot, bdf_key
 from gdrcheck.pcie.topology import Topology
+from gdrcheck.record import field, record, replace
 from gdrcheck.rules import nccl
 from gdrcheck.rules.base import Context, Finding, Options, PairInfo
 from gdrcheck.status import severity_for, worst_verdict
 
 
-@dataclass
+@record
 class Evaluation:
     """What the rules made of one node's facts: pairs, NCCL's view, findings, verdicts (documents are built
     from it in gdrcheck.documents)."""

@@ -7,9 +7,10 @@ other NCCL version found, to say which pairs would be decided differently under 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from gdrcheck.patterns import lazy_pattern
+from gdrcheck.record import field, record
 from gdrcheck.rules.nccl import gdr as gdr_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl.core import (
@@ -37,7 +38,7 @@ _SM_BY_NAME = ((r"\bG?B(100|200|300)\b", 100), (r"\bG?H(100|200|800|20)\b", 90),
                (r"RTX [0-9]+ Ada|\bRTX 40[0-9]0\b", 89), (r"\bA(100|800|30)\b", 80),
                (r"\bA(10|16|2|40)\b|RTX A[0-9]+|RTX 30[0-9]0", 86), (r"\bT4\b|RTX 20[0-9]0|Quadro RTX", 75),
                (r"\bV100\b|TITAN V", 70), (r"\bP100\b", 60))
-_C2C_NAMES = re.compile(r"\bG[HB]\d{3}\b")
+_C2C_NAMES = lazy_pattern(r"\bG[HB]\d{3}\b")
 
 
 def _speed_code(gt: Optional[float]) -> int:
@@ -64,7 +65,7 @@ def rate_gbytes(text: Optional[str]) -> Optional[float]:
     return float(m.group(1)) / 8.0 if m else None
 
 
-@dataclass
+@record
 class GpuInfo:
     bdf: str
     name: Optional[str]
@@ -75,7 +76,7 @@ class GpuInfo:
     c2c: Optional[bool]
 
 
-@dataclass
+@record
 class NicInfo:
     bdf: str
     rdma: Tuple[str, ...]
@@ -85,7 +86,7 @@ class NicInfo:
     xml_gdr: Optional[bool] = None  # an NCCL XML's (or topology file's) <net gdr>
 
 
-@dataclass
+@record
 class NodeNccl:
     version: Version
     version_reason: str
