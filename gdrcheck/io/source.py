@@ -64,6 +64,7 @@ class Source:
         self._errors: Dict[str, str] = {}
         self._placeholders: set = set()
         self._rcache: Dict[Tuple[str, bool], str] = {}
+        self._dcache: Dict[str, str] = {}  # directory as asked -> resolved inside the root
         self.deadline = None  # a gdrcheck.io.deadline.Deadline when --timeout applies
 
     # -- paths ---------------------------------------------------------------
@@ -151,15 +152,24 @@ class Source:
         return result
 
     def _fast_parent(self, path: str) -> Optional[str]:
-        """The resolved directory of ``path`` joined with its last name, or None to take the slow path."""
-        norm = posixpath.normpath("/" + path.lstrip("/"))
-        parent, name = posixpath.split(norm)
-        if name in ("", ".", "..") or norm.count("/") > 64:
+        """The resolved directory of ``path`` joined with its last name, or None to take the slow path.
+        Resolved directories are kept by the text the caller gave, so a run of reads in one sysfs directory
+        resolves it once and then costs a dictionary lookup each."""
+        d, _, name = path.rpartition("/")
+        if name in ("", ".", ".."):
             return None
-        rparent = self.resolve(parent)
+        rparent = self._dcache.get(d)
         if rparent is None:
-            return None
-        return posixpath.join(rparent, name)
+            norm = posixpath.normpath("/" + path.lstrip("/"))
+            parent, name = posixpath.split(norm)
+            if name in ("", ".", "..") or norm.count("/") > 64:
+                return None
+            rparent = self.resolve(parent)
+            if rparent is None:
+                return None
+            if "/" not in name:
+                self._dcache[d] = rparent
+        return rparent + "/" + name if rparent != "/" else "/" + name
 
     def realpath(self, path: str) -> Optional[str]:
         return self.resolve(path)

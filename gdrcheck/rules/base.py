@@ -51,7 +51,10 @@ class Finding:
 
     ``subject``: the addresses or host facility it concerns. ``pairs``: the
     (a, b) pairs whose verdict it moves, and ``effect`` how (fail, unknown,
-    degraded, or None for a finding that does not move verdicts).
+    degraded, or None for a finding that does not move verdicts). ``fold``: for
+    a finding about one pair, what it says without naming the pair, shared by
+    every pair it would say it of; findings that repeat for many pairs become
+    one (``gdrcheck.rules.engine.fold_repeats``).
     """
 
     code: str
@@ -62,10 +65,19 @@ class Finding:
     effect: Optional[str] = None
     evidence: str = ""
     settle: str = ""  # for unknowns: what would settle it
+    fold: str = ""
+
+    @property
+    def folded(self) -> bool:
+        return bool(self.fold) and len(self.pairs) > 1
+
+    def text(self) -> str:
+        """The message; a folded finding's says how many pairs it concerns."""
+        return f"{len(self.pairs)} pairs: {self.fold}" if self.folded else self.message
 
     def to_doc(self) -> Dict[str, Any]:
         doc: Dict[str, Any] = {"code": self.code, "severity": self.severity, "subject": list(self.subject),
-                               "message": self.message}
+                               "message": self.text()}
         if self.effect:
             doc["effect"] = self.effect
         if self.evidence:

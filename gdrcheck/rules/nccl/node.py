@@ -101,6 +101,7 @@ class NodeNccl:
     rdma: Dict[str, Optional[bool]] = field(default_factory=dict)  # NIC -> an RDMA device NCCL's IB lists
     gdr_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
     p2p_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
+    types: Dict[Tuple[str, str], tuple] = field(default_factory=dict)  # pair -> pair_type(): asked once
 
 
 # ---------------------------------------------------------------------------
@@ -396,6 +397,7 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     ctx = Context(snap=snap, topo=topo, pairs=())
     node.rdma = {b: rdma_capable(ctx, b) for b in nics}
     types = {(p.a, p.b): pair_type(topo, p, version, st) for p in pairs}
+    node.types = types
     _decide_gdr(node, snap, topo, pairs, types)
     _decide_p2p(node, snap, topo, pairs, types)
     return node
@@ -510,6 +512,23 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
         if p.kind != "gpu-nic" or p.b not in node.nics:
             continue
         flags[(p.a, p.b)] = nic_flag(node, snap, node.nics[p.b], node.gpus[p.a])
+    # the GPUs that could relay for each NIC (PXN): close enough to it, able to do GDR with it; whether the
+    # GPU that wants the NIC is NVLinked to one of them is asked per pair below
+    relays: Dict[str, List[Tuple[str, str, bool]]] = {}
+    for n, qs in by_nic.items():
+        if n not in node.nics:
+            continue
+        for q in qs:
+            qt = gdr_rules.distance(v, st, types[(q.a, q.b)][0], node.gpus[q.a].c2c)[0]
+            if qt is None or order.get(qt, 99) > order.get(pxn_type, order["PXB"]):
+                continue
+            if node.gpus[q.a].gdr is False or flags[(q.a, q.b)][0] is False:
+                continue
+            # 2.30 asks ncclTopoCheckGdr(peer, read=1) too (paths.cc:825-830): its level and send side
+            usable = not (v >= (2, 30, 0) and (gdr_rules.read_side(v, st, node.gpus[q.a].sm, True, single)["gdr_read"]
+                                                == "disabled" or not within(qt, st.gdr_level, v)))
+            relays.setdefault(n, []).append((q.a, qt, usable))
+    nvpeers: Dict[str, Optional[bool]] = {}
     for p in pairs:
         if p.kind != "gpu-nic" or p.b not in node.nics:
             continue
@@ -520,24 +539,15 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
         maybe_pxn = None  # a relay NCCL would take if NVLink joins them, in an input that cannot show NVLink
         if not pxn_off and (d_own is None or order.get(d_own, 99) > order["PXB"]):
             best = None
-            for q in by_nic.get(p.b, ()):
-                if q.a == p.a:
+            for qa, qt, usable in relays.get(p.b, ()):
+                if qa == p.a:
                     continue
-                qt = gdr_rules.distance(v, st, types[(q.a, q.b)][0], node.gpus[q.a].c2c)[0]
-                if qt is None or order.get(qt, 99) > order.get(pxn_type, order["PXB"]):
+                if not _nvl(topo, p.a, qa):
+                    if maybe_pxn is None and topo.nvlink_unseen(p.a, qa):
+                        maybe_pxn = qa
                     continue
-                if node.gpus[q.a].gdr is False or flags[(q.a, q.b)][0] is False:
-                    continue
-                if not _nvl(topo, p.a, q.a):
-                    if maybe_pxn is None and topo.nvlink_unseen(p.a, q.a):
-                        maybe_pxn = q.a
-                    continue
-                # 2.30 asks ncclTopoCheckGdr(peer, read=1) too (paths.cc:825-830): its level and send side
-                if v >= (2, 30, 0) and (gdr_rules.read_side(v, st, node.gpus[q.a].sm, True, single)["gdr_read"]
-                                        == "disabled" or not within(qt, st.gdr_level, v)):
-                    continue
-                if best is None or order[qt] < order[best[1]]:
-                    best = (q.a, qt)
+                if usable and (best is None or order[qt] < order[best[1]]):
+                    best = (qa, qt)
             pxn = best
         view = gdr_rules.decide(v, st, t=t, candidates=cands, nic_flag=flags[(p.a, p.b)],
                                 gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=g.c2c, pxn=pxn)
@@ -548,9 +558,9 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
                               "cannot show it), NCCL reaches the NIC through that GPU (PXN, paths.cc:812-843)")
             view["depends_on"] = list(view.get("depends_on", ())) + [
                 f"whether NVLink joins {p.a} and {maybe_pxn} (nvidia-smi topo -m, NVML)"]
-        nvpeer = None
-        if topo.snap.shows_nvlink:
-            nvpeer = any(_nvl(topo, p.a, o) for o in node.gpus if o != p.a)
+        if p.a not in nvpeers:
+            nvpeers[p.a] = any(_nvl(topo, p.a, o) for o in node.gpus if o != p.a) if topo.snap.shows_nvlink else None
+        nvpeer = nvpeers[p.a]
         if view["gdr"] == "enabled":
             view.update(gdr_rules.read_side(v, st, g.sm, nvpeer, single))
         node.gdr_view[(p.a, p.b)] = view
