@@ -63,7 +63,66 @@ def per_function() -> None:
         print(f"  {n:45s} {c:4d} calls {s * 1000:8.2f} ms")
 
 
+def split() -> None:
+    """One live ``pairs --json`` run's stages in this process, each timed (run it under ``python3 -S``)."""
+    marks = [("start", time.perf_counter())]
+
+    def mark(what):
+        marks.append((what, time.perf_counter()))
+
+    import click  # noqa: F401
+    mark("import click")
+    import pynvml  # noqa: F401
+    mark("import pynvml")
+    sys.path.insert(0, ".")
+    from gdrcheck.cli import commands, entry  # noqa: F401
+    from gdrcheck.collectors import host as host_mod
+    from gdrcheck.collectors.inputs import load_facts
+    from gdrcheck.documents.pairs import pairs_doc
+    from gdrcheck.render.json_out import render_json
+    from gdrcheck.rules.base import Options
+    from gdrcheck.rules.engine import evaluate
+    mark("import gdrcheck (pairs)")
+    parts = collections.defaultdict(float)
+    guard = host_mod._guard
+
+    def timed_guard(name, fn, errors):
+        t = time.perf_counter()
+        try:
+            return guard(name, fn, errors)
+        finally:
+            parts[f"host: {name}"] += time.perf_counter() - t
+    host_mod._guard = timed_guard
+    import gdrcheck.collectors.driver as driver_mod
+    import gdrcheck.collectors.sysfs_pci as pci_mod
+    for mod, name in ((pci_mod, "collect_sysfs_pci"), (driver_mod, "collect_driver")):
+        orig = getattr(mod, name)
+
+        def wrapped(*a, _orig=orig, _name=name, **k):
+            t = time.perf_counter()
+            try:
+                return _orig(*a, **k)
+            finally:
+                parts[_name + (" (waits for NVML)" if _name == "collect_driver" else "")] += time.perf_counter() - t
+        setattr(mod, name, wrapped)
+    facts = load_facts(None, want_driver=True, endpoint_config=False)
+    mark("read the node (sysfs, host, NVML in a thread)")
+    ev = evaluate(facts, Options())
+    mark("evaluate")
+    doc = pairs_doc(ev)
+    mark("document")
+    render_json(doc)
+    mark("json")
+    for (_a, t0), (what, t1) in zip(marks, marks[1:]):
+        print(f"  {what:<48} {(t1 - t0) * 1000:8.1f} ms")
+    for k, v in sorted(parts.items(), key=lambda kv: -kv[1]):
+        print(f"    {k:<46} {v * 1000:8.1f} ms")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--split"]:
+        split()
+        return
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 11
     py = sys.executable
     env_s = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -72,6 +131,7 @@ def main() -> None:
     cmds = {
         "python3 -c pass": ([py, "-c", "pass"], None),
         "python3 -S -c pass": ([py, "-S", "-c", "pass"], None),
+        "python3 -S, import click + pynvml": ([py, "-S", "-c", "import click, pynvml"], env_s),
         "floor: python3 -S, click + pynvml + NVML": ([py, "-S", "-c", FLOOR], env_s),
         "nvidia-smi topo -m": (["nvidia-smi", "topo", "-m"], None),
         "gdrcheck pairs --json": (g + ["pairs", "--json"], None),
@@ -93,6 +153,8 @@ def main() -> None:
     smi, floor = med["nvidia-smi topo -m"], med["floor: python3 -S, click + pynvml + NVML"]
     for k in ("gdrcheck pairs --json", "-S gdrcheck pairs --json", "-S gdrcheck pairs"):
         print(f"{k}: {med[k] / smi:.2f}x nvidia-smi topo -m; {med[k] - floor:+.1f} ms over the floor")
+    print("one live pairs --json run, in one process (python3 -S):")
+    subprocess.run([py, "-S", __file__, "--split"], env=env_s)
     per_function()
 
 

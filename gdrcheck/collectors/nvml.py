@@ -354,13 +354,41 @@ def _live_record(full: bool = True) -> Dict[str, Any]:
     return rec
 
 
+_EARLY: Dict[str, Any] = {}  # a plain live run's NVML questions, begun by the console script (begin_early)
+
+
+def begin_early() -> None:
+    """Begin a plain live run's NVML questions now, in a daemon thread, before the command line machinery
+    and the collectors load: the driver's own waits (nvmlInit, the first handle: some 20 ms on an H100 VM)
+    then pass while Python imports. :func:`begin_nvml` takes the answer over."""
+    import threading
+
+    box: Dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = _live_record(full=False)
+        except BaseException as e:  # noqa: BLE001 - re-raised where the answer is waited for
+            box["error"] = e
+
+    t = threading.Thread(target=work, name="gdrcheck-nvml", daemon=True)
+    t.start()
+    _EARLY.update(thread=t, box=box)
+
+
 def begin_nvml(src: Source) -> Callable[[], NvmlFacts]:
     """Start asking NVML now, in a thread (its calls release the GIL, so the driver answers while
-    sysfs is read); the returned function waits (within the run's deadline) and gives the facts."""
+    sysfs is read), or take over the questions the console script began; the returned function waits
+    (within the run's deadline) and gives the facts."""
     from gdrcheck.io.deadline import Deadline
 
     dl = src.deadline if src.deadline is not None else Deadline(None)
-    wait = dl.begin("nvml", lambda: _live_record(full=src.recording))
+    early = _EARLY.pop("thread", None)
+    box = _EARLY.pop("box", None)
+    if early is not None and src.live and not src.recording:
+        wait = dl.adopt("nvml", early, box)
+    else:
+        wait = dl.begin("nvml", lambda: _live_record(full=src.recording))
     return lambda: collect_nvml(src, waiter=wait)
 
 
