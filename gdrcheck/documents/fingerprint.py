@@ -185,6 +185,11 @@ def fingerprint(evaluation) -> Fingerprint:
             if not addrs:
                 keyed.append(((head, (), key), key + value))
                 continue
+            if head == "pair":  # most lines of a large node: one per pair
+                a, b = addrs
+                keyed.append(((head, (order[a], order[b]), key),
+                              f"pair[{names.get(a, a)},{names.get(b, b)}]{value}"))
+                continue
             shown = [names.get(a, a) for a in addrs]
             line = key.format(*shown) + ("=" + shown[value] if isinstance(value, int) else value)
             keyed.append(((head, tuple([order[a] for a in addrs]), key), line))
