@@ -61,7 +61,10 @@ _LNKCTL_PORT_TYPES = frozenset((0x0, 0x1, 0x4, 0x5, 0x6, 0x7, 0x8))
 def _cap(config: bytes, cap_id: int) -> Optional[int]:
     """Offset of a standard capability as ``pci_find_capability`` finds it; None when absent.
 
-    Raises LookupError when the bytes read end inside the list (they cannot say)."""
+    Raises LookupError when the bytes read cannot say: the list lives in the first 256 bytes, and a
+    non-root read stops at 64."""
+    if len(config) < 256:
+        raise LookupError("config space read short of the capability list")
     caps, why = walk_caps(config)
     for off, cid in caps:
         if cid == 0xFF:  # __pci_find_next_cap_ttl stops at an all-ones id
@@ -105,7 +108,7 @@ def header_facts(config: Optional[bytes], class_code: Optional[int]) -> Dict[str
 def link_facts(config: Optional[bytes]) -> Dict[str, Optional[float]]:
     """cur_speed, cur_width, max_speed, max_width: those the bytes decide as sysfs shows them
     (all None for a function without a PCI Express capability: the kernel shows no link files)."""
-    if config is None or len(config) < 256:
+    if config is None:
         return {}
     try:
         cap = _cap(config, CAP_ID_PCIE)
