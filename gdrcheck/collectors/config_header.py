@@ -31,8 +31,9 @@ Link (``pcie_dev_attrs``, shown only for PCI Express functions): ``current_link_
 is down may read 0), ``max_link_width`` from Link Capabilities (+0x0c; ``pcie_get_width_cap``),
 ``max_link_speed`` as ``pcie_get_speed_cap``: the Supported Link Speeds vector of Link Capabilities 2
 (+0x2c, PCIe capability version 2 and later) when non-zero, else LNKCAP's Max Link Speed for 2.5 and
-5.0 GT/s. The kernel reads these registers only for the port types of ``pcie_cap_has_lnkctl``; a
-root-complex integrated endpoint or event collector is left to the attribute files.
+5.0 GT/s. The kernel reads these registers only for the port types of ``pcie_cap_has_lnkctl``, which
+changed over time; a root-complex integrated endpoint or event collector, and a switch port or
+bridge with a version 1 capability, are left to the attribute files.
 Where kernels differ, the attribute file says what this kernel shows and is read: since 6.13
 (``pcie_get_supported_speeds``) speeds above LNKCAP's Max Link Speed are ignored, before they were
 not; 64 GT/s is known only to newer kernels; an all-zero LNKCAP shows width 255 on newer kernels
@@ -54,8 +55,11 @@ HEADER_BYTES = 0x40
 # kernels and is left to the attribute file.
 _SPEED = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}
 _KERNEL_VERSION_DEPENDENT_SPEED = 6
-# pcie_cap_has_lnkctl(): endpoint, legacy endpoint, root port, upstream, downstream, PCIe-to-PCI, PCI-to-PCIe
+# pcie_cap_has_lnkctl() (drivers/pci/access.c): endpoint, legacy endpoint, root port, upstream, downstream,
+# PCIe-to-PCI, PCI-to-PCIe. Kernels before it took "capability version > 1, or a root port or endpoint";
+# both agree on these types for version 2, and on the first three for version 1.
 _LNKCTL_PORT_TYPES = frozenset((0x0, 0x1, 0x4, 0x5, 0x6, 0x7, 0x8))
+_LNKCTL_PORT_TYPES_V1 = frozenset((0x0, 0x1, 0x4))
 
 
 def _cap(config: bytes, cap_id: int) -> Optional[int]:
@@ -119,7 +123,7 @@ def link_facts(config: Optional[bytes]) -> Dict[str, Optional[float]]:
     if cap + 0x30 > len(config):
         return {}
     (flags,) = struct.unpack_from("<H", config, cap + 0x02)
-    if (flags >> 4) & 0xF not in _LNKCTL_PORT_TYPES:
+    if (flags >> 4) & 0xF not in (_LNKCTL_PORT_TYPES if flags & 0xF > 1 else _LNKCTL_PORT_TYPES_V1):
         return {}
     (lnkcap,) = struct.unpack_from("<I", config, cap + 0x0C)
     (lnksta,) = struct.unpack_from("<H", config, cap + 0x12)

@@ -212,6 +212,12 @@ def test_root_complex_integrated_endpoint_link_is_left_to_the_files():
     assert link_facts(_config(port_type=9)) == {}
 
 
+def test_switch_port_with_version_1_capability_is_left_to_the_files():
+    # kernels before pcie_cap_has_lnkctl() listed switch ports read no link registers of a version 1 capability
+    assert link_facts(_config(port_type=6, cap_version=1)) == {}
+    assert link_facts(_config(port_type=0, cap_version=1))["cur_speed"] == 16.0
+
+
 # ---------------------------------------------------------------------------
 # what the collector reads
 
