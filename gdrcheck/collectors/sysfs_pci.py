@@ -16,6 +16,11 @@ Two things the listing does not always hold, read the way hwloc reads them:
   ``topology-linux.c`` ``hwloc_linux_backend_get_pci_busid_cpuset`` and
   ``pci-common.c`` ``hwloc_pcidisc_tree_attach`` at hwloc-2.9.0).
 
+Where ``config`` is read (bridges always; endpoints when the command asks), the ids, subsystem
+ids, bus numbers and link state come from it, as the kernel fills those attribute files
+(:mod:`gdrcheck.collectors.config_header`); the files are read for the rest and wherever config
+cannot say (read short without root, an SR-IOV VF, a class a kernel fixup rewrote).
+
 A root bus's NUMA node is that of the functions directly on it (the kernel gives
 every function below a root bus the bus's node; hwloc asks the bus's first
 function). Only where none of them says anything does a function further down
