@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import struct
 import tarfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -21,6 +20,7 @@ from benchmarks.trees.sysfs_tree import SysfsTree
 from gdrcheck.collectors.config_header import header_facts, link_facts
 from gdrcheck.collectors.sysfs_pci import DEVICES, collect_sysfs_pci, parse_int, parse_speed
 from gdrcheck.io.source import Source
+from gdrcheck.record import replace
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOTS = sorted((ROOT / "fixtures").glob("*/snapshot.tar.gz"))
