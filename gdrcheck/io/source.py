@@ -209,12 +209,18 @@ class Source:
                 return None
             chunks = []
             left = limit
+            # a short read is the end of a file on disk (a --from tree) and of a sysfs attribute; /proc files
+            # may come in pieces, so those are read until the read that returns nothing
+            whole_on_short = not self.live or real.startswith("/sys/")
             while left > 0:
-                b = os.read(fd, min(left, 65536))
+                want = min(left, 65536)
+                b = os.read(fd, want)
                 if not b:
                     break
                 chunks.append(b)
                 left -= len(b)
+                if len(b) < want and whole_on_short:
+                    break
             data = b"".join(chunks)
         except OSError as e:
             self._errors[path] = _why(e)
