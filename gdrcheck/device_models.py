@@ -11,6 +11,7 @@ import re
 from typing import Iterable, Optional, Tuple
 
 from gdrcheck.model import PciFunction
+from gdrcheck.patterns import lazy_pattern
 
 # -- NICs ---------------------------------------------------------------------------------------------
 
@@ -50,18 +51,18 @@ _NIC_MODELS: Tuple[Tuple[int, Optional[frozenset], bool, str], ...] = (
 )
 
 _NIC_NAMES = (
-    (re.compile(r"connectx|bluefield|mellanox|infiniband|\bmt2\d{3}", re.I), True,
+    (lazy_pattern(r"connectx|bluefield|mellanox|infiniband|\bmt2\d{3}", re.I), True,
      "NVIDIA/Mellanox ConnectX or BlueField (mlx5/mlx4)"),
-    (re.compile(r"elastic fabric adapter|\befa\b", re.I), True, "AWS Elastic Fabric Adapter (efa)"),
-    (re.compile(r"\bE810\b|\bX722\b|omni-?path", re.I), True, "Intel E810/X722/Omni-Path (irdma, hfi1)"),
-    (re.compile(r"BCM57[45]\d{2}|BCM576\d\d|BCM578\d\d|NetXtreme-E|P[24]\d{2}[a-z]? .*Broadcom|Thor", re.I), True,
+    (lazy_pattern(r"elastic fabric adapter|\befa\b", re.I), True, "AWS Elastic Fabric Adapter (efa)"),
+    (lazy_pattern(r"\bE810\b|\bX722\b|omni-?path", re.I), True, "Intel E810/X722/Omni-Path (irdma, hfi1)"),
+    (lazy_pattern(r"BCM57[45]\d{2}|BCM576\d\d|BCM578\d\d|NetXtreme-E|P[24]\d{2}[a-z]? .*Broadcom|Thor", re.I), True,
      "Broadcom NetXtreme-E (bnxt_re)"),
-    (re.compile(r"chelsio", re.I), True, "Chelsio (iw_cxgb4)"),
-    (re.compile(r"virtio", re.I), False, "virtio-net (no RDMA)"),
-    (re.compile(r"\bI21[01]\b|\bI350\b|\b8257[46]|\bX710\b|\bXL710\b|\bXXV710\b|\bX520\b|\bX540\b|\bX550\b|"
+    (lazy_pattern(r"chelsio", re.I), True, "Chelsio (iw_cxgb4)"),
+    (lazy_pattern(r"virtio", re.I), False, "virtio-net (no RDMA)"),
+    (lazy_pattern(r"\bI21[01]\b|\bI350\b|\b8257[46]|\bX710\b|\bXL710\b|\bXXV710\b|\bX520\b|\bX540\b|\bX550\b|"
                 r"\b82599|\bI22[56]\b|\bI219\b", re.I), False, "Intel Ethernet without RDMA"),
-    (re.compile(r"realtek|\bRTL8\d{3}", re.I), False, "Realtek Ethernet (no RDMA)"),
-    (re.compile(r"Hyper-V|vmxnet|\bgVNIC\b|\bENA\b", re.I), False, "virtual NIC (no RDMA)"),
+    (lazy_pattern(r"realtek|\bRTL8\d{3}", re.I), False, "Realtek Ethernet (no RDMA)"),
+    (lazy_pattern(r"Hyper-V|vmxnet|\bgVNIC\b|\bENA\b", re.I), False, "virtual NIC (no RDMA)"),
 )
 
 
@@ -92,7 +93,7 @@ _NVLINK_GPUS = {
 }
 _XGMI_GPUS = {0x7408: "MI250X", 0x740C: "MI250/MI250X", 0x74A0: "MI300A", 0x74A1: "MI300X", 0x74A5: "MI325X",
               0x74A9: "MI300X HF", 0x74BD: "MI300X HF", 0x75A0: "MI350X", 0x75A3: "MI355X"}
-_NVLINK_NAME = re.compile(r"\bSXM\d?\b|\bHGX\b|\bGH200\b|\bGB200\b|\bB200\b|\bH200\b|\bMI2[05]0X?\b|\bMI3\d\dX?\b|"
+_NVLINK_NAME = lazy_pattern(r"\bSXM\d?\b|\bHGX\b|\bGH200\b|\bGB200\b|\bB200\b|\bH200\b|\bMI2[05]0X?\b|\bMI3\d\dX?\b|"
                           r"\bOAM\b", re.I)
 
 
@@ -140,12 +141,12 @@ _VIRTUAL = (
     (0x104C, 0x8233, "QEMU/KVM (emulated TI XIO3130 switch port)"),
 )
 _VIRTUAL_NAMES = (
-    (re.compile(r"Red Hat, Inc\.? (Virtio|QEMU)|\bVirtio\b", re.I), "QEMU/KVM (Red Hat virtio devices)"),
-    (re.compile(r"\bQEMU\b|\b82G33/G31/P35/P31 Express DRAM|\bQ35\b", re.I), "QEMU/KVM (QEMU devices)"),
-    (re.compile(r"Microsoft Corporation Hyper-V|Hyper-V virtual", re.I), "Hyper-V (Microsoft devices)"),
-    (re.compile(r"VMware", re.I), "VMware (VMware devices)"),
-    (re.compile(r"Firecracker", re.I), "Firecracker"),
-    (re.compile(r"XenSource|Xen Platform", re.I), "Xen (Xen platform device)"),
+    (lazy_pattern(r"Red Hat, Inc\.? (Virtio|QEMU)|\bVirtio\b", re.I), "QEMU/KVM (Red Hat virtio devices)"),
+    (lazy_pattern(r"\bQEMU\b|\b82G33/G31/P35/P31 Express DRAM|\bQ35\b", re.I), "QEMU/KVM (QEMU devices)"),
+    (lazy_pattern(r"Microsoft Corporation Hyper-V|Hyper-V virtual", re.I), "Hyper-V (Microsoft devices)"),
+    (lazy_pattern(r"VMware", re.I), "VMware (VMware devices)"),
+    (lazy_pattern(r"Firecracker", re.I), "Firecracker"),
+    (lazy_pattern(r"XenSource|Xen Platform", re.I), "Xen (Xen platform device)"),
 )
 
 

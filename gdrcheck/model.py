@@ -7,16 +7,18 @@ fact that came from somewhere says where.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+
+from gdrcheck.patterns import lazy_pattern
+from gdrcheck.record import field, record
 
 # ---------------------------------------------------------------------------
 # PCI addresses
 
 
-_BDF_RE = re.compile(r"^(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])$")
+_BDF_RE = lazy_pattern(r"^(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])$")
 
 
 def norm_bdf(text: str) -> str:
@@ -42,8 +44,9 @@ def root_of(domain: int, bus: int) -> str:
     return f"{domain:04x}:{bus:02x}"
 
 
+@lru_cache(maxsize=1 << 14)
 def bdf_key(bdf: str) -> Tuple[int, int, int, int]:
-    """Numeric (domain, bus, device, function) sort key."""
+    """Numeric (domain, bus, device, function) sort key (kept: a large node sorts by it thousands of times)."""
     dom, bus, rest = bdf.rsplit(":", 2) if bdf.count(":") == 2 else ("0", *bdf.split(":"))
     dev, fn = rest.split(".")
     return int(dom, 16), int(bus, 16), int(dev, 16), int(fn)
@@ -64,7 +67,7 @@ def is_bdf(text: str) -> bool:
 UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fact:
     """One host-level fact: a value, where it came from, or why it is unknown.
 
@@ -90,7 +93,7 @@ def unknown(reason: str, settle: str = "", source: str = "") -> Fact:
 # PCI functions
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Bar:
     """One line of sysfs ``resource`` that holds a region (or a BAR from lspci/XML)."""
 
@@ -103,7 +106,7 @@ class Bar:
     unset: bool = False  # IORESOURCE_UNSET: no address assigned
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Link:
     """PCIe link state; speeds in GT/s, widths in lanes, ``None`` when not shown."""
 
@@ -113,7 +116,7 @@ class Link:
     max_width: Optional[int] = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PciFunction:
     """A PCI function as the input shows it.
 
@@ -160,7 +163,7 @@ class PciFunction:
         return self.kind_hint in ("bridge", "switch_upstream", "switch_downstream", "root_port")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NvLink:
     """An NVLink connection between two GPUs (or a GPU and an NVSwitch fabric)."""
 
@@ -174,7 +177,7 @@ class NvLink:
 # GPUs as the driver sees them (NVML / nvidia-smi)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuProcess:
     pid: int
     name: Optional[str] = None
@@ -182,7 +185,7 @@ class GpuProcess:
     used_memory_bytes: Optional[int] = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverGpu:
     """One GPU as NVML or nvidia-smi reports it."""
 
@@ -201,7 +204,7 @@ class DriverGpu:
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CollectorStatus:
     """What one collector managed: ``ok``, ``unavailable`` (with why) or ``error``."""
 
@@ -215,7 +218,7 @@ class CollectorStatus:
 # The snapshot
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PathFact:
     """A pair's PCIe path class as an input states it (an ``nvidia-smi topo -m`` cell), not as a tree implies it.
 
@@ -234,7 +237,7 @@ INPUT_KINDS = ("live", "sysfs", "snapshot", "lspci", "nccl-xml", "hwloc-xml", "l
                "topo-matrix", "pastes")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Snapshot:
     """Everything gdrcheck knows about one node, read once.
 

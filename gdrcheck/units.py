@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.I)
+from gdrcheck.patterns import lazy_pattern
+
+_SIZE = lazy_pattern(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.I)
 _SHIFT = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
 
 

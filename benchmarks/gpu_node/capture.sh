@@ -32,7 +32,7 @@ for a in "-m" "-mp" "-p2p r" "-p2p w" "-p2p n"; do echo "== nvidia-smi topo $a";
   > "$R/nvidia-smi-topo.txt" 2>&1
 nvidia-smi -q > "$R/nvidia-smi-q.txt" 2>&1; nvidia-smi -q -x > "$R/nvidia-smi-q.xml" 2>&1
 python3 "$HERE/nvml_pairs.py" > "$R/nvml-pairs.json" 2>&1
-python3 "$HERE/timing.py" 11 > "$R/timing.txt" 2>&1
+python3 "$HERE/live_timing.py" 11 > "$R/timing.txt" 2>&1
 python3 "$HERE/cfgtime.py" > "$R/config-read-times.txt" 2>&1
 cat "$R/rc.txt" "$R/timing.txt"
 tar czf "$OUT/results.tar.gz" -C "$OUT" r && rm -rf "$R"

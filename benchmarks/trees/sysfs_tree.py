@@ -21,7 +21,8 @@ entries; and a minimal ``/sys/devices/system/{cpu,node}`` so that hwloc
 
 Config space is generated unless given: a type 0 or type 1 header (bridges carry primary,
 secondary and subordinate bus numbers), a PCI Express capability with the port type and the
-link state, and, when ``acs`` is given, an ACS extended capability with those control bits.
+link state, for bridges a Bridge Subsystem Vendor ID capability holding the subsystem ids,
+and, when ``acs`` is given, an ACS extended capability with those control bits.
 Bus numbers of bridges are derived from what hangs below them; a bridge with nothing below
 gets a free bus number unless ``secondary`` is given. Inconsistent descriptions (a child on
 another bus than its siblings, overlapping bridge ranges) raise ValueError: the tree must be
@@ -121,7 +122,9 @@ def config_space(*, vendor: int, device: int, cls: int, revision: int = 0, heade
     (conventional PCI, then ``size`` 256 is what the kernel shows).
     """
     cfg = bytearray(max(size, 64))
-    struct.pack_into("<HHHH", cfg, 0, vendor, device, 0x0006, 0x0010 if port_type is not None else 0)
+    bridge = header_type & 0x7F == 1
+    ssvid = bridge and len(cfg) >= 0x90
+    struct.pack_into("<HHHH", cfg, 0, vendor, device, 0x0006, 0x0010 if port_type is not None or ssvid else 0)
     cfg[8] = revision & 0xFF
     struct.pack_into("<I", cfg, 8, (cls << 8) | (revision & 0xFF))
     cfg[0x0E] = header_type
@@ -153,6 +156,12 @@ def config_space(*, vendor: int, device: int, cls: int, revision: int = 0, heade
         struct.pack_into("<H", cfg, cap + 0x12, speed_gen(cur_s) | ((cur_w or 0) << 4))
         gens = speed_gen(max_s)
         struct.pack_into("<I", cfg, cap + 0x2C, sum(1 << g for g in range(1, gens + 1)))
+    if ssvid:
+        # Bridge Subsystem Vendor ID capability: where the kernel reads a bridge's subsystem ids
+        # (drivers/pci/probe.c pci_setup_device, PCI_HEADER_TYPE_BRIDGE)
+        cfg[0x41 if port_type is not None else 0x34] = 0x80
+        cfg[0x80], cfg[0x81] = 0x0D, 0x00
+        struct.pack_into("<HH", cfg, 0x84, subsystem[0], subsystem[1])
     if acs is not None and len(cfg) >= 0x108:
         struct.pack_into("<I", cfg, 0x100, 0x000D | (1 << 16))
         struct.pack_into("<HH", cfg, 0x104, acs_cap, acs)

@@ -16,7 +16,26 @@ def main(argv=None) -> None:
 
         sys.stdout.write(f"gdrcheck {__version__}\n")
         sys.exit(EXIT_PASS)
+    if argv is None:
+        _begin_driver_early(args)
     run_command_line(argv)
+
+
+# the commands that, without --from, ask the NVIDIA driver a plain run's questions (gdrcheck.cli.views)
+DRIVER_COMMANDS = ("topology", "pairs", "bar1", "check", "fingerprint", "report")
+
+
+def _begin_driver_early(args) -> None:
+    """A live command that asks the driver: NVML's questions begin now, so the driver's waits pass while
+    click and gdrcheck load. Anything else on the command line (--from, --help) leaves it to the command."""
+    command = next((a for a in args if not a.startswith("-")), None)
+    if command not in DRIVER_COMMANDS:
+        return
+    if any(a in ("--from", "-h", "--help") or a.startswith("--from=") for a in args):
+        return
+    from gdrcheck.collectors.nvml import begin_early
+
+    begin_early()
 
 
 def _engine_format(argv) -> Optional[str]:

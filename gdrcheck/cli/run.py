@@ -29,7 +29,7 @@ def redacted(facts, redact: bool):
     """The facts with their host name replaced; the text itself is redacted when delivered."""
     if not redact:
         return facts
-    from dataclasses import replace
+    from gdrcheck.record import replace
 
     return replace(facts, hostname="redacted-host" if facts.hostname else None)
 

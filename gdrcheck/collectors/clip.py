@@ -8,12 +8,13 @@ with it into text, JSON and HTML.
 
 from __future__ import annotations
 
-import re
 from typing import Optional
+
+from gdrcheck.patterns import lazy_pattern
 
 MAX_NAME = 200  # characters; the longest pci.ids vendor + device name is about 130
 HOST_NAME_MAX = 253  # a fully qualified DNS name
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = lazy_pattern(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def clip_name(name: Optional[str], limit: int = MAX_NAME) -> Optional[str]:

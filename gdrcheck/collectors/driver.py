@@ -7,14 +7,14 @@ NVIDIA GPU on the bus that the driver does not list is reported, not dropped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Dict, List, Sequence, Tuple
 
 from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, DriverGpu, NvLink, PciFunction, bdf_key, frozen_map
+from gdrcheck.record import field, record, replace
 
 
-@dataclass
+@record
 class DriverFacts:
     gpus: Tuple[DriverGpu, ...] = ()
     nvlinks: Tuple[NvLink, ...] = ()

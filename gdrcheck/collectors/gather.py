@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from typing import Callable, Dict, List, Optional
 
 from gdrcheck.collectors.clip import HOST_NAME_MAX, clip_name
 from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, Fact, Snapshot, frozen_map, unknown
+from gdrcheck.patterns import lazy_pattern
 
-_NODE_RE = re.compile(r"^node(\d+)$")
+_NODE_RE = lazy_pattern(r"^node(\d+)$")
 
 
 def _numa_nodes(src: Source) -> Fact:
@@ -64,9 +64,8 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
     devices, root_numa, st, pci_notes = collect_sysfs_pci(src, endpoint_config=endpoint_config)
     statuses.append(st)
     if want_names:
-        from dataclasses import replace
-
         from gdrcheck.collectors.names import collect_names
+        from gdrcheck.record import replace
 
         names = collect_names(src, devices)
         if names:

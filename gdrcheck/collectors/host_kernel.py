@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
 import re
 import zlib
 from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.host_util import WATCHED_MODULES, HostCtx, failed
 from gdrcheck.model import Fact, unknown
+from gdrcheck.patterns import lazy_pattern
 
 P2PDMA_SYMBOLS = ("p2pdma_pgmap_ops", "pci_p2pdma_add_resource", "pci_p2pdma_distance_many",
                   "pci_p2pmem_find_many")
@@ -18,7 +18,7 @@ _ARM_IMPLEMENTERS = {0x41: "Arm", 0x42: "Broadcom", 0x43: "Cavium", 0x46: "Fujit
                      0x4E: "NVIDIA", 0x50: "APM", 0x51: "Qualcomm", 0x61: "Apple", 0xC0: "Ampere"}
 
 # DMI strings of virtual machines (sys_vendor or product_name), case-insensitive
-_VM_DMI = re.compile(r"\bqemu\b|\bkvm\b|vmware|virtualbox|innotek|^xen$|\bhvm domu\b|bochs|bhyve|parallels|"
+_VM_DMI = lazy_pattern(r"\bqemu\b|\bkvm\b|vmware|virtualbox|innotek|^xen$|\bhvm domu\b|bochs|bhyve|parallels|"
                      r"openstack|google compute engine|alibaba cloud ecs|cloud hypervisor|firecracker|"
                      r"standard pc \(|\bahv\b|virtual machine", re.I)
 
@@ -102,6 +102,7 @@ def _p2pdma_config(ctx: HostCtx) -> Fact:
             denied |= src.why(path) == "permission denied"
             tried.append(path)
             continue
+        import gzip
         if path.endswith(".gz"):
             try:
                 data = gzip.decompress(data)

@@ -14,6 +14,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from gdrcheck.collectors.host_util import HostCtx, listdir_kept
 from gdrcheck.model import Fact
+from gdrcheck.patterns import lazy_pattern
 
 HONOURED = ("NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_NET_GDR_READ", "NCCL_TOPO_FILE",
             "NCCL_IGNORE_DISABLED_P2P", "NCCL_DMABUF_ENABLE", "NCCL_NET_GDR_C2C")
@@ -176,10 +177,10 @@ LIB_DIRS = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/usr/
             "/usr/local/nccl/lib", "/opt/nccl/lib", "/opt/conda/lib", "/opt/amazon/ofi-nccl/lib",
             "/opt/amazon/aws-ofi-nccl/lib")
 PY_BASES = ("/usr/lib", "/usr/lib64", "/usr/local/lib", "/opt/conda/lib")
-_LIBNCCL = re.compile(r"^libnccl\.so\.(\d+)\.(\d+)\.(\d+)$")
-_WHEEL = re.compile(r"^nvidia_nccl_cu\d+-(\d+)\.(\d+)\.(\d+)[^/]*\.dist-info$")
-_TORCH = re.compile(r"^torch-([^-]+)\.dist-info$")
-_TORCH_NCCL = re.compile(r"^Requires-Dist:\s*nvidia-nccl-cu\d+\s*==\s*(\d+)\.(\d+)\.(\d+)", re.M)
+_LIBNCCL = lazy_pattern(r"^libnccl\.so\.(\d+)\.(\d+)\.(\d+)$")
+_WHEEL = lazy_pattern(r"^nvidia_nccl_cu\d+-(\d+)\.(\d+)\.(\d+)[^/]*\.dist-info$")
+_TORCH = lazy_pattern(r"^torch-([^-]+)\.dist-info$")
+_TORCH_NCCL = lazy_pattern(r"^Requires-Dist:\s*nvidia-nccl-cu\d+\s*==\s*(\d+)\.(\d+)\.(\d+)", re.M)
 
 
 def _site_dirs(ctx: HostCtx) -> List[str]:

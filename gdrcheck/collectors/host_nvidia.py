@@ -7,13 +7,14 @@ from typing import Dict, List, Optional, Union
 
 from gdrcheck.collectors.host_util import HostCtx, failed
 from gdrcheck.model import Fact, norm_bdf, unknown
+from gdrcheck.patterns import lazy_pattern
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 SYS_VERSION = "/sys/module/nvidia/version"
 PARAMS = "/proc/driver/nvidia/params"
 NVFS = "/proc/driver/nvidia-fs"
 
-_VER_RE = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)*)")
+_VER_RE = lazy_pattern(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)*)")
 _NOT_LOADED = "NVIDIA driver not loaded (no /sys/module/nvidia, no /proc/driver/nvidia/version)"
 
 

@@ -14,6 +14,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from gdrcheck.collectors.host_util import HostCtx, failed, listdir_kept, version_tuple
 from gdrcheck.model import Fact
+from gdrcheck.patterns import lazy_pattern
 
 MEMORY_PEERS = "/sys/kernel/mm/memory_peers"
 NV_MEM = f"{MEMORY_PEERS}/nv_mem/version"
@@ -96,7 +97,7 @@ _LIBDIRS = ("/usr/lib64", "/lib64", "/usr/lib", "/lib")
 # kernel RDMA drivers that implement ib_device_ops.reg_user_mr_dmabuf (mlx5 since Linux 5.12, efa 5.15,
 # bnxt_re and irdma 6.x, ionic 6.17); with none of them loaded the probe's answer is not known
 DMABUF_RDMA_DRIVERS = ("mlx5_ib", "efa", "bnxt_re", "irdma", "ionic")
-_IBVERBS_RE = re.compile(r"^libibverbs\.so\.1\.(\d+)\.(\d+)((?:\.\d+)*)\S*$")
+_IBVERBS_RE = lazy_pattern(r"^libibverbs\.so\.1\.(\d+)\.(\d+)((?:\.\d+)*)\S*$")
 
 
 def _libibverbs(ctx: HostCtx) -> Tuple[Optional[str], Optional[Tuple[int, int, str]]]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from gdrcheck.io.source import Source
 from gdrcheck.model import Fact, PciFunction, unknown
+from gdrcheck.record import field, record
 
 PROC_MODULES = "/proc/modules"
 SYS_MODULE = "/sys/module"
@@ -47,7 +47,7 @@ def version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
     return tuple(int(p) for p in m.group(1).split("."))
 
 
-@dataclass
+@record
 class HostCtx:
     """What several host facts need, read once."""
 

@@ -13,14 +13,15 @@ import contextlib
 import os
 import posixpath
 import re
-import shutil
-import tarfile
-import tempfile
-from typing import Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from gdrcheck.errors import InputError
 from gdrcheck.io.source import Source
 from gdrcheck.model import Snapshot
+from gdrcheck.patterns import lazy_pattern
+
+if TYPE_CHECKING:
+    import tarfile
 
 MAX_MEMBERS = 200_000
 MAX_MEMBER_BYTES = 64 << 20
@@ -68,6 +69,8 @@ def _check_member(m: tarfile.TarInfo, name: str, seen: int, total: int) -> None:
 
 def unpack_archive(path: str, dest: str) -> None:
     """Unpack ``path`` into ``dest``, refusing anything that could land outside it."""
+    import shutil
+    import tarfile
     name = os.path.basename(path)
     try:
         with tarfile.open(path, "r:*") as tar:
@@ -107,6 +110,7 @@ def unpack_archive(path: str, dest: str) -> None:
 def _archive_error(path: str, name: str, e: Exception) -> InputError:
     """One line on what is wrong with an archive, not tarfile's list of every method it tried."""
     import gzip
+    import tarfile
 
     with contextlib.suppress(OSError):
         with open(path, "rb") as f:
@@ -178,10 +182,10 @@ def sniff_paste(text: str) -> Optional[str]:
 
 
 # 'GPU 00000000:18:00.0' then an indented section or field ('nvidia-smi -q -d MEMORY' has no Product Name)
-_SMI_GPU = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*\n[ \t]+[A-Z][\w /()-]*", re.M)
+_SMI_GPU = lazy_pattern(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*\n[ \t]+[A-Z][\w /()-]*", re.M)
 
 
-_PROLOG = re.compile(r"\s*(?:<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^\[>]*(?:\[.*?\])?\s*>)", re.S | re.I)
+_PROLOG = lazy_pattern(r"\s*(?:<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^\[>]*(?:\[.*?\])?\s*>)", re.S | re.I)
 
 
 def _skip_xml_prolog(text: str) -> str:
@@ -278,6 +282,7 @@ _TEMP_DIRS: set = set()
 
 def remove_temp_dirs() -> None:
     """Remove unpacked archives now (the --timeout watchdog ends the process without unwinding)."""
+    import shutil
     for d in list(_TEMP_DIRS):
         shutil.rmtree(d, ignore_errors=True)
         _TEMP_DIRS.discard(d)
@@ -286,6 +291,8 @@ def remove_temp_dirs() -> None:
 @contextlib.contextmanager
 def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[object]:
     """Yield a :class:`Source` (live, directory, archive) or a parsed :class:`Snapshot`."""
+    import shutil
+    import tempfile
     if from_path is None:
         yield Source("/", record=record)
         return

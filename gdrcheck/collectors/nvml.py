@@ -14,12 +14,12 @@ hint, and a failure on one GPU or one field degrades only that.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, NvLink, bdf_key, frozen_map, norm_bdf
+from gdrcheck.record import field, record
 
 NVML_FILE = "/gdrcheck/nvml.json"
 RECORD_VERSION = 1
@@ -77,7 +77,7 @@ _ERRORS: Dict[str, Tuple[str, str, str]] = {
 }
 
 
-@dataclass
+@record
 class NvmlFacts:
     """What NVML said, turned into facts (also for a failed init: no GPUs, a status)."""
 
@@ -354,13 +354,41 @@ def _live_record(full: bool = True) -> Dict[str, Any]:
     return rec
 
 
+_EARLY: Dict[str, Any] = {}  # a plain live run's NVML questions, begun by the console script (begin_early)
+
+
+def begin_early() -> None:
+    """Begin a plain live run's NVML questions now, in a daemon thread, before the command line machinery
+    and the collectors load: the driver's own waits (nvmlInit, the first handle: some 20 ms on an H100 VM)
+    then pass while Python imports. :func:`begin_nvml` takes the answer over."""
+    import threading
+
+    box: Dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = _live_record(full=False)
+        except BaseException as e:  # noqa: BLE001 - re-raised where the answer is waited for
+            box["error"] = e
+
+    t = threading.Thread(target=work, name="gdrcheck-nvml", daemon=True)
+    t.start()
+    _EARLY.update(thread=t, box=box)
+
+
 def begin_nvml(src: Source) -> Callable[[], NvmlFacts]:
     """Start asking NVML now, in a thread (its calls release the GIL, so the driver answers while
-    sysfs is read); the returned function waits (within the run's deadline) and gives the facts."""
+    sysfs is read), or take over the questions the console script began; the returned function waits
+    (within the run's deadline) and gives the facts."""
     from gdrcheck.io.deadline import Deadline
 
     dl = src.deadline if src.deadline is not None else Deadline(None)
-    wait = dl.begin("nvml", lambda: _live_record(full=src.recording))
+    early = _EARLY.pop("thread", None)
+    box = _EARLY.pop("box", None)
+    if early is not None and src.live and not src.recording:
+        wait = dl.adopt("nvml", early, box)
+    else:
+        wait = dl.begin("nvml", lambda: _live_record(full=src.recording))
     return lambda: collect_nvml(src, waiter=wait)
 
 
@@ -514,7 +542,7 @@ def facts_from_record(rec: Dict[str, Any]) -> NvmlFacts:
         if a and b and lvl is not None:
             anc[(a, b)] = lvl
     if anc:
-        from dataclasses import replace
+        from gdrcheck.record import replace
 
         gpus = [replace(g, extra=frozen_map({**g.extra, "common_ancestor": {
             (b if a == g.bdf else a): lvl for (a, b), lvl in anc.items() if g.bdf in (a, b)}}))

@@ -16,6 +16,11 @@ Two things the listing does not always hold, read the way hwloc reads them:
   ``topology-linux.c`` ``hwloc_linux_backend_get_pci_busid_cpuset`` and
   ``pci-common.c`` ``hwloc_pcidisc_tree_attach`` at hwloc-2.9.0).
 
+Where ``config`` is read (bridges always; endpoints when the command asks), the ids, subsystem
+ids, bus numbers and link state come from it, as the kernel fills those attribute files
+(:mod:`gdrcheck.collectors.config_header`); the files are read for the rest and wherever config
+cannot say (read short without root, an SR-IOV VF, a class a kernel fixup rewrote).
+
 A root bus's NUMA node is that of the functions directly on it (the kernel gives
 every function below a root bus the bus's node; hwloc asks the bus's first
 function). Only where none of them says anything does a function further down
@@ -24,15 +29,15 @@ speak for the bus.
 
 from __future__ import annotations
 
-import re
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from gdrcheck.io.source import Source
 from gdrcheck.model import Bar, CollectorStatus, Link, PciFunction, is_bdf, norm_bdf
+from gdrcheck.patterns import lazy_pattern
 
 DEVICES = "/sys/bus/pci/devices"
-_ROOT_RE = re.compile(r"^pci([0-9a-f]{4,}):([0-9a-f]{2})$")
-_SPEED_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
+_ROOT_RE = lazy_pattern(r"^pci([0-9a-f]{4,}):([0-9a-f]{2})$")
+_SPEED_RE = lazy_pattern(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
 
 # include/linux/ioport.h
 IORESOURCE_MEM = 0x200
@@ -113,7 +118,7 @@ def parse_cpulist(text: Optional[str]) -> Optional[FrozenSet[int]]:
     return frozenset(cpus)
 
 
-_NODE_RE = re.compile(r"^node(\d+)$")
+_NODE_RE = lazy_pattern(r"^node(\d+)$")
 
 
 class _NodeCpus:
@@ -264,36 +269,64 @@ def _numa(src: Source, base: str, node_cpus: "_NodeCpus") -> Tuple[Optional[int]
     return numa, cpus is not None and bool(node_cpus.nodes()), cpulist, numa is not None
 
 
+# attribute files config space can stand in for: (field, file, parser)
+_HEADER_FILES = (("vendor", "vendor", 16), ("device", "device", 16), ("subsys_vendor", "subsystem_vendor", 16),
+                 ("subsys_device", "subsystem_device", 16), ("revision", "revision", 16),
+                 ("secondary_bus", "secondary_bus_number", 0), ("subordinate_bus", "subordinate_bus_number", 0))
+
+
+def _config_facts(src: Source, base: str, class_code: Optional[int], config: Optional[bytes],
+                  physfn: Optional[str]) -> Dict[str, object]:
+    """The header and link facts: from ``config`` where it says them as the kernel shows them
+    (:mod:`gdrcheck.collectors.config_header`), from the attribute files for the rest. A recording
+    source reads the files too, so that a snapshot replays under any command's reading policy."""
+    from gdrcheck.collectors.config_header import header_facts, link_facts
+
+    got: Dict[str, object] = {}
+    if config is not None and physfn is None:
+        got.update(header_facts(config, class_code))
+        got.update(link_facts(config))
+    recording = src.recording
+    for key, fname, base_n in _HEADER_FILES:
+        if key not in got or recording:
+            value = parse_int(src.read_line(f"{base}/{fname}"), base_n)
+            got.setdefault(key, value)
+    for key, fname in (("cur_speed", "current_link_speed"), ("max_speed", "max_link_speed")):
+        if key not in got or recording:
+            got.setdefault(key, parse_speed(src.read_line(f"{base}/{fname}")))
+    for key, fname in (("cur_width", "current_link_width"), ("max_width", "max_link_width")):
+        if key not in got or recording:
+            got.setdefault(key, parse_int(src.read_line(f"{base}/{fname}")) or None)
+    return got
+
+
 def _function(src: Source, base: str, bdf: str, root_label: str, parent: Optional[str],
               hops: Tuple[str, ...], class_code: Optional[int], numa: Optional[int], cpulist: Optional[str],
               config: Optional[bytes], physfn: Optional[str], links) -> PciFunction:
     """One function's facts from its sysfs directory (``links``: the net, infiniband and nvme class links)."""
     netdevs, rdma, nvme = links
+    f = _config_facts(src, base, class_code, config, physfn)
     return PciFunction(
         bdf=bdf,
         root=root_label,
         parent=parent,
         unlisted_upstream=hops,
         class_code=class_code,
-        vendor=parse_int(src.read_line(f"{base}/vendor"), 16),
-        device=parse_int(src.read_line(f"{base}/device"), 16),
-        subsys_vendor=parse_int(src.read_line(f"{base}/subsystem_vendor"), 16),
-        subsys_device=parse_int(src.read_line(f"{base}/subsystem_device"), 16),
-        revision=parse_int(src.read_line(f"{base}/revision"), 16),
+        vendor=f["vendor"],
+        device=f["device"],
+        subsys_vendor=f["subsys_vendor"],
+        subsys_device=f["subsys_device"],
+        revision=f["revision"],
         numa_node=numa,
         local_cpulist=cpulist,
         bars=parse_resource(src.read_text(f"{base}/resource")),
-        link=Link(
-            cur_speed=parse_speed(src.read_line(f"{base}/current_link_speed")),
-            cur_width=parse_int(src.read_line(f"{base}/current_link_width")) or None,
-            max_speed=parse_speed(src.read_line(f"{base}/max_link_speed")),
-            max_width=parse_int(src.read_line(f"{base}/max_link_width")) or None,
-        ),
+        link=Link(cur_speed=f["cur_speed"], cur_width=f["cur_width"], max_speed=f["max_speed"],
+                  max_width=f["max_width"]),
         driver=src.link_name(f"{base}/driver"),
         iommu_group=src.link_name(f"{base}/iommu_group"),
         physfn=norm_bdf(physfn.rsplit("/", 1)[-1]) if physfn and is_bdf(physfn.rsplit("/", 1)[-1]) else None,
-        secondary_bus=parse_int(src.read_line(f"{base}/secondary_bus_number")),
-        subordinate_bus=parse_int(src.read_line(f"{base}/subordinate_bus_number")),
+        secondary_bus=f["secondary_bus"],
+        subordinate_bus=f["subordinate_bus"],
         config=config,
         netdevs=tuple(sorted(netdevs.get(bdf, ()))),
         rdma_devices=tuple(sorted(rdma.get(bdf, ()))),
@@ -355,10 +388,9 @@ def _notes(unlisted: Dict[Tuple[Tuple[str, ...], Optional[str]], List[str]],
 
 def _number_gpus(devices: List[PciFunction]) -> List[PciFunction]:
     """nvidia-smi numbers NVIDIA GPUs in PCI bus order (its default)."""
-    from dataclasses import replace
-
     from gdrcheck.model import bus_order
     from gdrcheck.pcie.kinds import is_nvidia_gpu
+    from gdrcheck.record import replace
 
     index = bus_order(d.bdf for d in devices if is_nvidia_gpu(d))
     return [replace(d, gpu_index=index[d.bdf]) if d.bdf in index else d for d in devices]

@@ -174,13 +174,25 @@ def fingerprint(evaluation) -> Fingerprint:
         cls = p.pcie_path or ("?" + "|".join(p.candidates) if p.candidates else "?")
         add("pair[{0},{1}]", cls if p.path == p.pcie_path or p.path is None else f"{p.path}/{cls}", p.a, p.b)
 
+    # each fact once: (what it is about, its key template, addresses, value)
+    prepared = [(key.split("[", 1)[0], key, addrs, value if isinstance(value, int) else "=" + str(value))
+                for addrs, key, value in facts]
+
     def render(names: Dict[str, str], order: Dict[str, object]) -> List[str]:
         # sorted per thing (host facts, then each device, bridge and pair in position or address order)
         keyed = []
-        for addrs, key, value in facts:
+        for head, key, addrs, value in prepared:
+            if not addrs:
+                keyed.append(((head, (), key), key + value))
+                continue
+            if head == "pair":  # most lines of a large node: one per pair
+                a, b = addrs
+                keyed.append(((head, (order[a], order[b]), key),
+                              f"pair[{names.get(a, a)},{names.get(b, b)}]{value}"))
+                continue
             shown = [names.get(a, a) for a in addrs]
-            line = key.format(*shown) + "=" + (shown[value] if isinstance(value, int) else str(value))
-            keyed.append(((key.split("[", 1)[0], tuple(order[a] for a in addrs), key), line))
+            line = key.format(*shown) + ("=" + shown[value] if isinstance(value, int) else value)
+            keyed.append(((head, tuple([order[a] for a in addrs]), key), line))
         keyed.sort()
         return [line for _k, line in keyed]
 

@@ -14,11 +14,13 @@ import re
 from itertools import product
 from typing import Dict, Iterable, List, Tuple
 
+from gdrcheck.patterns import lazy_pattern
+
 # names ClusterShell's parser reads as plain node names (no operators, groups or brackets)
-_SAFE = re.compile(r"^[A-Za-z0-9._+-]+$")
-_LAST_NUMBER = re.compile(r"^(.*?)(\d+)(\D*)$")
-_SEVERAL_NUMBERS = re.compile(r"^\D*\d+\D+\d")
-_RANGE = re.compile(r"^(\d+)(?:-(\d+)(?:/(\d+))?)?$")
+_SAFE = lazy_pattern(r"^[A-Za-z0-9._+-]+$")
+_LAST_NUMBER = lazy_pattern(r"^(.*?)(\d+)(\D*)$")
+_SEVERAL_NUMBERS = lazy_pattern(r"^\D*\d+\D+\d")
+_RANGE = lazy_pattern(r"^(\d+)(?:-(\d+)(?:/(\d+))?)?$")
 EXPAND_MAX = 1_000_000
 
 

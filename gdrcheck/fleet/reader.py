@@ -22,9 +22,10 @@ import re
 from typing import IO, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from gdrcheck.errors import InputError
+from gdrcheck.patterns import lazy_pattern
 
 SUFFIXES = (".jsonl", ".json", ".out")
-_PREFIXED = re.compile(rb"^([^\s:]+): ?(.*)$", re.S)
+_PREFIXED = lazy_pattern(rb"^([^\s:]+): ?(.*)$", re.S)
 MAX_REPORT_BYTES = 256 << 20
 
 

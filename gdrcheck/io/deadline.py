@@ -63,6 +63,11 @@ class Deadline:
 
         t = threading.Thread(target=work, name=f"gdrcheck-{what}", daemon=True)
         t.start()
+        return self.adopt(what, t, box)
+
+    def adopt(self, what: str, t: "threading.Thread", box: dict) -> Callable[[], Optional[T]]:
+        """The waiter for work already begun in thread ``t``, which leaves its value (or its error) in
+        ``box`` under "value" ("error")."""
 
         def wait() -> Optional[T]:
             t.join(self.remaining())

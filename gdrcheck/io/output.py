@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
 from typing import IO, Iterator, Optional
 
 from gdrcheck.errors import InputError
@@ -32,6 +31,7 @@ def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
                 mode: Optional[int] = 0o644) -> Iterator[IO]:
     """A file object whose content replaces ``path`` only once the block has finished without error:
     a temporary file in the same directory, fsynced, then renamed. ``mode`` None keeps mkstemp's 0600."""
+    import tempfile
     d = os.path.dirname(os.path.abspath(path)) or "."
     if not os.path.isdir(d):
         raise InputError(f"{path}: directory {d} does not exist")

@@ -9,11 +9,13 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-_UUID = re.compile(r"\b(GPU-|MIG-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-_MAC = re.compile(r"\b[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}\b")
-_SERIAL_LINE = re.compile(r"(?im)^(\s*(?:Serial Number|Board Serial|Serial)\s*:\s*)(\S.*)$")
-_SERIAL_XML = re.compile(r"(?i)(<serial>)([^<]*)(</serial>)")
-_SERIAL_JSON = re.compile(r'(?i)("serial"\s*:\s*)"[^"]*"')
+from gdrcheck.patterns import lazy_pattern
+
+_UUID = lazy_pattern(r"\b(GPU-|MIG-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_MAC = lazy_pattern(r"\b[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}\b")
+_SERIAL_LINE = lazy_pattern(r"(?im)^(\s*(?:Serial Number|Board Serial|Serial)\s*:\s*)(\S.*)$")
+_SERIAL_XML = lazy_pattern(r"(?i)(<serial>)([^<]*)(</serial>)")
+_SERIAL_JSON = lazy_pattern(r'(?i)("serial"\s*:\s*)"[^"]*"')
 _SERIAL_FILES = ("product_serial", "board_serial", "chassis_serial", "product_uuid")
 
 

@@ -21,10 +21,10 @@ import json
 import os
 import posixpath
 import stat
-import subprocess
 import time
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
+
+from gdrcheck.record import record
 
 MAX_READ = 1 << 20  # no sysfs or procfs file gdrcheck reads is near 1 MiB
 MAX_LINK_HOPS = 40  # as the kernel's own limit on nested links
@@ -32,7 +32,7 @@ COMMANDS_FILE = "/gdrcheck/commands.json"
 TOOL_PATH = "/usr/bin:/usr/sbin:/bin:/sbin:/usr/local/bin:/usr/local/sbin:/usr/local/nvidia/bin"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CommandResult:
     """What a command did. ``error`` is set when it did not run to an exit status."""
 
@@ -64,6 +64,7 @@ class Source:
         self._errors: Dict[str, str] = {}
         self._placeholders: set = set()
         self._rcache: Dict[Tuple[str, bool], str] = {}
+        self._dcache: Dict[str, str] = {}  # directory as asked -> resolved inside the root
         self.deadline = None  # a gdrcheck.io.deadline.Deadline when --timeout applies
 
     # -- paths ---------------------------------------------------------------
@@ -151,15 +152,24 @@ class Source:
         return result
 
     def _fast_parent(self, path: str) -> Optional[str]:
-        """The resolved directory of ``path`` joined with its last name, or None to take the slow path."""
-        norm = posixpath.normpath("/" + path.lstrip("/"))
-        parent, name = posixpath.split(norm)
-        if name in ("", ".", "..") or norm.count("/") > 64:
+        """The resolved directory of ``path`` joined with its last name, or None to take the slow path.
+        Resolved directories are kept by the text the caller gave, so a run of reads in one sysfs directory
+        resolves it once and then costs a dictionary lookup each."""
+        d, _, name = path.rpartition("/")
+        if name in ("", ".", ".."):
             return None
-        rparent = self.resolve(parent)
+        rparent = self._dcache.get(d)
         if rparent is None:
-            return None
-        return posixpath.join(rparent, name)
+            norm = posixpath.normpath("/" + path.lstrip("/"))
+            parent, name = posixpath.split(norm)
+            if name in ("", ".", "..") or norm.count("/") > 64:
+                return None
+            rparent = self.resolve(parent)
+            if rparent is None:
+                return None
+            if "/" not in name:
+                self._dcache[d] = rparent
+        return rparent + "/" + name if rparent != "/" else "/" + name
 
     def realpath(self, path: str) -> Optional[str]:
         return self.resolve(path)
@@ -199,12 +209,18 @@ class Source:
                 return None
             chunks = []
             left = limit
+            # a short read is the end of a file on disk (a --from tree) and of a sysfs attribute; /proc files
+            # may come in pieces, so those are read until the read that returns nothing
+            whole_on_short = not self.live or real.startswith("/sys/")
             while left > 0:
-                b = os.read(fd, min(left, 65536))
+                want = min(left, 65536)
+                b = os.read(fd, want)
                 if not b:
                     break
                 chunks.append(b)
                 left -= len(b)
+                if len(b) < want and whole_on_short:
+                    break
             data = b"".join(chunks)
         except OSError as e:
             self._errors[path] = _why(e)
@@ -295,6 +311,7 @@ class Source:
         else:
             if dl is not None:
                 timeout = dl.cap(timeout)
+            import subprocess
             t0 = time.monotonic()
             try:
                 p = subprocess.run([exe, *argv[1:]], stdin=subprocess.DEVNULL, capture_output=True,

@@ -11,10 +11,10 @@ nvidia-fs's ``nvfs_pcie_acs_enabled()``. The P2PDMA verdict that uses them is
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from gdrcheck.pcie.caps import CONFIG_SPACE_SIZE, EXT_CAP_ID_ACS, EXT_CAP_START, has_pcie_cap, walk_ext_caps
+from gdrcheck.record import field, record
 
 # bit, kernel name, lspci label, flag name (same positions in Capability and Control)
 ACS_BITS: Tuple[Tuple[int, str, str, str], ...] = (
@@ -36,7 +36,7 @@ def _flags(bits: int) -> Dict[str, bool]:
     return {name: bool(bits & mask) for mask, _k, _l, name in ACS_BITS}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AcsState:
     """ACS of one function.
 

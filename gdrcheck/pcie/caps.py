@@ -12,8 +12,9 @@ all-ones headers (a device that dropped off the bus), as the kernel's
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import List, Optional, Tuple
+
+from gdrcheck.record import record
 
 HEADER_SIZE = 0x40
 EXT_CAP_START = 0x100
@@ -25,7 +26,7 @@ EXT_CAP_ID_ACS = 0x000D
 EXT_CAP_ID_REBAR = 0x0015
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ExtCap:
     offset: int
     cap_id: int

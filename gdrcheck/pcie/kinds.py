@@ -10,6 +10,7 @@ import re
 from typing import Optional
 
 from gdrcheck.model import PciFunction
+from gdrcheck.patterns import lazy_pattern
 from gdrcheck.pcie.caps import pcie_port_type
 
 NVIDIA = 0x10DE
@@ -62,16 +63,16 @@ def base_kind(d: PciFunction) -> str:
 
 
 _NAME_RULES = (
-    (re.compile(r"\b(audio|usb|serial bus|ucsi|smbus|sata|ide |lpc|isa bridge|raid|management interface)", re.I),
+    (lazy_pattern(r"\b(audio|usb|serial bus|ucsi|smbus|sata|ide |lpc|isa bridge|raid|management interface)", re.I),
      "other"),
-    (re.compile(r"\bnvswitch\b|NVIDIA Corporation Device (1af1|1ac2|22a3)", re.I), "nvswitch"),
-    (re.compile(r"host bridge|root complex", re.I), "host_bridge"),
-    (re.compile(r"(pci|pcie).{0,20}(bridge|switch|port)|\bbridge\b|root port|downstream|upstream", re.I), "bridge"),
-    (re.compile(r"non-volatile memory|\bnvme\b|\bssd\b", re.I), "nvme"),
-    (re.compile(r"connectx|bluefield|ethernet|infiniband|network|mellanox|\bnic\b|elastic fabric|\bEFA\b", re.I),
+    (lazy_pattern(r"\bnvswitch\b|NVIDIA Corporation Device (1af1|1ac2|22a3)", re.I), "nvswitch"),
+    (lazy_pattern(r"host bridge|root complex", re.I), "host_bridge"),
+    (lazy_pattern(r"(pci|pcie).{0,20}(bridge|switch|port)|\bbridge\b|root port|downstream|upstream", re.I), "bridge"),
+    (lazy_pattern(r"non-volatile memory|\bnvme\b|\bssd\b", re.I), "nvme"),
+    (lazy_pattern(r"connectx|bluefield|ethernet|infiniband|network|mellanox|\bnic\b|elastic fabric|\bEFA\b", re.I),
      "nic"),
-    (re.compile(r"NVIDIA Corporation|nVidia", re.I), "gpu"),
-    (re.compile(r"\b(instinct|MI\d{2,3}X?|Aldebaran|Arcturus|Vega 20)\b", re.I), "gpu"),
+    (lazy_pattern(r"NVIDIA Corporation|nVidia", re.I), "gpu"),
+    (lazy_pattern(r"\b(instinct|MI\d{2,3}X?|Aldebaran|Arcturus|Vega 20)\b", re.I), "gpu"),
 )
 
 

@@ -7,16 +7,16 @@ the ACS states of :mod:`gdrcheck.pcie.acs` and the facts of the host.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from gdrcheck.pcie.acs import AcsState, redirects
+from gdrcheck.record import record
 
 if TYPE_CHECKING:  # pragma: no cover
     from gdrcheck.model import PciFunction
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WhitelistEntry:
     vendor: int
     device: Optional[int]  # None: any device (PCI_ANY_ID)
@@ -95,7 +95,7 @@ def host_bridge_whitelisted(root_a: str, root_b: str,
     return ea is not None and eb is not None and not ea.same_host_bridge_only and not eb.same_host_bridge_only
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class P2pdmaVerdict:
     """``map_type`` (the kernel's pci_p2pdma_map_type): bus_addr, thru_host_bridge, not_supported or
     unknown (``candidates`` then lists what remains possible). ``redirect``: devices with ACS RR/CR/EC in walk order."""

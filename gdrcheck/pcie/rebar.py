@@ -20,17 +20,17 @@ register 2 where BAR0 is 64-bit (see :func:`bar1_index`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from gdrcheck.model import Bar, PciFunction
 from gdrcheck.pcie.caps import EXT_CAP_ID_REBAR, find_ext_cap
+from gdrcheck.record import record
 
 MIB = 1 << 20
 BAR1_INDEX = 1
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RebarEntry:
     """One resizable BAR: its index, current size and the sizes it supports (bytes, ascending)."""
 

@@ -84,7 +84,7 @@ class Topology:
 
     def _number_gpus(self) -> None:
         """Inputs without a driver view (lspci, XML) get nvidia-smi's order: PCI bus order."""
-        from dataclasses import replace
+        from gdrcheck.record import replace
 
         index = bus_order(b for b, k in self.device_kind.items() if k == "gpu")
         if index and all(self.by_bdf[g].gpu_index is None for g in index):

@@ -8,10 +8,10 @@ compute processes, MIG, a non-default compute mode) is refused unless ``--force`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gdrcheck.model import bdf_key
+from gdrcheck.record import field, record
 
 RISKY_CODES = {"GDR040": "ACS redirect on the path", "GDR042": "a translating IOMMU"}
 PATH_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
@@ -26,7 +26,7 @@ DEADLINES = {"cuda": 60.0, "host-bandwidth": 60.0, "p2p": 90.0, "rdma-register":
              "rdma-loopback": 60.0, "gds-read": 90.0}
 
 
-@dataclass
+@record
 class Step:
     """One check on one subject: what it is, why it is planned, or why it is skipped."""
 
@@ -58,7 +58,7 @@ class Step:
         return doc
 
 
-@dataclass
+@record
 class Plan:
     steps: List[Step]
     busy: List[str]  # why the node is busy (empty: idle)

@@ -11,6 +11,9 @@ STYLE = {"ok": "green", "degraded": "yellow", "fail": "bold red", "unknown": "ma
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
+PAIRS_SHOWN = 6  # pairs named under a finding said of many
+
+
 def _short(dev: Dict) -> str:
     kind = dev["kind"]
     if kind == "gpu":
@@ -142,8 +145,13 @@ def _render_findings(doc, console) -> None:
         if rule.get("origin"):
             head.append(f" [{rule['origin']}]")
         put(console, head, 8)
+        names = _column_names(doc)
         for f in items[:8]:
             put(console, f"    - {f['message']}", 6)
+            if len(f.get("pairs") or ()) > 1:
+                shown = [f"{names.get(a, a)}-{names.get(b, b)}" for a, b in f["pairs"][:PAIRS_SHOWN]]
+                more = f", ... and {len(f['pairs']) - PAIRS_SHOWN} more" if len(f["pairs"]) > PAIRS_SHOWN else ""
+                put(console, f"      ({', '.join(shown)}{more})", 7)
         if len(items) > 8:
             put(console, f"    - ... and {len(items) - 8} more (see --json)", 6)
         if rule.get("fix") and sev != "info":

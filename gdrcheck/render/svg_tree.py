@@ -9,10 +9,10 @@ falls through a box; a switch cut in two is drawn again in each, dashed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from html import escape
 from typing import Dict, List, Optional, Tuple
 
+from gdrcheck.record import field, record
 from gdrcheck.render import tree_model as tm
 
 MARGIN = 8
@@ -33,7 +33,7 @@ KIND_CLASS = {"gpu": "k-gpu", "nic": "k-nic", "nvme": "k-nvme", "nvswitch": "k-n
               "root_port": "k-rp", "switch_downstream": "k-sw"}
 
 
-@dataclass
+@record
 class Item:
     """One drawn box: a root bus, a bridge or a device, with the rows (``lo``..``hi``) of its subtree."""
 
@@ -46,7 +46,7 @@ class Item:
     children: List["Item"] = field(default_factory=list)
 
 
-@dataclass
+@record
 class Band:
     numa: Optional[int]
     roots: List[Item]

@@ -6,10 +6,10 @@ Pure functions of the document (no snapshot): the SVG of ``gdrcheck report`` and
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from gdrcheck.patterns import lazy_pattern
+from gdrcheck.record import field, record
 from gdrcheck.units import speed_text
 
 INTERESTING = ("gpu", "nic", "nvme", "nvswitch")
@@ -20,10 +20,10 @@ KIND_LABEL = {
 }
 GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 # words pci.ids vendor names carry that a label has no room for ("NVIDIA Corporation AD102GL")
-SHORTER = re.compile(r"(?<=\w) (?:Corporation|Technologies|Electronics Co Ltd|Co\., Ltd\.|Inc\.)(?= )")
+SHORTER = lazy_pattern(r"(?<=\w) (?:Corporation|Technologies|Electronics Co Ltd|Co\., Ltd\.|Inc\.)(?= )")
 
 
-@dataclass
+@record
 class Node:
     dev: Dict[str, Any]
     children: List["Node"] = field(default_factory=list)
@@ -37,14 +37,14 @@ class Node:
         return self.dev.get("kind") or "other"
 
 
-@dataclass
+@record
 class Root:
     root: str
     numa: Optional[int]
     top: List[Node]
 
 
-@dataclass
+@record
 class Forest:
     roots: List[Root]
     hidden: int  # functions not drawn (nothing of interest below them)

@@ -9,12 +9,12 @@ checks and the ``bar1`` report both read that join.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gdrcheck.model import DriverGpu, PciFunction, bdf_key
 from gdrcheck.pcie.kinds import NVIDIA
 from gdrcheck.pcie.rebar import sysfs_bar1
+from gdrcheck.record import field, record
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.units import human_bytes, size_range_text
 
@@ -90,7 +90,7 @@ R_NOT_LISTED = _rule(
     "used for compute; reseat or power-cycle a GPU that fell off the bus.")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuBar1:
     """One GPU's BAR1 as the driver and the bus see it."""
 

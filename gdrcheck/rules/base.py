@@ -8,9 +8,9 @@ A check is a pure function of the :class:`Context`; it yields findings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
+from gdrcheck.record import field, record
 from gdrcheck.status import EFFECTS, SEVERITIES  # noqa: F401 - the one vocabulary, re-exported for rules
 
 SCOPES = ("host", "device", "pair")
@@ -20,7 +20,7 @@ ORIGIN_WORDS = {"nccl": "NCCL's rule", "nvidia-docs": "NVIDIA's documented requi
 ORIGINS = tuple(ORIGIN_WORDS)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     code: str
     name: str
@@ -45,13 +45,16 @@ class Rule:
         }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     """One thing a rule found.
 
     ``subject``: the addresses or host facility it concerns. ``pairs``: the
     (a, b) pairs whose verdict it moves, and ``effect`` how (fail, unknown,
-    degraded, or None for a finding that does not move verdicts).
+    degraded, or None for a finding that does not move verdicts). ``fold``: for
+    a finding about one pair, what it says without naming the pair, shared by
+    every pair it would say it of; findings that repeat for many pairs become
+    one (``gdrcheck.rules.engine.fold_repeats``).
     """
 
     code: str
@@ -62,10 +65,19 @@ class Finding:
     effect: Optional[str] = None
     evidence: str = ""
     settle: str = ""  # for unknowns: what would settle it
+    fold: str = ""
+
+    @property
+    def folded(self) -> bool:
+        return bool(self.fold) and len(self.pairs) > 1
+
+    def text(self) -> str:
+        """The message; a folded finding's says how many pairs it concerns."""
+        return f"{len(self.pairs)} pairs: {self.fold}" if self.folded else self.message
 
     def to_doc(self) -> Dict[str, Any]:
         doc: Dict[str, Any] = {"code": self.code, "severity": self.severity, "subject": list(self.subject),
-                               "message": self.message}
+                               "message": self.text()}
         if self.effect:
             doc["effect"] = self.effect
         if self.evidence:
@@ -77,7 +89,7 @@ class Finding:
         return doc
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Options:
     """Settings that change how facts are judged."""
 
@@ -87,7 +99,7 @@ class Options:
     env: Mapping[str, str] = field(default_factory=dict)  # NCCL_* from the environment
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PairInfo:
     """A pair of interest and what topology says of it (filled by the evaluator)."""
 
@@ -105,7 +117,7 @@ class PairInfo:
 Check = Callable[["Context"], Iterable[Finding]]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Context:
     """What every check sees: the snapshot, its topology, the pairs and the options."""
 

@@ -6,17 +6,17 @@ findings that concern it (fail > unknown > degraded), ``ok`` when none does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from gdrcheck.model import Snapshot, bdf_key
 from gdrcheck.pcie.topology import Topology
+from gdrcheck.record import field, record, replace
 from gdrcheck.rules import nccl
 from gdrcheck.rules.base import Context, Finding, Options, PairInfo
 from gdrcheck.status import severity_for, worst_verdict
 
 
-@dataclass
+@record
 class Evaluation:
     """What the rules made of one node's facts: pairs, NCCL's view, findings, verdicts (documents are built
     from it in gdrcheck.documents)."""
@@ -146,7 +146,35 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
         fs = by_pair.get(key, ())
         evaluation.verdicts[key] = worst_verdict(f.effect for f in fs)
         evaluation.pair_findings[key] = sorted({f.code for f in fs})
+    evaluation.findings = fold_repeats(evaluation.findings)
     return evaluation
+
+
+FOLD_OVER = 8  # a finding said of more pairs than this (what a text listing shows one by one) is said once
+
+
+def fold_repeats(findings: List[Finding]) -> List[Finding]:
+    """Per-pair findings that say the same thing (code, severity, effect, what settles it, and the message
+    without the pair) of more than FOLD_OVER pairs become one finding listing the pairs, where the first
+    of them stood: on a large fabric, thousands of lines that differ only in the pair they name."""
+    groups: Dict[tuple, List[int]] = {}
+    for i, f in enumerate(findings):
+        if f.fold and len(f.pairs) == 1:
+            groups.setdefault((f.code, f.severity, f.effect, f.settle, f.fold), []).append(i)
+    big = {idx[0]: idx for idx in groups.values() if len(idx) > FOLD_OVER}
+    if not big:
+        return findings
+    drop = {i for idx in big.values() for i in idx[1:]}
+    out: List[Finding] = []
+    for i, f in enumerate(findings):
+        if i in drop:
+            continue
+        if i in big:
+            members = [findings[j] for j in big[i]]
+            subject = sorted({s for m in members for s in m.subject}, key=bdf_key)
+            f = replace(f, subject=tuple(subject), message=f.fold, pairs=tuple(m.pairs[0] for m in members))
+        out.append(f)
+    return out
 
 
 def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: Optional[str] = None):
@@ -163,10 +191,9 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
     """NCCL's path type for the pair, its level check, and NCCL's decision (``gdr`` / ``p2p``)."""
     from gdrcheck.rules.nccl.node import pair_type
 
-    t, cands, flat, via = pair_type(topo, pair, st.version, st)
+    known = node.types.get((pair.a, pair.b)) if node is not None else None
+    t, cands, flat, via = known if known is not None else pair_type(topo, pair, st.version, st)
     view: dict = {"path_type": t}
-    if pair.nvlink_unknown:
-        view["path_type_reason"] = pair.nvlink_unknown
     if cands:
         view["path_type_candidates"] = list(cands)
     if flat:

@@ -79,11 +79,12 @@ def _check(ctx: Context) -> Iterable[Finding]:
             if v.map_type == "not_supported":
                 yield Finding(P2PDMA_PAIR.code, "warning", (p.a, p.b),
                               f"kernel P2PDMA between {pair_label(ctx, p)}: NOT_SUPPORTED ({v.reason})",
-                              pairs=((p.a, p.b),), effect="degraded")
+                              pairs=((p.a, p.b),), effect="degraded", fold=f"kernel P2PDMA: NOT_SUPPORTED ({v.reason})")
             elif v.map_type == "unknown":
                 yield Finding(GDS_UNKNOWN.code, "info", (p.a, p.b),
                               f"kernel P2PDMA between {pair_label(ctx, p)} undecided: {v.reason}",
-                              pairs=((p.a, p.b),), effect="unknown", settle="run gdrcheck as root")
+                              pairs=((p.a, p.b),), effect="unknown", settle="run gdrcheck as root",
+                              fold=f"kernel P2PDMA undecided: {v.reason}")
         return
     why = "nvidia-fs is not loaded" + ("" if p2pdma is True and flavor == "open" else
                                         f" and P2PDMA mode is not usable (CONFIG_PCI_P2PDMA: {p2pdma}, "

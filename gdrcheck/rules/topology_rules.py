@@ -125,27 +125,28 @@ def _far(ctx: Context, p, best: Dict) -> bool:
 
 
 def _distance_finding(ctx: Context, p, view: Dict):
-    """The one finding a pair's distance gives, if any: (code, message). NCCL's own level decision
-    first (GDR001, GDR006), else what NVIDIA documents for the class (GDR002 root complex, GDR003
-    across NUMA nodes)."""
+    """The one finding a pair's distance gives, if any: (code, message, the message without the pair). NCCL's
+    own level decision first (GDR001, GDR006), else what NVIDIA documents for the class (GDR002 root complex,
+    GDR003 across NUMA nodes)."""
     st = ctx.nccl
     where = {"PHB": "meet only at the root complex (PHB)", "NODE": "meet only between root complexes of one NUMA "
              "node (NODE)", "SYS": "are on different NUMA nodes (SYS)"}.get(p.pcie_path, f"are {p.pcie_path} apart")
     # NCCL's own decision first: a far NIC reached through an NVLinked peer (PXN) is not "beyond the level"
     if p.kind == "gpu-nic" and view.get("within_gdr_level") is False and view.get("gdr") != "enabled":
-        return GDR_BEYOND_LEVEL.code, (
-            f"NCCL will not use GPUDirect RDMA between {pair_label(ctx, p)}: they {where}, NCCL path "
-            f"{view.get('path_type')}, beyond NCCL_NET_GDR_LEVEL={st.gdr_level} ({st.gdr_level_source})")
+        why = (f"they {where}, NCCL path {view.get('path_type')}, beyond NCCL_NET_GDR_LEVEL={st.gdr_level} "
+               f"({st.gdr_level_source})")
+        return (GDR_BEYOND_LEVEL.code, f"NCCL will not use GPUDirect RDMA between {pair_label(ctx, p)}: {why}",
+                f"NCCL will not use GPUDirect RDMA: {why}")
     if p.kind == "gpu-gpu" and view.get("within_p2p_level") is False and view.get("p2p") != "enabled":
-        return P2P_BEYOND_LEVEL.code, (
-            f"NCCL will use host memory, not P2P, between {pair_label(ctx, p)}: they {where}, beyond "
-            f"NCCL_P2P_LEVEL={st.p2p_level} ({st.p2p_level_source})")
+        why = f"they {where}, beyond NCCL_P2P_LEVEL={st.p2p_level} ({st.p2p_level_source})"
+        return (P2P_BEYOND_LEVEL.code, f"NCCL will use host memory, not P2P, between {pair_label(ctx, p)}: {why}",
+                f"NCCL will use host memory, not P2P: {why}")
     if p.kind == "gpu-nic" and view.get("via"):
         return None  # NCCL reaches this NIC through an NVLinked peer (PXN): the PCIe path is not used
     if p.pcie_path in ("PHB", "NODE"):
-        return THROUGH_ROOT.code, f"{pair_label(ctx, p)} {where}"
+        return THROUGH_ROOT.code, f"{pair_label(ctx, p)} {where}", f"the two {where}"
     if p.pcie_path == "SYS":
-        return CROSS_SOCKET.code, f"{pair_label(ctx, p)} {where}"
+        return CROSS_SOCKET.code, f"{pair_label(ctx, p)} {where}", f"the two {where}"
     return None
 
 
@@ -158,18 +159,19 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
     for p in ctx.pairs:
         view: Dict = ctx.nccl_view.get((p.a, p.b), {})
         if p.kind == "gpu-gpu" and p.nvlink_unknown:
-            yield Finding(NVLINK_UNSEEN.code, "info", (p.a, p.b), f"{pair_label(ctx, p)}: {p.nvlink_unknown}; "
-                          f"the PCIe path ({p.pcie_path or '/'.join(p.candidates) or 'unknown'}) decides P2P only "
-                          "where no NVLink joins them", pairs=((p.a, p.b),), effect="unknown",
+            said = (f"{p.nvlink_unknown}; the PCIe path ({p.pcie_path or '/'.join(p.candidates) or 'unknown'}) "
+                    "decides P2P only where no NVLink joins them")
+            yield Finding(NVLINK_UNSEEN.code, "info", (p.a, p.b), f"{pair_label(ctx, p)}: {said}",
+                          pairs=((p.a, p.b),), effect="unknown", fold=said,
                           settle="run gdrcheck on the node (NVML shows NVLink), or give an NCCL topology dump "
                           "made there (NCCL_TOPO_DUMP_FILE) or nvidia-smi topo -m")
             continue
         if p.kind == "gpu-nic" and view.get("gdr") == "unknown" and view.get("within_gdr_level") is False \
                 and any("NVLink joins" in d for d in view.get("depends_on", ())):
-            yield Finding(NVLINK_UNSEEN.code, "info", (p.a, p.b),
-                          f"{pair_label(ctx, p)}: too far apart for GPUDirect RDMA directly ({p.pcie_path}), but "
-                          "NCCL sends through an NVLinked GPU closer to the NIC (PXN) where NVLink joins them, and "
-                          "this input cannot show NVLink", pairs=((p.a, p.b),), effect="unknown",
+            said = (f"too far apart for GPUDirect RDMA directly ({p.pcie_path}), but NCCL sends through an NVLinked "
+                    "GPU closer to the NIC (PXN) where NVLink joins them, and this input cannot show NVLink")
+            yield Finding(NVLINK_UNSEEN.code, "info", (p.a, p.b), f"{pair_label(ctx, p)}: {said}",
+                          pairs=((p.a, p.b),), effect="unknown", fold=said,
                           settle="run gdrcheck on the node (NVML shows NVLink), or give an NCCL topology dump made "
                           "there (NCCL_TOPO_DUMP_FILE) or nvidia-smi topo -m")
             continue
@@ -177,10 +179,9 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
             unplaced = ctx.snap.unplaced and (p.a in ctx.snap.unplaced or p.b in ctx.snap.unplaced)
             why = ("the input does not show where one of them sits in the PCIe tree" if unplaced
                    else "on different root buses and the input gives no NUMA node")
-            yield Finding(PATH_UNDECIDED.code, "info", (p.a, p.b),
-                          f"{pair_label(ctx, p)}: {why}; "
-                          f"the path is {' or '.join(p.candidates) or 'unknown'}",
-                          pairs=((p.a, p.b),), effect="unknown",
+            said = f"{why}; the path is {' or '.join(p.candidates) or 'unknown'}"
+            yield Finding(PATH_UNDECIDED.code, "info", (p.a, p.b), f"{pair_label(ctx, p)}: {said}",
+                          pairs=((p.a, p.b),), effect="unknown", fold=said,
                           settle="run gdrcheck live on the node or send a snapshot")
             continue
         if p.nvlinks:
@@ -188,11 +189,11 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
         hit = _distance_finding(ctx, p, view)
         if hit is None:
             continue
-        code, msg = hit
+        code, msg, said = hit
         if p.kind != "gpu-gpu" and _far(ctx, p, best):
             far.setdefault((code, p.a, p.kind), []).append(p)
         else:
-            yield Finding(code, "warning", (p.a, p.b), msg, pairs=((p.a, p.b),), effect="degraded")
+            yield Finding(code, "warning", (p.a, p.b), msg, pairs=((p.a, p.b),), effect="degraded", fold=said)
     what = {GDR_BEYOND_LEVEL.code: f"beyond NCCL_NET_GDR_LEVEL={st.gdr_level}",
             THROUGH_ROOT.code: "meeting it only at the root complex", CROSS_SOCKET.code: "on other NUMA nodes (SYS)"}
     for (code, gpu, kind), ps in far.items():
@@ -218,7 +219,7 @@ def _check_p2p_status(ctx: Context) -> Iterable[Finding]:
         if len(got) < 2:
             yield Finding(P2P_UNKNOWN.code, "info", (p.a, p.b),
                           f"P2P status between {pair_label(ctx, p)} not known (no NVML answer)",
-                          pairs=((p.a, p.b),), effect="unknown",
+                          pairs=((p.a, p.b),), effect="unknown", fold="P2P status not known (no NVML answer)",
                           settle="run gdrcheck where the NVIDIA driver is loaded")
             continue
         bad = {k: v for k, v in got.items() if v != "OK"}

@@ -90,7 +90,8 @@ class VanishOnFirstRead(Source):
         self.victim, self.done = victim, False
 
     def read_bytes(self, path, limit=1 << 20):
-        if not self.done and path.startswith(f"{DEVICES}/{self.victim}/") and path.endswith("/vendor"):
+        # numa_node: read for every function after the listing pass (vendor comes from config where it is read)
+        if not self.done and path.startswith(f"{DEVICES}/{self.victim}/") and path.endswith("/numa_node"):
             self.done = True
             shutil.rmtree(Path(self._host(DEVICES), self.victim).resolve())
         return super().read_bytes(path, limit)

@@ -383,3 +383,42 @@ def test_answers_of_an_unexpected_shape_never_crash(live):
     mod.nvmlInit = lambda: (_ for _ in ()).throw(RuntimeError("boom"))
     facts, _ = live(mod)
     assert facts.status.name == "nvml" and facts.status.status == "error" and "boom" in facts.status.detail
+
+
+@pytest.mark.parametrize("argv,early", [
+    (["pairs", "--json"], True),
+    (["check", "--format", "npd"], True),
+    (["topology"], True),
+    (["pairs", "--from", "x"], False),
+    (["pairs", "--from=x"], False),
+    (["pairs", "--help"], False),
+    (["rules"], False),
+    (["snapshot", "-o", "x.tar.gz"], False),  # a snapshot asks everything itself
+    ([], False),
+])
+def test_the_console_script_begins_nvml_only_for_live_driver_commands(monkeypatch, argv, early):
+    from gdrcheck.cli import entry
+    from gdrcheck.collectors import nvml
+
+    begun = []
+    monkeypatch.setattr(nvml, "begin_early", lambda: begun.append(True))
+    entry._begin_driver_early(argv)
+    assert bool(begun) is early
+
+
+def test_a_run_takes_over_the_questions_begun_early(monkeypatch):
+    from gdrcheck.collectors import nvml
+
+    mod = fake_pynvml(["00000000:18:00.0"])
+    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    monkeypatch.setattr(nvml, "_preload_operator_library", lambda: None)
+    nvml.begin_early()
+    wait = nvml.begin_nvml(Source("/"))
+    facts = wait()
+    assert not nvml._EARLY
+    assert [g.bdf for g in facts.gpus] == ["0000:18:00.0"]
+    assert mod.calls.count("nvmlInit") == 1  # asked once, by the early thread
+    # a snapshot (recording) never takes over the plain run's questions: it asks everything itself
+    nvml.begin_early()
+    facts = nvml.begin_nvml(Source("/", record=True))()
+    assert not nvml._EARLY and facts.gpus

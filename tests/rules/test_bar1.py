@@ -4,7 +4,6 @@ import io
 import json
 import re
 import struct
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from gdrcheck.model import Bar, CollectorStatus, PciFunction, Snapshot
 from gdrcheck.pcie.caps import find_ext_cap
 from gdrcheck.pcie.rebar import bar1_index, parse_rebar, parse_resize_file, sizes_from_mask, sysfs_bar1
 from gdrcheck.pcie.topology import Topology
+from gdrcheck.record import replace
 from gdrcheck.render.bar1_text import render_bar1
 from gdrcheck.rules import bar1
 from gdrcheck.rules.base import Context, Options

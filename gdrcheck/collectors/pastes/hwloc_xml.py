@@ -42,13 +42,14 @@ from gdrcheck.collectors.clip import clip_name
 from gdrcheck.collectors.pastes.nccl_xml import NVSWITCH, is_rdma_name, mask_to_cpulist, parse_xml_safely
 from gdrcheck.errors import InputError
 from gdrcheck.model import CollectorStatus, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map, norm_bdf
+from gdrcheck.patterns import lazy_pattern
 
 MAX_DEPTH = 512  # objects: machine/package/caches/... plus the PCI tree
-_PCI_TYPE = re.compile(r"^\s*([0-9a-f]{4}) \[([0-9a-f]{4}):([0-9a-f]{4})\] \[([0-9a-f]{4}):([0-9a-f]{4})\] "
+_PCI_TYPE = lazy_pattern(r"^\s*([0-9a-f]{4}) \[([0-9a-f]{4}):([0-9a-f]{4})\] \[([0-9a-f]{4}):([0-9a-f]{4})\] "
                        r"([0-9a-f]{2})(?: ([0-9a-f]{2}))?", re.I)
-_BRIDGE_PCI = re.compile(r"^\s*([0-9a-f]{1,8}):\[([0-9a-f]{2})-([0-9a-f]{2})\]", re.I)
-_NVME_BLOCK = re.compile(r"^(nvme\d+)(?:c\d+)?n\d+$")
-_NVML = re.compile(r"^nvml(\d+)$")
+_BRIDGE_PCI = lazy_pattern(r"^\s*([0-9a-f]{1,8}):\[([0-9a-f]{2})-([0-9a-f]{2})\]", re.I)
+_NVME_BLOCK = lazy_pattern(r"^(nvme\d+)(?:c\d+)?n\d+$")
+_NVML = lazy_pattern(r"^nvml(\d+)$")
 PER_LINK_MBS = {1: 20000, 2: 25000}
 
 

@@ -59,24 +59,24 @@ every bus has one owner, a chain of bridges is at most 256 deep per domain.
 
 from __future__ import annotations
 
-import re
 from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.errors import InputError
 from gdrcheck.model import PciFunction, Snapshot, norm_bdf, root_of
+from gdrcheck.patterns import lazy_pattern
 from gdrcheck.pcie.kinds import kind_from_name
 
 _H = "[0-9a-fA-F]"
-_DEV = re.compile(rf"({_H}{{2}})\.([0-7])")
-_RANGE = re.compile(rf"-\[({_H}{{2}})(?:-({_H}{{2}}))?\]-")
-_LABEL = re.compile(rf"\[(?:({_H}{{4,8}}):)?({_H}{{2}})\]-")
-_START = re.compile(rf"-(?:[+\\]-)?\[(?:{_H}{{4,8}}:)?{_H}{{2}}\]-|-(?:[+\\]-|--){_H}{{2}}\.[0-7]")
-_FRAG = re.compile(rf"[+\\]-(?:{_H}{{2}}\.[0-7](?:-|\s|$)|\[{_H}{{4,8}}:{_H}{{2}}\]-)")
-_PREFIX = re.compile(r"[ |]*")
-_RESOURCE = re.compile(r"(?:Region \d+: )?(?:\[(?:virtual|enhanced)\] )?(?:Memory at|I/O ports at) ")
-_IDS_TAIL = re.compile(rf"\[({_H}{{4}}):({_H}{{4}})\]\s*$")
-_IDS_ONLY = re.compile(rf"({_H}{{4}}):({_H}{{4}})$")
+_DEV = lazy_pattern(rf"({_H}{{2}})\.([0-7])")
+_RANGE = lazy_pattern(rf"-\[({_H}{{2}})(?:-({_H}{{2}}))?\]-")
+_LABEL = lazy_pattern(rf"\[(?:({_H}{{4,8}}):)?({_H}{{2}})\]-")
+_START = lazy_pattern(rf"-(?:[+\\]-)?\[(?:{_H}{{4,8}}:)?{_H}{{2}}\]-|-(?:[+\\]-|--){_H}{{2}}\.[0-7]")
+_FRAG = lazy_pattern(rf"[+\\]-(?:{_H}{{2}}\.[0-7](?:-|\s|$)|\[{_H}{{4,8}}:{_H}{{2}}\]-)")
+_PREFIX = lazy_pattern(r"[ |]*")
+_RESOURCE = lazy_pattern(r"(?:Region \d+: )?(?:\[(?:virtual|enhanced)\] )?(?:Memory at|I/O ports at) ")
+_IDS_TAIL = lazy_pattern(rf"\[({_H}{{4}}):({_H}{{4}})\]\s*$")
+_IDS_ONLY = lazy_pattern(rf"({_H}{{4}}):({_H}{{4}})$")
 
 _SNIFF_LINES = 400
 _SNIFF_CHARS = 256 << 10

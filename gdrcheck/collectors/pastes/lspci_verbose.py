@@ -32,26 +32,27 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.errors import InputError
 from gdrcheck.model import Bar, Link, norm_bdf
+from gdrcheck.patterns import lazy_pattern
 from gdrcheck.pcie.acs import ACS_BITS
+from gdrcheck.record import field, record
 
 _H = "[0-9a-fA-F]"
-_DEVLINE = re.compile(rf"^((?:{_H}{{4,8}}:)?{_H}{{2}}:{_H}{{2}}\.[0-7]) ([^:]+?)(?: \[({_H}{{4}})\])?: (.*)$")
-_IDS = re.compile(rf"\[({_H}{{4}}):({_H}{{4}})\](?: \(rev ({_H}{{2}})\))?")
-_REV = re.compile(rf"\(rev ({_H}{{2}})\)")
-_PROGIF = re.compile(rf"\(prog-if ({_H}{{2}})")
-_HEX = re.compile(rf"^({_H}{{2,3}}): ((?:{_H}{{2}} ){{15}}{_H}{{2}})\s*$")
-_REGION = re.compile(r"^Region (\d): (?:Memory at (\S+)|I/O ports at (\S+)) ?(.*?)(?:\[size=(\d+)([KMGT]?)\])?\s*$")
-_CAP = re.compile(rf"^Capabilities: \[({_H}{{2,3}})(?: v(\d+))?\] (.*)$")
-_SPEED = re.compile(r"Speed ([\d.]+)GT/s")
-_WIDTH = re.compile(r"Width x(\d+)")
-_NUMA = re.compile(r"^NUMA node: (-?\d+)")
-_BUS = re.compile(rf"^Bus: primary=({_H}{{2}}), secondary=({_H}{{2}}), subordinate=({_H}{{2}})")
-_REBAR = re.compile(r"^BAR (\d): current size: (\d+)([KMGT]?B), supported: (.*)$")
+_DEVLINE = lazy_pattern(rf"^((?:{_H}{{4,8}}:)?{_H}{{2}}:{_H}{{2}}\.[0-7]) ([^:]+?)(?: \[({_H}{{4}})\])?: (.*)$")
+_IDS = lazy_pattern(rf"\[({_H}{{4}}):({_H}{{4}})\](?: \(rev ({_H}{{2}})\))?")
+_REV = lazy_pattern(rf"\(rev ({_H}{{2}})\)")
+_PROGIF = lazy_pattern(rf"\(prog-if ({_H}{{2}})")
+_HEX = lazy_pattern(rf"^({_H}{{2,3}}): ((?:{_H}{{2}} ){{15}}{_H}{{2}})\s*$")
+_REGION = lazy_pattern(r"^Region (\d): (?:Memory at (\S+)|I/O ports at (\S+)) ?(.*?)(?:\[size=(\d+)([KMGT]?)\])?\s*$")
+_CAP = lazy_pattern(rf"^Capabilities: \[({_H}{{2,3}})(?: v(\d+))?\] (.*)$")
+_SPEED = lazy_pattern(r"Speed ([\d.]+)GT/s")
+_WIDTH = lazy_pattern(r"Width x(\d+)")
+_NUMA = lazy_pattern(r"^NUMA node: (-?\d+)")
+_BUS = lazy_pattern(rf"^Bus: primary=({_H}{{2}}), secondary=({_H}{{2}}), subordinate=({_H}{{2}})")
+_REBAR = lazy_pattern(r"^BAR (\d): current size: (\d+)([KMGT]?B), supported: (.*)$")
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _PORTS = (("Root Port", 4), ("Upstream Port", 5), ("Downstream Port", 6), ("Legacy Endpoint", 1),
           ("Root Complex Integrated Endpoint", 9), ("Endpoint", 0), ("PCI-Express to PCI/PCI-X Bridge", 7))
@@ -74,12 +75,12 @@ _VENDOR_NAMES = (
     ("Broadcom Inc. and subsidiaries", 0x14E4), ("PLX Technology, Inc.", 0x10B5), ("Amazon.com, Inc.", 0x1D0F),
     ("Samsung Electronics Co Ltd", 0x144D), ("ASPEED Technology, Inc.", 0x1A03),
 )
-_PROMPT = re.compile(r"^\s*(?:\$ |# |sh-[\d.]+[#$] |\[sudo\]|\S+@\S+[:~][^$#]*[$#] |```)")
+_PROMPT = lazy_pattern(r"^\s*(?:\$ |# |sh-[\d.]+[#$] |\[sudo\]|\S+@\S+[:~][^$#]*[$#] |```)")
 
 _SNIFF_LINES = 400
 
 
-@dataclass
+@record
 class VerboseFunction:
     """What one ``lspci -v*`` block says about a function (None: not shown)."""
 
@@ -120,7 +121,7 @@ class VerboseListing(list):
 
 
 # detail labels lspci prints, recognisable at column 0 when a paste lost its indentation
-_FLAT = re.compile(r"^(Subsystem|Physical Slot|Control|Status|Latency|Interrupt|NUMA node|IOMMU group|Bus|"
+_FLAT = lazy_pattern(r"^(Subsystem|Physical Slot|Control|Status|Latency|Interrupt|NUMA node|IOMMU group|Bus|"
                    r"Region \d|Expansion ROM|Capabilities|Kernel driver in use|Kernel modules|Memory behind bridge|"
                    r"I/O behind bridge|Prefetchable memory behind bridge|Secondary status|BridgeCtl|DevCap2?|DevCtl2?|"
                    r"DevSta|LnkCap2?|LnkCtl[23]?|LnkSta2?|SltCap|SltCtl|SltSta|RootCap|RootCtl|RootSta|ACSCap|ACSCtl|"
@@ -129,7 +130,7 @@ _FLAT = re.compile(r"^(Subsystem|Physical Slot|Control|Status|Latency|Interrupt|
                    r"AERCap|HeaderLog|ARICap|ARICtl|IOVCap|IOVCtl|IOVSta|Initial VFs|VF offset|VF Migration|"
                    r"Page size|L1SubCap|L1SubCtl\d|LaneErrStat|Device Serial Number|Product Name|Read-only fields|"
                    r"End)\b[^\n]*:?")
-_SUB = re.compile(r"^(DevCap|DevCtl|DevSta|LnkCap|LnkCtl|LnkSta|SltCap|SltCtl|SltSta|RootCap|RootCtl|RootSta|"
+_SUB = lazy_pattern(r"^(DevCap|DevCtl|DevSta|LnkCap|LnkCtl|LnkSta|SltCap|SltCtl|SltSta|RootCap|RootCtl|RootSta|"
                   r"ACSCap|ACSCtl|BAR \d|Flags|Address|Masking|Pending|Vector table|PBA|Caps|Arb|Ctrl|UE|CE|AER|"
                   r"HeaderLog|ARI|IOV|Initial VFs|VF |Page size|L1Sub|LaneErrStat)")
 

@@ -29,7 +29,6 @@ and a note gives both. The merge is pure: no I/O.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from gdrcheck.errors import InputError
@@ -45,16 +44,18 @@ from gdrcheck.model import (
     frozen_map,
     root_of,
 )
+from gdrcheck.patterns import lazy_pattern
 from gdrcheck.pcie.kinds import base_kind
+from gdrcheck.record import replace
 
 BASE_KINDS = ("sysfs", "snapshot", "live", "lspci", "nccl-xml", "hwloc-xml")
 SYNTH_DOMAIN = 0xFFFF
 _NIC_FAMILY = (
-    (re.compile(r"^mlx[45]_"), 0x15B3, re.compile(r"mellanox|connectx|bluefield", re.I)),
-    (re.compile(r"^bnxt_re"), 0x14E4, re.compile(r"broadcom|netxtreme", re.I)),
-    (re.compile(r"^efa_?"), 0x1D0F, re.compile(r"amazon|elastic fabric", re.I)),
-    (re.compile(r"^(irdma|i40iw)"), 0x8086, re.compile(r"intel", re.I)),
-    (re.compile(r"^qedr"), 0x1077, re.compile(r"qlogic", re.I)),
+    (lazy_pattern(r"^mlx[45]_"), 0x15B3, lazy_pattern(r"mellanox|connectx|bluefield", re.I)),
+    (lazy_pattern(r"^bnxt_re"), 0x14E4, lazy_pattern(r"broadcom|netxtreme", re.I)),
+    (lazy_pattern(r"^efa_?"), 0x1D0F, lazy_pattern(r"amazon|elastic fabric", re.I)),
+    (lazy_pattern(r"^(irdma|i40iw)"), 0x8086, lazy_pattern(r"intel", re.I)),
+    (lazy_pattern(r"^qedr"), 0x1077, lazy_pattern(r"qlogic", re.I)),
 )
 TRUST_MATRIX = ("nvidia-smi classified the pair on the node itself from the PCIe tree the kernel sees; "
                 "a pasted tree may be cut, hand-edited or of another node")

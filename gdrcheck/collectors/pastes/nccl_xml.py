@@ -64,10 +64,11 @@ from defusedxml.ElementTree import DefusedXMLParser
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.errors import InputError
 from gdrcheck.model import CollectorStatus, Fact, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map, norm_bdf
+from gdrcheck.patterns import lazy_pattern
 
 MAX_PCI_DEPTH = 64  # PCIe allows 256 buses; no real tree is more than a dozen bridges deep
-_SPEED_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s", re.I)
-_RDMA_NAME = re.compile(r"^(mlx\d|mthca|bnxt_re|irdma|i40iw|efa|rdmap|qedr|hfi1|hns|erdma|ionic|rxe|siw|"
+_SPEED_RE = lazy_pattern(r"^\s*(\d+(?:\.\d+)?)\s*GT/s", re.I)
+_RDMA_NAME = lazy_pattern(r"^(mlx\d|mthca|bnxt_re|irdma|i40iw|efa|rdmap|qedr|hfi1|hns|erdma|ionic|rxe|siw|"
                         r"ocrdma|cxgb\d|vmw_pvrdma|mana)", re.I)
 NVSWITCH = "nvswitch"
 

@@ -14,17 +14,18 @@ the label column moves between driver versions, and newer drivers add sections
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.io.source import CommandResult, Source
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, frozen_map, norm_bdf
+from gdrcheck.patterns import lazy_pattern
+from gdrcheck.record import field, record
 
 MIB = 1 << 20
 SMI_TIMEOUT = 30.0
-_GPU_RE = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
-_SIZE_RE = re.compile(r"^(\d+)\s*(KiB|MiB|GiB|B)$", re.I)
+_GPU_RE = lazy_pattern(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
+_SIZE_RE = lazy_pattern(r"^(\d+)\s*(KiB|MiB|GiB|B)$", re.I)
 _UNITS = {"b": 1, "kib": 1 << 10, "mib": MIB, "gib": 1 << 30}
 
 # documented nvidia-smi exit codes -> (status, meaning, hint)
@@ -93,7 +94,7 @@ def _int(text: Optional[str]) -> Optional[int]:
 # text
 
 
-@dataclass
+@record
 class _Node:
     label: str
     value: Optional[str]

@@ -20,23 +20,24 @@ read where the meaning is clear raises :class:`InputError` naming the line.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.errors import InputError
+from gdrcheck.patterns import lazy_pattern
+from gdrcheck.record import field, record
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_ANSI = lazy_pattern(r"\x1b\[[0-9;]*[A-Za-z]")
 _MULTI = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
-CODE = re.compile(r"^(X|PIX|PXB|PHB|NODE|SYS|SOC|NV\d{1,3})$")
-_DEV = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|[A-Za-z][A-Za-z0-9]*_\d+)$")
-_P2P = re.compile(r"^(X|OK|CNS|GNS|TNS|NS|DR|U)$")
-_LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
-_PROMPT = re.compile(r"^\s*(?:\$ |# |sh-[\d.]+[#$] |\[sudo\]|\S+@\S+[:~][^$#]*[$#] )")
+CODE = lazy_pattern(r"^(X|PIX|PXB|PHB|NODE|SYS|SOC|NV\d{1,3})$")
+_DEV = lazy_pattern(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|[A-Za-z][A-Za-z0-9]*_\d+)$")
+_P2P = lazy_pattern(r"^(X|OK|CNS|GNS|TNS|NS|DR|U)$")
+_LEGEND = lazy_pattern(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+_PROMPT = lazy_pattern(r"^\s*(?:\$ |# |sh-[\d.]+[#$] |\[sudo\]|\S+@\S+[:~][^$#]*[$#] )")
 
 _SNIFF_LINES = 200
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TopoMatrix:
     """One matrix as printed: device names in header order, code per (row, col), affinity per GPU."""
 

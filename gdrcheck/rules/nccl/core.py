@@ -12,6 +12,7 @@ Sources (``NVIDIA/nccl`` tags; line numbers at the tag named):
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Dict, Optional, Tuple
 
 Version = Tuple[int, int, int]
@@ -72,7 +73,9 @@ def path_order(version: Version) -> Tuple[str, ...]:
     return ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS")
 
 
+@lru_cache(maxsize=None)
 def rank_in(version: Version) -> Dict[str, int]:
+    """Path type -> its rank at this version (cached: asked per pair; callers only read it)."""
     return {name: i for i, name in enumerate(path_order(version))}
 
 

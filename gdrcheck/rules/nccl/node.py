@@ -7,9 +7,10 @@ other NCCL version found, to say which pairs would be decided differently under 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from gdrcheck.patterns import lazy_pattern
+from gdrcheck.record import field, record
 from gdrcheck.rules.nccl import gdr as gdr_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl.core import (
@@ -37,7 +38,7 @@ _SM_BY_NAME = ((r"\bG?B(100|200|300)\b", 100), (r"\bG?H(100|200|800|20)\b", 90),
                (r"RTX [0-9]+ Ada|\bRTX 40[0-9]0\b", 89), (r"\bA(100|800|30)\b", 80),
                (r"\bA(10|16|2|40)\b|RTX A[0-9]+|RTX 30[0-9]0", 86), (r"\bT4\b|RTX 20[0-9]0|Quadro RTX", 75),
                (r"\bV100\b|TITAN V", 70), (r"\bP100\b", 60))
-_C2C_NAMES = re.compile(r"\bG[HB]\d{3}\b")
+_C2C_NAMES = lazy_pattern(r"\bG[HB]\d{3}\b")
 
 
 def _speed_code(gt: Optional[float]) -> int:
@@ -64,7 +65,7 @@ def rate_gbytes(text: Optional[str]) -> Optional[float]:
     return float(m.group(1)) / 8.0 if m else None
 
 
-@dataclass
+@record
 class GpuInfo:
     bdf: str
     name: Optional[str]
@@ -79,7 +80,7 @@ class GpuInfo:
     cuda_driver: Optional[int] = None  # cuDriverGetVersion, where gdrcheck read it (11070 = 11.7)
 
 
-@dataclass
+@record
 class NicInfo:
     bdf: str
     rdma: Tuple[str, ...]
@@ -89,7 +90,7 @@ class NicInfo:
     xml_gdr: Optional[bool] = None  # an NCCL XML's (or topology file's) <net gdr>
 
 
-@dataclass
+@record
 class NodeNccl:
     version: Version
     version_reason: str
@@ -106,6 +107,7 @@ class NodeNccl:
     rdma: Dict[str, Optional[bool]] = field(default_factory=dict)  # NIC -> an RDMA device NCCL's IB lists
     gdr_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
     p2p_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
+    types: Dict[Tuple[str, str], tuple] = field(default_factory=dict)  # pair -> pair_type(): asked once
 
 
 # ---------------------------------------------------------------------------
@@ -519,6 +521,7 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     node.rdma = {b: rdma_capable(ctx, b) for b in nics}
     file_cls = topo_file_classes(tree, topo, pairs, node.topo_files) if tree else {}
     types = {(p.a, p.b): pair_type(topo, p, version, st, file_cls.get((p.a, p.b))) for p in pairs}
+    node.types = types
     node.file_classes = file_cls
     _decide_gdr(node, snap, topo, pairs, types)
     _decide_p2p(node, snap, topo, pairs, types)
@@ -664,6 +667,23 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
         if p.kind != "gpu-nic" or p.b not in node.nics:
             continue
         flags[(p.a, p.b)] = nic_flag(node, snap, node.nics[p.b], node.gpus[p.a])
+    # the GPUs that could relay for each NIC (PXN): close enough to it, able to do GDR with it; whether the
+    # GPU that wants the NIC is NVLinked to one of them is asked per pair below
+    relays: Dict[str, List[Tuple[str, str, bool]]] = {}
+    for n, qs in by_nic.items():
+        if n not in node.nics:
+            continue
+        for q in qs:
+            qt = gdr_rules.distance(v, st, types[(q.a, q.b)][0], node.gpus[q.a].c2c)[0]
+            if qt is None or order.get(qt, 99) > order.get(pxn_type, order["PXB"]):
+                continue
+            if node.gpus[q.a].gdr is False or flags[(q.a, q.b)][0] is False:
+                continue
+            # 2.30 asks ncclTopoCheckGdr(peer, read=1) too (paths.cc:825-830): its level and send side
+            usable = not (v >= (2, 30, 0) and (gdr_rules.read_side(v, st, node.gpus[q.a].sm, True, single)["gdr_read"]
+                                                == "disabled" or not within(qt, st.gdr_level, v)))
+            relays.setdefault(n, []).append((q.a, qt, usable))
+    nvpeers: Dict[str, Optional[bool]] = {}
     for p in pairs:
         if p.kind != "gpu-nic" or p.b not in node.nics:
             continue
@@ -674,24 +694,15 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
         maybe_pxn = None  # a relay NCCL would take if NVLink joins them, in an input that cannot show NVLink
         if not pxn_off and (d_own is None or order.get(d_own, 99) > order["PXB"]):
             best = None
-            for q in by_nic.get(p.b, ()):
-                if q.a == p.a:
+            for qa, qt, usable in relays.get(p.b, ()):
+                if qa == p.a:
                     continue
-                qt = gdr_rules.distance(v, st, types[(q.a, q.b)][0], node.gpus[q.a].c2c)[0]
-                if qt is None or order.get(qt, 99) > order.get(pxn_type, order["PXB"]):
+                if not _nvl(topo, p.a, qa):
+                    if maybe_pxn is None and topo.nvlink_unseen(p.a, qa):
+                        maybe_pxn = qa
                     continue
-                if node.gpus[q.a].gdr is False or flags[(q.a, q.b)][0] is False:
-                    continue
-                if not _nvl(topo, p.a, q.a):
-                    if maybe_pxn is None and topo.nvlink_unseen(p.a, q.a):
-                        maybe_pxn = q.a
-                    continue
-                # 2.30 asks ncclTopoCheckGdr(peer, read=1) too (paths.cc:825-830): its level and send side
-                if v >= (2, 30, 0) and (gdr_rules.read_side(v, st, node.gpus[q.a].sm, True, single)["gdr_read"]
-                                        == "disabled" or not within(qt, st.gdr_level, v)):
-                    continue
-                if best is None or order[qt] < order[best[1]]:
-                    best = (q.a, qt)
+                if usable and (best is None or order[qt] < order[best[1]]):
+                    best = (qa, qt)
             pxn = best
         view = gdr_rules.decide(v, st, t=t, candidates=cands, nic_flag=flags[(p.a, p.b)],
                                 gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=g.c2c, pxn=pxn, mlopart=g.mlopart,
@@ -714,9 +725,9 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
                 f"it sits (NCCL_DEBUG=INFO prints 'NET/IB: Data Direct DMA Interface is detected for device "
                 f"{(node.nics[p.b].rdma or ('<dev>',))[0]}'; then NCCL_TOPO_DUMP_FILE shows the _dma device's "
                 "PCI path; NCCL_IB_DATA_DIRECT=0 turns it off)"]
-        nvpeer = None
-        if topo.snap.shows_nvlink:
-            nvpeer = any(_nvl(topo, p.a, o) for o in node.gpus if o != p.a)
+        if p.a not in nvpeers:
+            nvpeers[p.a] = any(_nvl(topo, p.a, o) for o in node.gpus if o != p.a) if topo.snap.shows_nvlink else None
+        nvpeer = nvpeers[p.a]
         if view["gdr"] == "enabled":
             view.update(gdr_rules.read_side(v, st, g.sm, nvpeer, single))
         node.gdr_view[(p.a, p.b)] = view

@@ -18,9 +18,9 @@ Sources (``NVIDIA/nccl``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from gdrcheck.record import record
 from gdrcheck.rules.nccl.core import Version, within
 
 PXB_DEFAULT_FROM = (2, 23, 0)
@@ -31,7 +31,7 @@ NVB_DISABLE_FROM = (2, 12, 7)
 CHECK_NET_FROM = (2, 14, 0)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DefaultLevel:
     level: Optional[str]  # None when it rests on a fact the input does not show, or on the job
     reason: str
@@ -76,7 +76,7 @@ def default_p2p_level(version: Version, cpu: Optional[str], n_gpus: int) -> Defa
     return DefaultLevel("SYS", f"NCCL {v} default on {cpu} (SYS)")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PairFacts:
     """What the P2P decision needs about one GPU pair (filled by the evaluator)."""
 

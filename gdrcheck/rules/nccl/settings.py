@@ -19,9 +19,9 @@ Sources (``NVIDIA/nccl``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from gdrcheck.record import field, record
 from gdrcheck.rules.nccl.core import HONOURED_ENV, LEGACY_LEVELS, NEWEST, Version, path_order
 
 _SPACE = " \t\n\v\f\r"
@@ -125,7 +125,7 @@ def conf_files(version: Version, env: Mapping[str, str], home: Mapping[str, Opti
     return files
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Setting:
     value: str
     source: str
@@ -167,7 +167,7 @@ def effective_env(version: Version, env: Optional[Mapping[str, str]], env_source
 # the settings in force
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NcclSettings:
     """NCCL's effective settings for this node at one version, and where they came from."""
 
