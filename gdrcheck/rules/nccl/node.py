@@ -663,10 +663,15 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
         if p.kind == "gpu-nic":
             by_nic.setdefault(p.b, []).append(p)
     flags: Dict[Tuple[str, str], tuple] = {}
+    asked: Dict[tuple, tuple] = {}  # nic_flag reads of the GPU only its DMA-BUF attribute and CUDA driver
     for p in pairs:
         if p.kind != "gpu-nic" or p.b not in node.nics:
             continue
-        flags[(p.a, p.b)] = nic_flag(node, snap, node.nics[p.b], node.gpus[p.a])
+        g = node.gpus[p.a]
+        key = (p.b, g.dmabuf, g.cuda_driver)
+        if key not in asked:
+            asked[key] = nic_flag(node, snap, node.nics[p.b], g)
+        flags[(p.a, p.b)] = asked[key]
     # the GPUs that could relay for each NIC (PXN): close enough to it, able to do GDR with it; whether the
     # GPU that wants the NIC is NVLinked to one of them is asked per pair below
     relays: Dict[str, List[Tuple[str, str, bool]]] = {}
