@@ -137,7 +137,7 @@ def collect_cuda_attrs(src) -> Tuple[Optional[Any], Optional[Any]]:
         rec = json.loads(text)
     except ValueError:
         return None, None
-    fact, st = facts_from_record(rec)
-    # a snapshot made without libcuda said so when it was made (its manifest); the replay then shows what a
-    # live run shows
-    return (fact, st) if fact is not None else (None, None)
+    fact, _st = facts_from_record(rec)
+    # the snapshot's manifest says what the CUDA driver answered when it was made; a replay lists the collectors
+    # a live run lists (a live run never asks CUDA), so its documents are the live run's
+    return (fact, None) if fact is not None else (None, None)

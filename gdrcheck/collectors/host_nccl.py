@@ -183,6 +183,9 @@ _TORCH = lazy_pattern(r"^torch-([^-]+)\.dist-info$")
 _TORCH_NCCL = lazy_pattern(r"^Requires-Dist:\s*nvidia-nccl-cu\d+\s*==\s*(\d+)\.(\d+)\.(\d+)", re.M)
 
 
+SITE_DIRS_FILE = "/gdrcheck/python_site_dirs.json"  # in a snapshot: the site directories the live run looked in
+
+
 def _site_dirs(ctx: HostCtx) -> List[str]:
     out: List[str] = []
     for base in PY_BASES:
@@ -190,10 +193,21 @@ def _site_dirs(ctx: HostCtx) -> List[str]:
             if n.startswith("python3"):
                 for sub in ("site-packages", "dist-packages"):
                     out.append(f"{base}/{n}/{sub}")
-    if ctx.src.live:
+    src = ctx.src
+    if src.live:
         import sys
 
-        out.extend(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+        extra = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+        if src.recording:  # the interpreter's own site directories: a replay looks in the same places
+            src.recorded[SITE_DIRS_FILE] = ("f", json.dumps(extra).encode())
+    else:
+        try:
+            extra = json.loads(src.read_text(SITE_DIRS_FILE) or "[]")
+        except ValueError:
+            extra = []
+        if not isinstance(extra, list):
+            extra = []
+    out.extend(p for p in extra if isinstance(p, str) and p.startswith("/"))
     return list(dict.fromkeys(out))
 
 

@@ -606,3 +606,31 @@ def test_recorded_reads_replay_to_the_same_facts(tmp_path):
         assert again[key].value == first[key].value, key
     assert again["iommu"].value["units"] == ["dmar0"]
     assert "nvme_core" in again["modules_loaded"].value
+
+
+def test_a_replay_looks_for_nccl_in_the_site_directories_the_live_run_used(tmp_path, monkeypatch):
+    """The interpreter's own site directories (a venv's, /opt/...) are not among the standard bases: a snapshot
+    records which ones the live run looked in, so its replay finds the same NCCL versions (an H100 VM's
+    PyTorch in /opt/torch/.venv showed 2.28.9 live and 2.28.3 replayed before)."""
+    import sys
+
+    from gdrcheck.collectors.host_nccl import SITE_DIRS_FILE, nccl_versions_fact
+    from gdrcheck.collectors.host_util import HostCtx
+
+    site = tmp_path / "venv" / "lib" / "python3.12" / "site-packages"
+    (site / "torch-2.11.0.dist-info").mkdir(parents=True)
+    (site / "torch-2.11.0.dist-info" / "METADATA").write_text("Requires-Dist: nvidia-nccl-cu13==2.28.9\n")
+    monkeypatch.setattr(sys, "path", [str(site)])
+    live = Source("/", record=True)
+    found = nccl_versions_fact(HostCtx(live, ())).value["found"]
+    assert ("2.28.9", "PyTorch 2.11.0 requirement") in {(e["version"], e["kind"]) for e in found}
+    # the replay: the recorded site list, and the listing and METADATA the capture keeps
+    replay_root = tmp_path / "replay"
+    (replay_root / "gdrcheck").mkdir(parents=True)
+    (replay_root / SITE_DIRS_FILE.lstrip("/")).write_bytes(live.recorded[SITE_DIRS_FILE][1])
+    copied = replay_root / str(site).lstrip("/") / "torch-2.11.0.dist-info"
+    copied.mkdir(parents=True)
+    (copied / "METADATA").write_text("Requires-Dist: nvidia-nccl-cu13==2.28.9\n")
+    again = nccl_versions_fact(HostCtx(Source(str(replay_root), live=False), ())).value["found"]
+    torch = [(e["version"], e["kind"]) for e in found if str(e["kind"]).startswith("PyTorch")]
+    assert [(e["version"], e["kind"]) for e in again if str(e["kind"]).startswith("PyTorch")] == torch

@@ -234,21 +234,8 @@ def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, st
     elif xml_gpu and xml_gpu.get("gdr") in ("0", "1"):
         gdr = xml_gpu["gdr"] == "1"
         gdr_src = f"NCCL's own <gpu gdr=\"{xml_gpu['gdr']}\"> in the input"
-    elif cuda and cuda.get("gdr") in (0, 1) and (cuda_driver is None or cuda_driver >= 11030):
-        # NCCL reads the attribute from CUDA driver 11.3 (v2.30.7 src/plugin/net.cc:424-436)
-        gdr = cuda["gdr"] == 1
-        gdr_src = (f"the driver's cudaDevAttrGPUDirectRDMASupported = {cuda['gdr']}, read by gdrcheck snapshot"
-                   + (f" ({name})" if name else ""))
-    elif name:
-        settle = "; 'gdrcheck snapshot' on the node reads the driver's attribute"
-        if "GeForce" in name or "TITAN" in name.upper():
-            gdr, gdr_src = False, (f"the GPU's cudaDevAttrGPUDirectRDMASupported is 0 on GeForce/TITAN parts "
-                                   f"({name}; from the model, the driver's attribute was not read{settle})")
-        else:
-            gdr, gdr_src = True, (f"the GPU supports GPUDirect RDMA ({name}; from the model, the driver's "
-                                  f"cudaDevAttrGPUDirectRDMASupported was not read{settle})")
     else:
-        gdr_src = "the GPU's GPUDirect RDMA attribute (its model is not shown)"
+        gdr, gdr_src = _gdr_flag(name, cuda, cuda_driver)
     c2c: Optional[bool] = None
     if d.extra and d.extra.get("c2c"):
         c2c = True
@@ -261,8 +248,36 @@ def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, st
     mlo, mlo_src = mlopart_info(name, sm, xml_gpu, cuda)
     dmabuf = None
     if cuda and cuda.get("dmabuf") in (0, 1):
-        dmabuf = cuda["dmabuf"] == 1
-    return GpuInfo(bdf, name, sm, sm_src, gdr, gdr_src, c2c, mlo, mlo_src, dmabuf, cuda_driver)
+        dm = snap.host.get("dmabuf")
+        model = dm.value.get("open_driver") if dm is not None and isinstance(dm.value, dict) else None
+        # as with the GDR flag: the recorded attribute speaks where the model cannot or disagrees
+        if model is None or (cuda["dmabuf"] == 1) != bool(model):
+            dmabuf = cuda["dmabuf"] == 1
+    # the CUDA driver's version speaks where the attribute does, or where it rules DMA-BUF out (before 11.7)
+    speaks = cuda_driver is not None and (dmabuf is not None or cuda_driver < 11070)
+    return GpuInfo(bdf, name, sm, sm_src, gdr, gdr_src, c2c, mlo, mlo_src, dmabuf, cuda_driver if speaks else None)
+
+
+def _gdr_flag(name: Optional[str], cuda: Optional[dict], cuda_driver: Optional[int]) -> Tuple[Optional[bool], str]:
+    """The GPU's ``cudaDevAttrGPUDirectRDMASupported`` as NCCL reads it (CUDA driver 11.3+, v2.30.7
+    ``src/plugin/net.cc:424-436``). A live run decides from the model (GeForce and TITAN parts answer 0): reading
+    the attribute needs ``cuInit``, some 200 ms. ``gdrcheck snapshot`` records the driver's answer; it speaks where
+    the model cannot (no name) or where it disagrees (a vGPU or a part the model misjudges), so a snapshot's
+    replay says what the live run says wherever the two agree."""
+    read = cuda.get("gdr") if cuda and (cuda_driver is None or cuda_driver >= 11030) else None
+    model: Optional[bool] = None
+    if name:
+        model = not ("GeForce" in name or "TITAN" in name.upper())
+    if read in (0, 1) and (model is None or (read == 1) != model):
+        said = f"the driver's cudaDevAttrGPUDirectRDMASupported = {read}, read by gdrcheck snapshot"
+        return read == 1, said + (f" (its model, {name}, says {'yes' if model else 'no'})" if name else "")
+    settle = "; gdrcheck snapshot reads the driver's cudaDevAttrGPUDirectRDMASupported"
+    if model is False:
+        return False, (f"the GPU's cudaDevAttrGPUDirectRDMASupported is 0 on GeForce/TITAN parts ({name}; from "
+                       f"the model{settle})")
+    if model:
+        return True, f"the GPU supports GPUDirect RDMA ({name}; from the model{settle})"
+    return None, "the GPU's GPUDirect RDMA attribute (its model is not shown)"
 
 
 def nic_info(snap, topo, bdf: str, rates: Mapping[str, Mapping[str, str]], topo_net: Mapping[str, str]) -> NicInfo:
