@@ -5,8 +5,9 @@ imported (about 1 ms a class; some 20 ms of every run went there). ``@record``
 gives the same class shape (fields from annotations, defaults,
 ``field(default_factory=...)``, ``replace``, value equality, a readable
 ``repr``, frozen instances that hash by value) and compiles each of a class's
-``__init__``, ``__eq__``, ``__hash__`` and ``__repr__`` the first time it is
-called: a run pays only for what it uses.
+``__eq__``, ``__hash__`` and ``__repr__`` the first time it is called, and its
+``__init__`` once the class has made a few instances (the first ones go
+through a generic one): a run pays only for what it uses.
 """
 
 from __future__ import annotations
@@ -98,9 +99,43 @@ def _compile(cls, name: str) -> None:
     type.__setattr__(cls, name, fn)
 
 
+COMPILE_AFTER = 32  # instances a class makes through the generic __init__ before its own is compiled
+
+
+def _generic_init(cls, self, args: tuple, kw: Dict[str, Any]) -> None:
+    """What the compiled ``__init__`` does, by looking the fields up: cheaper than compiling for a class that
+    makes a few instances in a run, slower per instance for one that makes thousands."""
+    names = cls.__record_fields__
+    if len(args) > len(names):
+        raise TypeError(f"{cls.__name__}() takes {len(names)} arguments but {len(args)} were given")
+    values = dict(zip(names, args))
+    for k, v in kw.items():
+        if k not in names:
+            raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {k!r}")
+        if k in values:
+            raise TypeError(f"{cls.__name__}() got multiple values for argument {k!r}")
+        values[k] = v
+    defaults = cls.__record_defaults__
+    d = self.__dict__
+    for n in names:
+        if n in values:
+            d[n] = values[n]
+            continue
+        dv = defaults.get(n, _NO_DEFAULT)
+        if dv is _NO_DEFAULT:
+            raise TypeError(f"{cls.__name__}() missing required argument: {n!r}")
+        d[n] = dv.make() if isinstance(dv, _Factory) else dv
+
+
 def _stub(cls, name: str):
+    made = [0]
+
     def first_use(self, *args, **kw):
         if cls.__dict__.get(name) is first_use:
+            if name == "__init__" and made[0] < COMPILE_AFTER:
+                made[0] += 1
+                _generic_init(cls, self, args, kw)
+                return None
             _compile(cls, name)
         return getattr(cls, name)(self, *args, **kw)
     first_use.__name__ = name

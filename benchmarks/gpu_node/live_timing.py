@@ -119,6 +119,10 @@ def split() -> None:
         print(f"    {k:<46} {v * 1000:8.1f} ms")
 
 
+# what pip writes for the `gdrcheck` console script (no runpy, unlike `python3 -m gdrcheck`)
+CONSOLE_SCRIPT = "import sys\nfrom gdrcheck.cli.entry import main\nsys.exit(main())\n"
+
+
 def main() -> None:
     if sys.argv[1:] == ["--split"]:
         split()
@@ -137,6 +141,7 @@ def main() -> None:
         "gdrcheck pairs --json": (g + ["pairs", "--json"], None),
         "gdrcheck pairs": (g + ["pairs"], None),
         "-S gdrcheck pairs --json": (gs + ["pairs", "--json"], env_s),
+        "-S console script: gdrcheck pairs --json": ([py, "-S", "-c", CONSOLE_SCRIPT, "pairs", "--json"], env_s),
         "-S gdrcheck pairs": (gs + ["pairs"], env_s),
         "-S gdrcheck topology --json": (gs + ["topology", "--json"], env_s),
         "-S gdrcheck check --format npd": (gs + ["check", "--format", "npd"], env_s),
@@ -151,7 +156,8 @@ def main() -> None:
     for k, v in med.items():
         print(f"{k:<44} {v:8.1f} ms  (min {min(times[k]) * 1000:.1f}, max {max(times[k]) * 1000:.1f}, n={n})")
     smi, floor = med["nvidia-smi topo -m"], med["floor: python3 -S, click + pynvml + NVML"]
-    for k in ("gdrcheck pairs --json", "-S gdrcheck pairs --json", "-S gdrcheck pairs"):
+    for k in ("gdrcheck pairs --json", "-S gdrcheck pairs --json", "-S console script: gdrcheck pairs --json",
+              "-S gdrcheck pairs"):
         print(f"{k}: {med[k] / smi:.2f}x nvidia-smi topo -m; {med[k] - floor:+.1f} ms over the floor")
     print("one live pairs --json run, in one process (python3 -S):")
     subprocess.run([py, "-S", __file__, "--split"], env=env_s)

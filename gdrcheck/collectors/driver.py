@@ -67,7 +67,6 @@ def _missing(gpus: Sequence[DriverGpu], devices: Sequence[PciFunction], who: str
 def collect_driver(src: Source, devices: Sequence[PciFunction], nvml=None) -> DriverFacts:
     """``nvml``: the waiter :func:`gdrcheck.collectors.nvml.begin_nvml` gave, when NVML was asked early."""
     from gdrcheck.collectors.nvml import collect_nvml
-    from gdrcheck.collectors.pastes.nvidia_smi import collect_nvidia_smi, rows_to_gpus
 
     nv = nvml() if nvml is not None else collect_nvml(src)
     facts = DriverFacts(statuses=[nv.status])
@@ -79,6 +78,8 @@ def collect_driver(src: Source, devices: Sequence[PciFunction], nvml=None) -> Dr
         facts.common_ancestor = dict(nv.common_ancestor)
         facts.statuses.extend(_missing(facts.gpus, devices, "NVML"))
         return facts
+    from gdrcheck.collectors.pastes.nvidia_smi import collect_nvidia_smi, rows_to_gpus
+
     rows, st = collect_nvidia_smi(src)
     facts.statuses.append(st)
     if rows:

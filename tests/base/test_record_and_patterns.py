@@ -63,3 +63,21 @@ def test_lazy_pattern_behaves_as_compiled():
     assert p.sub("x", "1-2") == "x"
     with pytest.raises(AttributeError):
         p.no_such_method
+
+
+@record(frozen=True)
+class Many:
+    a: int
+    b: Tuple[int, ...] = field(default_factory=tuple)
+    c: str = "x"
+
+
+def test_the_generic_and_the_compiled_init_agree():
+    from gdrcheck.record import COMPILE_AFTER
+
+    made = [Many(i, c=str(i)) for i in range(COMPILE_AFTER + 8)]  # the first through the generic __init__
+    assert [m.a for m in made] == list(range(COMPILE_AFTER + 8)) and all(m.b == () for m in made)
+    assert made[0] == Many(0, (), "0") and made[-1] == Many(COMPILE_AFTER + 7, c=str(COMPILE_AFTER + 7))
+    for bad in (lambda: Many(), lambda: Many(1, (), "x", 4), lambda: Many(1, a=2), lambda: Many(1, d=3)):
+        with pytest.raises(TypeError):
+            bad()
