@@ -138,6 +138,9 @@ def _p2pdma_config(ctx: HostCtx) -> Fact:
 # -- CPU and virtualisation ----------------------------------------------------
 
 
+CPUINFO_HEAD = 32 << 10  # bytes of /proc/cpuinfo read: a few processors' blocks
+
+
 def _cpuinfo_fields(text: str) -> Dict[str, str]:
     """First value of each key in /proc/cpuinfo (the first processor's block wins)."""
     out: Dict[str, str] = {}
@@ -154,7 +157,9 @@ def _cpuinfo_fields(text: str) -> Dict[str, str]:
 def _cpu(ctx: HostCtx) -> Dict[str, Fact]:
     src = ctx.src
     path = "/proc/cpuinfo"
-    text = src.read_text(path)
+    # the first processor's block decides; the kernel writes the file one CPU at a time as it is read, and on
+    # a large node the whole of it (hundreds of CPUs, each asked its clock) costs tens of milliseconds
+    text = src.read_text(path, CPUINFO_HEAD)
     if text is None:
         f = failed(src, path)
         return {"cpu_vendor": f, "cpu_family": f, "cpu_arch": f, "cpu_hypervisor_flag": f}
