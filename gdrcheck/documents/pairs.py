@@ -148,7 +148,7 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> Dict[str, Any]:
     for v in evaluation.verdicts.values():
         counts[v] = counts.get(v, 0) + 1
     doc["summary"] = {"pairs": len(pairs), "verdicts": counts,
-                      "findings": {s: sum(1 for f in evaluation.findings if f.severity == s)
+                      "findings": {s: sum(f.weight for f in evaluation.findings if f.severity == s)
                                    for s in ("error", "warning", "info")}}
     doc["collectors"] = collectors_doc(snap)
     if snap.notes:
@@ -210,7 +210,8 @@ def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
     from gdrcheck.rules import by_code
 
     rule = by_code().get(first.code)
-    return headline(first.code, rule.name if rule else first.severity, first.subject, len(hits) - 1)
+    return headline(first.code, rule.name if rule else first.severity, first.subject,
+                    sum(f.weight for f in hits) - 1)
 
 
 def headline(code: str, name: str, subject, more: int) -> str:

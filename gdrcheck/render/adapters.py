@@ -37,7 +37,8 @@ def _counts(doc: Dict[str, Any]) -> Dict[str, int]:
 
 
 def nagios(doc: Dict[str, Any]) -> Tuple[str, int]:
-    sev = {s: sum(1 for f in doc["findings"] if f["severity"] == s) for s in ("error", "warning", "info")}
+    sev = {s: sum(f.get("folded", 1) for f in doc["findings"] if f["severity"] == s)
+           for s in ("error", "warning", "info")}
     # the node's status decides (fail: CRITICAL, unknown: UNKNOWN); a passing node with warnings below
     # --fail-on is Nagios' WARNING
     from gdrcheck.status import NAGIOS_OF_STATUS, NAGIOS_WARNING
@@ -64,7 +65,8 @@ def _headline(findings: List[Dict[str, Any]], rules: Dict[str, Any]) -> str:
 
     first = sorted(findings, key=lambda f: f["code"])[0]
     name = (rules.get(first["code"]) or {}).get("name")
-    return headline(first["code"], name or first["severity"], first["subject"], len(findings) - 1)
+    return headline(first["code"], name or first["severity"], first["subject"],
+                    sum(f.get("folded", 1) for f in findings) - 1)
 
 
 def usage_line(fmt: str, message: str) -> str:
@@ -74,6 +76,15 @@ def usage_line(fmt: str, message: str) -> str:
     if fmt == "nagios":
         return "GDRCHECK UNKNOWN - " + _fit("gdrcheck error: " + message) + "\n"
     return _fit("gdrcheck error: " + message) + "\n"
+
+
+def _first_said(f: Dict[str, Any]) -> str:
+    """A finding's message; a folded one's without the count of pairs like it (the line counts them all)."""
+    from gdrcheck.rules.engine import folded_suffix
+
+    msg = f["message"]
+    suffix = folded_suffix(f["folded"]) if f.get("folded") else ""
+    return msg[: -len(suffix)] if suffix and msg.endswith(suffix) else msg
 
 
 def check_text(doc: Dict[str, Any]) -> Tuple[str, int]:
@@ -90,9 +101,10 @@ def check_text(doc: Dict[str, Any]) -> Tuple[str, int]:
         groups.setdefault((f["code"], f["severity"]), []).append(f)
     order = {"error": 0, "warning": 1, "info": 2}
     for (fcode, sev), items in sorted(groups.items(), key=lambda kv: (order[kv[0][1]], kv[0][0])):
-        more = f" (+{len(items) - 1} more like it)" if len(items) > 1 else ""
-        lines.append(f"  {fcode} {sev:<7} {items[0]['message']}{more}")
-    quiet = len(doc["findings"]) - len(shown)
+        n = sum(f.get("folded", 1) for f in items) - 1
+        more = f" (+{n} more like it)" if n else ""
+        lines.append(f"  {fcode} {sev:<7} {_first_said(items[0])}{more}")
+    quiet = sum(f.get("folded", 1) for f in doc["findings"]) - sum(f.get("folded", 1) for f in shown)
     if quiet:
         lines.append(f"  ({quiet} informational finding{'s' if quiet > 1 else ''}: gdrcheck pairs shows them)")
     if shown:

@@ -150,7 +150,8 @@ def _render_findings(doc, console) -> None:
             put(console, f"    - {f['message']}", 6)
             if len(f.get("pairs") or ()) > 1:
                 shown = [f"{names.get(a, a)}-{names.get(b, b)}" for a, b in f["pairs"][:PAIRS_SHOWN]]
-                more = f", ... and {len(f['pairs']) - PAIRS_SHOWN} more" if len(f["pairs"]) > PAIRS_SHOWN else ""
+                more = (f", ... and {len(f['pairs']) - PAIRS_SHOWN} more: see --json" if len(f["pairs"]) > PAIRS_SHOWN
+                        else "")
                 put(console, f"      ({', '.join(shown)}{more})", 7)
         if len(items) > 8:
             put(console, f"    - ... and {len(items) - 8} more (see --json)", 6)

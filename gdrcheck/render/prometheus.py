@@ -120,7 +120,9 @@ def render_prometheus(pairs: Dict[str, Any], bar1: Optional[Dict[str, Any]], top
     codes: Dict[Tuple[str, str], int] = {}
     for f in pairs["findings"]:
         key = (f["code"], f["severity"])
-        codes[key] = codes.get(key, 0) + max(1, len(f.get("subject") or ()))
+        # a finding folded from per-pair ones counts each pair's two devices, as they were before folding
+        said = 2 * f["folded"] if f.get("folded") else max(1, len(f.get("subject") or ()))
+        codes[key] = codes.get(key, 0) + said
     o.metric("gdrcheck_findings", "gauge", "Subjects (devices, pairs, facilities) per finding code.",
              [({"code": c, "severity": s}, n) for (c, s), n in sorted(codes.items())])
     gpus = (bar1 or {}).get("gpus") or []

@@ -54,7 +54,8 @@ class Finding:
     degraded, or None for a finding that does not move verdicts). ``fold``: for
     a finding about one pair, what it says without naming the pair, shared by
     every pair it would say it of; findings that repeat for many pairs become
-    one (``gdrcheck.rules.engine.fold_repeats``).
+    one that names the first and lists them all (``gdrcheck.rules.engine.fold_repeats``),
+    and every count counts it as the findings it stands for (``weight``).
     """
 
     code: str
@@ -68,16 +69,15 @@ class Finding:
     fold: str = ""
 
     @property
-    def folded(self) -> bool:
-        return bool(self.fold) and len(self.pairs) > 1
-
-    def text(self) -> str:
-        """The message; a folded finding's says how many pairs it concerns."""
-        return f"{len(self.pairs)} pairs: {self.fold}" if self.folded else self.message
+    def weight(self) -> int:
+        """How many findings this one stands for: a finding folded from per-pair ones, one per pair."""
+        return len(self.pairs) if self.fold and len(self.pairs) > 1 else 1
 
     def to_doc(self) -> Dict[str, Any]:
         doc: Dict[str, Any] = {"code": self.code, "severity": self.severity, "subject": list(self.subject),
-                               "message": self.text()}
+                               "message": self.message}
+        if self.weight > 1:
+            doc["folded"] = self.weight
         if self.effect:
             doc["effect"] = self.effect
         if self.evidence:

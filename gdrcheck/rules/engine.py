@@ -146,24 +146,38 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
         fs = by_pair.get(key, ())
         evaluation.verdicts[key] = worst_verdict(f.effect for f in fs)
         evaluation.pair_findings[key] = sorted({f.code for f in fs})
-    evaluation.findings = fold_repeats(evaluation.findings)
+    evaluation.findings = fold_repeats(evaluation.findings, {(p.a, p.b): p.kind for p in pairs})
     return evaluation
 
 
-FOLD_OVER = 8  # a finding said of more pairs than this (what a text listing shows one by one) is said once
+FOLD_OVER = 8  # a code said of more pairs than this (what a text listing shows one by one) is folded
 
 
-def fold_repeats(findings: List[Finding]) -> List[Finding]:
-    """Per-pair findings that say the same thing (code, severity, effect, what settles it, and the message
-    without the pair) of more than FOLD_OVER pairs become one finding listing the pairs, where the first
-    of them stood: on a large fabric, thousands of lines that differ only in the pair they name."""
-    groups: Dict[tuple, List[int]] = {}
-    for i, f in enumerate(findings):
-        if f.fold and len(f.pairs) == 1:
-            groups.setdefault((f.code, f.severity, f.effect, f.settle, f.fold), []).append(i)
-    big = {idx[0]: idx for idx in groups.values() if len(idx) > FOLD_OVER}
-    if not big:
+def folded_suffix(n: int) -> str:
+    """What a finding folded from ``n`` per-pair ones adds to the first one's message."""
+    return f" (and {n - 1} more pair{'s' if n > 2 else ''} like it)"
+
+
+def fold_repeats(findings: List[Finding], kinds: Dict[Tuple[str, str], str]) -> List[Finding]:
+    """Per-pair findings that say the same thing (code, severity, effect, what settles it, the message without
+    the pair, and the kind of pair) become one finding where the first of them stood: its message is the
+    first one's, with how many more pairs say the same, its ``pairs`` all of them. Only a code said of more than
+    FOLD_OVER pairs is folded, all of its groups alike: on a large fabric, thousands of lines that differ
+    only in the pair they name. ``kinds``: pair -> gpu-gpu, gpu-nic, gpu-nvme (a group never mixes kinds,
+    so restricting an evaluation to some kinds keeps or drops a folded finding whole)."""
+    foldable = [f.fold and len(f.pairs) == 1 and tuple(f.subject) == f.pairs[0] for f in findings]
+    per_code: Dict[Tuple[str, str], int] = {}
+    for f, ok in zip(findings, foldable):
+        if ok:
+            per_code[(f.code, f.severity)] = per_code.get((f.code, f.severity), 0) + 1
+    if not any(n > FOLD_OVER for n in per_code.values()):
         return findings
+    groups: Dict[tuple, List[int]] = {}
+    for i, (f, ok) in enumerate(zip(findings, foldable)):
+        if ok and per_code[(f.code, f.severity)] > FOLD_OVER:
+            key = (f.code, f.severity, f.effect, f.settle, f.fold, kinds.get(f.pairs[0]))
+            groups.setdefault(key, []).append(i)
+    big = {idx[0]: idx for idx in groups.values() if len(idx) > 1}
     drop = {i for idx in big.values() for i in idx[1:]}
     out: List[Finding] = []
     for i, f in enumerate(findings):
@@ -171,8 +185,10 @@ def fold_repeats(findings: List[Finding]) -> List[Finding]:
             continue
         if i in big:
             members = [findings[j] for j in big[i]]
-            subject = sorted({s for m in members for s in m.subject}, key=bdf_key)
-            f = replace(f, subject=tuple(subject), message=f.fold, pairs=tuple(m.pairs[0] for m in members))
+            first = set(f.subject)
+            rest = sorted({s for m in members[1:] for s in m.subject} - first, key=bdf_key)
+            f = replace(f, subject=tuple(f.subject) + tuple(rest), pairs=tuple(m.pairs[0] for m in members),
+                        message=f.message + folded_suffix(len(members)))
         out.append(f)
     return out
 

@@ -1,0 +1,47 @@
+"""Findings said of many pairs are one finding listing them, and every count still counts what was said.
+
+Real inputs: the DGX-1's `nvidia-smi topo -mp` (16 GPU pairs across sockets, 28 P2P statuses unknown) folds;
+Azure NDv2's NCCL dump folds its 28 GPU pairs' "NVLink not in this input" and keeps its 8 GPU-NIC pairs beyond
+NCCL's GDR level one by one.
+"""
+
+from __future__ import annotations
+
+from support.cli_util import run
+
+from gdrcheck.collectors.inputs import load_facts
+from gdrcheck.documents.pairs import pairs_doc
+from gdrcheck.rules.engine import FOLD_OVER, evaluate
+
+
+def _doc(path):
+    return pairs_doc(evaluate(load_facts(str(path), want_driver=True, endpoint_config=False)))
+
+
+def test_a_code_said_of_many_pairs_is_one_finding_naming_the_first(realworld):
+    doc = _doc(realworld / "gengwg-dgx1" / "nvidia-smi-topo-mp.txt")
+    sys3 = [f for f in doc["findings"] if f["code"] == "GDR003"]
+    assert len(sys3) == 1 and sys3[0]["folded"] == 16 and len(sys3[0]["pairs"]) == 16
+    assert sys3[0]["message"].startswith("GPU0 (ffff:00:00.0) and GPU4 (ffff:04:00.0) are on different NUMA nodes")
+    assert sys3[0]["message"].endswith("(and 15 more pairs like it)")
+    assert sys3[0]["subject"][:2] == ["ffff:00:00.0", "ffff:04:00.0"]  # the first pair's, then the others
+    # every pair still names the code; the counts count what was said, folded or not
+    assert sum("GDR003" in p["findings"] for p in doc["pairs"]) == 16
+    assert doc["summary"]["findings"]["warning"] == 24
+    assert doc["summary_line"].endswith("(+29 more)")
+
+
+def test_engines_count_the_pairs_of_a_folded_finding(realworld):
+    path = realworld / "gengwg-dgx1" / "nvidia-smi-topo-mp.txt"
+    nagios = run("check", "--format", "nagios", "--from", path).stdout
+    assert "warnings=24;" in nagios.splitlines()[0]
+    prom = run("check", "--format", "prometheus", "--from", path).stdout
+    assert 'gdrcheck_findings{code="GDR003",severity="warning"} 32' in prom
+    text = run("check", "--from", path).stdout
+    assert "GPU0 (ffff:00:00.0) and GPU4 (ffff:04:00.0) are on different NUMA nodes (SYS) (+15 more like it)" in text
+
+
+def test_a_code_said_of_few_pairs_stays_one_finding_per_pair(realworld):
+    doc = _doc(realworld / "azure-ndv2" / "nccl-topo.xml")
+    beyond = [f for f in doc["findings"] if f["code"] == "GDR001"]  # NICs beyond NCCL's GDR level, one per GPU
+    assert len(beyond) == FOLD_OVER and not any("folded" in f for f in beyond)  # each keeps its own line
