@@ -234,13 +234,14 @@ def _proc_names(procs: List[Dict[str, Any]]) -> None:
             continue
 
 
-def _query_gpu(ask: _Asker, h: Any, index: int, names: bool) -> Dict[str, Any]:
+def _query_gpu(ask: _Asker, h: Any, index: int, names: bool, full: bool = True) -> Dict[str, Any]:
     errors: Dict[str, Any] = {}
     g: Dict[str, Any] = {"index": index, "errors": errors}
     g["bus_id"] = ask(errors, "pci", "nvmlDeviceGetPciInfo", h, conv=lambda p: _text(p.busId))
     g["name"] = ask(errors, "name", "nvmlDeviceGetName", h, conv=_text)
     g["uuid"] = ask(errors, "uuid", "nvmlDeviceGetUUID", h, conv=_text)
-    g["serial"] = ask(errors, "serial", "nvmlDeviceGetSerial", h, conv=_text)
+    if full:  # no document shows it: a snapshot keeps it, a plain run does not ask
+        g["serial"] = ask(errors, "serial", "nvmlDeviceGetSerial", h, conv=_text)
     bar1 = ask(errors, "bar1", "nvmlDeviceGetBAR1MemoryInfo", h,
                conv=lambda b: {"total": int(b.bar1Total), "used": int(b.bar1Used), "free": int(b.bar1Free)})
     if bar1 is not None:
@@ -312,7 +313,7 @@ def query_nvml(nv: Any, names: bool = True, full: bool = True) -> Dict[str, Any]
                 rec["gpus"].append({"index": i, "handle_error": herr.get("handle")})
                 continue
             try:
-                g = _query_gpu(ask, h, i, names)
+                g = _query_gpu(ask, h, i, names, full)
             except Exception as e:  # noqa: BLE001 - an answer of an unexpected shape
                 rec["gpus"].append({"index": i, "handle_error": error_doc(e)})
                 continue

@@ -214,10 +214,13 @@ def test_p2p_uses_literal_indexes(live):
 
 
 def test_a_plain_run_asks_only_what_verdicts_use(live):
-    facts, _ = live(fake_pynvml(["00000000:18:00.0", "00000000:2A:00.0"]))
+    mod = fake_pynvml(["00000000:18:00.0", "00000000:2A:00.0"])
+    facts, _ = live(mod)
     assert set(facts.p2p_status) == {("0000:18:00.0", "0000:2a:00.0", "read"),
                                      ("0000:18:00.0", "0000:2a:00.0", "write")}
     assert facts.common_ancestor == {}
+    assert "nvmlDeviceGetSerial" not in mod.calls  # no document shows it; a snapshot keeps it
+    assert mod.calls.count("nvmlDeviceGetP2PStatus") == 2  # read and write, once per unordered pair
 
 
 def test_bindings_missing(live):
