@@ -1,0 +1,39 @@
+"""What a command loads is what it needs: `topology --json` no rules and no rich, any `--json` no rich,
+and a run from a file never the NVIDIA bindings (a live run loads them in its own thread)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from support.cli_util import ROOT
+
+PROBE = ("import sys, runpy\n"
+         "sys.argv = ['gdrcheck'] + sys.argv[1:]\n"
+         "try:\n"
+         "    runpy.run_module('gdrcheck', run_name='__main__')\n"
+         "except SystemExit:\n"
+         "    pass\n"
+         "sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)))\n")
+
+
+def _modules(*args):
+    p = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    line = [ln for ln in p.stderr.splitlines() if ln.startswith("MODULES ")][-1]
+    return set(line.split()[1:])
+
+
+@pytest.mark.parametrize("args,absent", [
+    (("topology", "--json"), ("gdrcheck.rules", "gdrcheck.rules.engine", "rich", "pynvml", "tarfile")),
+    (("pairs", "--json"), ("rich", "pynvml", "tarfile")),
+    (("check", "--format", "npd"), ("rich", "pynvml")),
+])
+def test_a_command_loads_only_what_it_needs(tmp_path, args, absent):
+    from benchmarks.trees.servers import build
+
+    build(tmp_path / "node", gpus=2, nics=2, nvme=1, sockets=1, nested=False)  # a sysfs tree, as lstopo reads
+    loaded = _modules(*args, "--from", str(tmp_path / "node"))
+    assert "gdrcheck.collectors.gather" in loaded  # the run did happen
+    assert not (set(absent) & loaded), sorted(set(absent) & loaded)
