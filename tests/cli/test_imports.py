@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from support.cli_util import ROOT
 
 PROBE = ("import sys, runpy\n"
