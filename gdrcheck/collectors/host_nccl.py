@@ -232,6 +232,8 @@ def nccl_versions_fact(ctx: HostCtx) -> Fact:
             plugins.append(f"{d}/libnccl-net.so")
     for site in _site_dirs(ctx):
         for n in src.listdir(site):
+            if not n.startswith(("nvidia_nccl", "torch-")):  # a venv lists hundreds; only these two can match
+                continue
             m = _WHEEL.match(n)
             if m:
                 found.append({"version": ".".join(m.groups()), "where": f"{site}/{n}", "kind": "pip wheel"})
