@@ -80,7 +80,7 @@ def usage_line(fmt: str, message: str) -> str:
 
 def _first_said(f: Dict[str, Any]) -> str:
     """A finding's message; a folded one's without the count of pairs like it (the line counts them all)."""
-    from gdrcheck.rules.engine import folded_suffix
+    from gdrcheck.rules.base import folded_suffix
 
     msg = f["message"]
     suffix = folded_suffix(f["folded"]) if f.get("folded") else ""

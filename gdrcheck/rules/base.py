@@ -89,6 +89,11 @@ class Finding:
         return doc
 
 
+def folded_suffix(n: int) -> str:
+    """What a finding folded from ``n`` per-pair ones adds to the first one's message."""
+    return f" (and {n - 1} more pair{'s' if n > 2 else ''} like it)"
+
+
 @record(frozen=True)
 class Options:
     """Settings that change how facts are judged."""

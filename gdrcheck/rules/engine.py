@@ -12,7 +12,7 @@ from gdrcheck.model import Snapshot, bdf_key
 from gdrcheck.pcie.topology import Topology
 from gdrcheck.record import field, record, replace
 from gdrcheck.rules import nccl
-from gdrcheck.rules.base import Context, Finding, Options, PairInfo
+from gdrcheck.rules.base import Context, Finding, Options, PairInfo, folded_suffix
 from gdrcheck.status import severity_for, worst_verdict
 
 
@@ -151,11 +151,6 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
 
 
 FOLD_OVER = 8  # a code said of more pairs than this (what a text listing shows one by one) is folded
-
-
-def folded_suffix(n: int) -> str:
-    """What a finding folded from ``n`` per-pair ones adds to the first one's message."""
-    return f" (and {n - 1} more pair{'s' if n > 2 else ''} like it)"
 
 
 def fold_repeats(findings: List[Finding], kinds: Dict[Tuple[str, str], str]) -> List[Finding]:
