@@ -82,14 +82,15 @@ class Run:
         self.watchdog = None
         return not spoke
 
-    def load(self, want_driver: bool = True, endpoint_config: bool = False):
-        """The facts of the input (this machine or ``--from``), redacted as asked."""
+    def load(self, want_driver: bool = True, endpoint_config: bool = False, while_waiting=None):
+        """The facts of the input (this machine or ``--from``), redacted as asked. ``while_waiting``: what to
+        load while a live run waits for the NVIDIA driver."""
         from gdrcheck.collectors.inputs import load_facts
 
         progress = progress_reporter() if self.live else None
         try:
             facts = load_facts(self.from_path, want_driver=want_driver, endpoint_config=endpoint_config,
-                               progress=progress, deadline=self.deadline)
+                               progress=progress, deadline=self.deadline, while_waiting=while_waiting)
         finally:
             end_progress(progress)
         return redacted(facts, self.redact)
@@ -157,7 +158,8 @@ class Run:
 
 def run_view(view, run: Run, options: Any = None) -> int:
     """load -> evaluate -> document -> emit, the one way every node command goes; the exit status."""
-    facts = run.load(want_driver=view.want_driver, endpoint_config=view.endpoint_config)
+    facts = run.load(want_driver=view.want_driver, endpoint_config=view.endpoint_config,
+                     while_waiting=view.prepare)
     subject = view.subject(facts, options)
     out = view.document(subject, run)
     if isinstance(out, str):

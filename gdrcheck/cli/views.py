@@ -8,7 +8,8 @@ Also the small decisions behind options (an NCCL version, a size, ``--require``)
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, Optional, Sequence
+from importlib import import_module
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import click
 
@@ -88,6 +89,17 @@ class View:
 
         return evaluate(facts, options)
 
+    def prepare(self) -> None:
+        """Load what judges the facts and writes the document, while a live run waits for the driver."""
+        from gdrcheck.rules import registry
+
+        registry()
+        for name in self.prepares:
+            import_module(name)
+
+    prepares: Tuple[str, ...] = ("gdrcheck.documents.pairs", "gdrcheck.documents.fingerprint", "hashlib",
+                                 "gdrcheck.render.json_out")
+
     def document(self, subject, run):  # a JSON document, or text ready to print
         raise NotImplementedError
 
@@ -106,6 +118,9 @@ class TopologyView(View):
         from gdrcheck.pcie.topology import Topology
 
         return Topology(facts)
+
+    def prepare(self) -> None:
+        import_module("gdrcheck.documents.topology")
 
     def document(self, topo, run):
         from gdrcheck.documents.topology import topology_doc

@@ -48,8 +48,11 @@ def _out_of_time(dl, what: str, statuses: List[CollectorStatus]) -> bool:
 
 
 def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = True, want_names: bool = True,
-           progress: Optional[Callable[[str], None]] = None) -> Snapshot:
-    """All facts of one machine (live, a ``--from`` tree or an unpacked snapshot)."""
+           progress: Optional[Callable[[str], None]] = None,
+           while_waiting: Optional[Callable[[], None]] = None) -> Snapshot:
+    """All facts of one machine (live, a ``--from`` tree or an unpacked snapshot). ``while_waiting`` runs
+    just before a live run waits for NVML's answers: the caller's own work (loading what judges the facts)
+    then overlaps the driver's, whose calls release the GIL."""
     from gdrcheck.collectors.host import collect_host
     from gdrcheck.collectors.sysfs_pci import collect_sysfs_pci
 
@@ -85,6 +88,8 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
         from gdrcheck.collectors.driver import collect_driver
 
         say("asking the NVIDIA driver (NVML, nvidia-smi)")
+        if pending_nvml is not None and while_waiting is not None:
+            while_waiting()
         drv = collect_driver(src, devices, nvml=pending_nvml)
         gpus, nvlinks, p2p, shows_nvlink = drv.gpus, drv.nvlinks, drv.p2p_status, drv.shows_nvlink
         statuses.extend(drv.statuses)

@@ -399,10 +399,12 @@ def _archive_root(tmp: str) -> str:
 
 
 def load_facts(from_path, *, want_driver: bool = True, endpoint_config: bool = True,
-               progress: Optional[Callable[[str], None]] = None, deadline=None) -> Snapshot:
+               progress: Optional[Callable[[str], None]] = None, deadline=None,
+               while_waiting: Optional[Callable[[], None]] = None) -> Snapshot:
     """Read the facts once, from wherever they are (within ``deadline``, a :class:`gdrcheck.io.deadline.Deadline`).
 
     ``from_path`` is None (this machine), one path, or several paths of one node (merged).
+    ``while_waiting``: work the caller has for the time a live run waits on the NVIDIA driver.
     """
     from gdrcheck.collectors.gather import gather
 
@@ -415,7 +417,8 @@ def load_facts(from_path, *, want_driver: bool = True, endpoint_config: bool = T
         if isinstance(src, Snapshot):
             return src
         src.deadline = deadline
-        return gather(src, want_driver=want_driver, endpoint_config=endpoint_config, progress=progress)
+        return gather(src, want_driver=want_driver, endpoint_config=endpoint_config, progress=progress,
+                      while_waiting=while_waiting)
 
 
 def load_many(paths, *, want_driver: bool = True, endpoint_config: bool = True, deadline=None) -> Snapshot:
