@@ -93,6 +93,9 @@ def dump_flags(path: str):
 LINE_PAIR = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for GPU (\S+) / HCA (\S+)")
 LINE_HCA = re.compile(r"NET/(\S+) : GPU Direct RDMA (Enabled|Disabled) for HCA (\d+) '([^']+)'")
 LINE_DMABUF = re.compile(r"DMA-BUF is available on GPU device (\d+)")
+# v2.28.9 src/transport/p2p.cc:386-398 and shm.cc:128: "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read"
+# (rank[NVML index] of each end); a GPU pair NCCL connects over SHM or NET does not use P2P
+LINE_CHANNEL = re.compile(r"Channel \d+(?:/\d+)? : \d+\[(\d+)\] -> \d+\[(\d+)\] via (P2P|SHM|NET)(\S*)")
 
 
 def compare(nccl: dict, live: dict, dumped: dict) -> dict:
@@ -147,6 +150,21 @@ def compare(nccl: dict, live: dict, dumped: dict) -> dict:
         check(f"gdr-line GPU {m.group(2)} HCA {m.group(3)}", None, m.group(0))
     for m in LINE_HCA.finditer(log):
         check(f"hca-line {m.group(4)}", None, m.group(0))
+    by_index = {d.get("gpu_index"): d["bdf"] for d in live.get("devices", ()) if d.get("kind") == "gpu"}
+    seen = {}
+    for a, b, how, rest in LINE_CHANNEL.findall(log):
+        ga, gb = by_index.get(int(a)), by_index.get(int(b))
+        if ga and gb and ga != gb:
+            seen.setdefault(tuple(sorted((ga, gb))), set()).add(how + rest)
+    gg = {(p["a"], p["b"]): p for p in live.get("pairs", ()) if p["kind"] == "gpu-gpu"}
+    for key, hows in sorted(seen.items()):
+        p = gg.get(key)
+        word = (p or {}).get("nccl", {}).get("p2p")
+        used = any(h.startswith("P2P") for h in hows)
+        agree = word == "unknown" or (word == "enabled") == used
+        check(f"p2p {key[0]}-{key[1]}", agree if p else False,
+              f"NCCL connected them via {', '.join(sorted(hows))}; gdrcheck p2p={word} "
+              f"({(p or {}).get('path')}; {(p or {}).get('nccl', {}).get('reason')})")
     dm = sorted(set(LINE_DMABUF.findall(log)))
     check("dmabuf-line", None, f"NCCL: DMA-BUF available on GPU device(s) {dm or 'none'}")
     for k in ("version", "version_reason", "gdr_level", "p2p_level", "cpu"):
