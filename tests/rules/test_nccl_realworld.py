@@ -39,3 +39,29 @@ def test_ibm_cloud_h100_dump(realworld):
     # every far NIC is reached through the NVLinked GPU under it (PXN), if that GPU is in the communicator
     assert far and all(v["gdr"] == "enabled" and v["via"] and v["depends_on"] for v in far)
     assert doc["nccl"]["cpu"]["kind"] == "intel"
+
+
+def _p2p(path, env=None):
+    from gdrcheck.rules.base import Options
+
+    doc = pairs_doc(evaluate(load_facts(str(path)), Options(nccl_version="2.28.9", env=env or {})))
+    (pair,) = [p for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
+    return pair
+
+
+def test_two_nvlinked_h100s_as_nccl_connected_them():
+    """NCCL 2.28.9 on two H100s joined through NVSwitch (fixtures/nccl-dump-h100-x2-vm). Live, with NVML's P2P
+    status, gdrcheck's decision was the transport NCCL chose under every setting the harness ran (NOTE.md
+    there). From the dump alone, NVML's status is not shown: NCCL asks it only once the level check passes
+    (v2.28.9 paths.cc), so the settings that fail the level are decided, the others wait on the status."""
+    d = FIXTURES / "nccl-dump-h100-x2-vm"
+    log = (d / "nccl-debug-excerpt.log").read_text()
+    assert "via P2P/CUMEM" in log and "GPU/0-70 (2/370.8/NVL)" in log
+    pair = _p2p(d / "nccl-topo.xml")
+    assert pair["path"] == "NV18" and pair["nccl"]["path_type"] == "NVL" and pair["nccl"]["within_p2p_level"]
+    assert pair["nccl"]["p2p"] == "unknown" and any("NVML P2P" in x for x in pair["nccl"]["depends_on"])
+    for env, word in (({"NCCL_P2P_DISABLE": "1"}, "disabled"), ({"NCCL_P2P_LEVEL": "LOC"}, "disabled"),
+                      ({"NCCL_P2P_LEVEL": "NVL"}, "unknown"), ({"NCCL_P2P_LEVEL": "loc"}, "unknown")):
+        got = _p2p(d / "nccl-topo.xml", env)["nccl"]
+        assert got["p2p"] == word, (env, got)
+    assert _p2p(d / "nccl-topo.xml", {"NCCL_P2P_LEVEL": "loc"})["nccl"]["p2p_level"] == "PXB"  # "loc" is ignored
