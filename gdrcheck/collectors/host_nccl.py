@@ -252,14 +252,21 @@ def nccl_versions_fact(ctx: HostCtx) -> Fact:
 
 def rdma_port_rates_fact(ctx: HostCtx) -> Fact:
     """``{rdma device: {port: rate text}}`` from /sys/class/infiniband/*/ports/*/rate (NCCL's NET speed)."""
-    base = "/sys/class/infiniband"
+    return Fact(_port_attribute(ctx, "rate", lambda text: text), source=f"{IB_CLASS}/*/ports/*/rate")
+
+
+IB_CLASS = "/sys/class/infiniband"
+
+
+def _port_attribute(ctx: HostCtx, name: str, conv) -> Dict[str, Dict[str, str]]:
+    """``{rdma device: {port: conv(text)}}`` for one attribute file of every port of every RDMA device."""
     out: Dict[str, Dict[str, str]] = {}
-    for dev in listdir_kept(ctx.src, base):
-        for port in listdir_kept(ctx.src, f"{base}/{dev}/ports"):
-            rate = ctx.src.read_line(f"{base}/{dev}/ports/{port}/rate")
-            if rate:
-                out.setdefault(dev, {})[port] = rate
-    return Fact(out, source=f"{base}/*/ports/*/rate")
+    for dev in listdir_kept(ctx.src, IB_CLASS):
+        for port in listdir_kept(ctx.src, f"{IB_CLASS}/{dev}/ports"):
+            text = ctx.src.read_line(f"{IB_CLASS}/{dev}/ports/{port}/{name}")
+            if text:
+                out.setdefault(dev, {})[port] = conv(text)
+    return out
 
 
 BCM_LINKS = "/sys/kernel/pci_switch_link/virtual_switch_links"
@@ -285,11 +292,5 @@ def bcm_switch_links_fact(ctx: HostCtx) -> Fact:
 def rdma_port_states_fact(ctx: HostCtx) -> Fact:
     """``{rdma device: {port: state}}`` from /sys/class/infiniband/*/ports/*/state (``4: ACTIVE``): NCCL's IB
     transport lists only ACTIVE ports (v2.30.7 ``net_ib/init.cc:363``; v2.18.1 ``net_ib.cc:210``)."""
-    base = "/sys/class/infiniband"
-    out: Dict[str, Dict[str, str]] = {}
-    for dev in listdir_kept(ctx.src, base):
-        for port in listdir_kept(ctx.src, f"{base}/{dev}/ports"):
-            state = ctx.src.read_line(f"{base}/{dev}/ports/{port}/state")
-            if state:
-                out.setdefault(dev, {})[port] = state.split(":", 1)[-1].strip()
-    return Fact(out, source=f"{base}/*/ports/*/state")
+    return Fact(_port_attribute(ctx, "state", lambda text: text.split(":", 1)[-1].strip()),
+                source=f"{IB_CLASS}/*/ports/*/state")

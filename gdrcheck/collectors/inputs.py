@@ -297,7 +297,7 @@ def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[o
         yield Source("/", record=record)
         return
     if not os.path.exists(from_path):
-        raise InputError(f"{from_path}: no such file or directory")
+        raise InputError(f"{from_path or repr(from_path)}: no such file or directory")
     if os.path.isdir(from_path):
         require_machine(from_path, from_path)
         yield Source(from_path, live=False, label=from_path)
@@ -431,7 +431,7 @@ def load_many(paths, *, want_driver: bool = True, endpoint_config: bool = True, 
             snap = load_facts(p, want_driver=want_driver, endpoint_config=endpoint_config, deadline=deadline)
             parts.append(Part(os.path.basename(os.path.normpath(p)) or p, snap.input_kind, snap))
         elif not os.path.exists(p):
-            raise InputError(f"{p}: no such file or directory")
+            raise InputError(f"{p or repr(p)}: no such file or directory")
         else:
             parts.append(read_part(p))
     seen = {}

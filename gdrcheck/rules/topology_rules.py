@@ -150,6 +150,10 @@ def _distance_finding(ctx: Context, p, view: Dict):
     return None
 
 
+NVLINK_SETTLE = ("run gdrcheck on the node (NVML shows NVLink), or give an NCCL topology dump made there "
+                 "(NCCL_TOPO_DUMP_FILE) or nvidia-smi topo -m")
+
+
 def _check_levels(ctx: Context) -> Iterable[Finding]:
     st = ctx.nccl
     best = _closest(ctx)
@@ -162,18 +166,14 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
             said = (f"{p.nvlink_unknown}; the PCIe path ({p.pcie_path or '/'.join(p.candidates) or 'unknown'}) "
                     "decides P2P only where no NVLink joins them")
             yield Finding(NVLINK_UNSEEN.code, "info", (p.a, p.b), f"{pair_label(ctx, p)}: {said}",
-                          pairs=((p.a, p.b),), effect="unknown", fold=said,
-                          settle="run gdrcheck on the node (NVML shows NVLink), or give an NCCL topology dump "
-                          "made there (NCCL_TOPO_DUMP_FILE) or nvidia-smi topo -m")
+                          pairs=((p.a, p.b),), effect="unknown", fold=said, settle=NVLINK_SETTLE)
             continue
         if p.kind == "gpu-nic" and view.get("gdr") == "unknown" and view.get("within_gdr_level") is False \
                 and any("NVLink joins" in d for d in view.get("depends_on", ())):
             said = (f"too far apart for GPUDirect RDMA directly ({p.pcie_path}), but NCCL sends through an NVLinked "
                     "GPU closer to the NIC (PXN) where NVLink joins them, and this input cannot show NVLink")
             yield Finding(NVLINK_UNSEEN.code, "info", (p.a, p.b), f"{pair_label(ctx, p)}: {said}",
-                          pairs=((p.a, p.b),), effect="unknown", fold=said,
-                          settle="run gdrcheck on the node (NVML shows NVLink), or give an NCCL topology dump made "
-                          "there (NCCL_TOPO_DUMP_FILE) or nvidia-smi topo -m")
+                          pairs=((p.a, p.b),), effect="unknown", fold=said, settle=NVLINK_SETTLE)
             continue
         if p.pcie_path is None and not p.nvlinks:
             unplaced = ctx.snap.unplaced and (p.a in ctx.snap.unplaced or p.b in ctx.snap.unplaced)
