@@ -279,6 +279,8 @@ def bcm_switch_links_fact(ctx: HostCtx) -> Fact:
     from gdrcheck.model import is_bdf
 
     out: Dict[str, list] = {}
+    if not ctx.src.listdir(BCM_LINKS):  # no Broadcom switch driver: nothing to look up per switch port
+        return Fact(out, source=BCM_LINKS)
     for d in ctx.devices:
         if d.vendor != 0x1000 or not d.is_bridge:
             continue

@@ -291,8 +291,6 @@ def remove_temp_dirs() -> None:
 @contextlib.contextmanager
 def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[object]:
     """Yield a :class:`Source` (live, directory, archive) or a parsed :class:`Snapshot`."""
-    import shutil
-    import tempfile
     if from_path is None:
         yield Source("/", record=record)
         return
@@ -303,6 +301,9 @@ def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[o
         yield Source(from_path, live=False, label=from_path)
         return
     if _is_archive(from_path):
+        import shutil
+        import tempfile
+
         tmp = tempfile.mkdtemp(prefix="gdrcheck-")
         _TEMP_DIRS.add(tmp)
         try:

@@ -63,12 +63,17 @@ def parse_speed(text: Optional[str]) -> Optional[float]:
     return float(m.group(1)) if m else None
 
 
+_NO_REGION = "0x0000000000000000 0x0000000000000000 0x0000000000000000"
+
+
 def parse_resource(text: Optional[str]) -> Tuple[Bar, ...]:
     """sysfs ``resource``: ``start end flags`` per line; only lines holding a region."""
     if not text:
         return ()
     bars = []
     for i, line in enumerate(text.splitlines()):
+        if line == _NO_REGION:  # most of the file: the kernel writes every unused resource as zeros
+            continue
         parts = line.split()
         if len(parts) != 3:
             continue

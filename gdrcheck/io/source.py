@@ -131,17 +131,15 @@ class Source:
         cand = posixpath.join(rparent, name)
         result: Optional[str] = cand
         if follow_last:
+            # one readlink says both whether the name is a link and where it leads: EINVAL for a file or a
+            # directory, ENOENT when missing (the read that follows says so)
             try:
-                st = os.lstat(self._host(cand))
+                target = os.readlink(self._host(cand))
             except OSError:
-                st = None  # missing: the read that follows says so
-            if st is not None and stat.S_ISLNK(st.st_mode):
+                target = None
+            if target is not None:
                 hops[0] += 1
                 if hops[0] > MAX_LINK_HOPS:
-                    return None
-                try:
-                    target = os.readlink(self._host(cand))
-                except OSError:
                     return None
                 self._note(cand, "l", target)
                 nxt = posixpath.normpath(target if target.startswith("/") else posixpath.join(rparent, target))
