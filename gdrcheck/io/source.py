@@ -278,13 +278,23 @@ class Source:
         return names
 
     def exists(self, path: str) -> bool:
-        real = self.resolve(path)
-        if real is None:
-            return False
-        try:
-            st = os.stat(self._host(real), follow_symlinks=False)
-        except OSError:
-            return False
+        real = self._fast_parent(path)
+        st = None
+        if real is not None:  # one lstat in a resolved directory; only a link takes the walk below
+            try:
+                st = os.lstat(self._host(real))
+            except OSError:
+                return False
+            if stat.S_ISLNK(st.st_mode):
+                st = None
+        if st is None:
+            real = self.resolve(path)
+            if real is None:
+                return False
+            try:
+                st = os.stat(self._host(real), follow_symlinks=False)
+            except OSError:
+                return False
         if stat.S_ISDIR(st.st_mode):
             self._note(real, "d")
         elif stat.S_ISREG(st.st_mode) and self.recording and real not in self.recorded:
