@@ -124,6 +124,8 @@ def parse(args):
     """``(command, keyword arguments)`` for a plain command line of a node command; None for anything else."""
     if not args or args[0] not in COMMANDS or os.environ.get("_GDRCHECK_COMPLETE"):  # click's shell completion
         return None
+    if not all(isinstance(a, str) for a in args):
+        return None
     command, table = args[0], COMMANDS[args[0]]
     by_name = {name: opt for opt in table for name in opt.names}
     given = {}

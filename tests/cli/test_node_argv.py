@@ -292,3 +292,29 @@ def test_an_input_error_is_one_line_on_both_ways(args, status, stdout, tmp_path,
     assert run() == quick
     code, out, err = quick
     assert code == status and out.startswith(stdout) and err.startswith("gdrcheck: error: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("raised,status,last", [
+    (RuntimeError("boom\nagain"), 3,
+     "gdrcheck: internal error: RuntimeError: boom again (GDRCHECK_DEBUG=1 shows where)"),
+    (KeyboardInterrupt(), 130, "gdrcheck: interrupted"),
+    (RecursionError(), 2, "gdrcheck: error: input nests too deeply"),
+])
+def test_what_a_run_raises_ends_the_same_on_both_ways(raised, status, last, monkeypatch, capsys):
+    from gdrcheck.cli.entry import run_command_line
+
+    def fails(**_):
+        raise raised
+
+    monkeypatch.delenv("GDRCHECK_DEBUG", raising=False)
+    monkeypatch.setattr(node_commands, "pairs", fails)
+
+    def run():
+        with pytest.raises(SystemExit) as e:
+            run_command_line(["pairs", "--json", "--from", "x"])
+        out, err = capsys.readouterr()
+        return e.value.code, out, err.splitlines()[-1]  # click writes a new line before its Abort
+
+    quick = run()
+    monkeypatch.setattr(node_argv, "parse", lambda args: None)
+    assert run() == quick == (status, "", last)
