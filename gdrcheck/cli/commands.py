@@ -1,5 +1,9 @@
 """The command line: the commands and their options, nothing more.
 
+The one declaration of the command line and the only place help and usage errors come from. What the
+node commands do is in :mod:`gdrcheck.cli.node_commands`; a plain command line of one of them runs
+there without click (:mod:`gdrcheck.cli.node_argv`, whose table tests hold to these declarations).
+
 Each command hands what it was given to :func:`gdrcheck.cli.run.run_view` with a view from
 :mod:`gdrcheck.cli.views` (which facts, which document, which text, which exit status); the
 entry point with its one-line errors is :mod:`gdrcheck.cli.entry`.
@@ -10,7 +14,7 @@ from __future__ import annotations
 import click
 
 from gdrcheck import __version__
-from gdrcheck.cli import views
+from gdrcheck.cli import node_commands, views
 from gdrcheck.cli.run import Run, fmt_of, run_view
 from gdrcheck.status import EXIT_PASS
 
@@ -91,10 +95,9 @@ def nccl_option(f):
 @topology_formats
 @click.option("--all", "show_all", is_flag=True, help="show every PCI function, not only the paths that matter")
 @run_options
-def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
+def topology(**params):
     """The PCIe tree that matters: root complexes, switches, GPUs, NICs, NVMe."""
-    run = Run(fmt_of(fmt, as_json), output, from_path, timeout, redact)
-    return run_view(views.TopologyView(show_all), run)
+    return node_commands.topology(**params)
 
 
 @cli.command()
@@ -104,11 +107,9 @@ def topology(from_path, fmt, as_json, redact, show_all, timeout, output):
 @nccl_option
 @click.option("--jsonl", "as_jsonl", is_flag=True, help="the JSON document on one line (for 'host: line' streams)")
 @run_options
-def pairs(from_path, fmt, as_json, redact, fail_on, nccl_version, as_jsonl, timeout, output):
+def pairs(**params):
     """Every GPU-GPU, GPU-NIC and GPU-NVMe pair: path class, NCCL's decision, verdict and findings."""
-    fmt = fmt_of(fmt_of(fmt, as_json), as_jsonl, "jsonl")
-    options = views.options_of(nccl_version)
-    return run_view(views.PairsView(fail_on), Run(fmt, output, from_path, timeout, redact), options)
+    return node_commands.pairs(**params)
 
 
 @cli.command()
@@ -191,11 +192,9 @@ def probe(from_path, fmt, as_json, redact, fail_on, nccl_version, dry_run, risky
 @click.option("--max-used", "bar1_used_max", type=click.FloatRange(0, 100), default=90.0, show_default=True,
               help="BAR1 use (percent) above which it is a finding")
 @run_options
-def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max, timeout, output):
+def bar1(**params):
     """BAR1 aperture per GPU (total, used, free) against what GPUDirect needs."""
-    options = views.options_of(None, min_bar1, bar1_used_max)
-    run = Run(fmt_of(fmt, as_json), output, from_path, timeout, redact)
-    return run_view(views.Bar1View(fail_on), run, options)
+    return node_commands.bar1(**params)
 
 
 CHECK_FORMATS = ("text", "json", "jsonl", "nhc", "npd", "nagios", "prometheus")
@@ -215,16 +214,13 @@ CHECK_FORMATS = ("text", "json", "jsonl", "nhc", "npd", "nagios", "prometheus")
 @fail_on_option
 @nccl_option
 @run_options
-def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, nccl_version, timeout, output):
+def check(**params):
     """The gate for health checks: pass, fail or unknown, in the format the engine reads.
 
     Exit status: the contract's 0/1/3 (2 bad usage); --format npd maps 3 to 2,
     --format nagios gives 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
     """
-    fmt = "jsonl" if as_jsonl else fmt
-    view = views.CheckView(fmt, require, per_pair_metrics, fail_on)
-    options = views.options_of(nccl_version)
-    return run_view(view, Run(fmt, output, from_path, timeout, redact), options)
+    return node_commands.check(**params)
 
 
 @cli.command()
@@ -233,10 +229,9 @@ def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, 
 @click.option("--addresses", is_flag=True, help="with --explain: PCI addresses instead of positions (gpu0, nic1)")
 @click.option("--json", "as_json", is_flag=True, help="hashes, lines and positions as JSON")
 @run_options
-def fingerprint(from_path, explain, addresses, as_json, timeout, output):
+def fingerprint(**params):
     """One line that is identical on identically built nodes (for clush -b / --diff and fleet grouping)."""
-    run = Run("json" if as_json else "text", output, from_path, timeout)
-    return run_view(views.FingerprintView(explain, addresses), run)
+    return node_commands.fingerprint(**params)
 
 
 @cli.command()

@@ -93,48 +93,71 @@ def _usage_status(argv, message: str = "") -> int:
 
 
 def run_command_line(argv=None) -> None:
-    """The command line with one-line errors, never a traceback."""
-    import click
-
-    from gdrcheck.cli.commands import cli
-    from gdrcheck.errors import InputError
-
+    """The command line with one-line errors, never a traceback. A plain node command line runs without
+    click (:mod:`gdrcheck.cli.node_argv`); click reads everything else, and only then loads."""
     try:
-        rv = cli.main(args=argv, prog_name="gdrcheck", standalone_mode=False)
-        sys.exit(rv if isinstance(rv, int) else EXIT_PASS)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except click.exceptions.Abort:
+        sys.exit(_status(_run(argv)))
+    except KeyboardInterrupt:
         sys.stderr.write("gdrcheck: interrupted\n")
         sys.exit(EXIT_INTERRUPTED)
-    except click.ClickException as e:
+    except Exception as e:  # noqa: BLE001 - the contract promises no traceback
+        sys.exit(_error_status(e, argv))
+
+
+def _run(argv):
+    from gdrcheck.cli import node_argv
+
+    plain = node_argv.parse(sys.argv[1:] if argv is None else list(argv))
+    if plain is not None:
+        from gdrcheck.cli import node_commands
+
+        command, kwargs = plain
+        return getattr(node_commands, command)(**kwargs)
+    from gdrcheck.cli.commands import cli
+
+    return cli.main(args=argv, prog_name="gdrcheck", standalone_mode=False)
+
+
+def _status(rv) -> int:
+    return rv if isinstance(rv, int) else EXIT_PASS
+
+
+def _error_status(e: Exception, argv) -> int:
+    """The one line an error gets on stderr (and stdout for the engines that read it), and the exit status.
+    click is looked at only where it was loaded: a plain node command line never loads it."""
+    from gdrcheck.errors import InputError
+
+    click = sys.modules.get("click")
+    if click is not None and isinstance(e, click.ClickException):
         msg = e.format_message()
         ctx = getattr(e, "ctx", None)
         if isinstance(e, click.UsageError) and ctx is not None:
             msg = f"{msg} (try '{ctx.command_path} --help')"
         sys.stderr.write(f"gdrcheck: error: {msg}\n")
-        sys.exit(_usage_status(argv, _one_line(msg)) if isinstance(e, click.UsageError) or e.exit_code == EXIT_USAGE
-                 else e.exit_code)
-    except InputError as e:
+        if isinstance(e, click.UsageError) or e.exit_code == EXIT_USAGE:
+            return _usage_status(argv, _one_line(msg))
+        return e.exit_code
+    if click is not None and isinstance(e, click.exceptions.Exit):
+        return e.exit_code
+    if click is not None and isinstance(e, click.exceptions.Abort):
+        sys.stderr.write("gdrcheck: interrupted\n")
+        return EXIT_INTERRUPTED
+    if isinstance(e, InputError):
         sys.stderr.write(f"gdrcheck: error: {_one_line(str(e))}\n")
-        sys.exit(_usage_status(argv, _one_line(str(e))))
-    except BrokenPipeError:  # the reader of stdout went away: nothing to say (rules, explain)
+        return _usage_status(argv, _one_line(str(e)))
+    if isinstance(e, BrokenPipeError):  # the reader of stdout went away: nothing to say (rules, explain)
         from gdrcheck.io.output import stdout_closed
 
         stdout_closed()
-        sys.exit(EXIT_PASS)
-    except KeyboardInterrupt:
-        sys.stderr.write("gdrcheck: interrupted\n")
-        sys.exit(EXIT_INTERRUPTED)
-    except RecursionError:
+        return EXIT_PASS
+    if isinstance(e, RecursionError):
         sys.stderr.write("gdrcheck: error: input nests too deeply\n")
-        sys.exit(EXIT_USAGE)
-    except Exception as e:  # noqa: BLE001 - the contract promises no traceback
-        if os.environ.get("GDRCHECK_DEBUG"):
-            raise
-        sys.stderr.write(f"gdrcheck: internal error: {e.__class__.__name__}: {_one_line(str(e))} "
-                         "(GDRCHECK_DEBUG=1 shows where)\n")
-        sys.exit(EXIT_UNKNOWN)
+        return EXIT_USAGE
+    if os.environ.get("GDRCHECK_DEBUG"):
+        raise e
+    sys.stderr.write(f"gdrcheck: internal error: {e.__class__.__name__}: {_one_line(str(e))} "
+                     "(GDRCHECK_DEBUG=1 shows where)\n")
+    return EXIT_UNKNOWN
 
 
 def _one_line(text: str) -> str:

@@ -16,13 +16,16 @@ from typing import Any, Callable, Optional
 def fmt_of(fmt: str, as_json: bool, flag: str = "json") -> str:
     """The format asked for: ``--json`` (or ``--jsonl``, ``flag``) is ``--format json``; with another
     ``--format`` it is a usage error, not a silent choice of one of the two."""
-    if not as_json:
-        return fmt
-    if fmt not in ("text", flag):
+    if formats_conflict(fmt, as_json, flag):
         import click
 
         raise click.UsageError(f"--{flag} and --format {fmt} ask for two different outputs; give one")
-    return flag
+    return flag if as_json else fmt
+
+
+def formats_conflict(fmt: str, as_json: bool, flag: str = "json") -> bool:
+    """Whether ``--json`` (``flag``) was given with another ``--format`` (:func:`fmt_of` refuses it)."""
+    return as_json and fmt not in ("text", flag)
 
 
 def redacted(facts, redact: bool):

@@ -11,49 +11,66 @@ import sys
 from importlib import import_module
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-import click
-
 from gdrcheck.status import EXIT_PASS, EXIT_UNKNOWN
 
 
 def options_of(nccl_version: Optional[str], min_bar1: Optional[str] = None,
                bar1_used_max: Optional[float] = None):
     """The rules' options from the command line; a bad value is a usage error naming its option."""
-    import re
-
     from gdrcheck.rules import nccl
     from gdrcheck.rules.base import Options
 
-    if nccl_version is not None and not re.fullmatch(r"\s*v?\d{1,3}\.\d{1,3}(\.\d{1,3})?\s*", nccl_version):
-        raise click.BadParameter(f"not an NCCL version: {nccl_version[:40]!r} (expected e.g. 2.21.5)",
-                                 param_hint="--nccl-version")
-    try:
-        asked = nccl.parse_version(nccl_version)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--nccl-version") from None
+    asked = _or_bad_parameter(nccl_version_of, nccl_version, "--nccl-version")
     if asked > nccl.NEWEST:
         newest = ".".join(map(str, nccl.NEWEST))
         sys.stderr.write(f"gdrcheck: note: NCCL {nccl_version.strip()} is newer than the newest release gdrcheck "
                          f"knows; judged with the rules of NCCL {newest}\n")
     kw: Dict[str, Any] = {"nccl_version": nccl_version}
     if min_bar1 is not None:
-        kw["min_bar1_bytes"] = _parse_size(min_bar1)
+        kw["min_bar1_bytes"] = _or_bad_parameter(size_of, min_bar1, "--min-bar1")
     if bar1_used_max is not None:
         kw["bar1_used_max_pct"] = bar1_used_max
     return Options(**kw)
 
 
-def _parse_size(text: str) -> int:
+def _or_bad_parameter(check, text, option: str):
+    """``check(text)``, its ValueError a usage error naming ``option`` (click loads only then)."""
+    try:
+        return check(text)
+    except ValueError as e:
+        import click
+
+        raise click.BadParameter(str(e), param_hint=option) from None
+
+
+def nccl_version_of(text: Optional[str]):
+    """``--nccl-version``: the version asked for (the newest known when None); ValueError when it is not one."""
+    import re
+
+    from gdrcheck.rules import nccl
+
+    if text is not None and not re.fullmatch(r"\s*v?\d{1,3}\.\d{1,3}(\.\d{1,3})?\s*", text):
+        raise ValueError(f"not an NCCL version: {text[:40]!r} (expected e.g. 2.21.5)")
+    return nccl.parse_version(text)
+
+
+def size_of(text: str) -> int:
+    """``--min-bar1``: bytes; ValueError when it is not a size."""
     from gdrcheck.units import parse_size
 
     n = parse_size(text)
     if n is None:
-        raise click.BadParameter(f"not a size: {text!r} (e.g. 1GiB, 256MiB)", param_hint="--min-bar1")
+        raise ValueError(f"not a size: {text!r} (e.g. 1GiB, 256MiB)")
     return n
 
 
 def requirements(text: Optional[str]) -> Sequence[str]:
     """``--require``: the capabilities named (gdr, p2p, gds); all three when not given."""
+    return _or_bad_parameter(requirements_of, text, "--require")
+
+
+def requirements_of(text: Optional[str]) -> Sequence[str]:
+    """``--require`` as :func:`requirements`; ValueError when it names none or something else."""
     from gdrcheck.rules.engine import PAIR_KIND_OF
 
     if text is None:
@@ -61,8 +78,7 @@ def requirements(text: Optional[str]) -> Sequence[str]:
     caps = [c.strip().lower() for c in text.split(",") if c.strip()]
     bad = [c for c in caps if c not in PAIR_KIND_OF]
     if bad or not caps:
-        raise click.BadParameter(f"{text!r}: name one or more of gdr, p2p, gds, comma-separated",
-                                 param_hint="--require")
+        raise ValueError(f"{text!r}: name one or more of gdr, p2p, gds, comma-separated")
     return caps
 
 

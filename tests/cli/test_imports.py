@@ -1,5 +1,6 @@
 """What a command loads is what it needs: `topology --json` no rules and no rich, any `--json` no rich,
-and a run from a file never the NVIDIA bindings (a live run loads them in its own thread)."""
+a plain node command line no click, and a run from a file never the NVIDIA bindings (a live run loads
+them in its own thread)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,10 @@ def _modules(*args):
 
 
 @pytest.mark.parametrize("args,absent", [
-    (("topology", "--json"), ("gdrcheck.rules", "gdrcheck.rules.engine", "rich", "pynvml", "tarfile")),
-    (("pairs", "--json"), ("rich", "pynvml", "tarfile")),
-    (("check", "--format", "npd"), ("rich", "pynvml")),
+    (("topology", "--json"), ("gdrcheck.rules", "gdrcheck.rules.engine", "rich", "pynvml", "tarfile", "click")),
+    (("pairs", "--json"), ("rich", "pynvml", "tarfile", "click")),
+    (("check", "--format", "npd"), ("rich", "pynvml", "click")),
+    (("check", "--format", "nagios"), ("rich", "pynvml", "click")),
 ])
 def test_a_command_loads_only_what_it_needs(tmp_path, args, absent):
     from benchmarks.trees.servers import build
@@ -38,6 +40,32 @@ def test_a_command_loads_only_what_it_needs(tmp_path, args, absent):
     loaded = _modules(*args, "--from", str(tmp_path / "node"))
     assert "gdrcheck.collectors.gather" in loaded  # the run did happen
     assert not (set(absent) & loaded), sorted(set(absent) & loaded)
+
+
+MAIN_PROBE = ("import sys\n"
+              "from gdrcheck.cli.entry import main\n"
+              "try:\n"
+              "    main(sys.argv[1:])\n"
+              "except SystemExit as e:\n"
+              "    sys.stderr.write(f'STATUS {e.code}\\n')\n"
+              "sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)))\n")
+
+
+@pytest.mark.parametrize("args", [("topology", "--json"), ("pairs", "--json"), ("check", "--format", "nagios")])
+def test_a_plain_node_command_line_does_not_load_click(tmp_path, args):
+    """main([...]) as a program calls it: click loads only for help, usage errors and the other commands."""
+    from benchmarks.trees.servers import build
+
+    build(tmp_path / "node", gpus=2, nics=2, nvme=1, sockets=1, nested=False)
+    p = subprocess.run([sys.executable, "-c", MAIN_PROBE, *args, "--from", str(tmp_path / "node")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    loaded = set([ln for ln in p.stderr.splitlines() if ln.startswith("MODULES ")][-1].split()[1:])
+    assert "gdrcheck.collectors.gather" in loaded and "STATUS " in p.stderr and p.stdout
+    assert "click" not in loaded
+    bad = subprocess.run([sys.executable, "-c", MAIN_PROBE, *args, "--from", str(tmp_path / "node"), "--timeout",
+                          "-1"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "click" in [ln for ln in bad.stderr.splitlines() if ln.startswith("MODULES ")][-1].split()
+    assert "gdrcheck: error: Invalid value for '--timeout'" in bad.stderr
 
 
 @pytest.mark.parametrize("code,status,err", [(3, 3, ""), (None, 0, ""), ("stopped", 1, "stopped\n")])
