@@ -12,8 +12,10 @@ gdrcheck runs under ``python3 -S`` with its dependencies on PYTHONPATH: a Python
 start-up that leaves out the site packages' ``.pth`` files, which on some images
 (a CA bundle hook, editable installs) cost more than gdrcheck itself; ``--site``
 runs a plain ``python3`` instead. The floors (``python3 -c pass``, ``python3 -S -c
-pass``, and a click console script that parses the same options and does nothing)
-are measured in the same run.
+pass``, and a click console script that parses the same options and does nothing: the
+design card's floor, which a plain node command line no longer pays, since
+:mod:`gdrcheck.cli.node_argv` reads it without click) are measured in the same run;
+"over py" is a run's time above ``python3 -S -c pass``.
 
 The split (imports / reads / evaluate / document / JSON) comes from running the
 stages in one process, each timed, medians of the runs: what is left of a run's
@@ -54,11 +56,9 @@ main()
 # the stages of `pairs --json` (or `topology --json`), each timed in one process
 SPLIT = """
 import json, sys, time
-t0 = time.perf_counter()
-import click  # noqa: F401  (the CLI's own import, counted apart)
 t1 = time.perf_counter()
 command, path = sys.argv[1], sys.argv[2]
-from gdrcheck.cli import entry, commands  # noqa: F401
+from gdrcheck.cli import entry, node_argv, node_commands  # noqa: F401  (what a plain node command line loads)
 from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.render.json_out import render_json
 if command == "pairs":
@@ -77,14 +77,15 @@ doc = pairs_doc(subject) if command == "pairs" else topology_doc(subject)
 t5 = time.perf_counter()
 text = render_json(doc)
 t6 = time.perf_counter()
-print(json.dumps({"click": t1 - t0, "imports": t2 - t1, "reads": t3 - t2, "evaluate": t4 - t3,
+print(json.dumps({"imports": t2 - t1, "reads": t3 - t2, "evaluate": t4 - t3,
                   "document": t5 - t4, "json": t6 - t5, "bytes": len(text)}))
 """
 
 
 def timed(argv, env=None):
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    # cwd: `python3 -m gdrcheck` imports from the current directory first, so every run starts in this checkout
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     _, _, ru = os.wait4(p.pid, 0)
     return time.perf_counter() - t0, ru.ru_maxrss  # KiB on Linux
 
@@ -126,10 +127,10 @@ def main() -> None:
         floor_ms = {k: median_ms([timed(v, env)[0] for _ in range(a.runs)]) for k, v in floors.items()}
         for k, v in floor_ms.items():
             print(f"floor  {k:<44}{v:>8.1f} ms")
-        click_floor = list(floor_ms.values())[-1]
+        py_floor = floor_ms[f"{' '.join(['python3'] + pyargs[1:])} -c pass"]
         print(f"gdrcheck runs as: {' '.join(['python3'] + pyargs[1:])} -m gdrcheck ...; medians of {a.runs}")
         print(f"{'tree':<19}{'funcs':>6}{'pairs':>7}{'topology':>10}{'x lstopo':>9}{'pairs --json':>13}"
-              f"{'x lstopo':>9}{'lstopo':>8}{'over click':>11}{'peak MiB':>9}")
+              f"{'x lstopo':>9}{'lstopo':>8}{'over py':>9}{'peak MiB':>9}")
         splits = []
         for label, kw in trees:
             root = tmp / label.replace(" ", "_").replace("+", "_").replace(",", "")
@@ -145,27 +146,28 @@ def main() -> None:
                 if lstopo:
                     runs["lstopo"].append(timed([lstopo, "--whole-io", "--of", "xml"],
                                                 dict(os.environ, HWLOC_FSROOT=str(root), HWLOC_COMPONENTS="-x86"))[0])
-            out = subprocess.run(pyargs + ["-m", "gdrcheck", "pairs", "--json", "--from", str(root)], env=env,
+            out = subprocess.run(pyargs + ["-m", "gdrcheck", "pairs", "--json", "--from", str(root)], env=env, cwd=ROOT,
                                  capture_output=True, text=True).stdout
             n_pairs = len(json.loads(out)["pairs"]) if out.strip() else 0
             med = {k: median_ms(v) for k, v in runs.items()}
             print(f"{label:<19}{len(t.funcs):>6}{n_pairs:>7}{med['topology']:>8.1f}ms"
                   f"{med['topology'] / med['lstopo']:>8.1f}x{med['pairs']:>11.1f}ms"
                   f"{med['pairs'] / med['lstopo']:>8.1f}x{med['lstopo']:>6.1f}ms"
-                  f"{med['pairs'] - click_floor:>9.1f}ms{peak / 1024:>9.1f}")
+                  f"{med['pairs'] - py_floor:>7.1f}ms{peak / 1024:>9.1f}")
             for command in ("topology", "pairs"):
                 parts = [json.loads(subprocess.run(pyargs + [str(split_py), command, str(root)], env=env,
                                                    capture_output=True, text=True).stdout)
                          for _ in range(max(3, a.runs // 2))]
                 splits.append((label, command, {k: median_ms([p[k] for p in parts])
-                                                for k in ("click", "imports", "reads", "evaluate", "document",
+                                                for k in ("imports", "reads", "evaluate", "document",
                                                           "json")}, parts[0]["bytes"]))
         print()
-        print("split, in one process (ms): click = importing click; imports = gdrcheck's modules for the command")
-        print(f"{'tree':<19}{'command':<10}{'click':>7}{'imports':>8}{'reads':>8}{'evaluate':>9}{'document':>9}"
+        print("split, in one process (ms): imports = gdrcheck's modules for the command (a plain node command line "
+              "loads no click)")
+        print(f"{'tree':<19}{'command':<10}{'imports':>8}{'reads':>8}{'evaluate':>9}{'document':>9}"
               f"{'json':>7}{'JSON bytes':>12}")
         for label, command, s, size in splits:
-            print(f"{label:<19}{command:<10}{s['click']:>7.1f}{s['imports']:>8.1f}{s['reads']:>8.1f}"
+            print(f"{label:<19}{command:<10}{s['imports']:>8.1f}{s['reads']:>8.1f}"
                   f"{s['evaluate']:>9.1f}{s['document']:>9.1f}{s['json']:>7.1f}{size:>12,}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
