@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import zlib
 from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.host_util import WATCHED_MODULES, HostCtx, failed
@@ -104,8 +103,10 @@ def _p2pdma_config(ctx: HostCtx) -> Fact:
             denied |= src.why(path) == "permission denied"
             tried.append(path)
             continue
-        import gzip
         if path.endswith(".gz"):
+            import gzip
+            import zlib
+
             try:
                 data = gzip.decompress(data)
             except (OSError, EOFError, zlib.error):

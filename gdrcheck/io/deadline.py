@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
-from typing import Callable, List, Optional, TypeVar
+from typing import TYPE_CHECKING, Callable, List, Optional, TypeVar
+
+if TYPE_CHECKING:
+    import threading
 
 T = TypeVar("T")
 
@@ -61,11 +63,13 @@ class Deadline:
             except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
                 box["error"] = e
 
+        import threading
+
         t = threading.Thread(target=work, name=f"gdrcheck-{what}", daemon=True)
         t.start()
         return self.adopt(what, t, box)
 
-    def adopt(self, what: str, t: "threading.Thread", box: dict) -> Callable[[], Optional[T]]:
+    def adopt(self, what: str, t: threading.Thread, box: dict) -> Callable[[], Optional[T]]:
         """The waiter for work already begun in thread ``t``, which leaves its value (or its error) in
         ``box`` under "value" ("error")."""
 
@@ -103,10 +107,13 @@ class Watchdog:
 
     def __init__(self, deadline: Deadline, last_words: Callable[[], None], grace: float = 2.0) -> None:
         self._timer: Optional[threading.Timer] = None
-        self._lock = threading.Lock()
+        self._lock = None  # only a run with a deadline has a timer to race with
         self._done = False
         if deadline.end is None:
             return
+        import threading
+
+        self._lock = threading.Lock()
         delay = deadline.remaining() + grace  # type: ignore[operator]
         self._last_words = last_words
         self._timer = threading.Timer(delay, self._fire)
@@ -127,6 +134,9 @@ class Watchdog:
 
     def disarm(self) -> bool:
         """Stop the watchdog; False when it has already fired (the caller must not print)."""
+        if self._lock is None:
+            self._done = True
+            return True
         with self._lock:
             if self._done:
                 return False
