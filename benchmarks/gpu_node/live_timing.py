@@ -6,8 +6,9 @@ Each gdrcheck command runs twice over: with a plain ``python3`` and with ``pytho
 packages' ``.pth`` hooks left out, the packages themselves on PYTHONPATH), because on some images
 those hooks alone cost more than gdrcheck. The floor is the design card's, measured in the same
 run: ``python3 -S`` importing click and pynvml, then ``nvmlInit`` and the NVML questions a
-``pairs`` run asks (``FLOOR`` below). Then the time of each NVML function in one ``pairs`` run's
-questions, so the next reader sees what the driver costs.
+``pairs`` run asks (``FLOOR`` below). A plain node command line no longer imports click
+(:mod:`gdrcheck.cli.node_argv`), so a run can come in under that floor. Then the time of each
+NVML function in one ``pairs`` run's questions, so the next reader sees what the driver costs.
 """
 
 import collections
@@ -70,12 +71,15 @@ def split() -> None:
     def mark(what):
         marks.append((what, time.perf_counter()))
 
-    import click  # noqa: F401
-    mark("import click")
     import pynvml  # noqa: F401
     mark("import pynvml")
     sys.path.insert(0, ".")
-    from gdrcheck.cli import commands, entry  # noqa: F401
+    try:  # a plain node command line loads no click
+        from gdrcheck.cli import entry, node_argv, node_commands  # noqa: F401
+    except ImportError:  # gdrcheck before gdrcheck.cli.node_argv: click read every command line
+        import click  # noqa: F401
+        mark("import click")
+        from gdrcheck.cli import commands, entry  # noqa: F401
     from gdrcheck.collectors import host as host_mod
     from gdrcheck.collectors.inputs import load_facts
     from gdrcheck.documents.pairs import pairs_doc
