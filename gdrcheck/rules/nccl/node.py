@@ -7,6 +7,7 @@ other NCCL version found, to say which pairs would be decided differently under 
 from __future__ import annotations
 
 import re
+from collections import abc
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from gdrcheck.patterns import lazy_pattern
@@ -183,7 +184,7 @@ def cuda_attrs(snap) -> Tuple[Dict[str, dict], Optional[int]]:
         return {}, None
     gpus = f.value.get("gpus")
     drv = f.value.get("driver_version")
-    return (dict(gpus) if isinstance(gpus, Mapping) else {}), (drv if isinstance(drv, int) else None)
+    return (dict(gpus) if isinstance(gpus, abc.Mapping) else {}), (drv if isinstance(drv, int) else None)
 
 
 _MLOPART_PARTS = r"\bG?B(100|200|300)\b"  # multi-die parts: more than one locality domain
