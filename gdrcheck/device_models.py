@@ -8,10 +8,13 @@ tree no NVLink); every verdict built on it says that it was decided from the mod
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional, Tuple
 
 from gdrcheck.model import PciFunction
 from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Iterable, Optional, Tuple
 
 # -- NICs ---------------------------------------------------------------------------------------------
 

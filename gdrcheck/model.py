@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import field, record
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 # ---------------------------------------------------------------------------
 # PCI addresses

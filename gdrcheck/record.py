@@ -12,7 +12,10 @@ through a generic one): a run pays only for what it uses.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Tuple
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Tuple
+
 
 __all__ = ["record", "field", "replace", "fields_of", "FrozenInstanceError"]
 

@@ -12,7 +12,10 @@ from here, so the same node gets the same answer everywhere:
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Iterable, Optional
+
 
 VERDICTS = ("fail", "unknown", "degraded", "ok")  # worst first
 EFFECTS = VERDICTS[:3]  # how a finding moves a pair's verdict, worst first

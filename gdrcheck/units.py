@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Optional
 
 _SIZE = lazy_pattern(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.I)
 _SHIFT = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
 
 from gdrcheck.status import EXIT_INTERRUPTED, EXIT_PASS, EXIT_UNKNOWN, EXIT_USAGE, NAGIOS_UNKNOWN
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 def main(argv=None) -> None:

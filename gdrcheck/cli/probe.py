@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import Optional, Sequence
 
 from gdrcheck.errors import InputError
 from gdrcheck.status import EXIT_UNKNOWN
 from gdrcheck.units import parse_size
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Optional, Sequence
 
 
 def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool, gds_path: Optional[str],

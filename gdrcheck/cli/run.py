@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, Optional
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional
 
 
 def fmt_of(fmt: str, as_json: bool, flag: str = "json") -> str:

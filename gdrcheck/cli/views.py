@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import sys
 from importlib import import_module
-from typing import Any, Dict, Optional, Sequence, Tuple
 
 from gdrcheck.status import EXIT_PASS, EXIT_UNKNOWN
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, Optional, Sequence, Tuple
 
 
 def options_of(nccl_version: Optional[str], min_bar1: Optional[str] = None,

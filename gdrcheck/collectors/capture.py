@@ -16,11 +16,14 @@ import os
 import posixpath
 import tarfile
 import time
-from typing import Dict, Tuple
 
 from gdrcheck import __version__
 from gdrcheck.io.redact import redact_file
 from gdrcheck.io.source import COMMANDS_FILE, Source
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, Tuple
 
 SNAPSHOT_FORMAT = "1.0"
 TOP = "gdrcheck-snapshot"

@@ -8,9 +8,11 @@ with it into text, JSON and HTML.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Optional
 
 MAX_NAME = 200  # characters; the longest pci.ids vendor + device name is about 130
 HOST_NAME_MAX = 253  # a fully qualified DNS name

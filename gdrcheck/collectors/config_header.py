@@ -43,9 +43,12 @@ and 0 before.
 from __future__ import annotations
 
 import struct
-from typing import Dict, Optional
 
 from gdrcheck.pcie.caps import CAP_ID_PCIE, walk_caps
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, Optional
 
 CAP_ID_SSVID = 0x0D
 HEADER_BYTES = 0x40

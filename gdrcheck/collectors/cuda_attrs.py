@@ -16,7 +16,10 @@ record says libcuda could not be asked) shows no such fact: the rules then decid
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Tuple
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
 
 CUDA_FILE = "/gdrcheck/cuda.json"
 RECORD_VERSION = 1

@@ -7,11 +7,13 @@ NVIDIA GPU on the bus that the driver does not list is reported, not dropped.
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
-
 from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, DriverGpu, NvLink, PciFunction, bdf_key, frozen_map
 from gdrcheck.record import field, record, replace
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Sequence, Tuple
 
 
 @record

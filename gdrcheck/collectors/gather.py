@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Callable, Dict, List, Optional
 
 from gdrcheck.collectors.clip import HOST_NAME_MAX, clip_name
 from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, Fact, Snapshot, frozen_map, unknown
 from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Callable, Dict, List, Optional
 
 _NODE_RE = lazy_pattern(r"^node(\d+)$")
 

@@ -7,8 +7,6 @@ the reason and what would settle it. The pieces live in ``host_kernel``,
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Sequence, Tuple
-
 from gdrcheck.collectors.host_iommu import iommu_facts
 from gdrcheck.collectors.host_kernel import kernel_facts
 from gdrcheck.collectors.host_nccl import (
@@ -25,6 +23,10 @@ from gdrcheck.collectors.host_peermem import dmabuf_fact, peermem_fact
 from gdrcheck.collectors.host_util import HostCtx
 from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, Fact, PciFunction, unknown
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Callable, Dict, List, Sequence, Tuple
 
 # Every key collect_host returns, in a stable order (rules are written against these names).
 HOST_FACT_KEYS = (

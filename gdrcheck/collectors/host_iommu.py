@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.host_util import HostCtx, listdir_kept
 from gdrcheck.model import Fact, unknown
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 CLASS_IOMMU = "/sys/class/iommu"
 GROUPS = "/sys/kernel/iommu_groups"

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.host_util import WATCHED_MODULES, HostCtx, failed
 from gdrcheck.model import Fact, unknown
 from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 P2PDMA_SYMBOLS = ("p2pdma_pgmap_ops", "pci_p2pdma_add_resource", "pci_p2pdma_distance_many",
                   "pci_p2pmem_find_many")

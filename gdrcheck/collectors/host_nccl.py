@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Dict, List, Mapping, Optional, Tuple
 
 from gdrcheck.collectors.host_util import HostCtx, listdir_kept
 from gdrcheck.model import Fact
 from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Mapping, Optional, Tuple
 
 HONOURED = ("NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_NET_GDR_READ", "NCCL_TOPO_FILE",
             "NCCL_IGNORE_DISABLED_P2P", "NCCL_DMABUF_ENABLE", "NCCL_NET_GDR_C2C")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Union
 
 from gdrcheck.collectors.host_util import HostCtx, failed
 from gdrcheck.model import Fact, norm_bdf, unknown
 from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Union
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 SYS_VERSION = "/sys/module/nvidia/version"

@@ -10,11 +10,14 @@ drivers/infiniband/core/umem_dmabuf.c).
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping, Optional, Tuple
 
 from gdrcheck.collectors.host_util import HostCtx, failed, listdir_kept, version_tuple
 from gdrcheck.model import Fact
 from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Mapping, Optional, Tuple
 
 MEMORY_PEERS = "/sys/kernel/mm/memory_peers"
 NV_MEM = f"{MEMORY_PEERS}/nv_mem/version"

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from gdrcheck.io.source import Source
 from gdrcheck.model import Fact, PciFunction, unknown
 from gdrcheck.record import field, record
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 PROC_MODULES = "/proc/modules"
 SYS_MODULE = "/sys/module"

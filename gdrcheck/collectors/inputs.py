@@ -13,15 +13,16 @@ import contextlib
 import os
 import posixpath
 import re
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from gdrcheck.errors import InputError
 from gdrcheck.io.source import Source
 from gdrcheck.model import Snapshot
 from gdrcheck.patterns import lazy_pattern
 
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
     import tarfile
+    from typing import Callable, Iterator, Optional
 
 MAX_MEMBERS = 200_000
 MAX_MEMBER_BYTES = 64 << 20

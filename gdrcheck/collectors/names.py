@@ -9,11 +9,14 @@ recorded in a snapshot (``/gdrcheck/names.json``) so a replay shows the same.
 from __future__ import annotations
 
 import json
-from typing import Dict, Sequence
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.io.source import Source
 from gdrcheck.model import PciFunction
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, Sequence
 
 NAMES_FILE = "/gdrcheck/names.json"
 

@@ -14,12 +14,15 @@ hint, and a failure on one GPU or one field degrades only that.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, NvLink, bdf_key, frozen_map, norm_bdf
 from gdrcheck.record import field, record
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional, Tuple
 
 NVML_FILE = "/gdrcheck/nvml.json"
 RECORD_VERSION = 1

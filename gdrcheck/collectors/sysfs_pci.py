@@ -29,11 +29,13 @@ speak for the bus.
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, List, Optional, Tuple
-
 from gdrcheck.io.source import Source
 from gdrcheck.model import Bar, CollectorStatus, Link, PciFunction, is_bdf, norm_bdf
 from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, FrozenSet, List, Optional, Tuple
 
 DEVICES = "/sys/bus/pci/devices"
 _ROOT_RE = lazy_pattern(r"^pci([0-9a-f]{4,}):([0-9a-f]{2})$")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List
-
 from gdrcheck.documents.topology import collectors_doc, header_doc
 from gdrcheck.rules.bar1 import GpuBar1, gpu_views
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, List
 
 BAR1_CODES = range(100, 120)
 

@@ -14,17 +14,18 @@ Pure: a function of the evaluation.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Tuple
-
 from gdrcheck.model import bdf_key
 from gdrcheck.pcie.kinds import BRIDGE_KINDS
 from gdrcheck.units import speed_text
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, Iterable, List, Optional, Tuple
 
 DEVICE_KINDS = ("gpu", "nic", "nvme", "nvswitch")
 # what a fingerprint line calls a bridge: the ports, plus a bridge of no known port type and a host bridge
 BRIDGE_TAGGED = BRIDGE_KINDS + ("bridge", "host_bridge")
 PAIR_TAGS = {"gpu-gpu": "p2p", "gpu-nic": "gdr", "gpu-nvme": "gds"}
-
 
 
 def _width(v: Optional[int]) -> str:

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
-
 from gdrcheck.documents.bar1 import bar1_doc
 from gdrcheck.documents.pairs import pairs_doc
 from gdrcheck.documents.rules import rules_part
 from gdrcheck.documents.topology import topology_doc
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, Optional
 
 
 def node_documents(evaluation, fail_on: str = "error", *, pairs: Optional[Dict[str, Any]] = None,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
-
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
 from gdrcheck.model import bdf_key
 from gdrcheck.rules.engine import Evaluation, other_versions
 from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, node_status
 from gdrcheck.units import natural_key
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Tuple
 
 
 def _names(topo, bdf: str) -> Dict[str, Any]:

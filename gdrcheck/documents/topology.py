@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
-
 from gdrcheck import FORMAT_VERSION, __version__
 from gdrcheck.model import Bar, bdf_key
 from gdrcheck.pcie.topology import Topology
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
 
 def _bar_doc(b: Bar) -> Dict[str, Any]:

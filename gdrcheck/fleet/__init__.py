@@ -8,7 +8,9 @@ Markdown; ``nodeset`` folds node names (``gpu[001-076,078]``).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Optional, Sequence
 
 
 def summarize_command(paths: Sequence[str], expect: Optional[str], reference: Optional[str], input_format: str,

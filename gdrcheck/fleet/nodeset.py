@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import re
 from itertools import product
-from typing import Dict, Iterable, List, Tuple
 
 from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, Iterable, List, Tuple
 
 # names ClusterShell's parser reads as plain node names (no operators, groups or brackets)
 _SAFE = lazy_pattern(r"^[A-Za-z0-9._+-]+$")

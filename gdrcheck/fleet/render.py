@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
+
 
 DIFF_SHOWN = 20      # diff lines shown per group; the JSON document has them all
 VARIANT_SHOWN = 8    # address differences shown per topology variant

@@ -8,12 +8,15 @@ No report is kept after ``add`` returns.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from gdrcheck.fleet.nodeset import fold
 from gdrcheck.fleet.reader import Item
 from gdrcheck.status import SEVERITIES, SEVERITY_RANK, STATUS_OF_EXIT, STATUSES, node_status
 from gdrcheck.units import natural_key
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 FLEET_FORMAT_VERSION = "1.0"  # the fleet document's own version (fleet.schema.json)
 NO_FINGERPRINT = "no fingerprint in the report (made by an older gdrcheck?)"

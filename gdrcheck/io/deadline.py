@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Callable, List, Optional, TypeVar
 
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
     import threading
+    from typing import Callable, List, Optional, TypeVar
 
-T = TypeVar("T")
+    T = TypeVar("T")
 
 #: the deadline used when ``--timeout`` is not given (NHC allows 30 s, Slurm 60 s)
 DEFAULT_SECONDS = 20.0

@@ -10,9 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import IO, Iterator, Optional
 
 from gdrcheck.errors import InputError
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import IO, Iterator, Optional
 
 
 def check_target(path: str) -> None:

@@ -7,9 +7,12 @@ output keeps its shape (and a redacted snapshot replays) without saying which ma
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Optional
 
 _UUID = lazy_pattern(r"\b(GPU-|MIG-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 _MAC = lazy_pattern(r"\b[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}\b")

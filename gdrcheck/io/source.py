@@ -22,9 +22,12 @@ import os
 import posixpath
 import stat
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
 
 from gdrcheck.record import record
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Sequence, Tuple
 
 MAX_READ = 1 << 20  # no sysfs or procfs file gdrcheck reads is near 1 MiB
 MAX_LINK_HOPS = 40  # as the kernel's own limit on nested links

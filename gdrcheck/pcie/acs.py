@@ -11,10 +11,13 @@ nvidia-fs's ``nvfs_pcie_acs_enabled()``. The P2PDMA verdict that uses them is
 from __future__ import annotations
 
 import struct
-from typing import Dict, List, Mapping, Optional, Tuple
 
 from gdrcheck.pcie.caps import CONFIG_SPACE_SIZE, EXT_CAP_ID_ACS, EXT_CAP_START, has_pcie_cap, walk_ext_caps
 from gdrcheck.record import field, record
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Mapping, Optional, Tuple
 
 # bit, kernel name, lspci label, flag name (same positions in Capability and Control)
 ACS_BITS: Tuple[Tuple[int, str, str, str], ...] = (

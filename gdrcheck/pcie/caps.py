@@ -12,9 +12,12 @@ all-ones headers (a device that dropped off the bus), as the kernel's
 from __future__ import annotations
 
 import struct
-from typing import List, Optional, Tuple
 
 from gdrcheck.record import record
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import List, Optional, Tuple
 
 HEADER_SIZE = 0x40
 EXT_CAP_START = 0x100

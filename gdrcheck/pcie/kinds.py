@@ -7,11 +7,14 @@ upstream port whose secondary bus holds downstream ports), never by vendor id.
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from gdrcheck.model import PciFunction
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.pcie.caps import pcie_port_type
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Optional
 
 NVIDIA = 0x10DE
 AMD_ATI = 0x1002

@@ -7,12 +7,13 @@ the ACS states of :mod:`gdrcheck.pcie.acs` and the facts of the host.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
-
 from gdrcheck.pcie.acs import AcsState, redirects
 from gdrcheck.record import record
 
-if TYPE_CHECKING:  # pragma: no cover
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
     from gdrcheck.model import PciFunction
 
 

@@ -20,11 +20,13 @@ register 2 where BAR0 is 64-bit (see :func:`bar1_index`).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
-
 from gdrcheck.model import Bar, PciFunction
 from gdrcheck.pcie.caps import EXT_CAP_ID_REBAR, find_ext_cap
 from gdrcheck.record import record
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, Optional, Tuple
 
 MIB = 1 << 20
 BAR1_INDEX = 1

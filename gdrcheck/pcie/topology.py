@@ -12,11 +12,13 @@ reproduces ``nvidia-smi topo -m``.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
-
 from gdrcheck.model import PciFunction, Snapshot, bdf_key, bus_order
 from gdrcheck.pcie.acs import AcsState, parse_acs
 from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 

@@ -11,11 +11,14 @@ import json
 import os
 import re
 from ctypes import POINTER, Structure, c_int, c_size_t, c_ssize_t, c_void_p
-from typing import Any, Dict, Optional
 
 from gdrcheck.probe.checks_gpu import Cleanup, fill_pattern, first_difference, same
 from gdrcheck.probe.cuda import Cuda, CudaError
 from gdrcheck.probe.libs import LibraryMissing, bind, load
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, Optional
 
 READ_BYTES = 16 << 20
 NVFS_STATS = "/proc/driver/nvidia-fs/stats"

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import ctypes
 import time
-from typing import Any, Callable, Dict, List
 
 from gdrcheck.probe.cuda import Cuda, CudaError, version_text
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List
 
 PATTERN_BYTES = 1 << 20
 SMALL_BYTES = 4096

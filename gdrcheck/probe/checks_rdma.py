@@ -12,7 +12,6 @@ import ctypes
 import errno
 import os
 import time
-from typing import Any, Dict
 
 from gdrcheck.probe import verbs
 from gdrcheck.probe.checks_gpu import Cleanup
@@ -26,6 +25,10 @@ from gdrcheck.probe.verbs import (
     errno_name,
     rdma_device_of,
 )
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict
 
 ACCESS = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ
 REG_BYTES = 4 << 20

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import ctypes
 from ctypes import POINTER, byref, c_char, c_char_p, c_float, c_int, c_size_t, c_uint, c_uint64, c_ulonglong, c_void_p
-from typing import Dict, Optional
 
 from gdrcheck.probe.libs import bind, load
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, Optional
 
 CUresult = c_int
 CUdevice = c_int

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
-
 from gdrcheck.probe.plan import DEGRADED_BELOW, Plan
 from gdrcheck.status import SEVERITY_RANK, STATUS_OF_EXIT
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
 STATUS_ORDER = ("fail", "unknown", "degraded", "ok", "skipped")
 

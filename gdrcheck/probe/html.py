@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from html import escape
-from typing import Any, Dict, List
 
 from gdrcheck.errors import InputError
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List
 
 FIGURES = ("h2d_gb_per_s", "d2h_gb_per_s", "p2p_gb_per_s", "staged_gb_per_s", "verified", "driver_api_version",
            "gpu_direct_rdma_supported", "dma_buf_supported", "mode", "rdma_device", "wc_status", "registered_by",

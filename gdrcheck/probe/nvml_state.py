@@ -9,9 +9,12 @@ registered is seen to be released.
 from __future__ import annotations
 
 import glob
-from typing import Any, Dict, Optional
 
 from gdrcheck.model import norm_bdf
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, Optional
 
 COMPUTE_MODES = {0: "default", 1: "exclusive-thread", 2: "prohibited", 3: "exclusive-process"}
 

@@ -8,10 +8,12 @@ compute processes, MIG, a non-default compute mode) is refused unless ``--force`
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
-
 from gdrcheck.model import bdf_key
 from gdrcheck.record import field, record
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 RISKY_CODES = {"GDR040": "ACS redirect on the path", "GDR042": "a translating IOMMU"}
 PATH_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}

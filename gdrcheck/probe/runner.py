@@ -16,11 +16,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, Optional
 
 import gdrcheck
 from gdrcheck.probe.stages import PREFIX as STAGE_PREFIX
 from gdrcheck.probe.stages import stages_of
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, Optional
 
 KILL_WAIT_S = 5.0
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(gdrcheck.__file__)))

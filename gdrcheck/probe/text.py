@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict
-
 from gdrcheck.probe import CHECKS
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict
 
 STYLE = {"ok": "green", "degraded": "yellow", "fail": "bold red", "unknown": "magenta", "skipped": "dim",
          "planned": "cyan"}

@@ -25,9 +25,12 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
-from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.probe.libs import bind, load
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 IBV_ACCESS_LOCAL_WRITE = 1
 IBV_ACCESS_REMOTE_WRITE = 1 << 1

@@ -12,9 +12,12 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional
 
 from gdrcheck.probe.stages import stage
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
 
 def parse_cpulist(text: Optional[str]) -> List[int]:

@@ -15,10 +15,12 @@ the engine's convention (docs/fleet.md has the table).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
-
 from gdrcheck.status import EXIT_OF_STATUS as CONTRACT
 from gdrcheck.status import NPD_EXIT_OF_STATUS, STATUS_WORDS
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Tuple
 
 
 def nhc(doc: Dict[str, Any]) -> Tuple[str, int]:

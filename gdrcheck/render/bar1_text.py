@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
-
 from gdrcheck.render.layout import blank, grid, put
 from gdrcheck.units import human_bytes, size_range_text
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 COLLECTORS = ("nvml", "nvidia-smi", "driver-gpus", "sysfs-pci")

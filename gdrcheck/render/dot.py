@@ -8,9 +8,11 @@ dashed orange with the widths on the edge; bridges that redirect peer traffic
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
-
 from gdrcheck.render import tree_model as tm
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional
 
 FILL = {"gpu": "#e4f4e2", "nic": "#ddf1f6", "nvme": "#f3e5f5", "nvswitch": "#fff4d6",
         "switch_upstream": "#e8ecf0", "switch_downstream": "#f1f4f6", "root_port": "#ffffff"}

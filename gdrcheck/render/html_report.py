@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 from html import escape
-from typing import Any, Dict, Iterable, List, Optional
 
 from gdrcheck.render import tree_model as tm
 from gdrcheck.units import human_bytes
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, List, Optional
 
 MAX_COLS = 12  # matrix columns per block: fits the A4 text width
 MAX_COLS_WIDE = 8  # when a cell names several candidate classes (NODE/SYS?)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict
 
 
 def render_json(doc: Dict[str, Any], pretty: bool = False) -> str:

@@ -9,10 +9,12 @@ data, never markup.
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple, Union
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import List, Optional, Sequence, Tuple, Union
+    Cell = Tuple[str, str]
+    LineLike = Union[str, "object"]
 
-Cell = Tuple[str, str]
-LineLike = Union[str, "object"]
 
 GAP = 2  # spaces between grid columns
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Dict, List
-
 from gdrcheck.render.layout import blank, grid, put
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List
 
 MARK = {"ok": " ", "degraded": "~", "fail": "!", "unknown": "?"}
 STYLE = {"ok": "green", "degraded": "yellow", "fail": "bold red", "unknown": "magenta"}

@@ -10,7 +10,10 @@ Prometheus adds ``instance``. Timestamps are values, never sample timestamps
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, List, Optional, Tuple
+
 
 CAPABILITY = {"gpu-nic": "gdr", "gpu-gpu": "p2p", "gpu-nvme": "gds"}
 RESULT = {"ok": "supported", "degraded": "supported", "fail": "unsupported", "unknown": "unknown"}

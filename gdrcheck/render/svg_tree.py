@@ -10,10 +10,13 @@ falls through a box; a switch cut in two is drawn again in each, dashed.
 from __future__ import annotations
 
 from html import escape
-from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.record import field, record
 from gdrcheck.render import tree_model as tm
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 MARGIN = 8
 HEAD = 24  # band label strip

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
-
 from gdrcheck.render.layout import put, wrap
 from gdrcheck.units import human_bytes, speed_text
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
 INTERESTING = ("gpu", "nic", "nvme", "nvswitch")
 LABEL = {
@@ -15,7 +17,6 @@ LABEL = {
 }
 STYLE = {"gpu": "bold green", "nic": "bold cyan", "nvme": "bold magenta", "nvswitch": "yellow",
          "switch_upstream": "bold"}
-
 
 
 def _link_text(dev: Dict[str, Any]) -> str:

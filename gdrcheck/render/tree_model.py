@@ -6,11 +6,13 @@ Pure functions of the document (no snapshot): the SVG of ``gdrcheck report`` and
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
-
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import field, record
 from gdrcheck.units import speed_text
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
 
 INTERESTING = ("gpu", "nic", "nvme", "nvswitch")
 KIND_LABEL = {

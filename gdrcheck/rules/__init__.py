@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
-
 from gdrcheck.rules.base import Rule
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Tuple
 
 # Each family module exports CHECKS: a tuple of (Rule, check function or None).
 # A rule with check None is evaluated by the family's other checks (it only names findings).

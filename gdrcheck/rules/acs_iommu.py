@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Tuple
-
 from gdrcheck.pcie.acs import AcsState, format_acs, redirects
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import label, value
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, Iterable, List, Tuple
 
 ACS_REDIRECT = Rule(
     "GDR040", "acs-redirect-on-path", "error", "pair",

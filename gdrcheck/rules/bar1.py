@@ -9,7 +9,6 @@ checks and the ``bar1`` report both read that join.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gdrcheck.model import DriverGpu, PciFunction, bdf_key
 from gdrcheck.pcie.kinds import NVIDIA
@@ -17,6 +16,10 @@ from gdrcheck.pcie.rebar import sysfs_bar1
 from gdrcheck.record import field, record
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.units import human_bytes, size_range_text
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 BIOS = ("in the system BIOS/UEFI set 'Above 4G Decoding' to Enabled and 'Re-Size BAR Support' (also called "
         "'Resizable BAR' or 'Smart Access Memory') to Enabled, boot in UEFI mode (CSM off), and on servers give "

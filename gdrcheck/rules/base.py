@@ -8,10 +8,13 @@ A check is a pure function of the :class:`Context`; it yields findings.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
-
 from gdrcheck.record import field, record
 from gdrcheck.status import EFFECTS, SEVERITIES  # noqa: F401 - the one vocabulary, re-exported for rules
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
+    Check = Callable[["Context"], Iterable["Finding"]]
 
 SCOPES = ("host", "device", "pair")
 # where a rule comes from, in the words every output uses
@@ -117,9 +120,6 @@ class PairInfo:
     bridges: Tuple[str, ...]  # bridges on the path (through the lowest common bridge)
     nvlinks: Optional[int] = None
     nvlink_unknown: str = ""  # GPU-GPU: why NVLink may join the pair although the input cannot show it
-
-
-Check = Callable[["Context"], Iterable[Finding]]
 
 
 @record(frozen=True)

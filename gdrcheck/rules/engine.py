@@ -6,14 +6,16 @@ findings that concern it (fail > unknown > degraded), ``ok`` when none does.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
-
 from gdrcheck.model import Snapshot, bdf_key
 from gdrcheck.pcie.topology import Topology
 from gdrcheck.record import field, record, replace
 from gdrcheck.rules import nccl
 from gdrcheck.rules.base import Context, Finding, Options, PairInfo, folded_suffix
 from gdrcheck.status import severity_for, worst_verdict
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
 
 
 @record

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterable
-
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import value
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Iterable
 
 NCCL_OVERRIDES = Rule(
     "GDR120", "nccl-overrides-in-effect", "info", "host",

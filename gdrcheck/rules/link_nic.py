@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Set
-
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import label
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Iterable, Optional, Set
 
 LINK_WIDTH = Rule(
     "GDR080", "link-width-downtrained", "warning", "device",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterable, List, Tuple
-
 from gdrcheck.pcie.p2pdma import device_chain, kernel_p2pdma_verdict, root_ids_from_devices
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import pair_label, value
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Iterable, List, Tuple
 
 NVFS_MISSING = Rule(
     "GDR060", "nvidia-fs-missing", "warning", "pair",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Tuple
-
 from gdrcheck.rules import nccl
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import value
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Iterable, Optional, Tuple
 
 NO_PEER_MEMORY = Rule(
     "GDR020", "no-peer-memory-path", "error", "pair",

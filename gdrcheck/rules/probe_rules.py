@@ -7,9 +7,12 @@ registry their check is None, so ``pairs`` and ``check`` never run them.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
-
 from gdrcheck.rules.base import Finding, Rule
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+    Detector = Callable[[Dict[str, Any]], Optional[str]]
 
 CUDA_UNAVAILABLE = Rule(
     "GDR140", "probe-cuda-unavailable", "error", "device",
@@ -144,8 +147,6 @@ CHECKS = tuple((r, None) for r in (
     P2P_DENIED, PEERMEM_NOT_WORKING, DMABUF_NOT_WORKING, GDR_WORKS_NCCL_BLIND, REGISTRATION_ENOMEM,
     LOOPBACK_FAILED, GDS_COMPAT_MODE, GDS_READ_FAILED, STEP_HUNG, LEFT_BEHIND))
 PROBE_CODES = frozenset(r.code for r, _ in CHECKS)
-
-Detector = Callable[[Dict[str, Any]], Optional[str]]
 
 
 def _m(c: Dict[str, Any]) -> Dict[str, Any]:

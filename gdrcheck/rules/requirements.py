@@ -4,9 +4,11 @@ gate's :func:`unmet`."""
 
 from __future__ import annotations
 
-from typing import Iterable, List
-
 from gdrcheck.rules.base import Finding, Rule
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Iterable, List
 
 NO_GPU = Rule(
     "GDR010", "no-gpu", "error", "host",

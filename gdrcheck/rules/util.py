@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from gdrcheck.model import Fact
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 
 def fact(ctx, name: str) -> Fact:

@@ -76,3 +76,16 @@ def test_a_node_command_ends_with_its_output_flushed_and_its_status(code, status
               f"entry._leave({code!r})\n")
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert (p.returncode, p.stdout, p.stderr) == (status, '{"unfinished": true}', err)
+
+
+def test_a_node_command_never_loads_typing(tmp_path):
+    """typing (some 3 ms of a run) serves annotations only: gdrcheck imports its names under TYPE_CHECKING."""
+    from benchmarks.trees.servers import build
+
+    build(tmp_path / "node", gpus=2, nics=2, nvme=1, sockets=1, nested=False)
+    for args in (("topology", "--json"), ("pairs", "--json"), ("check", "--format", "nagios"), ("bar1", "--json")):
+        p = subprocess.run([sys.executable, "-S", "-c", MAIN_PROBE, *args, "--from", str(tmp_path / "node")],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+        loaded = set([ln for ln in p.stderr.splitlines() if ln.startswith("MODULES ")][-1].split()[1:])
+        assert "gdrcheck.collectors.gather" in loaded and "internal error" not in p.stderr, p.stderr
+        assert "typing" not in loaded, args

@@ -36,13 +36,16 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from types import MappingProxyType
-from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.collectors.pastes.nccl_xml import NVSWITCH, is_rdma_name, mask_to_cpulist, parse_xml_safely
 from gdrcheck.errors import InputError
 from gdrcheck.model import CollectorStatus, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map, norm_bdf
 from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 MAX_DEPTH = 512  # objects: machine/package/caches/... plus the PCI tree
 _PCI_TYPE = lazy_pattern(r"^\s*([0-9a-f]{4}) \[([0-9a-f]{4}):([0-9a-f]{4})\] \[([0-9a-f]{4}):([0-9a-f]{4})\] "

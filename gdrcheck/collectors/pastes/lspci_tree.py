@@ -59,13 +59,15 @@ every bus has one owner, a chain of bridges is at most 256 deep per domain.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
-
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.errors import InputError
 from gdrcheck.model import PciFunction, Snapshot, norm_bdf, root_of
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.pcie.kinds import kind_from_name
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 _H = "[0-9a-fA-F]"
 _DEV = lazy_pattern(rf"({_H}{{2}})\.([0-7])")

@@ -32,13 +32,16 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.errors import InputError
 from gdrcheck.model import Bar, Link, norm_bdf
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.pcie.acs import ACS_BITS
 from gdrcheck.record import field, record
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 _H = "[0-9a-fA-F]"
 _DEVLINE = lazy_pattern(rf"^((?:{_H}{{4,8}}:)?{_H}{{2}}:{_H}{{2}}\.[0-7]) ([^:]+?)(?: \[({_H}{{4}})\])?: (.*)$")

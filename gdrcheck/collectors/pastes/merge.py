@@ -29,7 +29,6 @@ and a note gives both. The merge is pure: no I/O.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
 
 from gdrcheck.errors import InputError
 from gdrcheck.model import (
@@ -47,6 +46,10 @@ from gdrcheck.model import (
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.pcie.kinds import base_kind
 from gdrcheck.record import replace
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Sequence, Tuple
 
 BASE_KINDS = ("sysfs", "snapshot", "live", "lspci", "nccl-xml", "hwloc-xml")
 SYNTH_DOMAIN = 0xFFFF

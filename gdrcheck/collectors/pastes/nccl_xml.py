@@ -56,7 +56,6 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from types import MappingProxyType
-from typing import Dict, List, Optional, Tuple
 
 import defusedxml
 from defusedxml.ElementTree import DefusedXMLParser
@@ -65,6 +64,10 @@ from gdrcheck.collectors.clip import clip_name
 from gdrcheck.errors import InputError
 from gdrcheck.model import CollectorStatus, Fact, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map, norm_bdf
 from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 MAX_PCI_DEPTH = 64  # PCIe allows 256 buses; no real tree is more than a dozen bridges deep
 _SPEED_RE = lazy_pattern(r"^\s*(\d+(?:\.\d+)?)\s*GT/s", re.I)

@@ -14,13 +14,16 @@ the label column moves between driver versions, and newer drivers add sections
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple
 
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.io.source import CommandResult, Source
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, frozen_map, norm_bdf
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import field, record
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
 
 MIB = 1 << 20
 SMI_TIMEOUT = 30.0

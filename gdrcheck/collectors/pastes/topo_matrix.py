@@ -20,11 +20,14 @@ read where the meaning is clear raises :class:`InputError` naming the line.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Tuple
 
 from gdrcheck.errors import InputError
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import field, record
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 _ANSI = lazy_pattern(r"\x1b\[[0-9;]*[A-Za-z]")
 _MULTI = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")

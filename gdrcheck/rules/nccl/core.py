@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Dict, Optional, Tuple
 
-Version = Tuple[int, int, int]
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, Optional, Tuple
+    Version = Tuple[int, int, int]
+
 
 # NCCL 2.27.5+ numbering; gdrcheck compares types with the order of the version judged (path_order)
 PATH_TYPES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS")

@@ -13,7 +13,10 @@ AMD 0x1022, Zhaoxin 0x1d17, IBM POWER 0x1014; NVIDIA Grace and Ampere Computing 
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Optional, Tuple
+
 
 # PCI vendor of the host bridge / root ports -> NCCL's CPU kind
 _HOST_BRIDGE_VENDORS = {0x8086: "intel", 0x1022: "amd", 0x1D17: "zhaoxin", 0x1014: "power", 0x10DE: "arm",

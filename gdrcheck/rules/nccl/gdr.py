@@ -26,9 +26,13 @@ Sources (``NVIDIA/nccl``):
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from gdrcheck.rules.nccl.core import rank_in, version_str, within
 
-from gdrcheck.rules.nccl.core import Version, rank_in, version_str, within
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
+
+    from gdrcheck.rules.nccl.core import Version
 
 READ_NEEDS_NVLINK_ALL_ARCH_UNTIL = (2, 19, 0)
 DMABUF_FROM = (2, 13, 4)

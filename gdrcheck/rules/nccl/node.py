@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections import abc
-from typing import Dict, List, Mapping, Optional, Tuple
 
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import field, record
@@ -16,7 +15,6 @@ from gdrcheck.rules.nccl import gdr as gdr_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl.core import (
     NEWEST,
-    Version,
     bcm_gen,
     nccl_type,
     parse_version,
@@ -27,6 +25,12 @@ from gdrcheck.rules.nccl.core import (
 )
 from gdrcheck.rules.nccl.cpu import cpu_kind, node_cpu
 from gdrcheck.rules.nccl.settings import NcclSettings, effective_env, param, settings
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Mapping, Optional, Tuple
+
+    from gdrcheck.rules.nccl.core import Version
 
 SPEED_CODES = ((2.5, 15), (5.0, 30), (8.0, 60), (16.0, 120), (32.0, 240), (64.0, 480))  # topo.cc:545-556
 # CPU-to-CPU bandwidth in GB/s (v2.30.7 src/graph/topo.h:25-35, topo.cc:60-83)

@@ -18,10 +18,14 @@ Sources (``NVIDIA/nccl``):
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
-
 from gdrcheck.record import record
-from gdrcheck.rules.nccl.core import Version, within
+from gdrcheck.rules.nccl.core import within
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
+
+    from gdrcheck.rules.nccl.core import Version
 
 PXB_DEFAULT_FROM = (2, 23, 0)
 INTEL_ARM_PXB_FROM = (2, 9, 6)

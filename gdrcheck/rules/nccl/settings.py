@@ -19,10 +19,14 @@ Sources (``NVIDIA/nccl``):
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
-
 from gdrcheck.record import field, record
-from gdrcheck.rules.nccl.core import HONOURED_ENV, LEGACY_LEVELS, NEWEST, Version, path_order
+from gdrcheck.rules.nccl.core import HONOURED_ENV, LEGACY_LEVELS, NEWEST, path_order
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+    from gdrcheck.rules.nccl.core import Version
 
 _SPACE = " \t\n\v\f\r"
 _INT64 = (-(1 << 63), (1 << 63) - 1)

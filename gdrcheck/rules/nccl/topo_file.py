@@ -19,9 +19,10 @@ The Broadcom switch flattening and virtual links are not applied to a pair the f
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
-
-Chain = Tuple[Tuple[str, ...], str, bool]  # PCI switches above the device (nearest first), its CPU, file met
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
+    Chain = Tuple[Tuple[str, ...], str, bool]  # PCI switches above the device (nearest first), its CPU, file met
 
 
 class FileTree:
