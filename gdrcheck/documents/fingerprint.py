@@ -194,20 +194,33 @@ def fingerprint(evaluation) -> Fingerprint:
     def render(names: Dict[str, str], order: Dict[str, object]) -> List[str]:
         # sorted per thing (host facts, then each device, bridge and pair in position or address order)
         keyed = []
+        pair_rows = []
         for head, key, addrs, value in prepared:
             if not addrs:
                 keyed.append(((head, (), key), key + value))
                 continue
-            if head == "pair":  # most lines of a large node: one per pair
-                a, b = addrs
-                keyed.append(((head, (order[a], order[b]), key),
-                              f"pair[{names.get(a, a)},{names.get(b, b)}]{value}"))
+            if head == "pair":  # most lines of a large node: one per pair, sorted apart below
+                pair_rows.append((addrs, value))
                 continue
             shown = [names.get(a, a) for a in addrs]
             line = key.format(*shown) + ("=" + shown[value] if isinstance(value, int) else value)
             keyed.append(((head, tuple([order[a] for a in addrs]), key), line))
         keyed.sort()
-        return [line for _k, line in keyed]
+        # every pair line has the one key template ``pair[{0},{1}]``: it sorts among the others by its head, and
+        # among pairs by its two ends' order, which an integer rank per address stands for
+        ends = {a for addrs, _v in pair_rows for a in addrs}
+        rank: Dict[str, int] = {}
+        last, r = None, -1
+        for a in sorted(ends, key=order.__getitem__):
+            if r < 0 or order[a] != last:
+                r, last = r + 1, order[a]
+            rank[a] = r
+        n = r + 1
+        pair_keyed = sorted((rank[a] * n + rank[b], f"pair[{names.get(a, a)},{names.get(b, b)}]{value}")
+                            for (a, b), value in pair_rows)
+        before = [line for k, line in keyed if k[0] <= "pair"]
+        after = [line for k, line in keyed if k[0] > "pair"]
+        return before + [line for _k, line in pair_keyed] + after
 
     shape_order = {b: _pos_key(n) for b, n in pos.items()}
     addr_order = {b: (bdf_key(b) if b.count(":") == 2 else bdf_key(b + ":00.0")) for b in pos}

@@ -61,8 +61,13 @@ def rules_doc(evaluation: Evaluation) -> Dict[str, Any]:
 
 
 def nccl_decision(evaluation: Evaluation, pair) -> Dict[str, Any]:
-    """NCCL's predicted decision for the pair (``gdr`` or ``p2p``), with the reason and what the job decides."""
-    view = dict(evaluation.nccl_view.get((pair.a, pair.b), {}))
+    """NCCL's predicted decision for the pair (``gdr`` or ``p2p``), with the reason and what the job decides:
+    the evaluation's own view where it holds the decision (shared, not copied: read it, do not change it)."""
+    view = evaluation.nccl_view.get((pair.a, pair.b))
+    if view is not None and ("gdr" in view if pair.kind == "gpu-nic" else
+                             "p2p" in view if pair.kind == "gpu-gpu" else True):
+        return view
+    view = dict(view or {})
     if pair.kind == "gpu-nic" and "gdr" not in view:
         # a NIC NCCL would never enumerate (not an RDMA device) or an evaluation built without NCCL's view
         ok, why = evaluation.nic_side

@@ -39,6 +39,10 @@ class Topology:
         self._classify()
         self._number_gpus()
         self._anc: Dict[str, Tuple[str, ...]] = {}
+        self._anc_set: Dict[str, frozenset] = {}  # bdf -> its ancestors as a set (common_bridge's lookups)
+        self._paths: Dict[Tuple[str, str], Tuple[Optional[str], Tuple[str, ...]]] = {}  # (a, b) -> (lca, bridges)
+        self._rdma: Dict[str, Tuple[Optional[bool], str]] = {}  # NIC -> rdma()'s answer
+        self._links: Optional["_LinkIndex"] = None  # the snapshot's NVLinks by pair, built on first use
         self._acs: Dict[str, AcsState] = {}
         nodes = snap.host.get("numa_nodes")
         self.single_numa: Optional[int] = None
@@ -144,21 +148,27 @@ class Topology:
 
     # -- path class ----------------------------------------------------------
 
+    def _path(self, a: str, b: str) -> Tuple[Optional[str], Tuple[str, ...]]:
+        """(lowest common bridge, bridges on the path) of ``a`` and ``b``, worked out once per pair."""
+        got = self._paths.get((a, b))
+        if got is not None:
+            return got
+        bset = self._anc_set.get(b)
+        if bset is None:
+            bset = self._anc_set[b] = frozenset(self.ancestors(b))
+        aa = self.ancestors(a)
+        lca = next((x for x in aa if x in bset), None)
+        bb = self.ancestors(b)
+        bridges = aa + bb if lca is None else aa[: aa.index(lca) + 1] + bb[: bb.index(lca)]
+        got = self._paths[(a, b)] = (lca, bridges)
+        return got
+
     def common_bridge(self, a: str, b: str) -> Optional[str]:
-        bset = set(self.ancestors(b))
-        for x in self.ancestors(a):
-            if x in bset:
-                return x
-        return None
+        return self._path(a, b)[0]
 
     def path_bridges(self, a: str, b: str) -> Tuple[str, ...]:
         """Bridges on the path from ``a`` to ``b`` through their lowest common bridge."""
-        lca = self.common_bridge(a, b)
-        if lca is None:
-            return self.ancestors(a) + self.ancestors(b)
-        aa = self.ancestors(a)
-        bb = self.ancestors(b)
-        return aa[: aa.index(lca) + 1] + bb[: bb.index(lca)]
+        return self._path(a, b)[1]
 
     def pcie_class(self, a: str, b: str) -> Tuple[Optional[str], Tuple[str, ...]]:
         """(class, candidates): class None when the input cannot decide.
@@ -182,10 +192,10 @@ class Topology:
             if na is None or nb is None:
                 return None, ("NODE", "SYS")
             return ("NODE" if na == nb else "SYS"), ()
-        lca = self.common_bridge(a, b)
+        lca, bridges = self._path(a, b)
         if lca is None:
             return "PHB", ()
-        switches = {self.switch_id(x) for x in self.path_bridges(a, b)}
+        switches = {self.switch_id(x) for x in bridges}
         return ("PIX" if len(switches) == 1 else "PXB"), ()
 
     # -- what the devices are ----------------------------------------------------
@@ -198,6 +208,12 @@ class Topology:
         driver is not bound, which is a finding). Inputs without that view decide from the model, or
         not at all.
         """
+        got = self._rdma.get(nic)
+        if got is None:
+            got = self._rdma[nic] = self._rdma_of(nic)
+        return got
+
+    def _rdma_of(self, nic: str) -> Tuple[Optional[bool], str]:
         from gdrcheck.device_models import nic_model
 
         d = self.by_bdf[nic]
@@ -250,26 +266,54 @@ class Topology:
         return (f"{word} is not in this {self.snap.input_kind} input, and {parts} GPUs are normally joined by "
                 f"{word}{'/NVSwitch' if word == 'NVLink' else ''}")
 
+    def links(self) -> "_LinkIndex":
+        """The snapshot's NVLinks indexed by the pair they join (built once)."""
+        if self._links is None:
+            self._links = _LinkIndex(self.snap.nvlinks, self.device_kind)
+        return self._links
+
     def link_word(self, a: str, b: str) -> str:
         """How the input names the GPU link between ``a`` and ``b``: ``NV`` (NVLink) or ``XGMI`` (AMD)."""
-        for link in self.snap.nvlinks:
-            if {link.a, link.b} == {a, b} and link.source == "xgmi":
-                return "XGMI"
-        return "NV"
+        return "XGMI" if any(link.source == "xgmi" for link in self.links().between(a, b)) else "NV"
+
+    def direct_nvlink(self, a: str, b: str) -> bool:
+        """Whether a link of non-zero count joins ``a`` and ``b`` directly."""
+        return any(link.count for link in self.links().between(a, b))
 
     def nvlink_count(self, a: str, b: str) -> Optional[int]:
         """NVLinks joining two GPUs: direct links, or through the NVSwitch fabric."""
         if not self.snap.shows_nvlink:
             return None
-        direct = 0
-        fabric: Dict[str, int] = {}
-        for link in self.snap.nvlinks:
-            if {link.a, link.b} == {a, b}:
-                direct += link.count
-            elif link.b == "nvswitch" or self.device_kind.get(link.b) == "nvswitch":
-                fabric[link.a] = fabric.get(link.a, 0) + link.count
+        index = self.links()
+        mine = index.between(a, b)
+        direct = sum(link.count for link in mine)
         if direct:
             return direct
-        if fabric.get(a) and fabric.get(b):
-            return min(fabric[a], fabric[b])
+        fa, fb = index.fabric.get(a, 0), index.fabric.get(b, 0)
+        for link in mine:  # a link that joins the pair is not counted as a fabric link for it
+            if index.to_fabric(link):
+                fa -= link.count if link.a == a else 0
+                fb -= link.count if link.a == b else 0
+        if fa and fb:
+            return min(fa, fb)
         return 0
+
+
+class _LinkIndex:
+    """A snapshot's NVLinks by the unordered pair of ends they join, and each end's links into the NVSwitch
+    fabric (summed counts), so a pair's links are a lookup rather than a scan of every link."""
+
+    def __init__(self, nvlinks, device_kind: Dict[str, str]) -> None:
+        self.device_kind = device_kind
+        self.by_pair: Dict[frozenset, List] = {}
+        self.fabric: Dict[str, int] = {}
+        for link in nvlinks:
+            self.by_pair.setdefault(frozenset((link.a, link.b)), []).append(link)
+            if self.to_fabric(link):
+                self.fabric[link.a] = self.fabric.get(link.a, 0) + link.count
+
+    def to_fabric(self, link) -> bool:
+        return link.b == "nvswitch" or self.device_kind.get(link.b) == "nvswitch"
+
+    def between(self, a: str, b: str) -> List:
+        return self.by_pair.get(frozenset((a, b)), [])

@@ -137,17 +137,29 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
         for f in check(ctx):
             sev = severity_for(f.effect if f.pairs else None, f.severity)
             evaluation.findings.append(f if sev == f.severity else replace(f, severity=sev))
-    evaluation.findings.sort(key=lambda f: (f.code, [bdf_key(s) if s.count(":") == 2 else (0, 0, 0, 0)
-                                                 for s in f.subject], f.subject, f.message))
+    subject_keys: Dict[str, Tuple[int, ...]] = {}  # subject -> its sort key (an address's numeric key, else zeros)
+
+    def subject_key(s: str) -> Tuple[int, ...]:
+        got = subject_keys.get(s)
+        if got is None:
+            got = subject_keys[s] = bdf_key(s) if s.count(":") == 2 else (0, 0, 0, 0)
+        return got
+
+    evaluation.findings.sort(key=lambda f: (f.code, [subject_key(s) for s in f.subject], f.subject, f.message))
     by_pair: Dict[Tuple[str, str], List] = {}
     for f in evaluation.findings:
         for key in f.pairs:
             by_pair.setdefault(key, []).append(f)
+    # pairs whose findings have the same codes and effects share one verdict and one list of codes
+    judged: Dict[tuple, Tuple[str, List[str]]] = {}
     for pair in pairs:
         key = (pair.a, pair.b)
         fs = by_pair.get(key, ())
-        evaluation.verdicts[key] = worst_verdict(f.effect for f in fs)
-        evaluation.pair_findings[key] = sorted({f.code for f in fs})
+        said = tuple([(f.code, f.effect) for f in fs])
+        got = judged.get(said)
+        if got is None:
+            got = judged[said] = (worst_verdict(e for _c, e in said), sorted({c for c, _e in said}))
+        evaluation.verdicts[key], evaluation.pair_findings[key] = got
     evaluation.findings = fold_repeats(evaluation.findings, {(p.a, p.b): p.kind for p in pairs})
     return evaluation
 

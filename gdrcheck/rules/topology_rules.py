@@ -7,7 +7,7 @@ from gdrcheck.rules.util import label, pair_label
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
-    from typing import Dict, Iterable, List, Tuple
+    from typing import Dict, Iterable, List, Optional, Tuple
 
 # in a guest, placement is the host's to change
 VM_PLACEMENT_FIX = (
@@ -126,30 +126,42 @@ def _far(ctx: Context, p, best: Dict) -> bool:
     return got is not None and p.pcie_path in ORDER and ORDER[got[0]] < ORDER[p.pcie_path]
 
 
-def _distance_finding(ctx: Context, p, view: Dict):
-    """The one finding a pair's distance gives, if any: (code, message, the message without the pair). NCCL's
-    own level decision first (GDR001, GDR006), else what NVIDIA documents for the class (GDR002 root complex,
-    GDR003 across NUMA nodes)."""
-    st = ctx.nccl
-    where = {"PHB": "meet only at the root complex (PHB)", "NODE": "meet only between root complexes of one NUMA "
-             "node (NODE)", "SYS": "are on different NUMA nodes (SYS)"}.get(p.pcie_path, f"are {p.pcie_path} apart")
+def _distance_code(p, view: Dict) -> Optional[str]:
+    """The one finding a pair's distance gives, if any, by its code: NCCL's own level decision first (GDR001,
+    GDR006), else what NVIDIA documents for the class (GDR002 root complex, GDR003 across NUMA nodes). Its words
+    are :func:`_distance_words` (a pair that is not the one to use needs none)."""
     # NCCL's own decision first: a far NIC reached through an NVLinked peer (PXN) is not "beyond the level"
     if p.kind == "gpu-nic" and view.get("within_gdr_level") is False and view.get("gdr") != "enabled":
-        why = (f"they {where}, NCCL path {view.get('path_type')}, beyond NCCL_NET_GDR_LEVEL={st.gdr_level} "
-               f"({st.gdr_level_source})")
-        return (GDR_BEYOND_LEVEL.code, f"NCCL will not use GPUDirect RDMA between {pair_label(ctx, p)}: {why}",
-                f"NCCL will not use GPUDirect RDMA: {why}")
+        return GDR_BEYOND_LEVEL.code
     if p.kind == "gpu-gpu" and view.get("within_p2p_level") is False and view.get("p2p") != "enabled":
-        why = f"they {where}, beyond NCCL_P2P_LEVEL={st.p2p_level} ({st.p2p_level_source})"
-        return (P2P_BEYOND_LEVEL.code, f"NCCL will use host memory, not P2P, between {pair_label(ctx, p)}: {why}",
-                f"NCCL will use host memory, not P2P: {why}")
+        return P2P_BEYOND_LEVEL.code
     if p.kind == "gpu-nic" and view.get("via"):
         return None  # NCCL reaches this NIC through an NVLinked peer (PXN): the PCIe path is not used
     if p.pcie_path in ("PHB", "NODE"):
-        return THROUGH_ROOT.code, f"{pair_label(ctx, p)} {where}", f"the two {where}"
+        return THROUGH_ROOT.code
     if p.pcie_path == "SYS":
-        return CROSS_SOCKET.code, f"{pair_label(ctx, p)} {where}", f"the two {where}"
+        return CROSS_SOCKET.code
     return None
+
+
+_WHERE = {"PHB": "meet only at the root complex (PHB)", "NODE": "meet only between root complexes of one NUMA "
+          "node (NODE)", "SYS": "are on different NUMA nodes (SYS)"}
+
+
+def _distance_words(ctx: Context, p, code: str, view: Dict) -> Tuple[str, str]:
+    """(message, the message without the pair) of a distance finding with ``code``."""
+    st = ctx.nccl
+    where = _WHERE.get(p.pcie_path, f"are {p.pcie_path} apart")
+    if code == GDR_BEYOND_LEVEL.code:
+        why = (f"they {where}, NCCL path {view.get('path_type')}, beyond NCCL_NET_GDR_LEVEL={st.gdr_level} "
+               f"({st.gdr_level_source})")
+        return (f"NCCL will not use GPUDirect RDMA between {pair_label(ctx, p)}: {why}",
+                f"NCCL will not use GPUDirect RDMA: {why}")
+    if code == P2P_BEYOND_LEVEL.code:
+        why = f"they {where}, beyond NCCL_P2P_LEVEL={st.p2p_level} ({st.p2p_level_source})"
+        return (f"NCCL will use host memory, not P2P, between {pair_label(ctx, p)}: {why}",
+                f"NCCL will use host memory, not P2P: {why}")
+    return f"{pair_label(ctx, p)} {where}", f"the two {where}"
 
 
 NVLINK_SETTLE = ("run gdrcheck on the node (NVML shows NVLink), or give an NCCL topology dump made there "
@@ -188,13 +200,13 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
             continue
         if p.nvlinks:
             continue
-        hit = _distance_finding(ctx, p, view)
-        if hit is None:
+        code = _distance_code(p, view)
+        if code is None:
             continue
-        code, msg, said = hit
         if p.kind != "gpu-gpu" and _far(ctx, p, best):
             far.setdefault((code, p.a, p.kind), []).append(p)
         else:
+            msg, said = _distance_words(ctx, p, code, view)
             yield Finding(code, "warning", (p.a, p.b), msg, pairs=((p.a, p.b),), effect="degraded", fold=said)
     what = {GDR_BEYOND_LEVEL.code: f"beyond NCCL_NET_GDR_LEVEL={st.gdr_level}",
             THROUGH_ROOT.code: "meeting it only at the root complex", CROSS_SOCKET.code: "on other NUMA nodes (SYS)"}

@@ -28,6 +28,16 @@ def value(ctx, name: str, key: Optional[str] = None) -> Any:
 def label(ctx, bdf: str) -> str:
     """``GPU0 (0000:00:06.0)``, ``NIC mlx5_0 (0000:21:00.0)``, ``NVMe nvme0 (...)``."""
     topo = ctx.topo
+    labels = topo.__dict__.get("_labels")  # bdf -> its label, kept on the topology (a large node asks per pair)
+    if labels is None:
+        labels = topo.__dict__["_labels"] = {}
+    got = labels.get(bdf)
+    if got is None:
+        got = labels[bdf] = _label(topo, bdf)
+    return got
+
+
+def _label(topo, bdf: str) -> str:
     d = topo.by_bdf.get(bdf)
     if d is None:
         return bdf

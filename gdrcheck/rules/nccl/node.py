@@ -652,7 +652,7 @@ def _bcm_linked(topo, a: str, b: str) -> bool:
 
 
 def _direct_nvlink(topo, a: str, b: str) -> bool:
-    return any({lk.a, lk.b} == {a, b} and lk.count for lk in topo.snap.nvlinks)
+    return topo.direct_nvlink(a, b)
 
 
 def _nvl(topo, a: str, b: str) -> Optional[int]:
