@@ -43,6 +43,7 @@ class Topology:
         self._paths: Dict[Tuple[str, str], Tuple[Optional[str], Tuple[str, ...]]] = {}  # (a, b) -> (lca, bridges)
         self._rdma: Dict[str, Tuple[Optional[bool], str]] = {}  # NIC -> rdma()'s answer
         self._links: Optional["_LinkIndex"] = None  # the snapshot's NVLinks by pair, built on first use
+        self._unseen: Dict[Tuple[str, str], str] = {}  # (a, b) -> nvlink_unseen()'s answer
         self._acs: Dict[str, AcsState] = {}
         nodes = snap.host.get("numa_nodes")
         self.single_numa: Optional[int] = None
@@ -251,10 +252,16 @@ class Topology:
     def nvlink_unseen(self, a: str, b: str) -> str:
         """For two NVLink/NVSwitch (or xGMI) parts in an input that cannot show such links: what they are.
         Empty when the input shows links, or when either GPU is not such a part."""
-        from gdrcheck.device_models import link_word, nvlink_part
-
         if self.snap.shows_nvlink:
             return ""
+        got = self._unseen.get((a, b))
+        if got is None:
+            got = self._unseen[(a, b)] = self._nvlink_unseen(a, b)
+        return got
+
+    def _nvlink_unseen(self, a: str, b: str) -> str:
+        from gdrcheck.device_models import link_word, nvlink_part
+
         pa, pb = nvlink_part(self.by_bdf[a]), nvlink_part(self.by_bdf[b])
         if not pa or not pb:
             return ""

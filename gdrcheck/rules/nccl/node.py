@@ -578,6 +578,8 @@ def _say_file_tree(node: NodeNccl, path: str, types, file_cls, pairs) -> None:
 def _flattened(topo, bridges, version: Version = NEWEST) -> bool:
     """Every switch on the path is a Broadcom part NCCL flattens at this version (Gen4 from 2.9.6, Gen5 from
     2.20.3: v2.30.7 ``topo.cc:195-268``)."""
+    if not _has_bcm(topo):
+        return False
     switches = {topo.switch_id(b) for b in bridges
                 if topo.device_kind.get(b) in ("switch_upstream", "switch_downstream")}
     if len(switches) < 2:
@@ -588,6 +590,16 @@ def _flattened(topo, bridges, version: Version = NEWEST) -> bool:
         if not gen or (gen == 4 and version < (2, 9, 6)) or (gen == 5 and version < (2, 20, 3)):
             return False
     return True
+
+
+def _has_bcm(topo) -> bool:
+    """Whether any function of the node is a Broadcom switch part NCCL may flatten (kept on the topology: when
+    none is, no path is flattened, and a large node need not look at each path's switches)."""
+    got = topo.__dict__.get("_has_bcm")
+    if got is None:
+        got = topo.__dict__["_has_bcm"] = any(bcm_gen(d.vendor, d.device, d.subsys_vendor, d.subsys_device)
+                                              for d in topo.by_bdf.values())
+    return got
 
 
 def pair_type(topo, p, version: Version, st, file_class: Optional[str] = None) \
@@ -709,6 +721,10 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
                                                 == "disabled" or not within(qt, st.gdr_level, v)))
             relays.setdefault(n, []).append((q.a, qt, usable))
     nvpeers: Dict[str, Optional[bool]] = {}
+    # gdr_rules.decide by what it reads (the NIC flag by identity: one object per answer in ``asked``); the
+    # pairs of a large node ask it a few distinct questions thousands of times
+    decided: Dict[tuple, Dict[str, object]] = {}
+    read_sides: Dict[tuple, Dict[str, object]] = {}  # gdr_rules.read_side by (sm, NVLink peer)
     for p in pairs:
         if p.kind != "gpu-nic" or p.b not in node.nics:
             continue
@@ -729,9 +745,14 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
                 if usable and (best is None or order[qt] < order[best[1]]):
                     best = (qa, qt)
             pxn = best
-        view = gdr_rules.decide(v, st, t=t, candidates=cands, nic_flag=flags[(p.a, p.b)],
-                                gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=g.c2c, pxn=pxn, mlopart=g.mlopart,
-                                mlopart_why=g.mlopart_source)
+        nic = flags[(p.a, p.b)]
+        said = (t, cands, id(nic), g.gdr, g.gdr_source, g.c2c, pxn, g.mlopart, g.mlopart_source)
+        view = decided.get(said)
+        if view is None:
+            view = decided[said] = gdr_rules.decide(v, st, t=t, candidates=cands, nic_flag=nic,
+                                                    gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=g.c2c, pxn=pxn,
+                                                    mlopart=g.mlopart, mlopart_why=g.mlopart_source)
+        view = dict(view)  # each pair's own: what follows adds to it
         if maybe_pxn and pxn is None and view["gdr"] == "disabled" and d_own is not None \
                 and not within(d_own, st.gdr_level, v):
             view["gdr"] = "unknown"
@@ -754,13 +775,17 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
             nvpeers[p.a] = any(_nvl(topo, p.a, o) for o in node.gpus if o != p.a) if topo.snap.shows_nvlink else None
         nvpeer = nvpeers[p.a]
         if view["gdr"] == "enabled":
-            view.update(gdr_rules.read_side(v, st, g.sm, nvpeer, single))
+            side = read_sides.get((g.sm, nvpeer))
+            if side is None:
+                side = read_sides[(g.sm, nvpeer)] = gdr_rules.read_side(v, st, g.sm, nvpeer, single)
+            view.update(side)
         node.gdr_view[(p.a, p.b)] = view
 
 
 def _decide_p2p(node: NodeNccl, snap, topo, pairs, types) -> None:
     st, v = node.st, node.version
     default = p2p_rules.default_p2p_level(v, cpu_kind(node.cpu), len(node.gpus))
+    nets: Dict[str, Tuple[float, bool]] = {}  # GPU -> _best_net(), asked for each of its pairs
     for p in pairs:
         if p.kind != "gpu-gpu":
             continue
@@ -771,7 +796,7 @@ def _decide_p2p(node: NodeNccl, snap, topo, pairs, types) -> None:
             r = snap.p2p_status.get((x, y, "read")) or snap.p2p_status.get((y, x, "read"))
             w = snap.p2p_status.get((x, y, "write")) or snap.p2p_status.get((y, x, "write"))
             nvml.append((f"{x}-{y}", r, w))
-        faster, detail = _net_faster(node, topo, p, t)
+        faster, detail = _net_faster(node, topo, p, t, nets)
         facts = p2p_rules.PairFacts(t, cands, via, tuple(nvml), faster, detail)
         view = p2p_rules.decide(v, st, default, facts)
         if t is None and getattr(p, "nvlink_unknown", "") and view["p2p"] == "unknown":
@@ -782,33 +807,45 @@ def _decide_p2p(node: NodeNccl, snap, topo, pairs, types) -> None:
         node.p2p_view[(p.a, p.b)] = view
 
 
-def _net_faster(node: NodeNccl, topo, p, t: Optional[str]) -> Tuple[Optional[bool], str]:
+def _best_net(node: NodeNccl, topo, g: str) -> Tuple[float, bool]:
+    """The best bandwidth from GPU ``g`` to a NIC NCCL would reach at PXB or closer with GDR, and whether a
+    close NIC's bandwidth or GDR is not known."""
+    order = rank_in(node.version)
+    best, undecided = 0.0, False
+    for n, nic in node.nics.items():
+        view = node.gdr_view.get((g, n))
+        from_file = node.file_classes.get((g, n))
+        cls = from_file or topo.pcie_class(g, n)[0]
+        if view is None or cls is None:
+            continue
+        nt = nccl_type(cls, None, cls == "PXB" and not from_file
+                       and _flattened(topo, topo.path_bridges(g, n), node.version))
+        if order.get(nt, 99) > order["PXB"]:
+            continue
+        if view["gdr"] == "disabled":
+            continue
+        bw = _pcie_bw(topo, g, n, topo.path_bridges(g, n))
+        if view["gdr"] == "unknown" or bw is None or nic.rate is None:
+            undecided = True
+            continue
+        best = max(best, min(bw, nic.rate))
+    return best, undecided
+
+
+def _net_faster(node: NodeNccl, topo, p, t: Optional[str],
+                nets: Optional[Dict[str, Tuple[float, bool]]] = None) -> Tuple[Optional[bool], str]:
     """``ncclTopoCheckNet``: both GPUs reach a NIC at PXB or closer (with GDR, else NCCL's path to it goes
-    through the CPU) faster than they reach each other."""
+    through the CPU) faster than they reach each other. ``nets``: each GPU's :func:`_best_net`, kept by the
+    caller across pairs (it depends on the GPU alone)."""
     if t is None or not node.nics:
         return False, ""
-    order = rank_in(node.version)
+    nets = {} if nets is None else nets
 
-    def best_net(g: str) -> Tuple[Optional[float], bool]:
-        best, undecided = 0.0, False
-        for n, nic in node.nics.items():
-            view = node.gdr_view.get((g, n))
-            from_file = node.file_classes.get((g, n))
-            cls = from_file or topo.pcie_class(g, n)[0]
-            if view is None or cls is None:
-                continue
-            nt = nccl_type(cls, None, cls == "PXB" and not from_file
-                           and _flattened(topo, topo.path_bridges(g, n), node.version))
-            if order.get(nt, 99) > order["PXB"]:
-                continue
-            if view["gdr"] == "disabled":
-                continue
-            bw = _pcie_bw(topo, g, n, topo.path_bridges(g, n))
-            if view["gdr"] == "unknown" or bw is None or nic.rate is None:
-                undecided = True
-                continue
-            best = max(best, min(bw, nic.rate))
-        return best, undecided
+    def best_net(g: str) -> Tuple[float, bool]:
+        got = nets.get(g)
+        if got is None:
+            got = nets[g] = _best_net(node, topo, g)
+        return got
 
     if t in ("NVL", "NVB"):
         sm = node.gpus[p.a].sm
