@@ -111,7 +111,7 @@ def _check_iommu(ctx: Context) -> Iterable[Finding]:
     if per_dev is None:
         why = f.reason if f is not None and f.reason else f"not shown by the {ctx.snap.input_kind} input"
         yield Finding(IOMMU_UNKNOWN.code, "info", ("iommu",), f"IOMMU mode unknown: {why}",
-                      pairs=tuple((p.a, p.b) for p in pairs), effect="unknown",
+                      pairs=tuple([(p.a, p.b) for p in pairs]), effect="unknown",
                       settle=(f.settle if f is not None and f.settle else "run gdrcheck on the node"))
         return
     bad: Dict[str, List[Tuple[str, str]]] = {}

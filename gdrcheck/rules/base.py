@@ -88,7 +88,7 @@ class Finding:
         if self.settle:
             doc["settle"] = self.settle
         if self.pairs:
-            doc["pairs"] = [list(p) for p in self.pairs]
+            doc["pairs"] = list(map(list, self.pairs))
         return doc
 
 

@@ -214,10 +214,13 @@ def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: 
 
 def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=None) -> dict:
     """NCCL's path type for the pair, its level check, and NCCL's decision (``gdr`` / ``p2p``)."""
-    from gdrcheck.rules.nccl.node import pair_type
+    key = (pair.a, pair.b)
+    known = node.types.get(key) if node is not None else None
+    if known is None:
+        from gdrcheck.rules.nccl.node import pair_type
 
-    known = node.types.get((pair.a, pair.b)) if node is not None else None
-    t, cands, flat, via = known if known is not None else pair_type(topo, pair, st.version, st)
+        known = pair_type(topo, pair, st.version, st)
+    t, cands, flat, via = known
     view: dict = {"path_type": t}
     if cands:
         view["path_type_candidates"] = list(cands)
@@ -228,16 +231,18 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
     if pair.kind == "gpu-nic":
         view["gdr_level"] = st.gdr_level
         view["within_gdr_level"] = nccl.within(t, st.gdr_level, st.version)
-        if node is not None and (pair.a, pair.b) in node.gdr_view:
-            view.update(node.gdr_view[(pair.a, pair.b)])
+        decided = node.gdr_view.get(key) if node is not None else None
+        if decided is not None:
+            view.update(decided)
             if view.get("distance") and not view.get("via"):  # after NCCL's C2C rewrite (PXN is the job's)
                 view["within_gdr_level"] = nccl.within(view["distance"], st.gdr_level, st.version)
     elif pair.kind == "gpu-gpu":
         view["p2p_level"] = st.p2p_level
         level = st.user_p2p_level or (st.p2p_level if "|" not in st.p2p_level else None)
         view["within_p2p_level"] = nccl.within(t, level, st.version)
-        if node is not None and (pair.a, pair.b) in node.p2p_view:
-            view.update(node.p2p_view[(pair.a, pair.b)])
+        decided = node.p2p_view.get(key) if node is not None else None
+        if decided is not None:
+            view.update(decided)
     return view
 
 

@@ -174,10 +174,14 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
     # pairs that are not the ones to use (a GPU has a closer peer of that kind) only inform, folded
     # into one finding per (rule, GPU, peer kind): NCCL and GDS take the closest
     far: Dict[Tuple[str, str, str], List] = {}
+    unseen_words: Dict[tuple, str] = {}  # what GDR009 says of a GPU pair, by what it is made of (one per kind)
     for p in ctx.pairs:
         view: Dict = ctx.nccl_view.get((p.a, p.b), {})
         if p.kind == "gpu-gpu" and p.nvlink_unknown:
-            said = (f"{p.nvlink_unknown}; the PCIe path ({p.pcie_path or '/'.join(p.candidates) or 'unknown'}) "
+            said = unseen_words.get((p.nvlink_unknown, p.pcie_path, p.candidates))
+            if said is None:
+                said = unseen_words[(p.nvlink_unknown, p.pcie_path, p.candidates)] = (
+                    f"{p.nvlink_unknown}; the PCIe path ({p.pcie_path or '/'.join(p.candidates) or 'unknown'}) "
                     "decides P2P only where no NVLink joins them")
             yield Finding(NVLINK_UNSEEN.code, "info", (p.a, p.b), f"{pair_label(ctx, p)}: {said}",
                           pairs=((p.a, p.b),), effect="unknown", fold=said, settle=NVLINK_SETTLE)
