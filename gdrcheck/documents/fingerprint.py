@@ -183,9 +183,17 @@ def fingerprint(evaluation) -> Fingerprint:
         add("bridge[{0}].kind", topo.device_kind[b], b)
         add("bridge[{0}].acs", _acs(topo, b), b)
         add("bridge[{0}].link", _link(d, with_speed=False), b)
+    # the pairs, most lines of a large node, kept apart: (a, b, "=value"), each distinct value worded once
+    pair_rows: List[Tuple[str, str, str]] = []
+    pair_values: Dict[tuple, str] = {}  # (pcie_path, path, candidates) -> "=value"
     for p in evaluation.pairs:
-        cls = p.pcie_path or ("?" + "|".join(p.candidates) if p.candidates else "?")
-        add("pair[{0},{1}]", cls if p.path == p.pcie_path or p.path is None else f"{p.path}/{cls}", p.a, p.b)
+        value = pair_values.get((p.pcie_path, p.path, p.candidates))
+        if value is None:
+            cls = p.pcie_path or ("?" + "|".join(p.candidates) if p.candidates else "?")
+            value = pair_values[(p.pcie_path, p.path, p.candidates)] = \
+                "=" + (cls if p.path == p.pcie_path or p.path is None else f"{p.path}/{cls}")
+        pair_rows.append((p.a, p.b, value))
+    pair_ends = {a for a, _b, _v in pair_rows} | {b for _a, b, _v in pair_rows}
 
     # each fact once: (what it is about, its key template, addresses, value)
     prepared = [(key.split("[", 1)[0], key, addrs, value if isinstance(value, int) else "=" + str(value))
@@ -194,13 +202,9 @@ def fingerprint(evaluation) -> Fingerprint:
     def render(names: Dict[str, str], order: Dict[str, object]) -> List[str]:
         # sorted per thing (host facts, then each device, bridge and pair in position or address order)
         keyed = []
-        pair_rows = []
         for head, key, addrs, value in prepared:
             if not addrs:
                 keyed.append(((head, (), key), key + value))
-                continue
-            if head == "pair":  # most lines of a large node: one per pair, sorted apart below
-                pair_rows.append((addrs, value))
                 continue
             shown = [names.get(a, a) for a in addrs]
             line = key.format(*shown) + ("=" + shown[value] if isinstance(value, int) else value)
@@ -208,16 +212,15 @@ def fingerprint(evaluation) -> Fingerprint:
         keyed.sort()
         # every pair line has the one key template ``pair[{0},{1}]``: it sorts among the others by its head, and
         # among pairs by its two ends' order, which an integer rank per address stands for
-        ends = {a for addrs, _v in pair_rows for a in addrs}
         rank: Dict[str, int] = {}
         last, r = None, -1
-        for a in sorted(ends, key=order.__getitem__):
+        for a in sorted(pair_ends, key=order.__getitem__):
             if r < 0 or order[a] != last:
                 r, last = r + 1, order[a]
             rank[a] = r
         n = r + 1
         pair_keyed = sorted((rank[a] * n + rank[b], f"pair[{names.get(a, a)},{names.get(b, b)}]{value}")
-                            for (a, b), value in pair_rows)
+                            for a, b, value in pair_rows)
         before = [line for k, line in keyed if k[0] <= "pair"]
         after = [line for k, line in keyed if k[0] > "pair"]
         return before + [line for _k, line in pair_keyed] + after
@@ -226,7 +229,7 @@ def fingerprint(evaluation) -> Fingerprint:
     addr_order = {b: (bdf_key(b) if b.count(":") == 2 else bdf_key(b + ":00.0")) for b in pos}
     shape_lines = render(pos, shape_order)
     topology_lines = render({}, addr_order)
-    used = {a for addrs, _k, _v in facts for a in addrs}
+    used = {a for addrs, _k, _v in facts for a in addrs} | pair_ends
     by_pos = {name: bdf for bdf, name in pos.items() if bdf in used}
     return Fingerprint(shape_lines, topology_lines, dict(sorted(by_pos.items(), key=lambda kv: _pos_key(kv[0]))))
 

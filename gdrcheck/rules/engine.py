@@ -85,22 +85,26 @@ def build_pairs(topo: Topology) -> Tuple[PairInfo, ...]:
     nvmes = topo.of_kind("nvme")
     out: List[PairInfo] = []
 
-    def mk(a: str, b: str, kind: str) -> PairInfo:
-        cls, cands = topo.pcie_class(a, b)
-        nvl = topo.nvlink_count(a, b) if kind == "gpu-gpu" else None
-        unseen = topo.nvlink_unseen(a, b) if kind == "gpu-gpu" else ""
+    pcie_class, path_bridges = topo.pcie_class, topo.path_bridges
+
+    def gpu_pair(a: str, b: str) -> PairInfo:
+        cls, cands = pcie_class(a, b)
+        nvl = topo.nvlink_count(a, b)
         path = f"{topo.link_word(a, b)}{nvl}" if nvl else cls
-        return PairInfo(a=a, b=b, kind=kind, pcie_path=cls, path=path, candidates=tuple(cands),
-                        bridges=topo.path_bridges(a, b), nvlinks=nvl, nvlink_unknown=unseen)
+        return PairInfo(a, b, "gpu-gpu", cls, path, tuple(cands), path_bridges(a, b), nvl, topo.nvlink_unseen(a, b))
+
+    def endpoint_pair(a: str, b: str, kind: str) -> PairInfo:
+        cls, cands = pcie_class(a, b)
+        return PairInfo(a, b, kind, cls, cls, tuple(cands), path_bridges(a, b))
 
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
-            out.append(mk(a, b, "gpu-gpu"))
+            out.append(gpu_pair(a, b))
     for a in gpus:
         for b in nics:
-            out.append(mk(a, b, "gpu-nic"))
+            out.append(endpoint_pair(a, b, "gpu-nic"))
         for b in nvmes:
-            out.append(mk(a, b, "gpu-nvme"))
+            out.append(endpoint_pair(a, b, "gpu-nvme"))
     return tuple(out)
 
 
