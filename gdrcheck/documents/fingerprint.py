@@ -175,7 +175,7 @@ def fingerprint(evaluation) -> Fingerprint:
     for kind in DEVICE_KINDS:
         m = models[kind]
         add(f"devices.{kind}", ",".join(f"{n}x{ident}" for ident, n in sorted(m.items())) or "0")
-    on_paths = sorted({b for p in evaluation.pairs for b in p.bridges}, key=bdf_key)
+    on_paths = sorted(set().union(*[p.bridges for p in evaluation.pairs]), key=bdf_key)
     for b in on_paths:
         d = topo.by_bdf.get(b)
         if d is None:
@@ -219,11 +219,16 @@ def fingerprint(evaluation) -> Fingerprint:
                 r, last = r + 1, order[a]
             rank[a] = r
         n = r + 1
-        pair_keyed = sorted((rank[a] * n + rank[b], f"pair[{names.get(a, a)},{names.get(b, b)}]{value}")
-                            for a, b, value in pair_rows)
+        keys = [rank[a] * n + rank[b] for a, b, _v in pair_rows]
+        if len(set(keys)) == len(keys):  # no two pairs in the same place: the rank alone orders them
+            rows = [pair_rows[i] for i in sorted(range(len(keys)), key=keys.__getitem__)]
+            pair_lines = [f"pair[{names.get(a, a)},{names.get(b, b)}]{value}" for a, b, value in rows]
+        else:  # ends that sort alike: their lines decide, as for every other line
+            pair_lines = [line for _k, line in sorted(
+                (k, f"pair[{names.get(a, a)},{names.get(b, b)}]{value}") for k, (a, b, value) in zip(keys, pair_rows))]
         before = [line for k, line in keyed if k[0] <= "pair"]
         after = [line for k, line in keyed if k[0] > "pair"]
-        return before + [line for _k, line in pair_keyed] + after
+        return before + pair_lines + after
 
     shape_order = {b: _pos_key(n) for b, n in pos.items()}
     addr_order = {b: (bdf_key(b) if b.count(":") == 2 else bdf_key(b + ":00.0")) for b in pos}
