@@ -109,11 +109,14 @@ ORDER = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
 def _closest(ctx: Context) -> Dict:
     """Per (GPU, pair kind): the best path class the GPU has to any peer of that kind, and to which."""
     best: Dict = {}
+    rdma: Dict[str, object] = {}  # NIC -> _rdma_capable(), asked once per NIC
     for p in ctx.pairs:
         if p.kind == "gpu-gpu" or p.pcie_path is None:
             continue
-        if p.kind == "gpu-nic" and _rdma_capable(ctx, p.b) is False:
-            continue
+        if p.kind == "gpu-nic":
+            ok = rdma[p.b] if p.b in rdma else rdma.setdefault(p.b, _rdma_capable(ctx, p.b))
+            if ok is False:
+                continue
         key = (p.a, p.kind)
         if key not in best or ORDER[p.pcie_path] < ORDER[best[key][0]]:
             best[key] = (p.pcie_path, p.b)
