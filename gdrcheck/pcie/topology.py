@@ -44,6 +44,7 @@ class Topology:
         self._rdma: Dict[str, Tuple[Optional[bool], str]] = {}  # NIC -> rdma()'s answer
         self._links: Optional["_LinkIndex"] = None  # the snapshot's NVLinks by pair, built on first use
         self._unseen: Dict[Tuple[str, str], str] = {}  # (a, b) -> nvlink_unseen()'s answer
+        self._numa: Dict[str, Optional[int]] = {}  # bdf -> numa()'s answer
         self._acs: Dict[str, AcsState] = {}
         nodes = snap.host.get("numa_nodes")
         self.single_numa: Optional[int] = None
@@ -139,6 +140,12 @@ class Topology:
         return n if n is not None else self.single_numa
 
     def numa(self, bdf: str) -> Optional[int]:
+        if bdf in self._numa:
+            return self._numa[bdf]
+        got = self._numa[bdf] = self._numa_of(bdf)
+        return got
+
+    def _numa_of(self, bdf: str) -> Optional[int]:
         d = self.by_bdf[bdf]
         if d.numa_node is not None:
             return d.numa_node
@@ -158,7 +165,7 @@ class Topology:
         if bset is None:
             bset = self._anc_set[b] = frozenset(self.ancestors(b))
         aa = self.ancestors(a)
-        lca = next((x for x in aa if x in bset), None)
+        lca = None if bset.isdisjoint(aa) else next(x for x in aa if x in bset)
         bb = self.ancestors(b)
         bridges = aa + bb if lca is None else aa[: aa.index(lca) + 1] + bb[: bb.index(lca)]
         got = self._paths[(a, b)] = (lca, bridges)

@@ -540,7 +540,7 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     ctx = Context(snap=snap, topo=topo, pairs=())
     node.rdma = {b: rdma_capable(ctx, b) for b in nics}
     file_cls = topo_file_classes(tree, topo, pairs, node.topo_files) if tree else {}
-    types = {(p.a, p.b): pair_type(topo, p, version, st, file_cls.get((p.a, p.b))) for p in pairs}
+    types = pair_types(topo, pairs, version, st, file_cls)
     node.types = types
     node.file_classes = file_cls
     _decide_gdr(node, snap, topo, pairs, types)
@@ -600,6 +600,31 @@ def _has_bcm(topo) -> bool:
         got = topo.__dict__["_has_bcm"] = any(bcm_gen(d.vendor, d.device, d.subsys_vendor, d.subsys_device)
                                               for d in topo.by_bdf.values())
     return got
+
+
+def pair_types(topo, pairs, version: Version, st, file_cls: Dict[Tuple[str, str], str]) -> Dict[Tuple[str, str], tuple]:
+    """:func:`pair_type` of every pair. Where no Broadcom switch can flatten the path (a PXB path on a node with
+    such a part) or link it (a node with virtual links), and NCCL cannot route through a third GPU (NVB), the
+    answer follows from the pair's kind, class, file class, NVLink count, candidates and whether NVLink is
+    unseen: pairs alike in those share one answer, worked out once."""
+    linked = bool(bcm_links(topo))
+    bcm = _has_bcm(topo)
+    nvb = topo.snap.shows_nvlink  # a GPU pair without NVLink may go through a third GPU: its own answer
+    shared: Dict[tuple, tuple] = {}
+    out: Dict[Tuple[str, str], tuple] = {}
+    for p in pairs:
+        key = (p.a, p.b)
+        fc = file_cls.get(key)
+        gg = p.kind == "gpu-gpu"
+        if linked or (gg and nvb) or (bcm and fc is None and p.pcie_path == "PXB"):
+            out[key] = pair_type(topo, p, version, st, fc)
+            continue
+        said = (fc, p.pcie_path, gg, p.nvlinks if gg else None, p.candidates, gg and bool(p.nvlink_unknown))
+        got = shared.get(said)
+        if got is None:
+            got = shared[said] = pair_type(topo, p, version, st, fc)
+        out[key] = got
+    return out
 
 
 def pair_type(topo, p, version: Version, st, file_class: Optional[str] = None) \

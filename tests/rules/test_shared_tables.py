@@ -1,0 +1,90 @@
+"""Answers worked out once and shared give what asking for each pair gives: NCCL's path type of pairs alike
+(``pair_types``), a pair's NVLinks through the link index, and a GPU's best NIC kept across its GPU pairs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import REALWORLD
+
+from benchmarks.trees import scenarios
+from benchmarks.trees.servers import build
+from gdrcheck.collectors.inputs import load_facts
+from gdrcheck.pcie.topology import Topology
+from gdrcheck.rules.base import Options
+from gdrcheck.rules.engine import build_pairs, nccl_node
+from gdrcheck.rules.nccl import node as nccl_node_mod
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def _inputs(tmp_path, realworld=None):
+    build(tmp_path / "dgx", gpus=8, nics=8, nvme=8, sockets=2, nested=True)
+    out = [tmp_path / "dgx",
+           scenarios.scenario(tmp_path, "healthy-gdr-node"), scenarios.scenario(tmp_path, "pcie-only-gpus"),
+           FIXTURES / "h200-x4-vm" / "snapshot.tar.gz", FIXTURES / "nccl-dump-h100-x2-vm" / "nccl-topo.xml"]
+    if realworld is not None:
+        out += [realworld / "azure-ncv4" / "nccl-topo.xml", realworld / "rccl-mi300x-8p-8nic" / "nccl-topo.xml",
+                realworld / "hwloc-nvidia-dgx2h" / "hwloc.xml"]
+    return out
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    return _inputs(tmp_path, REALWORLD if REALWORLD.is_dir() else None)
+
+
+def test_pair_types_shared_by_class_match_each_pair(inputs):
+    for path in inputs:
+        snap = load_facts(str(path))
+        topo = Topology(snap)
+        pairs = build_pairs(topo)
+        node = nccl_node(snap, topo, pairs, Options())
+        for p in pairs:
+            fc = node.file_classes.get((p.a, p.b))
+            assert node.types[(p.a, p.b)] == nccl_node_mod.pair_type(topo, p, node.version, node.st, fc), (path, p)
+
+
+def _scan_count(topo, a, b):
+    """A pair's NVLinks as a scan of every link says them (what the link index stands for)."""
+    if not topo.snap.shows_nvlink:
+        return None
+    direct, fabric = 0, {}
+    for link in topo.snap.nvlinks:
+        if {link.a, link.b} == {a, b}:
+            direct += link.count
+        elif link.b == "nvswitch" or topo.device_kind.get(link.b) == "nvswitch":
+            fabric[link.a] = fabric.get(link.a, 0) + link.count
+    if direct:
+        return direct
+    return min(fabric[a], fabric[b]) if fabric.get(a) and fabric.get(b) else 0
+
+
+def test_link_index_matches_a_scan_of_every_link(inputs):
+    seen_links = 0
+    for path in inputs:
+        topo = Topology(load_facts(str(path)))
+        seen_links += len(topo.snap.nvlinks)
+        ends = sorted({x for link in topo.snap.nvlinks for x in (link.a, link.b)} | set(topo.of_kind("gpu")))
+        for a in ends:
+            for b in ends:
+                assert topo.nvlink_count(a, b) == _scan_count(topo, a, b), (path, a, b)
+                scan = [lk for lk in topo.snap.nvlinks if {lk.a, lk.b} == {a, b}]
+                assert topo.direct_nvlink(a, b) == any(lk.count for lk in scan)
+                assert topo.link_word(a, b) == ("XGMI" if any(lk.source == "xgmi" for lk in scan) else "NV")
+    assert seen_links  # the inputs hold NVLinks (direct, through NVSwitch, xGMI)
+
+
+def test_best_nic_kept_across_gpu_pairs_matches_each_pair(inputs):
+    for path in inputs:
+        snap = load_facts(str(path))
+        topo = Topology(snap)
+        pairs = build_pairs(topo)
+        node = nccl_node(snap, topo, pairs, Options())
+        nets: dict = {}
+        for p in pairs:
+            if p.kind == "gpu-gpu":
+                t = node.types[(p.a, p.b)][0]
+                assert nccl_node_mod._net_faster(node, topo, p, t, nets) == \
+                    nccl_node_mod._net_faster(node, topo, p, t), (path, p)
