@@ -715,15 +715,13 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
     single = len(node.gpus) == 1
     pxn_off = v < gdr_rules.PXN_FROM or st.param("NCCL_PXN_DISABLE", 0) == 1
     pxn_type = "P2C" if v >= (2, 28, 0) and st.param("NCCL_PXN_C2C", 1) else "PXB"
+    mine = [p for p in pairs if p.kind == "gpu-nic" and p.b in node.nics]  # the GPU-NIC pairs NCCL decides
     by_nic: Dict[str, List] = {}
-    for p in pairs:
-        if p.kind == "gpu-nic":
-            by_nic.setdefault(p.b, []).append(p)
+    for p in mine:
+        by_nic.setdefault(p.b, []).append(p)
     flags: Dict[Tuple[str, str], tuple] = {}
     asked: Dict[tuple, tuple] = {}  # nic_flag reads of the GPU only its DMA-BUF attribute and CUDA driver
-    for p in pairs:
-        if p.kind != "gpu-nic" or p.b not in node.nics:
-            continue
+    for p in mine:
         g = node.gpus[p.a]
         key = (p.b, g.dmabuf, g.cuda_driver)
         if key not in asked:
@@ -733,8 +731,6 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
     # GPU that wants the NIC is NVLinked to one of them is asked per pair below
     relays: Dict[str, List[Tuple[str, str, bool]]] = {}
     for n, qs in by_nic.items():
-        if n not in node.nics:
-            continue
         for q in qs:
             qt = gdr_rules.distance(v, st, types[(q.a, q.b)][0], node.gpus[q.a].c2c)[0]
             if qt is None or order.get(qt, 99) > order.get(pxn_type, order["PXB"]):
@@ -750,12 +746,15 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
     # pairs of a large node ask it a few distinct questions thousands of times
     decided: Dict[tuple, Dict[str, object]] = {}
     read_sides: Dict[tuple, Dict[str, object]] = {}  # gdr_rules.read_side by (sm, NVLink peer)
-    for p in pairs:
-        if p.kind != "gpu-nic" or p.b not in node.nics:
-            continue
+    distances: Dict[tuple, Optional[str]] = {}  # gdr_rules.distance's type by (path type, C2C)
+    shows = topo.snap.shows_nvlink
+    for p in mine:
         g = node.gpus[p.a]
         t, cands, _flat, _ = types[(p.a, p.b)]
-        d_own, _ = gdr_rules.distance(v, st, t, g.c2c)
+        if (t, g.c2c) in distances:
+            d_own = distances[(t, g.c2c)]
+        else:
+            d_own = distances[(t, g.c2c)] = gdr_rules.distance(v, st, t, g.c2c)[0]
         pxn = None
         maybe_pxn = None  # a relay NCCL would take if NVLink joins them, in an input that cannot show NVLink
         if not pxn_off and (d_own is None or order.get(d_own, 99) > order["PXB"]):
@@ -763,7 +762,7 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
             for qa, qt, usable in relays.get(p.b, ()):
                 if qa == p.a:
                     continue
-                if not _nvl(topo, p.a, qa):
+                if not (shows and _nvl(topo, p.a, qa)):
                     if maybe_pxn is None and topo.nvlink_unseen(p.a, qa):
                         maybe_pxn = qa
                     continue
