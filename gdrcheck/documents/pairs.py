@@ -125,14 +125,15 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> Dict[str, Any]:
     snap, topo = evaluation.snap, evaluation.topo
     doc = header_doc(snap)
     doc["nccl"] = nccl_doc(evaluation)
-    members = sorted({b for p in evaluation.pairs for b in (p.a, p.b)} | set(topo.of_kind("gpu", "nic")),
-                     key=bdf_key)
+    members = sorted({p.a for p in evaluation.pairs} | {p.b for p in evaluation.pairs}
+                     | set(topo.of_kind("gpu", "nic")), key=bdf_key)
     doc["devices"] = [_names(topo, b) for b in members]
     labels = device_labels(doc["devices"])
     for dev in doc["devices"]:
         if dev["bdf"] in labels:
             dev["label"] = labels[dev["bdf"]]
     pairs: List[Dict[str, Any]] = []
+    verdicts, codes, path_facts = evaluation.verdicts, evaluation.pair_findings, snap.path_facts
     for p in evaluation.pairs:
         key = (p.a, p.b)
         pairs.append({
@@ -140,11 +141,11 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> Dict[str, Any]:
             "pcie_path": p.pcie_path, "path": p.path,
             "path_candidates": list(p.candidates) if p.pcie_path is None else [],
             "nvlinks": p.nvlinks,
-            "verdict": evaluation.verdicts[key],
-            "findings": evaluation.pair_findings[key],
+            "verdict": verdicts[key],
+            "findings": codes[key],
             "nccl": nccl_decision(evaluation, p),
         })
-        fact = snap.path_facts.get(key if bdf_key(p.a) <= bdf_key(p.b) else (p.b, p.a)) if snap.path_facts else None
+        fact = path_facts.get(key if bdf_key(p.a) <= bdf_key(p.b) else (p.b, p.a)) if path_facts else None
         if fact is not None:  # the class an input stated (nvidia-smi topo -m), and the tree's when they differ
             pairs[-1]["path_source"] = {"input": fact.source, "class": fact.cls, "tree": fact.tree,
                                         "trusted": fact.source, "why": fact.why or None}
