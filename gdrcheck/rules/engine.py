@@ -150,16 +150,16 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
         return got
 
     evaluation.findings.sort(key=lambda f: (f.code, [subject_key(s) for s in f.subject], f.subject, f.message))
-    by_pair: Dict[Tuple[str, str], List] = {}
+    by_pair: Dict[Tuple[str, str], List[Tuple[str, Optional[str]]]] = {}  # pair -> (code, effect) of its findings
     for f in evaluation.findings:
+        said = (f.code, f.effect)
         for key in f.pairs:
-            by_pair.setdefault(key, []).append(f)
+            by_pair.setdefault(key, []).append(said)
     # pairs whose findings have the same codes and effects share one verdict and one list of codes
     judged: Dict[tuple, Tuple[str, List[str]]] = {}
     for pair in pairs:
         key = (pair.a, pair.b)
-        fs = by_pair.get(key, ())
-        said = tuple([(f.code, f.effect) for f in fs])
+        said = tuple(by_pair.get(key, ()))
         got = judged.get(said)
         if got is None:
             got = judged[said] = (worst_verdict(e for _c, e in said), sorted({c for c, _e in said}))

@@ -167,6 +167,7 @@ def _distance_words(ctx: Context, p, code: str, view: Dict) -> Tuple[str, str]:
     return f"{pair_label(ctx, p)} {where}", f"the two {where}"
 
 
+_NO_VIEW: Dict = {}  # what a pair without NCCL's view reads (never written)
 NVLINK_SETTLE = ("run gdrcheck on the node (NVML shows NVLink), or give an NCCL topology dump made there "
                  "(NCCL_TOPO_DUMP_FILE) or nvidia-smi topo -m")
 
@@ -178,31 +179,33 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
     # into one finding per (rule, GPU, peer kind): NCCL and GDS take the closest
     far: Dict[Tuple[str, str, str], List] = {}
     unseen_words: Dict[tuple, str] = {}  # what GDR009 says of a GPU pair, by what it is made of (one per kind)
+    views = ctx.nccl_view
     for p in ctx.pairs:
-        view: Dict = ctx.nccl_view.get((p.a, p.b), {})
+        key = (p.a, p.b)
+        view: Dict = views.get(key, _NO_VIEW)
         if p.kind == "gpu-gpu" and p.nvlink_unknown:
             said = unseen_words.get((p.nvlink_unknown, p.pcie_path, p.candidates))
             if said is None:
                 said = unseen_words[(p.nvlink_unknown, p.pcie_path, p.candidates)] = (
                     f"{p.nvlink_unknown}; the PCIe path ({p.pcie_path or '/'.join(p.candidates) or 'unknown'}) "
                     "decides P2P only where no NVLink joins them")
-            yield Finding(NVLINK_UNSEEN.code, "info", (p.a, p.b), f"{pair_label(ctx, p)}: {said}",
-                          pairs=((p.a, p.b),), effect="unknown", fold=said, settle=NVLINK_SETTLE)
+            yield Finding(NVLINK_UNSEEN.code, "info", key, f"{pair_label(ctx, p)}: {said}",
+                          pairs=(key,), effect="unknown", fold=said, settle=NVLINK_SETTLE)
             continue
         if p.kind == "gpu-nic" and view.get("gdr") == "unknown" and view.get("within_gdr_level") is False \
                 and any("NVLink joins" in d for d in view.get("depends_on", ())):
             said = (f"too far apart for GPUDirect RDMA directly ({p.pcie_path}), but NCCL sends through an NVLinked "
                     "GPU closer to the NIC (PXN) where NVLink joins them, and this input cannot show NVLink")
-            yield Finding(NVLINK_UNSEEN.code, "info", (p.a, p.b), f"{pair_label(ctx, p)}: {said}",
-                          pairs=((p.a, p.b),), effect="unknown", fold=said, settle=NVLINK_SETTLE)
+            yield Finding(NVLINK_UNSEEN.code, "info", key, f"{pair_label(ctx, p)}: {said}",
+                          pairs=(key,), effect="unknown", fold=said, settle=NVLINK_SETTLE)
             continue
         if p.pcie_path is None and not p.nvlinks:
             unplaced = ctx.snap.unplaced and (p.a in ctx.snap.unplaced or p.b in ctx.snap.unplaced)
             why = ("the input does not show where one of them sits in the PCIe tree" if unplaced
                    else "on different root buses and the input gives no NUMA node")
             said = f"{why}; the path is {' or '.join(p.candidates) or 'unknown'}"
-            yield Finding(PATH_UNDECIDED.code, "info", (p.a, p.b), f"{pair_label(ctx, p)}: {said}",
-                          pairs=((p.a, p.b),), effect="unknown", fold=said,
+            yield Finding(PATH_UNDECIDED.code, "info", key, f"{pair_label(ctx, p)}: {said}",
+                          pairs=(key,), effect="unknown", fold=said,
                           settle="run gdrcheck live on the node or send a snapshot")
             continue
         if p.nvlinks:
@@ -214,7 +217,7 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
             far.setdefault((code, p.a, p.kind), []).append(p)
         else:
             msg, said = _distance_words(ctx, p, code, view)
-            yield Finding(code, "warning", (p.a, p.b), msg, pairs=((p.a, p.b),), effect="degraded", fold=said)
+            yield Finding(code, "warning", key, msg, pairs=(key,), effect="degraded", fold=said)
     what = {GDR_BEYOND_LEVEL.code: f"beyond NCCL_NET_GDR_LEVEL={st.gdr_level}",
             THROUGH_ROOT.code: "meeting it only at the root complex", CROSS_SOCKET.code: "on other NUMA nodes (SYS)"}
     for (code, gpu, kind), ps in far.items():
