@@ -178,19 +178,15 @@ def fold_repeats(findings: List[Finding], kinds: Dict[Tuple[str, str], str]) -> 
     FOLD_OVER pairs is folded, all of its groups alike: on a large fabric, thousands of lines that differ
     only in the pair they name. ``kinds``: pair -> gpu-gpu, gpu-nic, gpu-nvme (a group never mixes kinds,
     so restricting an evaluation to some kinds keeps or drops a folded finding whole)."""
-    foldable = [f.fold and len(f.pairs) == 1 and tuple(f.subject) == f.pairs[0] for f in findings]
-    per_code: Dict[Tuple[str, str], int] = {}
-    for f, ok in zip(findings, foldable):
-        if ok:
+    per_code: Dict[Tuple[str, str], int] = {}  # (code, severity) -> how many foldable findings
+    groups: Dict[tuple, List[int]] = {}  # what a foldable finding says -> where such findings stand
+    for i, f in enumerate(findings):
+        if f.fold and len(f.pairs) == 1 and tuple(f.subject) == f.pairs[0]:
             per_code[(f.code, f.severity)] = per_code.get((f.code, f.severity), 0) + 1
+            groups.setdefault((f.code, f.severity, f.effect, f.settle, f.fold, kinds.get(f.pairs[0])), []).append(i)
     if not any(n > FOLD_OVER for n in per_code.values()):
         return findings
-    groups: Dict[tuple, List[int]] = {}
-    for i, (f, ok) in enumerate(zip(findings, foldable)):
-        if ok and per_code[(f.code, f.severity)] > FOLD_OVER:
-            key = (f.code, f.severity, f.effect, f.settle, f.fold, kinds.get(f.pairs[0]))
-            groups.setdefault(key, []).append(i)
-    big = {idx[0]: idx for idx in groups.values() if len(idx) > 1}
+    big = {idx[0]: idx for key, idx in groups.items() if per_code[key[:2]] > FOLD_OVER and len(idx) > 1}
     drop = {i for idx in big.values() for i in idx[1:]}
     out: List[Finding] = []
     for i, f in enumerate(findings):
