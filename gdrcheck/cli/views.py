@@ -116,7 +116,7 @@ class View:
         for name in self.prepares:
             import_module(name)
 
-    prepares: Tuple[str, ...] = ("gdrcheck.documents.pairs", "gdrcheck.documents.fingerprint", "hashlib",
+    prepares: Tuple[str, ...] = ("gdrcheck.documents.pairs", "gdrcheck.documents.fingerprint",
                                  "gdrcheck.render.json_out")
 
     def document(self, subject, run):  # a JSON document, or text ready to print

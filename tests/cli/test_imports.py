@@ -89,3 +89,19 @@ def test_a_node_command_never_loads_typing(tmp_path):
         loaded = set([ln for ln in p.stderr.splitlines() if ln.startswith("MODULES ")][-1].split()[1:])
         assert "gdrcheck.collectors.gather" in loaded and "internal error" not in p.stderr, p.stderr
         assert "typing" not in loaded, args
+
+
+def test_only_the_console_scripts_node_command_turns_the_cycle_collector_off(tmp_path):
+    """The console script's node command runs without the cycle collector (the process ends right after);
+    main(argv), as tests and programs call it, leaves the interpreter as it found it."""
+    from benchmarks.trees.servers import build
+
+    build(tmp_path / "node", gpus=1, nics=1, nvme=0, sockets=1, nested=False)
+    script = ("import gc, sys\nimport gdrcheck.cli.entry as entry\n"
+              "entry._leave = lambda code: sys.stderr.write(f'GC {gc.isenabled()}\\n')\n"
+              "sys.argv = ['gdrcheck', 'topology', '--json', '--from', sys.argv[1]]\nentry.main()\n"
+              "try:\n    gc.enable()\n    entry.main(sys.argv[1:])\nexcept SystemExit:\n"
+              "    sys.stderr.write(f'GC {gc.isenabled()}\\n')\n")
+    p = subprocess.run([sys.executable, "-c", script, str(tmp_path / "node")], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert [ln for ln in p.stderr.splitlines() if ln.startswith("GC ")] == ["GC False", "GC True"], p.stderr
