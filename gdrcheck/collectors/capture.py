@@ -48,9 +48,24 @@ def capture(redact: bool = False, progress=None) -> Tuple[Source, Dict]:
                        for c in snap.collectors],
         "unreadable": sorted({f"{p}: {why}" for p, why in src._errors.items() if why != "missing"})[:500],
     }
-    env = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
-    src.recorded["/gdrcheck/env.json"] = ("f", json.dumps(env, indent=1, sort_keys=True).encode())
+    src.recorded["/gdrcheck/env.json"] = ("f", json.dumps(captured_env(), indent=1, sort_keys=True).encode())
     return src, (manifest, snap.hostname)
+
+
+def captured_env() -> dict:
+    """What a replay needs of this process's environment: the NCCL_ settings, and the two home directories
+    NCCL looks in for ``.nccl.conf`` (``$HOME`` from 2.30.3, the passwd entry's before), whose files the
+    snapshot holds but whose place a replay could not otherwise know."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+    if os.environ.get("HOME"):
+        env["HOME"] = os.environ["HOME"]
+    try:
+        import pwd
+
+        env["GDRCHECK_PW_DIR"] = pwd.getpwuid(os.getuid()).pw_dir
+    except (ImportError, KeyError, AttributeError):
+        pass
+    return env
 
 
 def write_archive(src: Source, manifest_host, out_path: str, redact: bool = False) -> int:

@@ -73,8 +73,8 @@ def _layers(ctx: HostCtx) -> Tuple[List[Tuple[str, Mapping[str, str]]], List[str
     user = (env or {}).get("NCCL_CONF_FILE")
     if user:
         files.append(user)
-    elif ctx.src.live and os.environ.get("HOME"):
-        files.append(os.path.join(os.environ["HOME"], ".nccl.conf"))
+    elif (env or {}).get("HOME"):  # this process's, or the one a snapshot captured
+        files.append(os.path.join(env["HOME"], ".nccl.conf"))
     files.append(ETC_CONF)
     for path in files:
         if not path.startswith("/"):

@@ -573,6 +573,23 @@ def test_nccl_env_live_environment_wins(tmp_path, monkeypatch):
                                          "shadowed": [{"value": "0", "source": "/etc/nccl.conf"}]}
 
 
+def test_nccl_env_replay_reads_the_captured_home_like_the_live_run(tmp_path, monkeypatch):
+    """Seen on a two-GPU H100 node: /root/.nccl.conf set NCCL_NVLS_ENABLE, and the snapshot's replay listed
+    only /etc/nccl.conf as read, because the snapshot did not say where $HOME was."""
+    from gdrcheck.collectors.capture import captured_env
+
+    monkeypatch.setenv("HOME", "/home/u")
+    monkeypatch.setenv("NCCL_P2P_LEVEL", "PIX")
+    env = captured_env()
+    assert env["HOME"] == "/home/u" and env["NCCL_P2P_LEVEL"] == "PIX" and "GDRCHECK_PW_DIR" in env
+    assert not [k for k in env if k not in ("HOME", "GDRCHECK_PW_DIR") and not k.startswith("NCCL_")]
+    tree = base_host(**{"etc/nccl.conf": "NCCL_DMABUF_ENABLE=0\n", "home/u/.nccl.conf": "NCCL_DMABUF_ENABLE=1\n",
+                        "gdrcheck/env.json": json.dumps({"HOME": "/home/u", "GDRCHECK_PW_DIR": "/home/u"})})
+    facts, _ = facts_of(tmp_path, tree)
+    assert facts["nccl_env"].value["NCCL_DMABUF_ENABLE"] == {
+        "value": "1", "source": "/home/u/.nccl.conf", "shadowed": [{"value": "0", "source": "/etc/nccl.conf"}]}
+
+
 # ---------------------------------------------------------------------------
 # a recording source keeps what the facts need, so a snapshot replays them
 
