@@ -95,3 +95,10 @@ def test_what_a_vm_cannot_know_is_said(machine):
     nics = [d for d in doc["devices"] if d["kind"] == "nic"]
     assert nics and all(d["rdma"] is False and "virtio" in d["rdma_basis"] for d in nics)
     assert not [p for p in doc["pairs"] if p["kind"] == "gpu-nic"]
+
+
+def test_replay_reads_the_settings_files_the_live_run_read():
+    """On the two-GPU H100 VM the live run read /root/.nccl.conf ($HOME) and /etc/nccl.conf (NOTE.md);
+    the snapshot records $HOME, so its replay reads both too."""
+    doc = json.loads(run("pairs", "--json", "--from", FIXTURES / "h100-x2-vm" / "snapshot.tar.gz").stdout)
+    assert doc["nccl"]["settings_files_read"] == ["/root/.nccl.conf", "/etc/nccl.conf"]
