@@ -1,6 +1,6 @@
 """Time gdrcheck against hwloc's lstopo on the same generated sysfs trees, and say where the time goes.
 
-    python3 benchmarks/bench.py [--runs 11] [--chassis 0] [--site]
+    python3 benchmarks/bench.py [--runs 11] [--chassis 0] [--site] [--baseline DIR]
 
 For each tree (1 GPU; DGX-H100-like 8 GPUs + 8 NICs + 8 NVMe under nested switches on
 2 sockets; 64 + 64 + 64 on 8 NUMA nodes; optionally a composable chassis), runs
@@ -82,10 +82,10 @@ print(json.dumps({"imports": t2 - t1, "reads": t3 - t2, "evaluate": t4 - t3,
 """
 
 
-def timed(argv, env=None):
+def timed(argv, env=None, cwd=ROOT):
     t0 = time.perf_counter()
-    # cwd: `python3 -m gdrcheck` imports from the current directory first, so every run starts in this checkout
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    # cwd: `python3 -m gdrcheck` imports from the current directory first, so a run starts in its own checkout
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
     _, _, ru = os.wait4(p.pid, 0)
     return time.perf_counter() - t0, ru.ru_maxrss  # KiB on Linux
 
@@ -99,13 +99,18 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=11)
     ap.add_argument("--chassis", type=int, default=0, help="also a composable chassis of N devices")
     ap.add_argument("--site", action="store_true", help="run gdrcheck under plain python3 (site packages loaded)")
+    ap.add_argument("--baseline", metavar="DIR", help="another checkout (git worktree add DIR REV), run in the same "
+                                                     "loop, alternately: its medians and ratios follow each tree's")
     a = ap.parse_args()
     lstopo = shutil.which("lstopo-no-graphics")
     py = sys.executable
     purelib = sysconfig.get_paths()["purelib"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), purelib]))
     pyargs = [py] if a.site else [py, "-S"]
-    subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "gdrcheck")], check=False)
+    base = Path(a.baseline).resolve() if a.baseline else None
+    base_env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(base), purelib])) if base else None
+    for checkout in (ROOT, base) if base else (ROOT,):
+        subprocess.run([py, "-m", "compileall", "-q", str(checkout / "gdrcheck")], check=False)
     tmp = Path(tempfile.mkdtemp(prefix="gdrcheck-bench-"))
     trees = [("1 GPU", dict(gpus=1, nics=1, nvme=0, sockets=1, nested=False)),
              ("DGX-like 8+8+8", dict(gpus=8, nics=8, nvme=8, sockets=2, nested=True)),
@@ -135,7 +140,7 @@ def main() -> None:
         for label, kw in trees:
             root = tmp / label.replace(" ", "_").replace("+", "_").replace(",", "")
             t = build(root, **kw)
-            runs = {"pairs": [], "topology": [], "lstopo": []}
+            runs = {"pairs": [], "topology": [], "lstopo": [], "base pairs": [], "base topology": []}
             peak = 0
             for _ in range(a.runs):
                 dt, rss = timed(pyargs + ["-m", "gdrcheck", "pairs", "--json", "--from", str(root)], env)
@@ -143,6 +148,9 @@ def main() -> None:
                 peak = max(peak, rss)
                 runs["topology"].append(timed(pyargs + ["-m", "gdrcheck", "topology", "--json", "--from",
                                                         str(root)], env)[0])
+                for command in ("topology", "pairs") if base else ():
+                    runs[f"base {command}"].append(timed(pyargs + ["-m", "gdrcheck", command, "--json", "--from",
+                                                                   str(root)], base_env, base)[0])
                 if lstopo:
                     runs["lstopo"].append(timed([lstopo, "--whole-io", "--of", "xml"],
                                                 dict(os.environ, HWLOC_FSROOT=str(root), HWLOC_COMPONENTS="-x86"))[0])
@@ -154,6 +162,9 @@ def main() -> None:
                   f"{med['topology'] / med['lstopo']:>8.1f}x{med['pairs']:>11.1f}ms"
                   f"{med['pairs'] / med['lstopo']:>8.1f}x{med['lstopo']:>6.1f}ms"
                   f"{med['pairs'] - py_floor:>7.1f}ms{peak / 1024:>9.1f}")
+            if base:
+                print(f"{'  baseline':<32}{med['base topology']:>8.1f}ms{med['base topology'] / med['lstopo']:>8.1f}x"
+                      f"{med['base pairs']:>11.1f}ms{med['base pairs'] / med['lstopo']:>8.1f}x")
             for command in ("topology", "pairs"):
                 parts = [json.loads(subprocess.run(pyargs + [str(split_py), command, str(root)], env=env,
                                                    capture_output=True, text=True).stdout)
