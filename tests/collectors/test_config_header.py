@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
+from support.replay import replay_tree
 
 from benchmarks.trees.sysfs_tree import SysfsTree
 from gdrcheck.collectors.config_header import header_facts, link_facts
@@ -267,17 +268,7 @@ def test_recording_source_keeps_the_files_for_other_reading_policies(tmp_path):
     collect_sysfs_pci(rec, endpoint_config=True)
     assert {p.rsplit("/", 1)[-1] for p in rec.paths} >= {"vendor", "device", "subsystem_vendor",
                                                          "max_link_speed"}
-    replay = tmp_path / "replay"
-    for path, (kind, value) in rec.recorded.items():
-        p = replay / path.lstrip("/")
-        if kind == "d":
-            p.mkdir(parents=True, exist_ok=True)
-        elif kind == "l":
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.symlink_to(value)
-        else:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(value)
+    replay = replay_tree(rec, tmp_path / "replay")
     for ep in (True, False):
-        assert collect_sysfs_pci(Source(str(replay)), endpoint_config=ep)[0] == \
+        assert collect_sysfs_pci(replay, endpoint_config=ep)[0] == \
             collect_sysfs_pci(Source(root), endpoint_config=ep)[0]

@@ -8,6 +8,7 @@ import os
 from typing import Dict, Optional, Union
 
 import pytest
+from support.replay import replay_tree
 
 from gdrcheck.collectors.host import HOST_FACT_KEYS, collect_host
 from gdrcheck.collectors.host_nccl import parse_nccl_conf
@@ -594,22 +595,6 @@ def test_nccl_env_replay_reads_the_captured_home_like_the_live_run(tmp_path, mon
 # a recording source keeps what the facts need, so a snapshot replays them
 
 
-def _replay_tree(src: Source, dest) -> Source:
-    for path, (kind, val) in src.recorded.items():
-        p = dest / path.lstrip("/")
-        if kind == "d":
-            p.mkdir(parents=True, exist_ok=True)
-        elif kind == "l":
-            p.parent.mkdir(parents=True, exist_ok=True)
-            if not p.is_symlink():
-                os.symlink(str(val), p)
-        else:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            if not p.exists():
-                p.write_bytes(val if isinstance(val, bytes) else str(val).encode())
-    return Source(str(dest), live=False)
-
-
 def test_recorded_reads_replay_to_the_same_facts(tmp_path):
     files = base_host(**_groups({"3": "identity", "4": "DMA"}))
     files.update({"sys/kernel/mm/memory_peers/nv_mem/version": "1.3\n",
@@ -618,7 +603,7 @@ def test_recorded_reads_replay_to_the_same_facts(tmp_path):
     make_tree(tmp_path / "live", files)
     rec = Source(str(tmp_path / "live"), live=False, record=True)
     first, _ = collect_host(rec, DEVS)
-    again, _ = collect_host(_replay_tree(rec, tmp_path / "replay"), DEVS)
+    again, _ = collect_host(replay_tree(rec, tmp_path / "replay"), DEVS)
     for key in HOST_FACT_KEYS:
         assert again[key].value == first[key].value, key
     assert again["iommu"].value["units"] == ["dmar0"]

@@ -35,12 +35,17 @@ def inputs(tmp_path):
     return _inputs(tmp_path, REALWORLD if REALWORLD.is_dir() else None)
 
 
+def _judged(path):
+    """An input's topology, pairs and NCCL view, as evaluate builds them."""
+    snap = load_facts(str(path))
+    topo = Topology(snap)
+    pairs = build_pairs(topo)
+    return topo, pairs, nccl_node(snap, topo, pairs, Options())
+
+
 def test_pair_types_shared_by_class_match_each_pair(inputs):
     for path in inputs:
-        snap = load_facts(str(path))
-        topo = Topology(snap)
-        pairs = build_pairs(topo)
-        node = nccl_node(snap, topo, pairs, Options())
+        topo, pairs, node = _judged(path)
         for p in pairs:
             fc = node.file_classes.get((p.a, p.b))
             assert node.types[(p.a, p.b)] == nccl_node_mod.pair_type(topo, p, node.version, node.st, fc), (path, p)
@@ -78,10 +83,7 @@ def test_link_index_matches_a_scan_of_every_link(inputs):
 
 def test_best_nic_kept_across_gpu_pairs_matches_each_pair(inputs):
     for path in inputs:
-        snap = load_facts(str(path))
-        topo = Topology(snap)
-        pairs = build_pairs(topo)
-        node = nccl_node(snap, topo, pairs, Options())
+        topo, pairs, node = _judged(path)
         nets: dict = {}
         for p in pairs:
             if p.kind == "gpu-gpu":
