@@ -48,7 +48,7 @@ CASES = {
     "GDR120": ("nccl-conf-overrides", "healthy-gdr-node", ()),
     "GDR121": ("kvm-guest", "healthy-gdr-node", ()),
     # the deadline runs out once the PCI tree is read: host facts and NVML are never asked
-    "GDR122": ("healthy-gdr-node", "healthy-gdr-node", ("--timeout", "0.001")),
+    "GDR122": ("healthy-gdr-node", "healthy-gdr-node", ("--timeout", "1e-9")),
     "GDR107": ("gpu-missing-from-nvml", "healthy-gdr-node", ()),
     "GDR123": ("snapshot-without-pci-tree", "healthy-gdr-node", ()),
     "GDR124": ("real:aws-g5-48xlarge/nccl-topo.xml", "healthy-gdr-node", ()),
