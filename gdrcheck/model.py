@@ -236,10 +236,6 @@ class PathFact:
     why: str = ""
 
 
-INPUT_KINDS = ("live", "sysfs", "snapshot", "lspci", "nccl-xml", "hwloc-xml", "lspci-vvv", "nvidia-smi-q",
-               "topo-matrix", "pastes")
-
-
 @record(frozen=True)
 class Snapshot:
     """Everything gdrcheck knows about one node, read once.

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from typing import Dict, Tuple
 
 SNAPSHOT_FORMAT = "1.0"
-TOP = "gdrcheck-snapshot"
 
 def capture(redact: bool = False, progress=None) -> Tuple[Source, Dict]:
     """Read the live machine once, recording every read; return the source and the manifest."""

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 DEVICE_KINDS = ("gpu", "nic", "nvme", "nvswitch")
 # what a fingerprint line calls a bridge: the ports, plus a bridge of no known port type and a host bridge
 BRIDGE_TAGGED = BRIDGE_KINDS + ("bridge", "host_bridge")
-PAIR_TAGS = {"gpu-gpu": "p2p", "gpu-nic": "gdr", "gpu-nvme": "gds"}
 
 
 def _width(v: Optional[int]) -> str:

@@ -20,8 +20,6 @@ NVIDIA = 0x10DE
 AMD_ATI = 0x1002
 AMD = 0x1022
 
-GPU_KINDS = ("gpu",)
-ENDPOINT_KINDS = ("gpu", "nic", "nvme", "nvswitch", "other", "host_bridge")
 # Port kinds an input may declare outright (topology trusts them). A plain "bridge"
 # hint (an lspci -t bus range) says only "a bridge", so it is not among them and
 # topology works out root port / switch port by structure.

@@ -9,9 +9,6 @@ TYPE_CHECKING = False  # typing names are for annotations only: see README, "Spe
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
-STATUS_ORDER = ("fail", "unknown", "degraded", "ok", "skipped")
-
-
 def compare_across_gpus(checks: List[Dict[str, Any]]) -> None:
     """A GPU whose host copies are far below the node's best is degraded beside its peers (in place)."""
     hb = [c for c in checks if c["check"] == "host-bandwidth" and c["status"] in ("ok", "degraded")

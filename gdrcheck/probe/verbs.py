@@ -30,7 +30,7 @@ from gdrcheck.probe.libs import bind, load
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Dict, List, Tuple
 
 IBV_ACCESS_LOCAL_WRITE = 1
 IBV_ACCESS_REMOTE_WRITE = 1 << 1
@@ -318,9 +318,3 @@ def ops_function(ctx: int, name: str, restype, *argtypes):
     return CFUNCTYPE(restype, *argtypes)(addr)
 
 
-def mr_of(p) -> Optional[IbvMr]:
-    return p.contents if p else None
-
-
-def c_str(text: str) -> c_char_p:
-    return c_char_p(text.encode())

@@ -66,19 +66,6 @@ def restrict(evaluation: Evaluation, capabilities, required: bool = True) -> Eva
                       nic_side=evaluation.nic_side)
 
 
-def _flattened(topo: Topology, bridges: Tuple[str, ...]) -> bool:
-    """True when every switch on a PXB path is one Broadcom part that NCCL flattens."""
-    switches = {topo.switch_id(b) for b in bridges
-                if topo.device_kind.get(b) in ("switch_upstream", "switch_downstream")}
-    if len(switches) < 2:
-        return False
-    for s in switches:
-        d = topo.by_bdf[s]
-        if not nccl.bcm_gen(d.vendor, d.device, d.subsys_vendor, d.subsys_device):
-            return False
-    return True
-
-
 def build_pairs(topo: Topology) -> Tuple[PairInfo, ...]:
     gpus = topo.of_kind("gpu")
     nics = topo.gpudirect_nics()

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from gdrcheck.rules.nccl.core import Version
 
 _SPACE = " \t\n\v\f\r"
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def c_strtol(text: str, bits: int = 64) -> Tuple[int, bool]:
