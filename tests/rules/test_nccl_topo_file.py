@@ -95,3 +95,26 @@ def test_a_file_that_places_nothing_keeps_the_node_tree(tmp_path):
     v = pairs[(G0, NIC0)]
     assert v["gdr"] == "enabled" and v["path_type"] == "PIX" and "path_tree" not in v
     assert "places none" in top["topology_files"][TOPO]
+
+
+BCM = ('<pci busid="{bdf}" class="0x060400" vendor="0x1000" device="0xc030" subsystem_vendor="0x1000" '
+       'subsystem_device="{sub}">{inside}</pci>')
+
+
+@pytest.mark.parametrize("case,top_sub,word_pix,path_type", [
+    # a PEX89xxx in the file: its level-1 switches (0x1000) go into its level-0 one (0x0000): PIX
+    ("topo-file-tree-broadcom-flattened", "0x0000", "enabled", "PIX"),
+    # the same ids one level lower (two level-1 parts): nothing is fused, PXB
+    ("topo-file-tree-broadcom-not-flattened", "0x1000", "disabled", "PXB"),
+])
+def test_topology_file_tree_flattens_broadcom_switches(tmp_path, case, top_sub, word_pix, path_type):
+    """NCCL flattens the merged tree's Broadcom switches with the ids the file's attributes give (topo.cc:521-534,
+    194-268); under NCCL_NET_GDR_LEVEL=PIX the GPU and the NIC below two sub switches of one chip keep GDR only
+    when NCCL fused them."""
+    subs = (BCM.format(bdf="0000:ab:00.0", sub="0x1000", inside=GPU.format(bdf=G0))
+            + BCM.format(bdf="0000:ac:00.0", sub="0x1000", inside=NIC))
+    text = xml((0, BCM.format(bdf="0000:aa:00.0", sub=top_sub, inside=subs)))
+    top, pairs = N.decide(node(tmp_path, case, PHB_NODE, text), "2.30.7", {"NCCL_NET_GDR_LEVEL": "PIX"})
+    v = pairs[(G0, NIC0)]
+    assert v["path_type"] == path_type and v["gdr"] == word_pix, (case, v)
+    assert bool(v.get("broadcom_flattened")) == (path_type == "PIX"), (case, v)

@@ -31,9 +31,12 @@ def build(root: Path, *, devices: Sequence[Tuple[str, str, int, str]], cpu: Opti
           cc: Tuple[int, int] = (9, 0), modules: Sequence[str] = ("mlx5_core", "mlx5_ib"),
           nic_driver: str = "mlx5_core", rates: Optional[Dict[str, str]] = None,
           files: Optional[Dict[str, str]] = None, kernel: str = "6.8.0-49-generic",
-          libibverbs: Optional[str] = "libibverbs.so.1.14.50.0") -> Path:
-    """``devices``: (kind "gpu"|"nic"|"data-direct", bdf, socket, "switch"|"root"); "data-direct" is a
-    ConnectX-8 Data Direct DMA function (15b3:2100, Linux mlx5_data_direct)."""
+          libibverbs: Optional[str] = "libibverbs.so.1.14.50.0",
+          below: Sequence[Tuple[int, str, Sequence[str], str, Tuple[int, int], int]] = ()) -> Path:
+    """``devices``: (kind "gpu"|"nic"|"data-direct", bdf, socket, "switch"|"root"|a downstream port of
+    ``below``); "data-direct" is a ConnectX-8 Data Direct DMA function (15b3:2100, Linux mlx5_data_direct).
+    ``below``: more switches under a socket's switch, (socket, upstream port, downstream ports, the port above,
+    subsystem ids, device id), in order."""
     t = SysfsTree(root)
     sockets = sorted({d[2] for d in devices})
     switches: Dict[int, Tuple[str, list]] = {}
@@ -41,17 +44,21 @@ def build(root: Path, *, devices: Sequence[Tuple[str, str, int, str]], cpu: Opti
     for s in sockets:
         bus = 0x80 * s
         t.add_root(0, bus, numa=s)
-        if any(d[2] == s and d[3] == "switch" for d in devices):
+        if any(d[2] == s and d[3] == "switch" for d in devices) or any(b[0] == s for b in below):
             rp = t.add(f"0000:{bus:02x}:01.0", root=(0, bus), cls=0x060400, vendor=port_vendor, device=0x1234)
             free_port[s] = 2
             dsps = [f"0000:{bus + 2:02x}:{i:02x}.0" for i in range(8)]
             t.add_switch(f"0000:{bus + 1:02x}:00.0", dsps, parent=rp, subsystem=(0x1000, 0x0000))
             switches[s] = (rp, list(dsps))
+    for _s, usp, dsps, above, subsystem, device in below:
+        t.add_switch(usp, dsps, parent=above, subsystem=subsystem, device=device)
     gpu_bdfs = []
     for kind, bdf, s, where in devices:
         bus = 0x80 * s
         if where == "switch":
             parent = switches[s][1].pop(0)
+        elif where != "root":
+            parent = where
         else:
             port = free_port[s]
             free_port[s] += 1

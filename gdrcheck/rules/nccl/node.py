@@ -109,6 +109,7 @@ class NodeNccl:
     topo_files: Dict[str, str] = field(default_factory=dict)  # path -> what was applied from it
     data_direct: List[str] = field(default_factory=list)  # the node's mlx5 data-direct DMA functions
     file_classes: Dict[Tuple[str, str], str] = field(default_factory=dict)  # pairs the topology file decides
+    file_flat: frozenset = frozenset()  # of those, the pairs that are PIX because NCCL fused Broadcom switches
     rdma: Dict[str, Optional[bool]] = field(default_factory=dict)  # NIC -> an RDMA device NCCL's IB lists
     gdr_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
     p2p_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
@@ -493,16 +494,19 @@ def topo_file_attrs(snap, st: NcclSettings, tree: Optional[dict] = None) \
     return gpus, nets, {path: "applied: " + ", ".join(applied)}
 
 
-def topo_file_classes(tree: dict, topo, pairs, applied: Dict[str, str]) -> Dict[Tuple[str, str], str]:
-    """NCCL's PCIe class of each pair the topology file's PCI tree decides (``gdrcheck.rules.nccl.topo_file``);
-    ``applied`` (``nccl.topology_files``) says which devices the file places and which tree decided."""
+def topo_file_classes(tree: dict, topo, pairs, applied: Dict[str, str], version: Version = NEWEST) \
+        -> Tuple[Dict[Tuple[str, str], str], frozenset]:
+    """NCCL's PCIe class of each pair the topology file's PCI tree decides (``gdrcheck.rules.nccl.topo_file``),
+    and the pairs among them that are PIX because NCCL fused Broadcom switches of that tree; ``applied``
+    (``nccl.topology_files``) says which devices the file places and which tree decided."""
     if not tree.get("root"):
-        return {}
+        return {}, frozenset()
     from gdrcheck.rules.nccl import topo_file
 
     ft = topo_file.FileTree(tree["root"])
     placed = [f"{b} ({how})" for b in topo.of_kind("gpu", "nic") if (how := ft.placed(topo, b))]
-    classes = topo_file.pair_classes(ft, topo, pairs)
+    virtual = bcm_virtual_links(topo) if version >= BCM_LINKS_FROM else {}
+    classes, flat = topo_file.pair_classes(ft, topo, pairs, version, virtual)
     path = tree["path"]
     if placed:
         applied[path] += (f"; its PCI tree places {', '.join(placed)}: NCCL keeps the file's place for these and "
@@ -512,7 +516,7 @@ def topo_file_classes(tree: dict, topo, pairs, applied: Dict[str, str]) -> Dict[
         applied[path] += ("; its PCI tree places none of the node's GPUs and NICs" +
                           (f", but {len(classes)} pair(s) meet it on the way up and take their path type from it"
                            if classes else ": every pair keeps the node's tree"))
-    return classes
+    return classes, flat
 
 
 # ---------------------------------------------------------------------------
@@ -539,10 +543,11 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
 
     ctx = Context(snap=snap, topo=topo, pairs=())
     node.rdma = {b: rdma_capable(ctx, b) for b in nics}
-    file_cls = topo_file_classes(tree, topo, pairs, node.topo_files) if tree else {}
-    types = pair_types(topo, pairs, version, st, file_cls)
+    file_cls, file_flat = topo_file_classes(tree, topo, pairs, node.topo_files, version) if tree else ({}, frozenset())
+    types = pair_types(topo, pairs, version, st, file_cls, file_flat)
     node.types = types
     node.file_classes = file_cls
+    node.file_flat = file_flat
     _decide_gdr(node, snap, topo, pairs, types)
     _decide_p2p(node, snap, topo, pairs, types)
     if file_cls:
@@ -575,21 +580,41 @@ def _say_file_tree(node: NodeNccl, path: str, types, file_cls, pairs) -> None:
                                f"says {nccl_type(p.pcie_path, None) or 'no single type'})")
 
 
-def _flattened(topo, bridges, version: Version = NEWEST) -> bool:
-    """Every switch on the path is a Broadcom part NCCL flattens at this version (Gen4 from 2.9.6, Gen5 from
-    2.20.3: v2.30.7 ``topo.cc:195-268``)."""
+def fusion(topo, version: Version, drives: bool = False):
+    """NCCL's Broadcom switch flattening on the node's tree at ``version`` (:mod:`gdrcheck.rules.nccl.bcm`), or
+    None where no function of the node is such a part. Kept on the topology, one per version. NCCL's tree holds
+    GPUs and NICs only; ``drives``: NVMe drives too, placed as NCCL places a NIC (a GPU-NVMe pair's path type
+    is what NCCL's would be, had it such a device)."""
     if not _has_bcm(topo):
-        return False
-    switches = {topo.switch_id(b) for b in bridges
-                if topo.device_kind.get(b) in ("switch_upstream", "switch_downstream")}
-    if len(switches) < 2:
-        return False
-    for s in switches:
-        d = topo.by_bdf[s]
-        gen = bcm_gen(d.vendor, d.device, d.subsys_vendor, d.subsys_device)
-        if not gen or (gen == 4 and version < (2, 9, 6)) or (gen == 5 and version < (2, 20, 3)):
-            return False
-    return True
+        return None
+    cache = topo.__dict__.setdefault("_bcm_fusion", {})
+    got = cache.get((version, drives))
+    if got is None:
+        from gdrcheck.rules.nccl import bcm
+
+        if topo.snap.input_kind == "nccl-xml":  # its <pci> switches are NCCL's PCI nodes themselves
+            def chain(b):
+                return topo.ancestors(b)
+        else:
+            def chain(b):
+                return bcm.sysfs_chain(topo, b)
+        devices = topo.of_kind("gpu") + topo.gpudirect_nics() + (topo.of_kind("nvme") if drives else [])
+        chains = {b: chain(b) for b in devices}  # in the order NCCL fills its XML: GPUs, then NICs
+        virtual = bcm_virtual_links(topo) if version >= BCM_LINKS_FROM else {}
+        by = topo.by_bdf
+
+        def ids(b: str) -> int:
+            d = by.get(b)
+            return bcm.device_id(d.vendor, d.device, d.subsys_vendor, d.subsys_device) if d is not None else 0
+
+        got = cache[(version, drives)] = bcm.build(chains, ids, virtual, version)
+    return got
+
+
+def _flattened(topo, a: str, b: str, version: Version, drives: bool = False) -> bool:
+    """NCCL fuses the Broadcom switches between ``a`` and ``b`` (a PXB path) into one: PIX."""
+    fu = fusion(topo, version, drives)
+    return fu is not None and fu.meet(a, b) == "PIX"
 
 
 def _has_bcm(topo) -> bool:
@@ -602,7 +627,8 @@ def _has_bcm(topo) -> bool:
     return got
 
 
-def pair_types(topo, pairs, version: Version, st, file_cls: Dict[Tuple[str, str], str]) -> Dict[Tuple[str, str], tuple]:
+def pair_types(topo, pairs, version: Version, st, file_cls: Dict[Tuple[str, str], str],
+               file_flat: frozenset = frozenset()) -> Dict[Tuple[str, str], tuple]:
     """:func:`pair_type` of every pair. Where no Broadcom switch can flatten the path (a PXB path on a node with
     such a part) or link it (a node with virtual links), and NCCL cannot route through a third GPU (NVB), the
     answer follows from the pair's kind, class, file class, NVLink count, candidates and whether NVLink is
@@ -616,8 +642,8 @@ def pair_types(topo, pairs, version: Version, st, file_cls: Dict[Tuple[str, str]
         key = (p.a, p.b)
         fc = file_cls.get(key)
         gg = p.kind == "gpu-gpu"
-        if linked or (gg and nvb) or (bcm and fc is None and p.pcie_path == "PXB"):
-            out[key] = pair_type(topo, p, version, st, fc)
+        if linked or (gg and nvb) or (bcm and fc is None and p.pcie_path == "PXB") or key in file_flat:
+            out[key] = pair_type(topo, p, version, st, fc, key in file_flat)
             continue
         said = (fc, p.pcie_path, gg, p.nvlinks if gg else None, p.candidates, gg and bool(p.nvlink_unknown))
         got = shared.get(said)
@@ -627,12 +653,16 @@ def pair_types(topo, pairs, version: Version, st, file_cls: Dict[Tuple[str, str]
     return out
 
 
-def pair_type(topo, p, version: Version, st, file_class: Optional[str] = None) \
+def pair_type(topo, p, version: Version, st, file_class: Optional[str] = None, file_flat: bool = False) \
         -> Tuple[Optional[str], Tuple[str, ...], bool, Optional[str]]:
     """(NCCL path type, candidates, Broadcom-flattened, NVB intermediate GPU). ``file_class``: the PCIe class
-    the topology file's PCI tree gives the pair (``topo_file``), which replaces the node's."""
+    the topology file's PCI tree gives the pair (``topo_file``), which replaces the node's; ``file_flat``: that
+    class is PIX because NCCL fused the file's Broadcom switches."""
     pcie = p.pcie_path if file_class is None else file_class
-    flat = file_class is None and p.pcie_path == "PXB" and _flattened(topo, p.bridges, version)
+    if file_class is not None:
+        flat = file_flat
+    else:
+        flat = p.pcie_path == "PXB" and _flattened(topo, p.a, p.b, version, p.kind == "gpu-nvme")
     t = nccl_type(pcie, p.nvlinks if p.kind == "gpu-gpu" else None, flat)
     cands = tuple(sorted({nccl_type(c, None) for c in p.candidates}, key=lambda x: rank_in(version).get(x, 99))) \
         if pcie is None else ()
@@ -641,7 +671,11 @@ def pair_type(topo, p, version: Version, st, file_class: Optional[str] = None) \
         cands = tuple(dict.fromkeys(("NVL",) + ((t,) if t else cands)))
         t = None
     if file_class is None and t in ("PHB", "SYS") and version >= BCM_LINKS_FROM and _bcm_linked(topo, p.a, p.b):
-        t = "PXB"  # the two Broadcom switches are joined by a virtual link: NCCL's path stays on PCI switches
+        # the two Broadcom switches are joined by a virtual link: NCCL's path stays on PCI switches, and is PIX
+        # where NCCL took the far switch into the near one
+        fu = fusion(topo, version)
+        met = fu.meet(p.a, p.b) if fu is not None else None
+        t, flat = (met, True) if met == "PIX" else ("PXB", flat)
     via = None
     if p.kind == "gpu-gpu" and not p.nvlinks and topo.snap.shows_nvlink:
         nvb_off = version >= p2p_rules.NVB_DISABLE_FROM and st.param("NCCL_NVB_DISABLE", 0)
@@ -658,24 +692,36 @@ def pair_type(topo, p, version: Version, st, file_class: Optional[str] = None) \
 BCM_LINKS_FROM = (2, 22, 3)  # getBcmLinks, v2.22.3 xml.cc:410-429 and 730-745
 
 
-def bcm_links(topo) -> dict:
-    """Virtual links between Broadcom switch ports: the host's sysfs (``bcm_switch_links``) or an NCCL XML's
-    ``<pcilink target>`` (v2.30.7 ``topo.cc:873-890``: a LOC link between the two PCI switch nodes)."""
-    cache = topo.__dict__.get("_bcm_links")
+def bcm_virtual_links(topo) -> dict:
+    """Virtual links between Broadcom switch ports, from the port that lists them: the host's sysfs
+    (``bcm_switch_links``) or an NCCL XML's ``<pcilink target>`` (v2.30.7 ``topo.cc:873-890``: a LOC link from
+    the PCI switch node that holds it to the target)."""
+    cache = topo.__dict__.get("_bcm_virtual")
     if cache is not None:
         return cache
     links: dict = {}
     f = topo.snap.host.get("bcm_switch_links")
     if f is not None and isinstance(f.value, dict):
         for a, peers in f.value.items():
-            for b in peers:
-                links.setdefault(a, set()).add(b)
-                links.setdefault(b, set()).add(a)
+            links.setdefault(a, set()).update(peers)
     for bdf, d in topo.by_bdf.items():
         for b in (d.extra or {}).get("pcilinks", ()):
             if b:
                 links.setdefault(bdf, set()).add(b)
-                links.setdefault(b, set()).add(bdf)
+    topo.__dict__["_bcm_virtual"] = links
+    return links
+
+
+def bcm_links(topo) -> dict:
+    """:func:`bcm_virtual_links` both ways."""
+    cache = topo.__dict__.get("_bcm_links")
+    if cache is not None:
+        return cache
+    links: dict = {}
+    for a, peers in bcm_virtual_links(topo).items():
+        for b in peers:
+            links.setdefault(a, set()).add(b)
+            links.setdefault(b, set()).add(a)
     topo.__dict__["_bcm_links"] = links
     return links
 
@@ -842,8 +888,8 @@ def _best_net(node: NodeNccl, topo, g: str) -> Tuple[float, bool]:
         cls = from_file or topo.pcie_class(g, n)[0]
         if view is None or cls is None:
             continue
-        nt = nccl_type(cls, None, cls == "PXB" and not from_file
-                       and _flattened(topo, topo.path_bridges(g, n), node.version))
+        nt = nccl_type(cls, None, (g, n) in node.file_flat if from_file
+                       else cls == "PXB" and _flattened(topo, g, n, node.version))
         if order.get(nt, 99) > order["PXB"]:
             continue
         if view["gdr"] == "disabled":

@@ -14,14 +14,22 @@ NCCL's path type in the merged tree (v2.30.7 ``src/graph/paths.cc:38-100``, ``nc
 one PCI switch between the two devices is PIX, more are PXB, through one CPU PHB, across CPUs SYS. The same
 walk and lookups are in v2.10.3 and v2.18.1 too (``xml.cc:443-450, 525-560, 733``).
 
-The Broadcom switch flattening and virtual links are not applied to a pair the file decides.
+NCCL then flattens the Broadcom switches of the merged tree (:mod:`gdrcheck.rules.nccl.bcm`): a ``<pci>`` of
+the file has the ids its ``vendor``, ``device``, ``subsystem_vendor`` and ``subsystem_device`` attributes give
+(``topo.cc:521-534``) and the virtual links of its ``<pcilink target>`` children; a switch hung from sysfs has
+the node's ids and links. A ``<pci>`` is one of NCCL's PCI nodes when it holds no ``<nic>`` and its ``class``
+is a bridge's or none NCCL names otherwise (``kvDictPciClass``, ``topo.cc:538-544``, matched as a prefix).
 """
 
 from __future__ import annotations
 
+from gdrcheck.rules.nccl.core import NEWEST
+
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
+
+    from gdrcheck.rules.nccl.core import Version
     Chain = Tuple[Tuple[str, ...], str, bool]  # PCI switches above the device (nearest first), its CPU, file met
 
 
@@ -34,9 +42,12 @@ class FileTree:
         self.cpu: Dict[str, str] = {}
         self.net_pci: Dict[str, Optional[str]] = {}
         self.net_cpu: Dict[str, str] = {}
+        self.ids: Dict[str, int] = {}  # busid -> ncclTopoGetIntDevice of its <pci>
+        self.switches: Dict[str, int] = {}  # busid of each of NCCL's PCI nodes -> its place in the document
+        self.pcilinks: Dict[str, List[str]] = {}
         for cpu in root.iter("cpu"):
             numa = cpu.get("numaid") or "-1"
-            stack: List[Tuple[object, Optional[str]]] = [(c, None) for c in cpu]
+            stack: List[Tuple[object, Optional[str]]] = [(c, None) for c in reversed(cpu)]
             while stack:
                 el, above = stack.pop()
                 if el.tag == "pci":
@@ -44,7 +55,13 @@ class FileTree:
                     if busid and busid not in self.parent:  # the first one found is the one NCCL's lookup returns
                         self.parent[busid] = above
                         self.cpu[busid] = numa
-                    stack.extend((c, busid or above) for c in el)
+                        self.ids[busid] = _int_device(el)
+                        if _is_pci_node(el):
+                            self.switches[busid] = len(self.switches)
+                        links = [c.get("target") for c in el if c.tag == "pcilink" and c.get("target")]
+                        if links:
+                            self.pcilinks[busid] = [t.lower() for t in links]
+                    stack.extend((c, busid or above) for c in reversed(el))
                 elif el.tag == "nic":
                     for net in el:
                         name = net.get("name") if net.tag == "net" else None
@@ -92,6 +109,29 @@ class FileTree:
             out.append(cur)
 
 
+def _int_device(el) -> int:
+    """``ncclTopoGetIntDevice`` (v2.30.7 ``topo.cc:521-534``): each attribute read with ``strtol(s, NULL, 0)``."""
+    from gdrcheck.rules.nccl.settings import c_strtol
+
+    out = 0
+    for name, shift in (("vendor", 48), ("device", 32), ("subsystem_vendor", 16), ("subsystem_device", 0)):
+        text = el.get(name)
+        if text is not None:
+            out += c_strtol(text)[0] << shift
+    return out & ((1 << 64) - 1)
+
+
+_NOT_PCI = ("0x068000", "0x068001", "0x03", "0x02")  # kvDictPciClass: NVSwitch, CPU, GPU, NIC; else PCI
+
+
+def _is_pci_node(el) -> bool:
+    """``ncclTopoAddPci`` makes a PCI node of this ``<pci>``: no ``<nic>`` in it, and a PCI class."""
+    if any(c.tag == "nic" for c in el):
+        return False
+    cls = el.get("class") or ""
+    return cls.startswith(("0x060400", "0x080100")) or not cls.startswith(_NOT_PCI)
+
+
 def path_class(a: Chain, b: Chain) -> str:
     """NCCL's PCIe path type between two devices of the merged tree."""
     if a[1] != b[1]:
@@ -102,18 +142,48 @@ def path_class(a: Chain, b: Chain) -> str:
     return "PHB"
 
 
-def pair_classes(tree: FileTree, topo, pairs) -> Dict[Tuple[str, str], str]:
+def pair_classes(tree: FileTree, topo, pairs, version: Version = NEWEST,
+                 virtual: Optional[Dict[str, object]] = None) -> Tuple[Dict[Tuple[str, str], str], frozenset]:
     """NCCL's PCIe class per GPU-NIC and GPU-GPU pair that the file decides (one end placed by it, or met
-    on the way up); other pairs keep the node's tree."""
+    on the way up), once NCCL has flattened the merged tree's Broadcom switches; other pairs keep the node's
+    tree. Also the pairs that are PIX only because of that flattening."""
+    from gdrcheck.rules.nccl import bcm
+
     chains: Dict[str, Chain] = {}
+    for b in topo.of_kind("gpu") + topo.gpudirect_nics():  # NCCL fills its XML with GPUs, then NICs
+        chains[b] = tree.chain(topo, b)
+    for p in pairs:
+        for x in (p.a, p.b):
+            if p.kind in ("gpu-nic", "gpu-gpu") and x not in chains:
+                chains[x] = tree.chain(topo, x)
+    fusion = None
+    if any(bcm.bcm_gen(i, 0, version) for i in tree.ids.values()) or any(
+            bcm.bcm_gen(bcm.device_id(d.vendor, d.device, d.subsys_vendor, d.subsys_device), 0, version)
+            for x, c in chains.items() for d in (topo.by_bdf.get(n) for n in c[0]) if d is not None):
+        nodes: Dict[str, Tuple[str, ...]] = {x: c[0] for x, c in chains.items()}
+        for s in tree.switches:  # the file's switches hold none of the node's devices too
+            nodes["<pci " + s + ">"] = (s,) + tree.up(s)
+        links = dict(virtual or {})
+        for n in tree.switches:
+            links[n] = tree.pcilinks.get(n, ())  # the file's switches: its <pcilink>s, never sysfs's
+
+        def ids(n: str) -> int:
+            if n in tree.ids:
+                return tree.ids[n]
+            d = topo.by_bdf.get(n)
+            return bcm.device_id(d.vendor, d.device, d.subsys_vendor, d.subsys_device) if d is not None else 0
+
+        fusion = bcm.build(nodes, ids, links if version >= (2, 22, 3) else {}, version, tree.switches)
     out: Dict[Tuple[str, str], str] = {}
+    flat = set()
     for p in pairs:
         if p.kind not in ("gpu-nic", "gpu-gpu"):
             continue
-        for x in (p.a, p.b):
-            if x not in chains:
-                chains[x] = tree.chain(topo, x)
         ca, cb = chains[p.a], chains[p.b]
         if ca[2] or cb[2]:
-            out[(p.a, p.b)] = path_class(ca, cb)
-    return out
+            cls = path_class(ca, cb)
+            if fusion is not None and cls == "PXB" and fusion.meet(p.a, p.b) == "PIX":
+                cls = "PIX"
+                flat.add((p.a, p.b))
+            out[(p.a, p.b)] = cls
+    return out, frozenset(flat)
