@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
 
 def main(argv=None) -> None:
+    if sys.stdout is None or sys.stderr is None or sys.stdin is None:
+        _closed_streams()
     args = sys.argv[1:] if argv is None else list(argv)
     if args == ["--version"]:
         from gdrcheck import __version__
@@ -28,6 +30,23 @@ def main(argv=None) -> None:
             _leave(e.code)
     else:
         run_command_line(argv)
+
+
+def _closed_streams() -> None:
+    """A standard stream the caller closed (``>&-``, ``2>&-``, ``<&-``) becomes /dev/null: what would be
+    written there goes nowhere, as when the reader of a pipe has gone, the run keeps its exit status, and no
+    file gdrcheck opens later takes the stream's number."""
+    for fd, name, mode in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_WRONLY), (2, "stderr", os.O_WRONLY)):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            null = os.open(os.devnull, mode)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", errors="replace", closefd=False))
+        except OSError:
+            pass
 
 
 def _no_cycle_collection() -> None:

@@ -353,3 +353,28 @@ def test_bar1_at_72_columns(inputs, name):
     p = run("bar1", "--from", inputs[name], env={"COLUMNS": "72"})
     assert p.returncode in (0, 1, 3), p.stderr
     _check(name, "bar1", 72, p.stdout, {"bar1": json.loads(run("bar1", "--json", "--from", inputs[name]).stdout)})
+
+
+def _closed_stream(fd, *args):
+    """gdrcheck started with ``fd`` closed (``>&-``, ``2>&-``): (exit status, stdout, stderr) of what stays."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("GDRCHECK_DEBUG", None)
+    p = subprocess.run([sys.executable, "-m", "gdrcheck", *map(str, args)], capture_output=True, env=env, cwd=ROOT,
+                       preexec_fn=lambda: os.close(fd), timeout=120)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+@pytest.mark.parametrize("fd", [1, 2])
+@pytest.mark.parametrize("args", [["pairs", "--json"], ["check", "--format", "nagios"],
+                                  ["pairs", "--from", "/nonexistent"], ["--version"], ["rules"]])
+def test_a_closed_stream_is_a_quiet_one(fd, args):
+    """stdout or stderr closed by the caller: what would go there goes nowhere, the other stream says what it
+    would have said, and the run keeps its exit status (it was an internal error, or 1, with a traceback)."""
+    if "--from" not in args and args[0] in ("pairs", "check"):
+        args = args + ["--from", FIXTURES / "h200-x4-vm" / "snapshot.tar.gz"]
+    whole = run(*args)
+    code, out, err = _closed_stream(fd, *args)
+    assert code == whole.returncode, (code, whole.returncode, out, err)
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert (out, err) == (("", whole.stderr) if fd == 1 else (whole.stdout, "")), (out, err)
