@@ -105,3 +105,37 @@ def test_restart_index_does_not_change_the_result():
     links = {"a": ["b", "c"], "b": ["a"], "c": ["a", "d"], "d": ["c"]}
     for v in ((2, 26, 6), (2, 27, 3)):
         assert bcm.fuse(["a", "b", "c", "d"], links, ids, v) == {"a": "a", "b": "a", "c": "a", "d": "d"}
+
+
+NCCL_XML = """<system version="1">
+  <cpu host_hash="0x1" numaid="0" affinity="ffff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
+    <pci busid="0000:01:00.0" class="0x060400" vendor="0x1000" device="0xc030" subsystem_vendor="0x1000"
+         subsystem_device="{top}" link_speed="32.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:03:00.0" class="0x060400" vendor="0x1000" device="0xc030" subsystem_vendor="0x1000"
+           subsystem_device="0x1000" link_speed="32.0 GT/s PCIe" link_width="16">
+        <pci busid="0000:05:00.0" class="0x030200" vendor="0x10de" device="0x2330" link_speed="32.0 GT/s PCIe"
+             link_width="16"><gpu dev="0" sm="90" rank="0" gdr="1"/></pci>
+      </pci>
+      <pci busid="0000:07:00.0" class="0x060400" vendor="0x1000" device="0xc030" subsystem_vendor="0x1000"
+           subsystem_device="0x1000" link_speed="32.0 GT/s PCIe" link_width="16">
+        <pci busid="0000:09:00.0" class="0x020700" vendor="0x15b3" device="0x1021" link_speed="32.0 GT/s PCIe"
+             link_width="16"><nic><net name="mlx5_0" dev="0" speed="400000" port="1" gdr="1"/></nic></pci>
+      </pci>
+    </pci>
+  </cpu>
+</system>
+"""
+
+
+@pytest.mark.parametrize("case,top,path_type", [
+    ("nccl-xml-pex89-base-mode", "0x0000", "PIX"),
+    ("nccl-xml-pex89-two-level-1-parts", "0x1000", "PXB"),
+])
+def test_an_nccl_dump_is_flattened_on_its_own_switches(tmp_path, case, top, path_type):
+    """An NCCL topology dump holds NCCL's own PCI nodes (one <pci> per switch): NCCL flattens them when it
+    loads the file. A level-0 part above two level-1 parts is one switch; two level-1 parts stay apart."""
+    path = tmp_path / f"{case}.xml"
+    path.write_text(NCCL_XML.format(top=top))
+    _top, pairs = N.decide(path, "2.30.7")
+    p = pairs[("0000:05:00.0", "0000:09:00.0")]
+    assert p["path_type"] == path_type and bool(p.get("broadcom_flattened")) == (path_type == "PIX"), (case, p)
