@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import json
 
+from gdrcheck.cuda_attr import ATTR
+
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 
 CUDA_FILE = "/gdrcheck/cuda.json"
 RECORD_VERSION = 1
-ATTR_GDR = 116  # CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED
-ATTR_DMABUF = 124  # CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
-ATTR_PCI = (("domain", 50), ("bus", 33), ("device", 34))  # PCI_DOMAIN_ID, PCI_BUS_ID, PCI_DEVICE_ID
+ATTR_GDR = ATTR["gpu_direct_rdma_supported"]
+ATTR_DMABUF = ATTR["dma_buf_supported"]
+ATTR_PCI = (("domain", ATTR["pci_domain_id"]), ("bus", ATTR["pci_bus_id"]), ("device", ATTR["pci_device_id"]))
 SOURCE = "libcuda cuDeviceGetAttribute, read by gdrcheck snapshot"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 from ctypes import POINTER, byref, c_char, c_char_p, c_float, c_int, c_size_t, c_uint, c_uint64, c_ulonglong, c_void_p
 
+from gdrcheck.cuda_attr import ATTR
 from gdrcheck.probe.libs import bind, load
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
@@ -24,13 +25,6 @@ CUcontext = c_void_p
 CUstream = c_void_p
 CUevent = c_void_p
 
-# CUdevice_attribute (cuda.h)
-ATTR = {
-    "pci_bus_id": 33, "pci_device_id": 34, "pci_domain_id": 50, "unified_addressing": 41,
-    "compute_capability_major": 75, "compute_capability_minor": 76,
-    "gpu_direct_rdma_supported": 116, "gpu_direct_rdma_flush_writes_options": 117,
-    "gpu_direct_rdma_writes_ordering": 118, "dma_buf_supported": 124,
-}
 CU_MEMHOSTALLOC_PORTABLE = 0x01
 CU_EVENT_DEFAULT = 0
 CU_STREAM_NON_BLOCKING = 0x1
