@@ -3,12 +3,19 @@
 A node_exporter textfile, an Ansible ``fetch`` or a Slurm sweep may read the
 file at any moment: it is written to a temporary file in the same directory and
 renamed over the target, so readers see the old content or the new, never half.
+A link to a file has the file it names replaced, and stays a link.
+
+A target that is not a file (``/dev/null``, ``/dev/stdout``, a FIFO) is written
+in place, never replaced: a rename would put a file where the device was. The
+standard streams by name (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/1``)
+are written after what is already there, as a shell's ``>>`` would.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 
 from gdrcheck.errors import InputError
@@ -18,11 +25,36 @@ if TYPE_CHECKING:
     from typing import IO, Iterator, Optional
 
 
+_STREAM_DIRS = ("/dev/fd/", "/proc/self/fd/")
+_STREAM_NAMES = ("/dev/stdin", "/dev/stdout", "/dev/stderr")
+
+
+def in_place(path: str) -> bool:
+    """``path`` is written where it is, not replaced: a standard stream by name, or something that exists
+    and is not a file (a device, a FIFO, a socket)."""
+    if os.path.abspath(path) in _STREAM_NAMES or os.path.abspath(path).startswith(_STREAM_DIRS):
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _replaced(path: str) -> str:
+    """The file a rename replaces for ``path``: the one a link names (the link stays), else ``path``."""
+    return os.path.realpath(path) if os.path.islink(path) else path
+
+
 def check_target(path: str) -> None:
     """Fail early (before the slow part of a run) when ``path`` cannot be written."""
-    d = os.path.dirname(os.path.abspath(path)) or "."
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory (--output names the file to write)")
+    if in_place(path):
+        if os.path.exists(path) and not os.access(path, os.W_OK):
+            raise InputError(f"{path}: is not writable")
+        return
+    d = os.path.dirname(os.path.abspath(_replaced(path))) or "."
     if not os.path.isdir(d):
         raise InputError(f"{path}: directory {d} does not exist")
     if not os.access(d, os.W_OK | os.X_OK):
@@ -33,15 +65,21 @@ def check_target(path: str) -> None:
 def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
                 mode: Optional[int] = 0o644) -> Iterator[IO]:
     """A file object whose content replaces ``path`` only once the block has finished without error:
-    a temporary file in the same directory, fsynced, then renamed. ``mode`` None keeps mkstemp's 0600."""
+    a temporary file in the same directory, fsynced, then renamed. ``mode`` None keeps mkstemp's 0600.
+    A target written in place (:func:`in_place`) is opened and written, nothing else."""
+    if in_place(path):
+        with _written_in_place(path, binary) as f:
+            yield f
+        return
     import tempfile
+    shown, path = path, _replaced(path)
     d = os.path.dirname(os.path.abspath(path)) or "."
     if not os.path.isdir(d):
-        raise InputError(f"{path}: directory {d} does not exist")
+        raise InputError(f"{shown}: directory {d} does not exist")
     try:
         fd, tmp = tempfile.mkstemp(prefix=prefix or "." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
     except OSError as e:
-        raise InputError(f"{path}: cannot write there ({e.strerror or e})") from None
+        raise InputError(f"{shown}: cannot write there ({e.strerror or e})") from None
     try:
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
             yield f
@@ -56,8 +94,23 @@ def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
         except OSError:
             pass
         if isinstance(e, OSError):
-            raise InputError(f"{path}: cannot write ({e.strerror or e})") from None
+            raise InputError(f"{shown}: cannot write ({e.strerror or e})") from None
         raise
+
+
+@contextlib.contextmanager
+def _written_in_place(path: str, binary: bool) -> Iterator[IO]:
+    name = os.path.abspath(path)
+    append = name in _STREAM_NAMES or name.startswith(_STREAM_DIRS)
+    try:
+        with open(path, ("a" if append else "w") + ("b" if binary else ""),
+                  **({} if binary else {"encoding": "utf-8"})) as f:
+            yield f
+            f.flush()
+    except BrokenPipeError:
+        pass  # its reader has gone, as on stdout
+    except OSError as e:
+        raise InputError(f"{path}: cannot write ({e.strerror or e})") from None
 
 
 def write_atomic(path: str, text: str) -> None:

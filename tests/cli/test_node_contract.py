@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -135,6 +136,44 @@ def test_output_into_a_missing_or_unwritable_place_is_a_one_line_error(trees, tm
         assert_clean_error(run("pairs", "--from", trees["healthy-gdr-node"], "-o", ro / "x.json"))
     finally:
         ro.chmod(0o755)
+
+
+def test_output_to_a_fifo_is_written_in_place(trees, tmp_path):
+    """A target that is not a file (here a FIFO; /dev/null and /dev/stdout alike) is written where it is:
+    renaming a file over it would put a regular file where the device was (as root, /dev/null itself)."""
+    fifo = tmp_path / "reader"
+    os.mkfifo(fifo)
+    got = {}
+    reader = threading.Thread(target=lambda: got.setdefault("text", fifo.read_text()), daemon=True)
+    reader.start()
+    p = run("pairs", "--json", "--from", trees["healthy-gdr-node"], "-o", fifo)
+    reader.join(30)
+    if reader.is_alive():  # nothing was written into the FIFO: let the reader go
+        with open(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK), "w"):
+            pass
+    assert p.returncode in (0, 1, 3) and p.stdout == "", p.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and sorted(os.listdir(tmp_path)) == ["reader"]
+    assert json.loads(got["text"])["pairs"]
+
+
+def test_output_to_a_standard_stream_by_name(trees):
+    """/dev/fd/1 (as /dev/stdout, /proc/self/fd/1) is the run's own stdout: the document arrives there."""
+    p = run("pairs", "--json", "--from", trees["healthy-gdr-node"], "-o", "/dev/fd/1")
+    assert p.returncode in (0, 1, 3), p.stderr
+    assert json.loads(p.stdout)["pairs"]
+
+
+def test_output_through_a_link_replaces_the_file_and_keeps_the_link(trees, tmp_path):
+    target = tmp_path / "data" / "gdrcheck.prom"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link = tmp_path / "textfile" / "gdrcheck.prom"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    p = run("check", "--format", "prometheus", "--from", trees["healthy-gdr-node"], "-o", link)
+    assert p.returncode in (0, 1, 3) and p.stdout == "", p.stderr
+    assert link.is_symlink() and target.read_text().startswith("#")
+    assert os.listdir(target.parent) == ["gdrcheck.prom"] and os.listdir(link.parent) == ["gdrcheck.prom"]
 
 
 # -- host name and determinism ---------------------------------------------------------------------------------
