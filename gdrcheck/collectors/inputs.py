@@ -5,6 +5,10 @@ into a temporary directory that is always removed), or a single file whose
 content is one of :data:`ACCEPTED_KINDS` (recognised by content, not name).
 ``--from`` may be given several times: the inputs are one node's facts,
 merged by :mod:`gdrcheck.collectors.pastes.merge`.
+
+A PATH that can be read only once (``-`` for stdin, a pipe such as the
+``<(ssh node lspci -tv)`` of a shell, a FIFO) is first copied into a temporary
+directory, removed with the rest, and read from there like a file.
 """
 
 from __future__ import annotations
@@ -400,6 +404,71 @@ def _archive_root(tmp: str) -> str:
     return tmp
 
 
+MAX_STREAM_BYTES = MAX_TOTAL_BYTES
+
+
+def _read_once(path: str) -> bool:
+    """``-``, or something that exists and is neither a file nor a directory (a pipe, a FIFO, a device)."""
+    if path == "-":
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    import stat
+
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+@contextlib.contextmanager
+def streams_copied(from_path) -> Iterator[object]:
+    """``from_path`` with each input that can be read only once copied into a temporary directory (named as
+    the input is, ``stdin`` for ``-``), removed when the block ends."""
+    paths = list(from_path) if isinstance(from_path, (tuple, list)) else [from_path]
+    once = [p for p in paths if p is not None and _read_once(p)]
+    if not once:
+        yield from_path
+        return
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="gdrcheck-")
+    _TEMP_DIRS.add(tmp)
+    try:
+        copied = {}
+        for i, p in enumerate(once):
+            name = "stdin" if p == "-" else os.path.basename(p) or "input"
+            dest = os.path.join(tmp, str(i), name)
+            os.mkdir(os.path.dirname(dest))
+            _copy_stream(p, name, dest)
+            copied[p] = dest
+        out = [copied.get(p, p) for p in paths]
+        yield out if isinstance(from_path, (tuple, list)) else out[0]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _TEMP_DIRS.discard(tmp)
+
+
+def _copy_stream(path: str, name: str, dest: str) -> None:
+    import sys
+
+    total = 0
+    try:
+        with contextlib.ExitStack() as stack:
+            src = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))
+            out = stack.enter_context(open(dest, "wb"))
+            while True:
+                block = src.read(1 << 20)
+                if not block:
+                    break
+                total += len(block)
+                if total > MAX_STREAM_BYTES:
+                    raise InputError(f"{name}: more than {MAX_STREAM_BYTES >> 20} MiB")
+                out.write(block)
+    except OSError as e:
+        raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
+
+
 def load_facts(from_path, *, want_driver: bool = True, endpoint_config: bool = True,
                progress: Optional[Callable[[str], None]] = None, deadline=None,
                while_waiting: Optional[Callable[[], None]] = None) -> Snapshot:
@@ -408,6 +477,13 @@ def load_facts(from_path, *, want_driver: bool = True, endpoint_config: bool = T
     ``from_path`` is None (this machine), one path, or several paths of one node (merged).
     ``while_waiting``: work the caller has for the time a live run waits on the NVIDIA driver.
     """
+    with streams_copied(from_path) as from_path:
+        return _load_facts(from_path, want_driver=want_driver, endpoint_config=endpoint_config,
+                           progress=progress, deadline=deadline, while_waiting=while_waiting)
+
+
+def _load_facts(from_path, *, want_driver: bool, endpoint_config: bool, progress, deadline,
+                while_waiting) -> Snapshot:
     from gdrcheck.collectors.gather import gather
 
     if isinstance(from_path, (tuple, list)):

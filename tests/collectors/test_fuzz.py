@@ -22,9 +22,11 @@ examples; ``GDRCHECK_FUZZ_EXAMPLES`` sets the count per property here.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import random
+import shutil
 import tempfile
 import time
 from collections import Counter
@@ -113,6 +115,7 @@ def expect_replay(content: bytes, keys: List[str]) -> None:
     CASES["commands-replay"] += 1
     if _REPLAY_DIR is None:
         _REPLAY_DIR = tempfile.mkdtemp(prefix="gdrcheck-fuzz-")
+        atexit.register(shutil.rmtree, _REPLAY_DIR, True)
         os.makedirs(os.path.join(_REPLAY_DIR, "gdrcheck"))
     with open(os.path.join(_REPLAY_DIR, "gdrcheck", "commands.json"), "wb") as f:
         f.write(content)

@@ -6,9 +6,12 @@ import io
 import json
 import os
 import tarfile
+import threading
 
 import pytest
-from support.cli_util import assert_clean_error, run
+from support.cli_util import ROOT, assert_clean_error, run
+
+FIXTURES = ROOT / "fixtures"
 
 
 def _tar(path, members):
@@ -128,6 +131,35 @@ def test_missing_path_and_bad_option():
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert_clean_error(run("pairs", "--nccl-version", "banana"))
     assert_clean_error(run("explain", "GDR999"))
+
+
+def test_a_paste_on_stdin_reads_as_the_file_does(realworld):
+    """`ssh node lspci -tv | gdrcheck pairs --from -`: stdin is read once, as the file would be."""
+    paste = realworld / "stelline-puget-wrx90-2xrtx6000ada" / "lspci-tv.txt"
+    whole = run("pairs", "--json", "--from", paste)
+    piped = run("pairs", "--json", "--from", "-", stdin=paste.read_text())
+    assert piped.returncode == whole.returncode and piped.stdout == whole.stdout, piped.stderr
+    assert_clean_error(run("pairs", "--from", "-", stdin=""))
+
+
+def test_a_snapshot_through_a_fifo_reads_as_the_archive_does(tmp_path):
+    """`--from <(ssh node cat snap.tar.gz)`: a pipe is read once (the archive test and the unpacking each
+    opened it, and the second open found the first's bytes gone)."""
+    snap = FIXTURES / "h200-x4-vm" / "snapshot.tar.gz"
+    fifo = tmp_path / "snap"
+    os.mkfifo(fifo)
+
+    def feed():
+        with open(fifo, "wb") as f:
+            f.write(snap.read_bytes())
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    piped = run("pairs", "--json", "--from", fifo)
+    writer.join(30)
+    whole = run("pairs", "--json", "--from", snap)
+    assert piped.returncode == whole.returncode and piped.stdout == whole.stdout, piped.stderr
+    assert os.listdir(tmp_path) == ["snap"]
 
 
 def test_graph_xml_is_not_an_input_but_a_topo_matrix_is(realworld):

@@ -10,14 +10,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(*args, env=None, cwd=None, timeout=120):
+def run(*args, env=None, cwd=None, timeout=120, stdin=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
     e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
     e.pop("GDRCHECK_DEBUG", None)
     if env:
         e.update(env)
     return subprocess.run([sys.executable, "-m", "gdrcheck", *map(str, args)], capture_output=True, text=True,
-                          env=e, cwd=cwd or ROOT, timeout=timeout)
+                          env=e, cwd=cwd or ROOT, timeout=timeout, input=stdin,
+                          stdin=None if stdin is not None else subprocess.DEVNULL)
 
 
 def assert_clean_error(proc, code=2):
