@@ -28,6 +28,7 @@ STATUS_OF_EXIT = {code: word for word, code in EXIT_OF_STATUS.items()}
 EXIT_PASS, EXIT_FAIL, EXIT_UNKNOWN = EXIT_OF_STATUS["pass"], EXIT_OF_STATUS["fail"], EXIT_OF_STATUS["unknown"]
 EXIT_USAGE = 2  # bad usage or unreadable input
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+EXIT_TERMINATED = 143  # SIGTERM, as a shell reports it
 # the one-line engines' own codes: NPD treats anything but 0/1 as unknown and documents 2 for it;
 # Nagios plugins: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
 NPD_EXIT_OF_STATUS = {"pass": 0, "fail": 1, "unknown": 2}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from gdrcheck.status import EXIT_INTERRUPTED, EXIT_PASS, EXIT_UNKNOWN, EXIT_USAGE, NAGIOS_UNKNOWN
+from gdrcheck.status import EXIT_INTERRUPTED, EXIT_PASS, EXIT_TERMINATED, EXIT_UNKNOWN, EXIT_USAGE, NAGIOS_UNKNOWN
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
@@ -124,14 +124,39 @@ def _usage_status(argv, message: str = "") -> int:
     return NAGIOS_UNKNOWN if fmt == "nagios" else EXIT_USAGE
 
 
+class Terminated(BaseException):
+    """SIGTERM: a scheduler, an engine's timeout or an operator ended the run."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated()
+
+
+def _end_on_sigterm() -> None:
+    """SIGTERM ends the run as Ctrl-C does: what it unpacked or copied is removed, a probe's worker is
+    killed, one line says so, and the status is the shell's for that signal. A SIGTERM the caller set to be
+    ignored stays ignored. (``_signal``, the module behind ``signal``, spares that module's enum classes.)"""
+    import _signal
+
+    try:
+        if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:
+            _signal.signal(_signal.SIGTERM, _terminate)
+    except (ValueError, OSError):  # not the main thread, or no such signal here
+        pass
+
+
 def run_command_line(argv=None) -> None:
     """The command line with one-line errors, never a traceback. A plain node command line runs without
     click (:mod:`gdrcheck.cli.node_argv`); click reads everything else, and only then loads."""
+    _end_on_sigterm()
     try:
         sys.exit(_status(_run(argv)))
     except KeyboardInterrupt:
         sys.stderr.write("gdrcheck: interrupted\n")
         sys.exit(EXIT_INTERRUPTED)
+    except Terminated:
+        sys.stderr.write("gdrcheck: terminated\n")
+        sys.exit(EXIT_TERMINATED)
     except Exception as e:  # noqa: BLE001 - the contract promises no traceback
         sys.exit(_error_status(e, argv))
 

@@ -53,7 +53,10 @@ def run_step(step: Dict[str, Any], deadline_s: float, env: Optional[Dict[str, st
                              text=True, close_fds=True)
         try:
             out, _ = p.communicate(json.dumps(step), timeout=deadline_s if deadline_s > 0 else None)
-        except subprocess.TimeoutExpired:
+        except BaseException as e:
+            if not isinstance(e, subprocess.TimeoutExpired):  # Ctrl-C, SIGTERM: the worker goes too
+                _kill_group(p)
+                raise
             killed = _kill_group(p)
             err.seek(0)
             stages = _stages(err.read())

@@ -17,12 +17,15 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
 
 import pytest
-from support.cli_util import assert_clean_error, run
+from support.cli_util import ROOT, assert_clean_error, run
 
 from benchmarks.trees.scenarios import GPUS, NICS, SWITCH_DSP, scenario
 from gdrcheck.collectors.gather import gather
@@ -362,3 +365,30 @@ def test_huge_sysfs_files_are_read_up_to_the_limit(tmp_path):
     assert gpu.numa_node == 0
     proc = run("pairs", "--from", tree, timeout=60)
     assert_result_or_clean_error(proc)
+
+
+@pytest.mark.parametrize("sig,status,word", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
+def test_a_signal_ends_the_run_and_removes_what_it_copied(tmp_path, sig, status, word):
+    """signal-while-reading-a-pipe: `--from <(...)` whose writer never comes; SIGTERM (a scheduler's or an
+    engine's timeout) or Ctrl-C ends the run with one line and the shell's status for the signal, and the
+    temporary directory the pipe was being copied into is gone."""
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
+    env.update(PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""), TMPDIR=str(tmp))
+    p = subprocess.Popen([sys.executable, "-m", "gdrcheck", "pairs", "--from", str(fifo)], env=env, cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.listdir(tmp) and time.monotonic() < deadline:  # copying has begun
+            time.sleep(0.05)
+        assert os.listdir(tmp), "the run never began copying the pipe"
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == status and err == f"gdrcheck: {word}\n" and out == "", (p.returncode, err)
+    assert os.listdir(tmp) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes.util
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -330,3 +331,35 @@ def test_a_refused_plan_runs_nothing(tmp_path):
 
     step = Step("p2p", (GPU0, GPU1), "skipped", "", reason="risky", harmless_only=True)
     assert run_plan(Plan(steps=[step], busy=["GPU busy"], refused=True), env=_env()) == [None]
+
+
+def test_ctrl_c_during_a_step_takes_its_worker_down(monkeypatch):
+    """The worker runs in its own session, so a terminal's Ctrl-C never reaches it: when the probe is
+    interrupted (or sent SIGTERM) mid-step, it kills the worker's group before it goes, and no copy is left
+    running on the GPU."""
+    import signal
+    import subprocess
+
+    from gdrcheck.probe import runner
+
+    started = []
+
+    class Recorded(subprocess.Popen):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            started.append(self)
+
+    monkeypatch.setattr(runner.subprocess, "Popen", Recorded)
+    main = threading.get_ident()
+    timer = threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT))  # Ctrl-C, to the main thread
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.run_step({"check": "host-bandwidth", "params": {"gpu": GPU0, "bytes": 1 << 20}}, 60, _env("hang"))
+        alive = [p for p in started if p.poll() is None]
+    finally:
+        timer.cancel()
+        for p in started:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    assert started and not alive, "the worker outlived the interrupted probe"
