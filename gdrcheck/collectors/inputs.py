@@ -73,10 +73,22 @@ def _check_member(m: tarfile.TarInfo, name: str, seen: int, total: int) -> None:
 
 
 def unpack_archive(path: str, dest: str) -> None:
-    """Unpack ``path`` into ``dest``, refusing anything that could land outside it."""
+    """Unpack ``path`` into ``dest``, refusing anything that could land outside it.
+
+    Each member is made at the place its parent resolves to now, links the archive already made included,
+    and only there: a link member whose target resolves outside, or a member whose parent does, is refused
+    (a link to ``.`` reached through another could otherwise climb out one level per link)."""
     import shutil
     import tarfile
     name = os.path.basename(path)
+    dest = os.path.realpath(dest)  # a $TMPDIR reached through a link: compare resolved with resolved
+
+    def inside(p: str) -> bool:
+        return p == dest or p.startswith(dest + os.sep)
+
+    def outside(m) -> InputError:
+        return InputError(f"{name}: archive member {m.name!r} points outside the archive")
+
     try:
         with tarfile.open(path, "r:*") as tar:
             seen = total = 0
@@ -84,21 +96,27 @@ def unpack_archive(path: str, dest: str) -> None:
                 seen += 1
                 total += max(m.size, 0) if m.isfile() else 0
                 _check_member(m, name, seen, total)
-                target = os.path.join(dest, posixpath.normpath(m.name))
-                if posixpath.normpath(m.name) in (".", ""):
+                norm = posixpath.normpath(m.name)
+                if norm in (".", ""):
                     continue
+                parent = os.path.realpath(os.path.join(dest, posixpath.dirname(norm)))
+                if not inside(parent):
+                    raise outside(m)
+                target = os.path.join(parent, posixpath.basename(norm))
                 if m.isdir():
-                    os.makedirs(target, exist_ok=True)
+                    real = os.path.realpath(target)
+                    if not inside(real):
+                        raise outside(m)
+                    os.makedirs(real, exist_ok=True)
                 elif m.issym():
-                    os.makedirs(os.path.dirname(target), exist_ok=True)
+                    if not inside(os.path.realpath(os.path.join(parent, m.linkname))):
+                        raise outside(m)
+                    os.makedirs(parent, exist_ok=True)
                     if os.path.lexists(target):
                         raise InputError(f"{name}: archive member {m.name!r} appears twice")
                     os.symlink(m.linkname, target)
                 elif m.isfile():
-                    parent = os.path.dirname(target)
                     os.makedirs(parent, exist_ok=True)
-                    if os.path.realpath(parent) != parent and not os.path.realpath(parent).startswith(dest + os.sep):
-                        raise InputError(f"{name}: archive member {m.name!r} points outside the archive")
                     src = tar.extractfile(m)
                     if src is None:
                         continue

@@ -117,6 +117,49 @@ def test_hostile_archive_is_refused(tmp_path, case, monkeypatch):
     assert not os.listdir(tmp)  # the unpack directory is always removed
 
 
+def _link(name, target):
+    ti = tarfile.TarInfo(name)
+    ti.type, ti.linkname = tarfile.SYMTYPE, target
+    return ti, None
+
+
+def _dir(name):
+    ti = tarfile.TarInfo(name)
+    ti.type = tarfile.DIRTYPE
+    return ti, None
+
+
+@pytest.mark.parametrize("case,members", [
+    # each link looks harmless by its own text; through the ones before it, the last climbs out
+    ("links-to-dot-climb-out", [_link("d", "."), _link("d/d2", "."), _link("d/d2/up2", "../.."),
+                                _dir("up2/escaped-dir")]),
+    ("link-through-link-to-parent", [_link("d", "."), _link("d/esc", ".."), _dir("esc/escaped-dir"),
+                                     _link("esc/escaped-link", "sys")]),
+])
+def test_archive_links_cannot_climb_out_through_each_other(tmp_path, case, members):
+    """Nothing of a crafted archive is made outside the temporary directory gdrcheck unpacks it into."""
+    work = tmp_path / "a" / "b"
+    tmp = work / "tmpdir"
+    tmp.mkdir(parents=True)
+    arch = _tar(tmp_path / f"{case}.tar.gz", members)
+    p = run("topology", "--json", "--from", arch, env={"TMPDIR": str(tmp)})
+    assert_clean_error(p)
+    assert "outside the archive" in p.stderr
+    assert sorted(os.listdir(work)) == ["tmpdir"] and not os.listdir(tmp)
+    assert sorted(os.listdir(tmp_path / "a")) == ["b"] and sorted(os.listdir(tmp_path)) == ["a", f"{case}.tar.gz"]
+
+
+def test_a_tmpdir_reached_through_a_link_unpacks_snapshots(tmp_path):
+    """Cluster nodes often have /tmp or a scratch TMPDIR that is a link: the unpack directory is compared with
+    its members once both are resolved."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "tmp").symlink_to(tmp_path / "real")
+    snap = FIXTURES / "h100-x1-vm" / "snapshot.tar.gz"
+    p = run("topology", "--json", "--from", snap, env={"TMPDIR": str(tmp_path / "tmp")})
+    assert p.returncode == 0 and json.loads(p.stdout)["devices"], p.stderr
+    assert not os.listdir(tmp_path / "real")
+
+
 @pytest.mark.parametrize("content", [b"", b"   \n\n", b"\x00\x01\x02binary", b"hello world\n",
                                      b"{\"json\": true}", b"<html><body/></html>"])
 def test_bad_single_file_is_refused(tmp_path, content):
