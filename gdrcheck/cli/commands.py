@@ -60,7 +60,7 @@ def run_options(f):
     from gdrcheck.io.deadline import DEFAULT_SECONDS
 
     f = click.option("-o", "--output", "output", metavar="FILE",
-                     help="write to FILE instead of stdout (a temporary file renamed into place)")(f)
+                     help="write to FILE instead of stdout (a temporary file renamed into place; - is stdout)")(f)
     f = click.option("--timeout", "timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
                      callback=_no_nan,
                      help=f"give up on what has not answered by then: those verdicts become unknown (exit 3); "
@@ -130,7 +130,7 @@ def explain(code):
 
 @cli.command()
 @click.option("-o", "--output", "output", required=True, metavar="FILE.tar.gz",
-              help="archive to write (written to a temporary file and renamed into place)")
+              help="archive to write (written to a temporary file and renamed into place; - is stdout)")
 @click.option("--redact", is_flag=True, help="drop the host name, serial numbers, UUIDs and MAC addresses")
 def snapshot(output, redact):
     """Capture everything gdrcheck reads on this machine, replayable with --from."""
@@ -153,7 +153,7 @@ def report(from_path, output, redact, fail_on, nccl_version, probe_file):
     Exit status as for pairs.
     """
     options = views.options_of(nccl_version)
-    run = Run("html", None if output == "-" else output, from_path, redact=redact, watch=False)
+    run = Run("html", output, from_path, redact=redact, watch=False)
     return run_view(views.HtmlView(fail_on, probe_file), run, options)
 
 
@@ -256,7 +256,7 @@ def fleet() -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True,
               help="text, the fleet JSON document, or Markdown for a ticket")
 @click.option("-o", "--output", "output", metavar="FILE",
-              help="write to FILE instead of stdout (a temporary file renamed into place)")
+              help="write to FILE instead of stdout (a temporary file renamed into place; - is stdout)")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH... | -")
 def fleet_summarize(expect, reference, input_format, fmt, output, paths):
     """Group nodes by fingerprint, show what differs from the reference, findings by code.

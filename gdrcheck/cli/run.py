@@ -59,6 +59,7 @@ class Run:
         import time
 
         self.started = time.monotonic()
+        output = None if output == "-" else output  # -o -: stdout, as --from - is stdin
         self.fmt, self.output, self.from_path, self.redact = fmt, output, from_path, redact
         self.live = from_path is None
         self.deadline = None
@@ -206,5 +207,8 @@ def capture_to(output: str, redact: bool) -> int:
         count = write_archive(src, manifest, output, redact=redact)
     finally:
         end_progress(progress)
-    sys.stderr.write(f"gdrcheck: wrote {output} ({count} entries); replay with: gdrcheck pairs --from {output}\n")
+    if output == "-":
+        sys.stderr.write(f"gdrcheck: wrote the snapshot to stdout ({count} entries)\n")
+    else:
+        sys.stderr.write(f"gdrcheck: wrote {output} ({count} entries); replay with: gdrcheck pairs --from {output}\n")
     return EXIT_PASS

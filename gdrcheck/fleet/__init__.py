@@ -31,6 +31,7 @@ def summarize_command(paths: Sequence[str], expect: Optional[str], reference: Op
         except NodeSetError as e:
             raise InputError(f"--expect: {e}") from None
     ref_doc = reader.read_reference(reference) if reference else None
+    output = None if output == "-" else output  # -o -: stdout
     if output:
         from gdrcheck.io.output import check_target
 

@@ -30,9 +30,9 @@ _STREAM_NAMES = ("/dev/stdin", "/dev/stdout", "/dev/stderr")
 
 
 def in_place(path: str) -> bool:
-    """``path`` is written where it is, not replaced: a standard stream by name, or something that exists
-    and is not a file (a device, a FIFO, a socket)."""
-    if os.path.abspath(path) in _STREAM_NAMES or os.path.abspath(path).startswith(_STREAM_DIRS):
+    """``path`` is written where it is, not replaced: ``-`` (stdout), a standard stream by name, or something
+    that exists and is not a file (a device, a FIFO, a socket)."""
+    if path == "-" or os.path.abspath(path) in _STREAM_NAMES or os.path.abspath(path).startswith(_STREAM_DIRS):
         return True
     try:
         mode = os.stat(path).st_mode
@@ -100,6 +100,8 @@ def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
 
 @contextlib.contextmanager
 def _written_in_place(path: str, binary: bool) -> Iterator[IO]:
+    if path == "-":
+        path = "/dev/stdout"
     name = os.path.abspath(path)
     append = name in _STREAM_NAMES or name.startswith(_STREAM_DIRS)
     try:

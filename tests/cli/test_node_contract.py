@@ -163,6 +163,14 @@ def test_output_to_a_standard_stream_by_name(trees):
     assert json.loads(p.stdout)["pairs"]
 
 
+@pytest.mark.parametrize("args", [("pairs", "--json", "-o", "-"), ("check", "-o-"), ("fingerprint", "--output", "-")])
+def test_output_dash_is_stdout(trees, tmp_path, args):
+    """-o - is stdout, as --from - is stdin and report -o - always was: no file named '-' appears."""
+    p = run(*args, "--from", trees["healthy-gdr-node"], cwd=tmp_path)
+    assert p.returncode in (0, 1, 3) and p.stdout, p.stderr
+    assert os.listdir(tmp_path) == []
+
+
 def test_output_through_a_link_replaces_the_file_and_keeps_the_link(trees, tmp_path):
     target = tmp_path / "data" / "gdrcheck.prom"
     target.parent.mkdir()
