@@ -31,6 +31,11 @@ def _from_paths(_ctx, _param, value):
     return value[0] if len(value) == 1 else tuple(value)
 
 
+def _joined(_ctx, _param, value):
+    """--require given several times: every list named, in one (a repeat used to keep only the last)."""
+    return ",".join(value) if value else None
+
+
 def from_option(f):
     return click.option("--from", "from_path", metavar="PATH", multiple=True, callback=_from_paths,
                         help=FROM_HELP)(f)
@@ -206,9 +211,10 @@ CHECK_FORMATS = ("text", "json", "jsonl", "nhc", "npd", "nagios", "prometheus")
               help="text; json/jsonl (the pairs document); nhc, npd, nagios (one line, each engine's exit "
                    "codes); prometheus (node_exporter textfile)")
 @click.option("--jsonl", "as_jsonl", is_flag=True, help="same as --format jsonl")
-@click.option("--require", "require", default=None, metavar="LIST",
+@click.option("--require", "require", multiple=True, callback=_joined, metavar="LIST",
               help="what must work: gdr (GPU-NIC), p2p (GPU-GPU), gds (GPU-NVMe); one that nothing on the node "
-                   "could satisfy fails. Default: judge the pairs the node has (a node without a GPU fails)")
+                   "could satisfy fails; repeat it or list several. Default: judge the pairs the node has (a node "
+                   "without a GPU fails)")
 @click.option("--per-pair-metrics", is_flag=True, help="prometheus: also one series per pair")
 @click.option("--redact", is_flag=True, help="replace the host name, serial numbers, UUIDs and MAC addresses")
 @fail_on_option

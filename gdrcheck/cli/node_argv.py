@@ -69,6 +69,11 @@ def _from_paths(value):
     return value[0] if len(value) == 1 else tuple(value)
 
 
+def _joined(value):
+    """commands._joined: every --require given, in one list."""
+    return ",".join(value) if value else None
+
+
 def _no_nan(value):
     """commands._no_nan: NaN seconds are refused."""
     if value is not None and value != value:
@@ -98,7 +103,7 @@ COMMANDS = {
     "pairs": (FROM, _format("text", "json"), JSON, REDACT, FAIL_ON, NCCL, JSONL, TIMEOUT, OUTPUT),
     "bar1": (FROM, _format("text", "json"), JSON, REDACT, FAIL_ON, Opt("min_bar1", "--min-bar1", default="1GiB"),
              Opt("bar1_used_max", "--max-used", bounds=(0, 100), default=90.0), TIMEOUT, OUTPUT),
-    "check": (FROM, _format(*CHECK_FORMATS), JSONL, Opt("require", "--require"),
+    "check": (FROM, _format(*CHECK_FORMATS), JSONL, Opt("require", "--require", multiple=True, callback=_joined),
               Opt("per_pair_metrics", "--per-pair-metrics", flag=True), REDACT, FAIL_ON, NCCL, TIMEOUT, OUTPUT),
     "fingerprint": (FROM, Opt("explain", "--explain", flag=True), Opt("addresses", "--addresses", flag=True), JSON,
                     TIMEOUT, OUTPUT),

@@ -117,6 +117,7 @@ ACCEPTED = [
     ("check", "--format", "nagios"),
     ("check", "--format=nhc", "--from", "/x"),
     ("check", "--format", "npd", "--require", "gdr,p2p"),
+    ("check", "--require", "gdr", "--require", "p2p", "--require=gds"),
     ("check", "--format", "prometheus", "--per-pair-metrics", "--require", " GDS "),
     ("check", "--jsonl", "--format", "nagios"),  # check: --jsonl wins, as the command says
     ("check", "--format", "json", "--nccl-version", "2.19", "--fail-on", "warning", "--redact", "-o", "x"),

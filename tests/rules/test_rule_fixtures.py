@@ -129,6 +129,16 @@ def test_requirement_rule_fails_the_gate_and_stays_quiet(code, tmp_path):
         assert code not in {f["code"] for f in doc["findings"]}
 
 
+def test_a_repeated_require_keeps_every_requirement(tmp_path):
+    """--require gdr --require p2p on a node with no RDMA NIC fails as --require gdr,p2p does (a repeat used to
+    keep only the last, and the gate passed)."""
+    path = scenarios.scenario(tmp_path, "nic-without-rdma-driver-virtio")
+    listed = run("check", "--from", path, "--require", "gdr,p2p", "--format", "json")
+    repeated = run("check", "--from", path, "--require", "p2p", "--require", "gdr", "--format", "json")
+    assert repeated.returncode == listed.returncode == 1, repeated.stderr
+    assert json.loads(repeated.stdout)["summary_line"] == json.loads(listed.stdout)["summary_line"]
+
+
 def test_healthy_node_verdicts(tmp_path):
     _, doc = _codes(scenarios.scenario(tmp_path, "healthy-gdr-node"))
     by = {(p["a"], p["b"]): p for p in doc["pairs"]}
