@@ -116,6 +116,8 @@ def _values_fit(command: str, kw) -> bool:
         return False
     if command == "pairs" and formats_conflict("json" if kw["as_json"] else kw["fmt"], kw["as_jsonl"], "jsonl"):
         return False
+    if command == "check" and formats_conflict(kw["fmt"], kw["as_jsonl"], "jsonl"):
+        return False
     if "nccl_version" in kw:
         views.nccl_version_of(kw["nccl_version"])
     if "min_bar1" in kw:

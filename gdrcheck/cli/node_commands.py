@@ -27,7 +27,7 @@ def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max, time
 
 def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, nccl_version, timeout,
           output) -> int:
-    fmt = "jsonl" if as_jsonl else fmt
+    fmt = fmt_of(fmt, as_jsonl, "jsonl")  # --jsonl with --format nagios is refused, as pairs refuses it
     view = views.CheckView(fmt, require, per_pair_metrics, fail_on)
     options = views.options_of(nccl_version)
     return run_view(view, Run(fmt, output, from_path, timeout, redact), options)

@@ -118,8 +118,8 @@ ACCEPTED = [
     ("check", "--format=nhc", "--from", "/x"),
     ("check", "--format", "npd", "--require", "gdr,p2p"),
     ("check", "--require", "gdr", "--require", "p2p", "--require=gds"),
+    ("check", "--jsonl", "--format", "text"),
     ("check", "--format", "prometheus", "--per-pair-metrics", "--require", " GDS "),
-    ("check", "--jsonl", "--format", "nagios"),  # check: --jsonl wins, as the command says
     ("check", "--format", "json", "--nccl-version", "2.19", "--fail-on", "warning", "--redact", "-o", "x"),
     ("check", "--timeout", "0.5", "--output", "check.prom"),
     ("fingerprint",),
@@ -165,6 +165,8 @@ REFUSED = [
     ("bar1", "--json", "--format", "text", "--all"),
     ("check", "--format", "html"),
     ("check", "--require", "gpu"),
+    ("check", "--format", "nagios", "--jsonl"),
+    ("check", "--jsonl", "--format=npd"),
     ("check", "--require", ","),
     ("check", "--require", ""),
     ("check", "--json"),
