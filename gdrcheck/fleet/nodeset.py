@@ -98,8 +98,9 @@ def _fold_numbers(nums: List[str]) -> str:
 
 
 def expand(text: str, use_clustershell: bool = True) -> List[str]:
-    """``"gpu[001-003],login"`` -> the names, sorted and without duplicates."""
-    text = text.strip()
+    """``"gpu[001-003],login"`` -> the names, sorted and without duplicates. Names separated by spaces or
+    lines (what ``$(scontrol show hostnames)`` gives) are as good as commas."""
+    text = ",".join(text.split())
     if not text:
         raise NodeSetError("empty node set")
     NodeSet = _clustershell() if use_clustershell else None

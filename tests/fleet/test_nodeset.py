@@ -101,3 +101,12 @@ def test_clustershell_is_used_when_installed():
     assert fold(["r1n1", "r1n2", "r2n1", "r2n2"]) == "r[1-2]n[1-2]"
     with pytest.raises(NodeSetError):
         expand("gpu[001-10]")
+
+
+@pytest.mark.parametrize("own", [True, False])
+def test_names_on_lines_or_spaced_are_a_list(own):
+    """`--expect "$(scontrol show hostnames)"`: one name a line (or spaced) is as good as commas."""
+    if not own:
+        pytest.importorskip("ClusterShell")
+    assert expand("gpu001\ngpu002\n  gpu[003-004] login\n", use_clustershell=not own) == \
+        ["gpu001", "gpu002", "gpu003", "gpu004", "login"]
