@@ -40,7 +40,8 @@ def summarize_command(paths: Sequence[str], expect: Optional[str], reference: Op
     for item in reader.read_inputs(paths, input_format, stdin=sys.stdin.buffer):
         fleet.add(item)
     for name in fleet.duplicates[:5]:
-        sys.stderr.write(f"gdrcheck: warning: more than one report for {name}; the last one read is used\n")
+        sys.stderr.write(f"gdrcheck: warning: more than one report for {_printable(name)}; the last one read is "
+                         "used\n")
     if len(fleet.duplicates) > 5:
         sys.stderr.write(f"gdrcheck: warning: {len(fleet.duplicates) - 5} more nodes reported more than once\n")
     doc = fleet.document(expected=expected, reference=ref_doc, reference_path=reference)
@@ -51,8 +52,23 @@ def summarize_command(paths: Sequence[str], expect: Optional[str], reference: Op
     else:
         from gdrcheck.fleet import render
 
-        text = render.render_md(doc) if fmt == "md" else render.render_text(doc)
+        shown = _printable(doc)  # names and messages from the reports, never a terminal's escape sequences
+        text = render.render_md(shown) if fmt == "md" else render.render_text(shown)
     from gdrcheck.io.output import deliver
 
     deliver(text, output)
     return doc["exit_status"]
+
+
+def _printable(value):
+    """The document with every string as :func:`gdrcheck.collectors.clip.clip_name` shows a name: control
+    characters as '?', a line break or tab as a space (a host name cannot start a line of its own)."""
+    from gdrcheck.collectors.clip import clip_name
+
+    if isinstance(value, str):
+        return clip_name(value, limit=1 << 20)
+    if isinstance(value, dict):
+        return {k: _printable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_printable(v) for v in value]
+    return value

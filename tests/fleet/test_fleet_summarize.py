@@ -377,6 +377,23 @@ def test_duplicate_reports_are_said_once(tmp_path):
     assert code == 0 and err.count("more than one report") == 2 and "2 reports" in out
 
 
+@pytest.mark.parametrize("fmt", ["text", "md"])
+def test_names_and_messages_from_reports_are_never_escape_sequences(tmp_path, fmt):
+    """A report's host name or message holding ESC, BEL, a C1 CSI or a line break is shown with '?' and
+    spaces, as node commands show input names: it can neither drive the terminal nor print a line of its own.
+    The JSON keeps the strings as they are (JSON escapes them)."""
+    evil_host = "gpuA\x1b[2J\x1b]0;T\x07\nFAKE LINE: status: pass (exit 0)"
+    docs = {"x": fd.report(evil_host, findings=[{"code": "GDR121", "severity": "info", "subject": ["\x9b31m"],
+                                                  "effect": "ok", "message": "msg \x1b[5mBLINK\x1b[0m"}])}
+    p = tmp_path / "sweep.jsonl"
+    p.write_text("".join(fd.dumps(x) + "\n" for x in docs.values()))
+    code, out, err = fleet("--format", fmt, p)
+    assert not any(c in out for c in "\x1b\x07\x9b"), out
+    assert not any(line.startswith("FAKE LINE") for line in out.splitlines()), out
+    assert "FAKE LINE" in out and "Traceback" not in err
+    assert evil_host in fleet_json(p)["groups"][0]["nodes"]
+
+
 # -- usage, formats, output ------------------------------------------------------------------------------
 
 
