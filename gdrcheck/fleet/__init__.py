@@ -40,7 +40,7 @@ def summarize_command(paths: Sequence[str], expect: Optional[str], reference: Op
     for item in reader.read_inputs(paths, input_format, stdin=sys.stdin.buffer):
         fleet.add(item)
     for name in fleet.duplicates[:5]:
-        sys.stderr.write(f"gdrcheck: warning: more than one report for {_printable(name)}; the last one read is "
+        sys.stderr.write(f"gdrcheck: warning: more than one report for {_printable(name)}; the worst one is "
                          "used\n")
     if len(fleet.duplicates) > 5:
         sys.stderr.write(f"gdrcheck: warning: {len(fleet.duplicates) - 5} more nodes reported more than once\n")

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 FLEET_FORMAT_VERSION = "1.0"  # the fleet document's own version (fleet.schema.json)
 NO_FINGERPRINT = "no fingerprint in the report (made by an older gdrcheck?)"
+WORSE = {"pass": 0, "unreadable": 1, "unknown": 2, "fail": 3}  # of two reports of one node, the worse is kept
 TIMED_OUT = "timed out"
 
 
@@ -73,14 +74,18 @@ class Fleet:
 
     def add(self, item: Item) -> None:
         name = item.name
-        if name in self.nodes and name not in self.duplicates:
+        before = self.nodes.get(name)
+        if before is not None and name not in self.duplicates:
             self.duplicates.append(name)
         doc = item.doc
         if doc is None:
-            self.nodes[name] = ("unreadable", False, None, None, 0, self._intern(item.problem or "unreadable"))
+            if before is None or WORSE[before[0]] <= WORSE["unreadable"]:
+                self.nodes[name] = ("unreadable", False, None, None, 0, self._intern(item.problem or "unreadable"))
             return
         timed_out = doc.get("timed_out") is True
         status = "unknown" if timed_out else _status(doc)
+        if before is not None and WORSE[before[0]] > WORSE[status]:
+            return  # a node reported twice keeps its worse report: a passing copy never hides a failing one
         fp = None if timed_out else _fingerprint(doc)
         shape = topo = reason = None
         if fp is not None:

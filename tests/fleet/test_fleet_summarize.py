@@ -371,6 +371,22 @@ def test_nothing_to_read_is_3(tmp_path):
     assert code == 3 and "status: unknown (exit 3): no reports" in out
 
 
+@pytest.mark.parametrize("order", ["fail-first", "pass-first"])
+def test_a_node_reported_twice_keeps_its_worse_report(tmp_path, order):
+    """gpu001.json says fail and a stale gpu001.out says pass: whichever is read last, the node fails."""
+    d = tmp_path / "out"
+    d.mkdir()
+    failing = fd.report("gpu001", findings=[("GDR040", "error")], status="fail")
+    passing = fd.report("gpu001")
+    first, second = (failing, passing) if order == "fail-first" else (passing, failing)
+    fd.write(d / "gpu001.a.json", first)
+    fd.write(d / "gpu001.b.out", second)
+    (d / "gpu001.a.json").rename(d / "gpu001.json")
+    (d / "gpu001.b.out").rename(d / "gpu001.out")
+    code, out, err = fleet(d)
+    assert code == 1 and "1 fail" in out and "the worst one is used" in err, (out, err)
+
+
 def test_duplicate_reports_are_said_once(tmp_path):
     d = fd.write_fleet(tmp_path / "out", healthy(2))
     code, out, err = fleet(d, d)
