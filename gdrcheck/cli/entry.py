@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 def main(argv=None) -> None:
     if sys.stdout is None or sys.stderr is None or sys.stdin is None:
         _closed_streams()
+    _never_unencodable()
     args = sys.argv[1:] if argv is None else list(argv)
     if args == ["--version"]:
         from gdrcheck import __version__
@@ -47,6 +48,19 @@ def _closed_streams() -> None:
             setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", errors="replace", closefd=False))
         except OSError:
             pass
+
+
+def _never_unencodable() -> None:
+    """Under a locale whose encoding cannot hold a character gdrcheck prints (a Latin-1 terminal, a tree's
+    box drawing, a CJK device name), that character is shown as '?', never an error."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            enc = (getattr(stream, "encoding", "") or "").lower().replace("-", "").replace("_", "")
+            if enc not in ("utf8", "utf8sig"):
+                try:
+                    stream.reconfigure(errors="replace")
+                except (ValueError, OSError):
+                    pass
 
 
 def _no_cycle_collection() -> None:

@@ -101,7 +101,7 @@ def render_topology(doc: Dict[str, Any], console, show_all: bool = False) -> Non
     for i, (label, kept) in enumerate(nodes):
         last = i == len(nodes) - 1
         _branch(console, label, "", last)
-        _add(tree, console, kept, show_all, "    " if last else "\u2502   ")
+        _add(tree, console, kept, show_all, "    " if last else _guides(console)[2])
     if not show_all:
         total = len(tree.by_bdf)
         shown = sum(1 for v in tree.memo.values() if v)
@@ -117,12 +117,21 @@ def render_topology(doc: Dict[str, Any], console, show_all: bool = False) -> Non
         put(console, "no PCI functions found in this input")
 
 
+UNICODE_GUIDES = ("\u2514\u2500\u2500 ", "\u251c\u2500\u2500 ", "\u2502   ")
+ASCII_GUIDES = ("`-- ", "|-- ", "|   ")  # a terminal or log whose encoding has no box drawing (lspci -t's own)
+
+
+def _guides(console) -> tuple:
+    return ASCII_GUIDES if console.options.ascii_only else UNICODE_GUIDES
+
+
 def _branch(console, label, prefix: str, last: bool) -> None:
     """One tree node: its guide, then its label, wrapped under itself with the guides kept."""
     from rich.text import Text
 
-    head = prefix + ("\u2514\u2500\u2500 " if last else "\u251c\u2500\u2500 ")
-    more = prefix + ("    " if last else "\u2502   ")
+    g = _guides(console)
+    head = prefix + (g[0] if last else g[1])
+    more = prefix + ("    " if last else g[2])
     lines = wrap(label, max(console.width - len(head), 20), 0)
     for j, piece in enumerate(lines):
         console.print(Text.assemble((head if j == 0 else more, "dim"), piece), soft_wrap=True)
@@ -136,4 +145,4 @@ def _add(tree: _Tree, console, bdfs, show_all: bool, prefix: str) -> None:
         dev = tree.by_bdf[b]
         _branch(console, Text(device_line(dev), style=STYLE.get(dev["kind"], "")), prefix, last)
         kids = [c for c in tree.children.get(b, ()) if tree.keep(c, show_all)]
-        _add(tree, console, kids, show_all, prefix + ("    " if last else "\u2502   "))
+        _add(tree, console, kids, show_all, prefix + ("    " if last else _guides(console)[2]))

@@ -378,3 +378,15 @@ def test_a_closed_stream_is_a_quiet_one(fd, args):
     assert code == whole.returncode, (code, whole.returncode, out, err)
     assert "Traceback" not in err and "internal error" not in err, err
     assert (out, err) == (("", whole.stderr) if fd == 1 else (whole.stdout, "")), (out, err)
+
+
+@pytest.mark.parametrize("args", [["topology"], ["pairs"], ["check"], ["bar1"]])
+def test_a_latin1_terminal_gets_ascii_and_question_marks_never_an_error(args):
+    """A locale whose encoding has no box drawing (Latin-1, ASCII): the tree is drawn as lspci -t draws it and
+    any other character it cannot hold is '?' (it was an internal error, UnicodeEncodeError)."""
+    path = FIXTURES / "h200-x4-vm" / "snapshot.tar.gz"
+    whole = run(*args, "--from", path)
+    p = run(*args, "--from", path, env={"PYTHONIOENCODING": "iso8859-1"})
+    assert p.returncode == whole.returncode and "internal error" not in p.stderr, p.stderr
+    if args == ["topology"]:
+        assert "`-- " in p.stdout and "\u2514" not in p.stdout
