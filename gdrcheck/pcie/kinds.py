@@ -59,8 +59,14 @@ def base_kind(d: PciFunction) -> str:
     if d.kind_hint:
         return "bridge" if d.kind_hint in BRIDGE_KINDS else d.kind_hint
     if d.name:
-        return kind_from_name(d.name)
-    return "other"
+        named = _kind_named(d.name)
+        if named is not None:
+            return named
+    # a paste made without pci.ids names a function "Device 10de:2330": the vendor id says what the vendor's
+    # name would have said
+    if d.vendor == NVIDIA and d.device in NVSWITCH_IDS:
+        return "nvswitch"
+    return VENDOR_KIND.get(d.vendor, "other") if d.vendor is not None else "other"
 
 
 _NAME_RULES = (
@@ -77,12 +83,22 @@ _NAME_RULES = (
 )
 
 
-def kind_from_name(name: str) -> str:
-    """Best guess from an lspci ``-tv`` name when no ids or class are known."""
+NVSWITCH_IDS = (0x1AF1, 0x1AC2, 0x22A3)  # NVIDIA device ids of the NVSwitch parts (the name rule below)
+# what a vendor's name alone makes of a function in _NAME_RULES ("NVIDIA Corporation Device 2330" is a GPU,
+# "Mellanox Technologies Device 1021" a NIC)
+VENDOR_KIND = {NVIDIA: "gpu", 0x15B3: "nic"}
+
+
+def _kind_named(name: str) -> Optional[str]:
     for rx, kind in _NAME_RULES:
         if rx.search(name):
             return kind
-    return "other"
+    return None
+
+
+def kind_from_name(name: str) -> str:
+    """Best guess from an lspci ``-tv`` name when no ids or class are known."""
+    return _kind_named(name) or "other"
 
 
 def port_type(d: PciFunction) -> Optional[int]:

@@ -445,6 +445,24 @@ def test_round_trip_classes(tmp_path):
 
 
 @needs_lspci
+@pytest.mark.parametrize("opt", ["-tv", "-tvnn"])
+def test_a_paste_made_without_pci_ids_keeps_its_gpus_and_nics(tmp_path, opt):
+    """lspci-without-pci-ids: a node without the ids file (a minimal image, no hwdata) names every function
+    "Device 10de:2330" ("Device [10de:2330]" with -nn): the vendor id says what the vendor's name would have
+    said, so the GPU and the ConnectX stay a GPU and a NIC (the GPU was lost, and the node failed GDR010)."""
+    tree = nested_switches()
+    dump = tmp_path / "dump.txt"
+    dump.write_text(tree.dump())
+    res = subprocess.run([LSPCI, "-F", str(dump), "-i", str(tmp_path / "no-pci.ids"), opt], capture_output=True,
+                         text=True, timeout=30)
+    assert res.returncode == 0 and "Device 10de:2330" in res.stdout.replace("[", "").replace("]", ""), res.stdout
+    topo = Topology(parse_lspci_tree(res.stdout, "dump"))
+    assert topo.device_kind[b("05:00.0")] == "gpu"
+    assert topo.device_kind[b("06:00.0")] == topo.device_kind[b("06:00.1")] == "nic"
+    assert topo.device_kind[b("00:00.0")] != "gpu"
+
+
+@needs_lspci
 @pytest.mark.parametrize("seed", range(40))
 def test_round_trip_random_trees(tmp_path, seed):
     tree = random_tree(seed)

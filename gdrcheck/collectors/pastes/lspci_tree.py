@@ -19,7 +19,8 @@ Forms read: the multi-root form ``-+-[0000:00]-+-...``, the single-root form
 root buses in any order (pciutils <= 3.7 lists them descending), all domains in
 one tree (<= 3.9) or one tree per domain (>= 3.10), a bridge with several buses
 (``-[04-06]-+-[0000:04]-...``), names with ``-v``, ids with ``-nn``
-(``... [10de:2330]`` fills vendor and device; ``-n`` alone prints ``10de:2330``),
+(``... [10de:2330]`` fills vendor and device; ``-n`` alone prints ``10de:2330``, and ``-v`` where
+pci.ids is missing ``Device 10de:2330``),
 and the resource lines of ``-tvv`` (``Memory at ...``, skipped). A line that is
 just ``-`` (3.14 with ``-s``) is skipped; a line cut by lspci's line buffer
 (``...``) is read up to the cut, with a note.
@@ -78,7 +79,7 @@ _FRAG = lazy_pattern(rf"[+\\]-(?:{_H}{{2}}\.[0-7](?:-|\s|$)|\[{_H}{{4,8}}:{_H}{{
 _PREFIX = lazy_pattern(r"[ |]*")
 _RESOURCE = lazy_pattern(r"(?:Region \d+: )?(?:\[(?:virtual|enhanced)\] )?(?:Memory at|I/O ports at) ")
 _IDS_TAIL = lazy_pattern(rf"\[({_H}{{4}}):({_H}{{4}})\]\s*$")
-_IDS_ONLY = lazy_pattern(rf"({_H}{{4}}):({_H}{{4}})$")
+_IDS_ONLY = lazy_pattern(rf"(?:Device )?({_H}{{4}}):({_H}{{4}})$")  # -n; -v without pci.ids: "Device 10de:2330"
 
 _SNIFF_LINES = 400
 _SNIFF_CHARS = 256 << 10
