@@ -150,12 +150,15 @@ def _read(params: Dict[str, Any], d: str, m: Dict[str, Any], load_cuda) -> Dict[
                           "nvidia-gds)"}
     n = int(params.get("bytes") or READ_BYTES)
     c = Cleanup()
-    path = os.path.join(d, f".gdrcheck-probe-{os.getpid()}")
     try:
         host = ctypes.create_string_buffer(n)
         fill_pattern(ctypes.addressof(host), n, seed=3)
-        with open(path, "wb") as f:
-            c.push(lambda: os.unlink(path))
+        import tempfile
+
+        # a new file of a name no one could plant a link at (O_EXCL, random, 0600): DIR may be world-writable
+        wfd, path = tempfile.mkstemp(prefix=".gdrcheck-probe-", dir=d)
+        c.push(lambda: os.unlink(path))
+        with os.fdopen(wfd, "wb") as f:
             f.write(host.raw)
             f.flush()
             os.fsync(f.fileno())

@@ -190,6 +190,23 @@ def test_gds_read_in_compatibility_mode(tmp_path):
     assert none["status"] == "skipped" and "libcufile.so.0" in none["reason"]
 
 
+def test_gds_read_never_writes_through_a_planted_link(tmp_path):
+    """--gds-path names a scratch directory others can write to: a link planted at any name the probe might
+    use must not make root write through it (the test file was .gdrcheck-probe-PID, opened without O_EXCL)."""
+    if os.path.exists("/proc/driver/nvidia-fs/version"):
+        pytest.skip("nvidia-fs is loaded here")
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    for pid in range(os.getpid() - 50, os.getpid() + 5000):  # the worker's PID is a few above ours
+        (scratch / f".gdrcheck-probe-{pid}").symlink_to(victim)
+    r = _run("gds-read", {"gpu": GPU0, "gds_path": str(scratch), "bytes": 1 << 20})
+    assert r["status"] == "degraded" and r["measured"]["verified"], r
+    assert victim.read_bytes() == b"precious"
+    assert all(p.is_symlink() for p in scratch.iterdir())  # its own file is gone, the planted links stay
+
+
 def test_gds_p2pdma_mode_from_cufile_json(tmp_path):
     if os.path.exists("/proc/driver/nvidia-fs/version"):
         pytest.skip("nvidia-fs is loaded here")
