@@ -199,8 +199,12 @@ def _error_status(e: Exception, argv) -> int:
     from gdrcheck.errors import InputError
 
     click = sys.modules.get("click")
+    no_args = getattr(click, "exceptions", None) and getattr(click.exceptions, "NoArgsIsHelpError", None)
+    if no_args is not None and isinstance(e, no_args):  # a bare `gdrcheck` or `gdrcheck fleet`: its help
+        sys.stdout.write(e.format_message().rstrip("\n") + "\n")
+        return EXIT_USAGE
     if click is not None and isinstance(e, click.ClickException):
-        msg = e.format_message()
+        msg = " ".join(e.format_message().split())  # one line: click lists a choice's values one a line
         ctx = getattr(e, "ctx", None)
         if isinstance(e, click.UsageError) and ctx is not None:
             msg = f"{msg} (try '{ctx.command_path} --help')"

@@ -205,6 +205,18 @@ def test_a_snapshot_through_a_fifo_reads_as_the_archive_does(tmp_path):
     assert os.listdir(tmp_path) == ["snap"]
 
 
+def test_usage_errors_are_one_line_and_a_bare_group_shows_its_help():
+    """click lists a missing choice's values one a line; the error is one line all the same. A bare `gdrcheck`
+    or `gdrcheck fleet` prints its help (not a 15-line "error: Usage: ...")."""
+    for args in (("schema",), ("schema", "bogus"), ("pairs", "--format", "xml")):
+        p = run(*args)
+        assert_clean_error(p)
+        assert p.stderr.count("\n") == 1 and p.stderr.startswith("gdrcheck: error: "), p.stderr
+    for args in ((), ("fleet",)):
+        p = run(*args)
+        assert p.returncode == 2 and p.stdout.startswith("Usage: gdrcheck") and p.stderr == "", p.stderr
+
+
 def test_graph_xml_is_not_an_input_but_a_topo_matrix_is(realworld):
     assert_clean_error(run("pairs", "--from", realworld / "azure-ncv4" / "nccl-graph.xml"))
     # issue 17: a topo -m matrix alone gives its classes, everything else unknown (exit 3, or 1 on findings)
