@@ -99,6 +99,8 @@ class Fleet:
             reason = TIMED_OUT
         elif fp is None:
             reason = NO_FINGERPRINT
+            if status == "pass":  # the fleet cannot compare it with the others: not known to be alike
+                status = "unknown"
         elif status == "unknown":
             reason = _unknown_reason(doc.get("summary_line"))
         codes = 0
@@ -146,7 +148,7 @@ class Fleet:
                 continue
             if shape is not None:
                 shapes.setdefault(shape, {}).setdefault(topo, []).append(name)
-            if reason is not None:
+            if reason is not None and status == "unknown":  # a failing node is listed as failing only
                 unknown.setdefault((reason, timed_out), []).append(name)
         groups, outliers, ref = self._groups(shapes, reference, reference_path)
         reported = set(self.nodes)

@@ -363,6 +363,12 @@ def test_reports_without_fingerprint_cannot_be_grouped(tmp_path):
     doc = fleet_json(fd.write_fleet(tmp_path / "out", docs))
     assert doc["exit_status"] == 3 and doc["groups"][0]["nodes"] == "gpu[001-002]"
     assert doc["unknown"][0]["nodes"] == "gpu003" and "no fingerprint" in doc["unknown"][0]["reason"]
+    # the counts say what the lists say: the node that cannot be compared is unknown, not pass
+    assert doc["nodes"]["pass"] == 2 and doc["nodes"]["unknown"] == 1
+    docs["gpu004"] = fd.report("gpu004", with_fingerprint=False, findings=[("GDR040", "error")], status="fail")
+    doc = fleet_json(fd.write_fleet(tmp_path / "out2", docs))
+    assert doc["nodes"]["fail"] == 1 and doc["failing"]["nodes"] == "gpu004"
+    assert [u["nodes"] for u in doc["unknown"]] == ["gpu003"]
 
 
 def test_nothing_to_read_is_3(tmp_path):
