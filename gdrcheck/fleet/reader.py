@@ -135,7 +135,8 @@ def read_stream(f: IO[bytes], name: Optional[str], input_format: str, label: str
                 jsonl: bool = False) -> Iterator[Item]:
     """One file or stdin: a report, JSONL reports, or ``host: {json}`` lines (detected from the first line)."""
     first = b""
-    for line in f:
+    lines = _bounded_lines(f)
+    for line in lines:
         if line.strip():
             first = line
             break
@@ -143,16 +144,19 @@ def read_stream(f: IO[bytes], name: Optional[str], input_format: str, label: str
         if name is not None:
             yield Item(name, None, "empty file")
         return
+    if first == b"\x00\n":  # what _bounded_lines makes of a line that is not text
+        yield Item(name or label, None, "binary file, not a report")
+        return
     stripped = first.lstrip()
     if input_format == "prefixed" or (input_format == "auto" and not stripped.startswith(b"{")
                                       and _looks_prefixed(first)):
-        yield from _read_prefixed(first, f)
+        yield from _read_prefixed(first, lines)
         return
     if stripped.startswith(b"{"):
         doc, problem = _parse(first)
         if doc is not None or problem not in ("truncated JSON (cut off mid-write?)",):
             # the first line is a whole report (or a damaged line): one report per line
-            yield from _read_lines(first, doc, problem, f, name, label, jsonl)
+            yield from _read_lines(first, doc, problem, lines, name, label, jsonl)
             return
     # one (pretty-printed) document, or something that is not a report at all
     raw = first + f.read(MAX_REPORT_BYTES)
@@ -227,6 +231,34 @@ def _read_prefixed(first: bytes, f) -> Iterator[Item]:
         yield Item(host, doc, problem)
     for host in sorted(noise - seen):
         yield Item(host, None, "no report in the output")
+
+
+def _bounded_lines(f) -> Iterator[bytes]:
+    """``f``'s lines, none longer than a report may be, read a MiB at a time: the rest of a longer line is read
+    past, never held, and so is a line that is not text (a NUL in it: a core dump or an image left in the
+    directory), which comes out as one NUL."""
+    block = 1 << 20
+    while True:
+        chunk = f.readline(block)
+        if not chunk:
+            return
+        if b"\x00" in chunk:
+            while chunk and not chunk.endswith(b"\n"):
+                chunk = f.readline(block)
+            yield b"\x00\n"
+            continue
+        parts, size = [chunk], len(chunk)
+        while not parts[-1].endswith(b"\n"):
+            more = f.readline(block)
+            if not more:
+                break
+            size += len(more)
+            if size > MAX_REPORT_BYTES:
+                while more and not more.endswith(b"\n"):
+                    more = f.readline(block)
+                break
+            parts.append(more)
+        yield parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _chain(first: bytes, f) -> Iterator[bytes]:

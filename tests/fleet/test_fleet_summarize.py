@@ -566,3 +566,27 @@ def test_a_real_fleet_as_srun_files(real_fleet, tmp_path):
     for p in srun.iterdir():
         p.rename(p.with_name(p.name + ".json"))
     assert fleet("--format", "json", real_fleet["dir"]) == fleet("--format", "json", srun)
+
+
+def test_a_huge_file_that_is_no_report_is_read_past_a_mib_at_a_time():
+    """A core dump or an image in the output directory (300 MB of NULs, no line break) is an unreadable node,
+    read a MiB at a time and never held whole (it took 640 MB, and MemoryError under a ulimit)."""
+    from gdrcheck.fleet import reader
+
+    class Nuls:
+        def __init__(self, size):
+            self.left, self.asked = size, 0
+
+        def readline(self, n=-1):
+            self.asked = max(self.asked, n)
+            k = self.left if n < 0 else min(n, self.left)
+            self.left -= k
+            return b"\0" * k
+
+        def read(self, n=-1):
+            return self.readline(n)
+
+    f = Nuls(300 << 20)
+    items = list(reader.read_stream(f, "gpu009", "auto", "gpu009"))
+    assert [(i.name, i.doc) for i in items] == [("gpu009", None)] and items[0].problem
+    assert f.left == 0 and f.asked <= 1 << 20
