@@ -64,7 +64,7 @@ class Run:
         self.live = from_path is None
         self.deadline = None
         self.watchdog = None
-        if output:
+        if output is not None:
             from gdrcheck.io.output import check_target
 
             check_target(output)

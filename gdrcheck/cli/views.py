@@ -243,6 +243,8 @@ class CheckView(View):
     def status(self, gate, out) -> int:
         if self.fmt in ("json", "jsonl"):
             return pairs_status(gate, self.fail_on)
+        if self.fmt == "text" and self.code == EXIT_UNKNOWN:
+            pairs_status(gate, self.fail_on)  # a person reads it: stderr says what is missing, as pairs does
         return self.code
 
 

@@ -32,7 +32,7 @@ def summarize_command(paths: Sequence[str], expect: Optional[str], reference: Op
             raise InputError(f"--expect: {e}") from None
     ref_doc = reader.read_reference(reference) if reference else None
     output = None if output == "-" else output  # -o -: stdout
-    if output:
+    if output is not None:
         from gdrcheck.io.output import check_target
 
         check_target(output)

@@ -48,6 +48,8 @@ def _replaced(path: str) -> str:
 
 def check_target(path: str) -> None:
     """Fail early (before the slow part of a run) when ``path`` cannot be written."""
+    if not path:
+        raise InputError("--output: an empty file name (- is stdout)")
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory (--output names the file to write)")
     if in_place(path):
@@ -76,8 +78,8 @@ def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
     d = os.path.dirname(os.path.abspath(path)) or "."
     if not os.path.isdir(d):
         raise InputError(f"{shown}: directory {d} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=prefix or "." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
+    try:  # the temporary name stays within NAME_MAX however long the target's is
+        fd, tmp = tempfile.mkstemp(prefix=prefix or "." + os.path.basename(path)[:120] + ".", suffix=".tmp", dir=d)
     except OSError as e:
         raise InputError(f"{shown}: cannot write there ({e.strerror or e})") from None
     try:
@@ -85,8 +87,7 @@ def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
             yield f
             f.flush()
             os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        _take_over(tmp, path, mode)
         os.replace(tmp, path)
     except BaseException as e:
         try:
@@ -96,6 +97,27 @@ def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
         if isinstance(e, OSError):
             raise InputError(f"{shown}: cannot write ({e.strerror or e})") from None
         raise
+
+
+def _take_over(tmp: str, path: str, mode: Optional[int]) -> None:
+    """The new file gets what the file it replaces had (its mode, and as root its owner), so a textfile
+    collector's 0600 file owned by its user stays so; a new file gets ``mode`` less the umask, as ``open``
+    would give it. ``mode`` None keeps mkstemp's 0600 (a snapshot describes the machine)."""
+    if mode is None:
+        return
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        os.chmod(tmp, stat.S_IMODE(st.st_mode))
+        if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
+            with contextlib.suppress(OSError):
+                os.chown(tmp, st.st_uid, st.st_gid)
+        return
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, mode & ~mask)
 
 
 @contextlib.contextmanager

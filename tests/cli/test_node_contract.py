@@ -138,6 +138,28 @@ def test_output_into_a_missing_or_unwritable_place_is_a_one_line_error(trees, tm
         ro.chmod(0o755)
 
 
+def test_output_keeps_the_mode_of_the_file_it_replaces_and_new_files_follow_the_umask(trees, tmp_path):
+    kept = tmp_path / "collector.prom"
+    kept.write_text("old\n")
+    kept.chmod(0o600)
+    p = run("check", "--format", "prometheus", "--from", trees["healthy-gdr-node"], "-o", kept)
+    assert p.returncode in (0, 1, 3) and oct(kept.stat().st_mode & 0o777) == "0o600", p.stderr
+    new = tmp_path / "new.prom"
+    subprocess.run(["sh", "-c", 'umask 077 && exec "$0" -m gdrcheck check --format prometheus --from "$1" -o "$2"',
+                    sys.executable, str(trees["healthy-gdr-node"]), str(new)], cwd=ROOT, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert oct(new.stat().st_mode & 0o777) == "0o600"
+
+
+def test_output_names_long_or_empty(trees, tmp_path):
+    """A 250-character name is a name like any other (its temporary file's name went past NAME_MAX); an empty
+    one is a usage error (it wrote to stdout)."""
+    long = tmp_path / ("x" * 250)
+    p = run("pairs", "--json", "--from", trees["healthy-gdr-node"], "-o", long)
+    assert p.returncode in (0, 1, 3) and json.loads(long.read_text())["pairs"], p.stderr
+    assert_clean_error(run("pairs", "--json", "--from", trees["healthy-gdr-node"], "-o", ""))
+
+
 def test_output_to_a_fifo_is_written_in_place(trees, tmp_path):
     """A target that is not a file (here a FIFO; /dev/null and /dev/stdout alike) is written where it is:
     renaming a file over it would put a regular file where the device was (as root, /dev/null itself)."""
