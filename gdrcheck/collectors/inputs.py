@@ -311,6 +311,13 @@ def remove_temp_dirs() -> None:
         _TEMP_DIRS.discard(d)
 
 
+def missing_why(path: str) -> str:
+    """Why a path named on the command line cannot be opened: not there, or a link that leads nowhere."""
+    if path and os.path.lexists(path):
+        return "a symbolic link that leads nowhere (it dangles, or loops)"
+    return "no such file or directory"
+
+
 @contextlib.contextmanager
 def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[object]:
     """Yield a :class:`Source` (live, directory, archive) or a parsed :class:`Snapshot`."""
@@ -318,7 +325,7 @@ def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[o
         yield Source("/", record=record)
         return
     if not os.path.exists(from_path):
-        raise InputError(f"{from_path or repr(from_path)}: no such file or directory")
+        raise InputError(f"{from_path or repr(from_path)}: {missing_why(from_path)}")
     if os.path.isdir(from_path):
         require_machine(from_path, from_path)
         yield Source(from_path, live=False, label=from_path)
@@ -527,7 +534,7 @@ def load_many(paths, *, want_driver: bool = True, endpoint_config: bool = True, 
             snap = load_facts(p, want_driver=want_driver, endpoint_config=endpoint_config, deadline=deadline)
             parts.append(Part(os.path.basename(os.path.normpath(p)) or p, snap.input_kind, snap))
         elif not os.path.exists(p):
-            raise InputError(f"{p or repr(p)}: no such file or directory")
+            raise InputError(f"{p or repr(p)}: {missing_why(p)}")
         else:
             parts.append(read_part(p))
     seen = {}

@@ -45,7 +45,9 @@ def check_paths(paths: Sequence[str]) -> None:
         raise InputError("- (stdin) given more than once")
     for p in paths:
         if p != "-" and not os.path.exists(p):
-            raise InputError(f"{p}: no such file or directory")
+            from gdrcheck.collectors.inputs import missing_why
+
+            raise InputError(f"{p}: {missing_why(p)}")
 
 
 def node_name(path: str) -> str:
@@ -268,9 +270,12 @@ def _chain(first: bytes, f) -> Iterator[bytes]:
 
 def read_reference(path: str) -> dict:
     """``--reference FILE``: one golden report with a fingerprint, else a usage error."""
-    if not os.path.isfile(path):
-        raise InputError(f"--reference {path}: no such file")
-    items = list(read_file(path, "json"))
+    if not os.path.exists(path) or os.path.isdir(path):
+        from gdrcheck.collectors.inputs import missing_why
+
+        raise InputError(f"--reference {path}: " + ("a directory, not a report" if os.path.isdir(path)
+                                                      else missing_why(path)))
+    items = list(read_file(path, "json"))  # a pipe too (--reference <(ssh gold cat report.json)): read once
     if len(items) != 1 or items[0].doc is None:
         why = items[0].problem if len(items) == 1 else f"{len(items)} reports in one file"
         raise InputError(f"--reference {path}: {why}")

@@ -217,6 +217,16 @@ def test_usage_errors_are_one_line_and_a_bare_group_shows_its_help():
         assert p.returncode == 2 and p.stdout.startswith("Usage: gdrcheck") and p.stderr == "", p.stderr
 
 
+def test_a_link_that_leads_nowhere_is_named_so(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "gone").symlink_to(tmp_path / "never-made")
+    for p in ("a", "gone"):
+        r = run("pairs", "--from", tmp_path / p)
+        assert_clean_error(r)
+        assert "leads nowhere" in r.stderr, r.stderr
+
+
 def test_graph_xml_is_not_an_input_but_a_topo_matrix_is(realworld):
     assert_clean_error(run("pairs", "--from", realworld / "azure-ncv4" / "nccl-graph.xml"))
     # issue 17: a topo -m matrix alone gives its classes, everything else unknown (exit 3, or 1 on findings)

@@ -590,3 +590,18 @@ def test_a_huge_file_that_is_no_report_is_read_past_a_mib_at_a_time():
     items = list(reader.read_stream(f, "gpu009", "auto", "gpu009"))
     assert [(i.name, i.doc) for i in items] == [("gpu009", None)] and items[0].problem
     assert f.left == 0 and f.asked <= 1 << 20
+
+
+def test_a_reference_read_through_a_pipe(tmp_path):
+    """`--reference <(ssh gold cat report.json)`: a pipe is read as the file would be (it was "no such file")."""
+    d = fd.write_fleet(tmp_path / "out", healthy(3))
+    gold = fd.write(tmp_path / "gold.json", fd.report("gold"))
+    fifo = tmp_path / "gold-pipe"
+    os.mkfifo(fifo)
+    import threading
+
+    writer = threading.Thread(target=lambda: fifo.write_bytes(gold.read_bytes()), daemon=True)
+    writer.start()
+    doc = fleet_json("--reference", fifo, d)
+    writer.join(10)
+    assert doc["reference"] and doc["exit_status"] == fleet_json("--reference", gold, d)["exit_status"]
