@@ -433,16 +433,10 @@ MAX_STREAM_BYTES = MAX_TOTAL_BYTES
 
 
 def _read_once(path: str) -> bool:
-    """``-``, or something that exists and is neither a file nor a directory (a pipe, a FIFO, a device)."""
-    if path == "-":
-        return True
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return False
-    import stat
+    """``-``, or a pipe, a FIFO or a device (:func:`gdrcheck.io.output.is_stream`)."""
+    from gdrcheck.io.output import is_stream
 
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+    return path == "-" or is_stream(path)
 
 
 @contextlib.contextmanager

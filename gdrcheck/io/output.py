@@ -29,16 +29,22 @@ _STREAM_DIRS = ("/dev/fd/", "/proc/self/fd/")
 _STREAM_NAMES = ("/dev/stdin", "/dev/stdout", "/dev/stderr")
 
 
-def in_place(path: str) -> bool:
-    """``path`` is written where it is, not replaced: ``-`` (stdout), a standard stream by name, or something
-    that exists and is not a file (a device, a FIFO, a socket)."""
-    if path == "-" or os.path.abspath(path) in _STREAM_NAMES or os.path.abspath(path).startswith(_STREAM_DIRS):
-        return True
+def is_stream(path: str) -> bool:
+    """``path`` exists and is neither a file nor a directory: a pipe, a FIFO, a device, a socket (written or
+    read where it is, once)."""
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
         return False
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def in_place(path: str) -> bool:
+    """``path`` is written where it is, not replaced: ``-`` (stdout), a standard stream by name, or a stream
+    (:func:`is_stream`)."""
+    if path == "-" or os.path.abspath(path) in _STREAM_NAMES or os.path.abspath(path).startswith(_STREAM_DIRS):
+        return True
+    return is_stream(path)
 
 
 def _replaced(path: str) -> str:
