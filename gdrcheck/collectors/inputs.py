@@ -155,7 +155,7 @@ def _archive_error(path: str, name: str, e: Exception) -> InputError:
 
 # Every input kind --from accepts, with the command that produces it (README and --help list the same).
 ACCEPTED_KINDS = (
-    ("a directory laid out like /", "gdrcheck snapshot -o DIR, or a copy of /sys and /proc"),
+    ("a directory laid out like /", "a copy of /sys and /proc, or an unpacked snapshot archive"),
     ("a snapshot archive", "gdrcheck snapshot -o node.tar.gz"),
     ("an lspci tree", "lspci -tv (also -t, -tvv, -tvnn)"),
     ("lspci details", "sudo lspci -vvv (also -vv, -nnvvv, -D, -s BDF, -xxx)"),
