@@ -34,13 +34,16 @@ MAX_TOTAL_BYTES = 1 << 30
 MAX_SINGLE_FILE = 32 << 20
 
 
+COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")  # gzip, bzip2, xz: what tar -z, -j and -J write
+
+
 def _is_archive(path: str) -> bool:
     try:
         with open(path, "rb") as f:
             head = f.read(512)
     except OSError:
         return False
-    if head[:2] == b"\x1f\x8b":
+    if head.startswith(COMPRESSED):
         return True
     return len(head) >= 262 and head[257:262] == b"ustar"
 
@@ -283,6 +286,11 @@ def _read_kind(path: str, name: str):
             data = f.read(MAX_SINGLE_FILE + 1)
     except OSError as e:
         raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with its BOM: what PowerShell's > writes
+        try:
+            data = data.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"{name}: damaged UTF-16 text") from None
     if not data.strip():
         raise InputError(f"{name}: empty file")
     if b"\x00" in data[:65536]:

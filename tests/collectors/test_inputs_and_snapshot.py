@@ -227,6 +227,27 @@ def test_a_link_that_leads_nowhere_is_named_so(tmp_path):
         assert "leads nowhere" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("mode", ["w:xz", "w:bz2"])
+def test_a_snapshot_repacked_with_xz_or_bzip2_reads_as_the_gzip_one(tmp_path, mode):
+    """`tar cJf` / `tar cjf` of an unpacked snapshot (a ticket's attachment) is an archive like the .tar.gz
+    (it was refused as a binary file)."""
+    snap = FIXTURES / "h100-x1-vm" / "snapshot.tar.gz"
+    repacked = tmp_path / f"node.tar.{mode[2:]}"
+    with tarfile.open(snap) as src, tarfile.open(repacked, mode) as out:
+        for m in src:
+            out.addfile(m, src.extractfile(m) if m.isfile() else None)
+    assert run("pairs", "--json", "--from", repacked).stdout == run("pairs", "--json", "--from", snap).stdout
+
+
+def test_a_utf16_paste_reads_as_the_utf8_one(realworld, tmp_path):
+    """PowerShell's `>` writes UTF-16 with a BOM and CRLF: the paste is the same paste (it was "binary")."""
+    paste = realworld / "stelline-puget-wrx90-2xrtx6000ada" / "lspci-tv.txt"
+    u16 = tmp_path / "lspci-tv.txt"
+    u16.write_bytes(paste.read_text().replace("\n", "\r\n").encode("utf-16"))
+    got = run("pairs", "--json", "--from", u16)
+    assert got.stdout == run("pairs", "--json", "--from", paste).stdout and "Traceback" not in got.stderr
+
+
 def test_graph_xml_is_not_an_input_but_a_topo_matrix_is(realworld):
     assert_clean_error(run("pairs", "--from", realworld / "azure-ncv4" / "nccl-graph.xml"))
     # issue 17: a topo -m matrix alone gives its classes, everything else unknown (exit 3, or 1 on findings)
