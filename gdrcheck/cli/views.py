@@ -329,8 +329,25 @@ def rules_listing(as_json: bool) -> str:
 
         doc = {"format_version": FORMAT_VERSION, "gdrcheck_version": __version__, "rules": [r.to_doc() for r in items]}
         return render_json(pretty=sys.stdout.isatty(), doc=doc)
+    import textwrap
+
+    from gdrcheck.render.console import text_width
+
     tags = {"nccl": "NCCL", "nvidia-docs": "NVDA", "kernel": "KERN"}
-    return "".join(f"{r.code}  {r.severity:<7} {tags.get(r.origin, '    ')} {r.name:<36} {r.title}\n" for r in items)
+    width = text_width()
+    wide = width >= 100  # the title beside the name; in a narrow window, below it
+    out = []
+    for r in items:
+        tag = tags.get(r.origin, "    ")
+        if wide:
+            head = f"{r.code}  {r.severity:<7} {tag} {r.name:<36} "
+            out.append(textwrap.fill(r.title, width, initial_indent=head, subsequent_indent=" " * len(head),
+                                     break_on_hyphens=False))
+        else:
+            out.append(f"{r.code}  {r.severity:<7} {tag}".rstrip())
+            out.append(textwrap.fill(f"{r.name}: {r.title}", width, initial_indent="      ",
+                                     subsequent_indent="      ", break_on_hyphens=False))
+    return "\n".join(out) + "\n"
 
 
 def explanation(code: str) -> str:
@@ -342,11 +359,17 @@ def explanation(code: str) -> str:
     code_u = code.strip().upper()
     for r in all_rules():
         if r.code == code_u or r.name == code.strip().lower():
-            text = (f"{r.code} {r.name} ({r.severity}, {r.scope}; {ORIGIN_WORDS[r.origin]})\n"
-                    f"\n{r.title}\n\nWhy: {r.rationale}\n\nFix: {r.remediation}\n")
+            import textwrap
+
+            from gdrcheck.render.console import text_width
+
+            width = text_width()
+            paras = [f"{r.code} {r.name} ({r.severity}, {r.scope}; {ORIGIN_WORDS[r.origin]})", r.title,
+                     f"Why: {r.rationale}", f"Fix: {r.remediation}"]
             if r.vm_remediation:
-                text += f"\nIn a virtual machine: {r.vm_remediation}\n"
-            return text
+                paras.append(f"In a virtual machine: {r.vm_remediation}")
+            return "\n\n".join(textwrap.fill(p, width, break_long_words=False, break_on_hyphens=False)
+                                for p in paras) + "\n"
     raise InputError(f"no rule {code!r} (gdrcheck rules lists them)")
 
 

@@ -23,6 +23,19 @@ def _columns():
     return int(text) if text.isdigit() and int(text) > 0 else None
 
 
+def text_width(stream=None) -> int:
+    """The width plain text is wrapped to, as the console's: ``COLUMNS``, else the terminal's, else
+    :data:`LOG_WIDTH` in a pipe or a file; never below :data:`MIN_WIDTH`."""
+    cols = _columns()
+    if cols is None:
+        stream = stream or sys.stdout
+        try:
+            cols = os.get_terminal_size(stream.fileno()).columns if stream.isatty() else LOG_WIDTH
+        except (OSError, ValueError, AttributeError):
+            cols = LOG_WIDTH
+    return max(cols, MIN_WIDTH)
+
+
 def make_console(stderr: bool = False, to_file: bool = False):
     from rich.console import Console
 

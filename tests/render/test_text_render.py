@@ -390,3 +390,14 @@ def test_a_latin1_terminal_gets_ascii_and_question_marks_never_an_error(args):
     assert p.returncode == whole.returncode and "internal error" not in p.stderr, p.stderr
     if args == ["topology"]:
         assert "`-- " in p.stdout and "\u2514" not in p.stdout
+
+
+@pytest.mark.parametrize("width", [40, 60, 100])
+def test_rules_and_explain_fit_the_window(width):
+    """`rules` and `explain` wrap to COLUMNS (or the terminal, or 100 in a log) as the node commands do; only a
+    word longer than the line (a path) may stand out."""
+    for args in (["rules"], ["explain", "GDR020"], ["explain", "GDR042"]):
+        p = run(*args, env={"COLUMNS": str(width)})
+        assert p.returncode == 0, p.stderr
+        for line in p.stdout.splitlines():
+            assert len(line) <= width or len(line.split()) == 1, (args, width, line)
