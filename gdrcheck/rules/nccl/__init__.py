@@ -14,7 +14,6 @@ from gdrcheck.rules.nccl.core import (
                                 OLDEST,
                                 PATH_TYPES,
                                 RANK,
-                                bcm_gen,
                                 nccl_type,
                                 parse_version,
                                 peermem_files,
@@ -24,5 +23,5 @@ from gdrcheck.rules.nccl.core import (
 from gdrcheck.rules.nccl.settings import NcclSettings, parse_level, settings
 
 __all__ = ["ALL_PEERMEM_FILES", "HONOURED_ENV", "LEGACY_LEVELS", "NEWEST", "OLDEST", "PATH_TYPES", "RANK",
-           "NcclSettings", "bcm_gen", "nccl_type", "parse_level", "parse_version", "peermem_files", "settings",
+           "NcclSettings", "nccl_type", "parse_level", "parse_version", "peermem_files", "settings",
            "version_str", "within"]

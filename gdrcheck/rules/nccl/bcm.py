@@ -23,13 +23,16 @@ chains meet higher (v2.30.7 ``src/graph/paths.cc:38-100``: a hop between two PCI
 
 from __future__ import annotations
 
+from gdrcheck.rules.nccl.core import NEWEST
+
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
-    from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+    from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
     from gdrcheck.rules.nccl.core import Version
 
 GEN4_FROM = (2, 9, 6)
+LINKS_FROM = (2, 22, 3)  # getBcmLinks: virtual links between Broadcom switches, v2.22.3 xml.cc:410-429, 730-745
 LEVELS_FROM = (2, 20, 3)  # getBcmGen(id, level), Gen5 parts, the fused id's subsystem device set to 0xffff
 RESTART_AT_FIRST_FROM = (2, 27, 3)
 GEN4_ID = 0x1000C0101000A000
@@ -44,6 +47,17 @@ def device_id(vendor: Optional[int], device: Optional[int], subsys_vendor: Optio
     """``ncclTopoGetIntDevice``: the four ids in one 64-bit number; a missing one adds nothing."""
     return (((vendor or 0) << 48) + ((device or 0) << 32) + ((subsys_vendor or 0) << 16) + (subsys_device or 0)) \
         & _U64
+
+
+def function_id(topo, bdf: str) -> int:
+    """:func:`device_id` of a function of the node; 0 for one the node does not have."""
+    d = topo.by_bdf.get(bdf)
+    return device_id(d.vendor, d.device, d.subsys_vendor, d.subsys_device) if d is not None else 0
+
+
+def is_part(dev_id: int) -> bool:
+    """A Broadcom switch part some NCCL version flattens, at either level (to skip what none could fuse)."""
+    return bool(bcm_gen(dev_id, 0, NEWEST) or bcm_gen(dev_id, 1, NEWEST))
 
 
 def bcm_gen(dev_id: int, level: int, version: Version) -> int:
@@ -170,17 +184,22 @@ class Fusion:
         return None
 
 
-def sysfs_chain(topo, bdf: str) -> Tuple[str, ...]:
-    """The PCI nodes NCCL makes above a device from sysfs (v2.30.7 ``src/graph/xml.cc:750-795``): two path
-    components up per step (one switch: its downstream port, then its upstream port), until a root complex."""
-    out: List[str] = []
+def sysfs_steps(topo, bdf: str) -> Iterator[str]:
+    """The PCI nodes NCCL makes above a device from sysfs, nearest first (v2.30.7 ``src/graph/xml.cc:750-795``):
+    two path components up per step (one switch: its downstream port, then its upstream port), until a root
+    complex."""
     cur = bdf
     while True:
         anc = topo.ancestors(cur)
         if len(anc) < 2:
-            return tuple(out)
+            return
         cur = anc[1]
-        out.append(cur)
+        yield cur
+
+
+def sysfs_chain(topo, bdf: str) -> Tuple[str, ...]:
+    """:func:`sysfs_steps`, all of them."""
+    return tuple(sysfs_steps(topo, bdf))
 
 
 def build(chains: Mapping[str, Tuple[str, ...]], ids: Callable[[str], int], virtual: Mapping[str, Iterable[str]],

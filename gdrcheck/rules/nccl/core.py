@@ -6,8 +6,7 @@ Sources (``NVIDIA/nccl`` tags; line numbers at the tag named):
   v2.27.5 ``topo.cc:24`` (P2C before PXN), v2.30.7 ``topo.cc:34``.
 * peer-memory files: v2.21.5 ``src/transport/net_ib.cc:558-568``, v2.22.3 ``net_ib.cc:610-620``,
   v2.23.4 ``net_ib.cc:690-704``, v2.30.7 ``src/transport/net_ib/gdr.cc:14-29``.
-* Broadcom flattening: v2.30.7 ``src/graph/topo.cc:194-268``, taken step for step in ``bcm.py``; ``bcm_gen``
-  here only says whether a function is such a part at all.
+* Broadcom flattening: v2.30.7 ``src/graph/topo.cc:194-268``, taken step for step in ``bcm.py``.
 """
 
 from __future__ import annotations
@@ -101,18 +100,6 @@ def nccl_type(pcie_path: Optional[str], nvlinks: Optional[int], flattened: bool 
     if pcie_path == "PXB" and flattened:
         return "PIX"
     return pcie_path
-
-
-def bcm_gen(vendor, device, subsys_vendor, subsys_device) -> int:
-    """Whether a function is a Broadcom PEX88xxx (Gen4) or PEX89xxx (Gen5) part NCCL may flatten, at either
-    level (``bcm.bcm_gen`` is NCCL's own test, per level and version)."""
-    if vendor != 0x1000 or subsys_vendor != 0x1000 or subsys_device is None:
-        return 0
-    if device == 0xC010 and (subsys_device & 0xF000) == 0xA000:
-        return 4
-    if device == 0xC030 and (subsys_device & 0xE000) == 0x0000:
-        return 5
-    return 0
 
 
 def within(path_type: Optional[str], level: Optional[str], version: Version = NEWEST) -> Optional[bool]:

@@ -11,11 +11,11 @@ from collections import abc
 
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import field, record
+from gdrcheck.rules.nccl import bcm
 from gdrcheck.rules.nccl import gdr as gdr_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl.core import (
     NEWEST,
-    bcm_gen,
     nccl_type,
     parse_version,
     peermem_files,
@@ -505,8 +505,7 @@ def topo_file_classes(tree: dict, topo, pairs, applied: Dict[str, str], version:
 
     ft = topo_file.FileTree(tree["root"])
     placed = [f"{b} ({how})" for b in topo.of_kind("gpu", "nic") if (how := ft.placed(topo, b))]
-    virtual = bcm_virtual_links(topo) if version >= BCM_LINKS_FROM else {}
-    classes, flat = topo_file.pair_classes(ft, topo, pairs, version, virtual)
+    classes, flat = topo_file.pair_classes(ft, topo, pairs, version, bcm_virtual_links(topo))
     path = tree["path"]
     if placed:
         applied[path] += (f"; its PCI tree places {', '.join(placed)}: NCCL keeps the file's place for these and "
@@ -590,8 +589,6 @@ def fusion(topo, version: Version, drives: bool = False):
     cache = topo.__dict__.setdefault("_bcm_fusion", {})
     got = cache.get((version, drives))
     if got is None:
-        from gdrcheck.rules.nccl import bcm
-
         if topo.snap.input_kind == "nccl-xml":  # its <pci> switches are NCCL's PCI nodes themselves
             def chain(b):
                 return topo.ancestors(b)
@@ -600,14 +597,8 @@ def fusion(topo, version: Version, drives: bool = False):
                 return bcm.sysfs_chain(topo, b)
         devices = topo.of_kind("gpu") + topo.gpudirect_nics() + (topo.of_kind("nvme") if drives else [])
         chains = {b: chain(b) for b in devices}  # in the order NCCL fills its XML: GPUs, then NICs
-        virtual = bcm_virtual_links(topo) if version >= BCM_LINKS_FROM else {}
-        by = topo.by_bdf
-
-        def ids(b: str) -> int:
-            d = by.get(b)
-            return bcm.device_id(d.vendor, d.device, d.subsys_vendor, d.subsys_device) if d is not None else 0
-
-        got = cache[(version, drives)] = bcm.build(chains, ids, virtual, version)
+        virtual = bcm_virtual_links(topo) if version >= bcm.LINKS_FROM else {}
+        got = cache[(version, drives)] = bcm.build(chains, lambda b: bcm.function_id(topo, b), virtual, version)
     return got
 
 
@@ -622,8 +613,7 @@ def _has_bcm(topo) -> bool:
     none is, no path is flattened, and a large node need not look at each path's switches)."""
     got = topo.__dict__.get("_has_bcm")
     if got is None:
-        got = topo.__dict__["_has_bcm"] = any(bcm_gen(d.vendor, d.device, d.subsys_vendor, d.subsys_device)
-                                              for d in topo.by_bdf.values())
+        got = topo.__dict__["_has_bcm"] = any(bcm.is_part(bcm.function_id(topo, b)) for b in topo.by_bdf)
     return got
 
 
@@ -670,7 +660,7 @@ def pair_type(topo, p, version: Version, st, file_class: Optional[str] = None, f
         # NVLink parts in an input that cannot show links: NVL, or the PCIe path
         cands = tuple(dict.fromkeys(("NVL",) + ((t,) if t else cands)))
         t = None
-    if file_class is None and t in ("PHB", "SYS") and version >= BCM_LINKS_FROM and _bcm_linked(topo, p.a, p.b):
+    if file_class is None and t in ("PHB", "SYS") and version >= bcm.LINKS_FROM and _bcm_linked(topo, p.a, p.b):
         # the two Broadcom switches are joined by a virtual link: NCCL's path stays on PCI switches, and is PIX
         # where NCCL took the far switch into the near one
         fu = fusion(topo, version)
@@ -689,7 +679,6 @@ def pair_type(topo, p, version: Version, st, file_class: Optional[str] = None, f
     return t, cands, flat, via
 
 
-BCM_LINKS_FROM = (2, 22, 3)  # getBcmLinks, v2.22.3 xml.cc:410-429 and 730-745
 
 
 def bcm_virtual_links(topo) -> dict:

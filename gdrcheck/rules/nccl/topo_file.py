@@ -96,17 +96,17 @@ class FileTree:
                     return self.up(at), self.cpu[at], True  # `at` holds the <nic>: the NIC itself
         if bdf in self.parent:
             return self.up(bdf), self.cpu[bdf], True
+        from gdrcheck.rules.nccl.bcm import sysfs_steps
+
         out: List[str] = []
-        cur = bdf
-        while True:  # ncclTopoGetXmlFromSys: two path components up per step
-            anc = topo.ancestors(cur)
-            if len(anc) < 2:
-                n = topo.numa(cur)
-                return tuple(out), str(n) if n is not None else "-1", False
-            cur = anc[1]
+        top = bdf
+        for cur in sysfs_steps(topo, bdf):  # ncclTopoGetXmlFromSys, up to a <pci> the file holds
             if cur in self.parent:
                 return tuple(out) + (cur,) + self.up(cur), self.cpu[cur], True
             out.append(cur)
+            top = cur
+        n = topo.numa(top)
+        return tuple(out), str(n) if n is not None else "-1", False
 
 
 def _int_device(el) -> int:
@@ -157,9 +157,8 @@ def pair_classes(tree: FileTree, topo, pairs, version: Version = NEWEST,
             if p.kind in ("gpu-nic", "gpu-gpu") and x not in chains:
                 chains[x] = tree.chain(topo, x)
     fusion = None
-    if any(bcm.bcm_gen(i, 0, version) for i in tree.ids.values()) or any(
-            bcm.bcm_gen(bcm.device_id(d.vendor, d.device, d.subsys_vendor, d.subsys_device), 0, version)
-            for x, c in chains.items() for d in (topo.by_bdf.get(n) for n in c[0]) if d is not None):
+    if any(bcm.is_part(i) for i in tree.ids.values()) or any(
+            bcm.is_part(bcm.function_id(topo, n)) for c in chains.values() for n in c[0]):
         nodes: Dict[str, Tuple[str, ...]] = {x: c[0] for x, c in chains.items()}
         for s in tree.switches:  # the file's switches hold none of the node's devices too
             nodes["<pci " + s + ">"] = (s,) + tree.up(s)
@@ -168,12 +167,9 @@ def pair_classes(tree: FileTree, topo, pairs, version: Version = NEWEST,
             links[n] = tree.pcilinks.get(n, ())  # the file's switches: its <pcilink>s, never sysfs's
 
         def ids(n: str) -> int:
-            if n in tree.ids:
-                return tree.ids[n]
-            d = topo.by_bdf.get(n)
-            return bcm.device_id(d.vendor, d.device, d.subsys_vendor, d.subsys_device) if d is not None else 0
+            return tree.ids[n] if n in tree.ids else bcm.function_id(topo, n)
 
-        fusion = bcm.build(nodes, ids, links if version >= (2, 22, 3) else {}, version, tree.switches)
+        fusion = bcm.build(nodes, ids, links if version >= bcm.LINKS_FROM else {}, version, tree.switches)
     out: Dict[Tuple[str, str], str] = {}
     flat = set()
     for p in pairs:
