@@ -18,6 +18,7 @@ python3 -m compileall -q gdrcheck
   ls /proc/driver/nvidia-fs > nvidia-fs.txt 2>&1; cat /proc/driver/nvidia/gpus/*/information > gpus-information.txt 2>&1
   nvidia-smi -L > L.txt; uname -a >> L.txt )
 tar -C /tmp/cap -czf "$OUT/smi.tar.gz" smi
+python3 -m gdrcheck snapshot --redact -o "$OUT/snapshot.tar.gz" 2>&1 | tail -2
 timeout 330 python3 "$HERE/nccl_settings.py" --out /tmp/cap/nccl-runs
 tar -C /tmp/cap -czf "$OUT/nccl-runs.tar.gz" nccl-runs
 python3 "$HERE/fabric_capture.py" --out "$OUT" 2>&1 | cut -c1-600
