@@ -38,6 +38,12 @@ def call(fn, *a):
         return {"error": f"{type(e).__name__}: {e}"}
 
 
+def _fabric(N, h):
+    info = N.c_nvmlGpuFabricInfo_t()
+    N.nvmlDeviceGetGpuFabricInfo(h, __import__("ctypes").byref(info))
+    return info
+
+
 def nvml_capture() -> dict:
     import pynvml as N
 
@@ -48,7 +54,7 @@ def nvml_capture() -> dict:
     for i in range(N.nvmlDeviceGetCount()):
         h = N.nvmlDeviceGetHandleByIndex(i)
         g = {"index": i, "name": _s(N.nvmlDeviceGetName(h)), "bus_id": _s(N.nvmlDeviceGetPciInfo(h).busId),
-             "fabric": call(N.nvmlDeviceGetGpuFabricInfo, h)}
+             "fabric": call(lambda hh: _fabric(N, hh), h)}
         try:
             vals = N.nvmlDeviceGetFieldValues(h, list(fields.values()))
             g["fields"] = {k: {"ret": v.nvmlReturn, "value": _s(v.value)} for k, v in zip(fields, vals)}
@@ -76,7 +82,7 @@ def nvml_fabric_v() -> dict:
         h = N.nvmlDeviceGetHandleByIndex(i)
         info = N.c_nvmlGpuFabricInfo_v2_t()
         info.version = N.nvmlGpuFabricInfo_v2
-        out.append(call(lambda hh: (N.nvmlDeviceGetGpuFabricInfoV(hh, info), info)[1], h))
+        out.append(call(lambda hh: (N.nvmlDeviceGetGpuFabricInfoV(hh, __import__("ctypes").byref(info)), info)[1], h))
     N.nvmlShutdown()
     return {"gpus": out}
 
