@@ -8,7 +8,8 @@ and stays out: without it ``bar1`` names no processes, and nothing else changes.
 ``libnvidia-ml.so.1``, as for the installed package. Made with the standard ``zipapp`` module; the archive's
 members are in name order with a fixed time stamp, so the same sources and wheels give the same bytes.
 
-``--wheels DIR`` installs from wheels already downloaded there (no index), for a machine with no route to one.
+``--wheels DIR`` installs from wheels already downloaded there (no index), for a machine with no route to one;
+``--from-installed`` copies the dependencies this interpreter has installed instead (the tests build it so, offline).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ REPO = HERE.parent
 # gdrcheck's dependencies less psutil, at versions that still install on Python 3.9 (pip resolves them for 3.9:
 # click 8.1, markdown-it-py 3, typing_extensions for rich below 3.11).
 DEPENDENCIES = ["click>=8.1", "rich>=13", "nvidia-ml-py>=12.535.108", "defusedxml>=0.7"]
+# the import names those install, for --from-installed
+IMPORTS = ["click", "rich", "markdown_it", "mdurl", "pygments", "pynvml", "defusedxml"]
 STAMP = (2020, 1, 1, 0, 0, 0)
 MAIN = '''\
 """gdrcheck as one file: python3 gdrcheck.pyz COMMAND ... (see gdrcheck --help).
@@ -53,7 +56,7 @@ def _unpacked(archive):
     import zipfile
 
     home = pwd.getpwuid(os.geteuid()).pw_dir  # the caller's own home, never $HOME (sudo may keep another user's)
-    base = os.path.join(home, ".cache", "gdrcheck")
+    base = os.environ.get("GDRCHECK_PYZ_CACHE") or os.path.join(home, ".cache", "gdrcheck")
     final = os.path.join(base, "pyz-" + BUILD)
     if os.path.isdir(final) and _private_dir(final) and _private_dir(base):
         return final
@@ -87,13 +90,24 @@ main()
 '''
 
 
-def stage(dest: Path, wheels: str | None) -> None:
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
-           "--target", str(dest), "--python-version", "3.9", "--implementation", "py", "--only-binary=:all:",
-           *DEPENDENCIES]
-    if wheels:
-        cmd[4:4] = ["--no-index", "--find-links", wheels]
-    subprocess.run(cmd, check=True)
+def copy_installed(dest: Path) -> None:
+    import importlib
+
+    dest.mkdir(parents=True)
+    for name in IMPORTS:
+        mod = importlib.import_module(name)
+        src = Path(mod.__file__)
+        if src.name == "__init__.py":
+            shutil.copytree(src.parent, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copyfile(src, dest / src.name)
+
+
+def stage(dest: Path, wheels: str | None, installed: bool = False) -> None:
+    if installed:
+        copy_installed(dest)
+    else:
+        pip_install(dest, wheels)
     for junk in [*dest.glob("*.dist-info"), dest / "bin", *dest.glob("**/__pycache__"), dest / "example.py"]:
         if junk.is_dir():
             shutil.rmtree(junk)
@@ -109,6 +123,15 @@ def stage(dest: Path, wheels: str | None) -> None:
     for f in sorted(p for p in dest.rglob("*") if p.is_file()):
         digest.update(f.relative_to(dest).as_posix().encode() + b"\0" + f.read_bytes())
     (dest / "__main__.py").write_text(MAIN.replace("@BUILD@", digest.hexdigest()[:16]))
+
+
+def pip_install(dest: Path, wheels: str | None) -> None:
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
+           "--target", str(dest), "--python-version", "3.9", "--implementation", "py", "--only-binary=:all:",
+           *DEPENDENCIES]
+    if wheels:
+        cmd[4:4] = ["--no-index", "--find-links", wheels]
+    subprocess.run(cmd, check=True)
 
 
 def pack(src: Path, target: Path) -> None:
@@ -129,11 +152,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", default=str(REPO / "dist" / "gdrcheck.pyz"))
     ap.add_argument("--wheels", help="install the dependencies from the wheels in this directory (no index)")
+    ap.add_argument("--from-installed", action="store_true", help="copy the dependencies this Python has installed")
     a = ap.parse_args()
     target = Path(a.output).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as d:
-        stage(Path(d) / "app", a.wheels)
+        stage(Path(d) / "app", a.wheels, a.from_installed)
         pack(Path(d) / "app", target)
     print(f"{target}: {target.stat().st_size / 1e6:.1f} MB")
     return 0
