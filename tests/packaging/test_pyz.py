@@ -70,3 +70,21 @@ def test_ci_runs_the_readme_lines():
     assert len(lines) == 2
     for line in lines:
         assert line in ci.splitlines(), line
+
+
+def test_containerfile_builds_what_the_daemonset_runs():
+    """The DaemonSet's image is built from contrib/k8s/Containerfile (no registry image is reachable from CI, so
+    the file is held to the manifest instead of built): gdrcheck and bash on the PATH, a non-root default user,
+    and the DaemonSet running it as root, at the package's version."""
+    import gdrcheck
+
+    cf = (REPO / "contrib" / "k8s" / "Containerfile").read_text()
+    ds = (REPO / "contrib" / "k8s" / "gdrcheck-daemonset.yaml").read_text()
+    stages = [ln for ln in cf.splitlines() if ln.startswith("FROM ")]
+    assert len(stages) == 2 and all("python:3" in s and "slim" in s for s in stages)
+    assert "COPY gdrcheck /src/gdrcheck" in cf
+    assert "pip install --no-cache-dir --no-index --find-links /wheels gdrcheck" in cf
+    assert "gdrcheck --version" in cf and "USER 65534:65534" in cf
+    assert f"image: registry.example.com/gdrcheck:{gdrcheck.__version__}" in ds
+    assert f"-t registry.example.com/gdrcheck:{gdrcheck.__version__} ." in cf
+    assert 'command: ["/bin/bash", "-c"]' in ds and "runAsUser: 0" in ds
