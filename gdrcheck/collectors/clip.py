@@ -4,6 +4,12 @@ A paste or a capture may hold a device name of a megabyte, or escape sequences
 that a terminal would obey. Every collector passes the names it reads through
 :func:`clip_name`; what was cut says so in the name itself, so the note travels
 with it into text, JSON and HTML.
+
+Other strings from an input (an NCCL setting's value, a file name) are kept as
+they are in the facts and in JSON, and shown through the same sanitiser: every
+text output (text, DOT, Prometheus, the engines' lines, ``fingerprint --explain``,
+HTML, fleet summaries) renders :func:`printable` of its document, so no line it
+prints was begun, cleared or coloured by the input.
 """
 
 from __future__ import annotations
@@ -16,7 +22,11 @@ if TYPE_CHECKING:
 
 MAX_NAME = 200  # characters; the longest pci.ids vendor + device name is about 130
 HOST_NAME_MAX = 253  # a fully qualified DNS name
-_CONTROL = lazy_pattern(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 and C1 controls (ESC, BEL, CR, CSI ...) and the Unicode line and paragraph separators, which
+# str.splitlines() and some viewers take for line breaks; \n and \t are made spaces below
+_CONTROL = lazy_pattern("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_UNSHOWN = lazy_pattern("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # the above, \n and \t: all a clean name lacks
+SHOWN_MAX = 1 << 20  # characters of one string a text output shows; a message of a large fabric fits
 
 
 def clip_name(name: Optional[str], limit: int = MAX_NAME) -> Optional[str]:
@@ -25,7 +35,21 @@ def clip_name(name: Optional[str], limit: int = MAX_NAME) -> Optional[str]:
         return name
     if len(name) > limit:
         name = f"{name[:limit].rstrip()}... (name cut: {len(name)} characters in the input)"
+    if not _UNSHOWN.search(name):
+        return name
     if _CONTROL.search(name):
         name = _CONTROL.sub("?", name)
-    name = name.replace("\n", " ").replace("\t", " ")
-    return name
+    return name.replace("\n", " ").replace("\t", " ")
+
+
+def printable(value):
+    """``value`` (a document, a list of lines, a string) with every string, dictionary keys too, as
+    :func:`clip_name` shows a name: control characters as '?', a line break or tab as a space. What a
+    renderer writes between the strings (its own line breaks, colours, quoting) is its own."""
+    if isinstance(value, str):
+        return clip_name(value, SHOWN_MAX)
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable(v) for v in value]
+    return value

@@ -60,15 +60,10 @@ def summarize_command(paths: Sequence[str], expect: Optional[str], reference: Op
     return doc["exit_status"]
 
 
-def _printable(value):
-    """The document with every string as :func:`gdrcheck.collectors.clip.clip_name` shows a name: control
-    characters as '?', a line break or tab as a space (a host name cannot start a line of its own)."""
-    from gdrcheck.collectors.clip import clip_name
 
-    if isinstance(value, str):
-        return clip_name(value, limit=1 << 20)
-    if isinstance(value, dict):
-        return {k: _printable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_printable(v) for v in value]
-    return value
+def _printable(value):
+    """The document as every text output shows one (:func:`gdrcheck.collectors.clip.printable`): control
+    characters as '?', a line break or tab as a space (a host name cannot start a line of its own)."""
+    from gdrcheck.collectors.clip import printable
+
+    return printable(value)
