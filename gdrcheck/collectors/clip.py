@@ -22,10 +22,11 @@ if TYPE_CHECKING:
 
 MAX_NAME = 200  # characters; the longest pci.ids vendor + device name is about 130
 HOST_NAME_MAX = 253  # a fully qualified DNS name
-# C0 and C1 controls (ESC, BEL, CR, CSI ...) and the Unicode line and paragraph separators, which
-# str.splitlines() and some viewers take for line breaks; \n and \t are made spaces below
-_CONTROL = lazy_pattern("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-_UNSHOWN = lazy_pattern("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # the above, \n and \t: all a clean name lacks
+# C0 and C1 controls (ESC, BEL, CR, CSI ...), the Unicode line and paragraph separators, which
+# str.splitlines() and some viewers take for line breaks, and lone surrogates (a JSON input's "\\ud800", a
+# file name that is not UTF-8), which no output can encode; \n and \t are made spaces below
+_CONTROL = lazy_pattern("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_UNSHOWN = lazy_pattern("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")  # the above, \n and \t
 SHOWN_MAX = 1 << 20  # characters of one string a text output shows; a message of a large fabric fits
 
 

@@ -23,13 +23,14 @@ def render_json(doc: Dict[str, Any], pretty: bool = False) -> str:
     return escape_controls(text)
 
 
-_RAW = lazy_pattern("[\x7f-\x9f\u2028\u2029]")
+_RAW = lazy_pattern("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def escape_controls(text: str) -> str:
-    """JSON text with DEL, the C1 controls (U+0080-U+009F: a terminal may take U+009B for ESC [) and the line
-    and paragraph separators written as ``\\uXXXX``; ``json`` escapes only those below U+0020. Outside strings
-    JSON text has none of them, so the result is the same document."""
+    """JSON text with DEL, the C1 controls (U+0080-U+009F: a terminal may take U+009B for ESC [), the line
+    and paragraph separators and lone surrogates (which UTF-8 cannot carry) written as ``\\uXXXX``; ``json``
+    escapes only those below U+0020. Outside strings JSON text has none of them, so the result is the same
+    document."""
     if not _RAW.search(text):
         return text
     return _RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

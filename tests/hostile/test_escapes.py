@@ -208,3 +208,17 @@ def test_the_sanitiser_on_documents():
 
     assert printable({"k\x1b": ["a\nb", ("c\u2028",), 3, None]}) == {"k?": ["a b", ["c?"], 3, None]}
     assert printable("plain") == "plain"
+
+
+def test_lone_surrogates(tmp_path, capsys):
+    """A JSON input's ``"\\ud800"`` and a netdev name that is not UTF-8 (byte 0xff) are strings no output can
+    encode: each output shows '?' (JSON the escape), never ``internal error: UnicodeEncodeError``."""
+    root = _node(tmp_path / "s", env_json='{"NCCL_P2P_LEVEL": "SYS\\ud800"}')
+    _rename_class(root, "net", "ib0", "ib\udcff")  # os.fsencode: the byte 0xff
+    for argv in (*TEXT_OUTPUTS, *JSON_OUTPUTS):
+        code, out, err = _gdrcheck([*argv, "--from", str(root)], capsys)
+        assert code in _allowed(argv), (argv, code, err)
+        out.encode()
+        assert "internal error" not in err
+    code, out, _ = _gdrcheck(["pairs", "--json", "--from", str(root)], capsys)
+    assert '"SYS\\ud800"' in out and "ib\\udcff" in out
