@@ -12,12 +12,17 @@ Each source is a real input (a captured tree's layout, a real paste) with escape
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
+import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support.nccl_nodes import build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -222,3 +227,103 @@ def test_lone_surrogates(tmp_path, capsys):
         assert "internal error" not in err
     code, out, _ = _gdrcheck(["pairs", "--json", "--from", str(root)], capsys)
     assert '"SYS\\ud800"' in out and "ib\\udcff" in out
+
+
+# ---------------------------------------------------------------------------
+# every writer, on documents whose input strings are anything (benchmarks/fuzz_campaign.py runs it long)
+
+EXAMPLES = int(os.environ.get("GDRCHECK_FUZZ_EXAMPLES", "25"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+CASES: Counter = Counter()  # property name -> examples run (read by the campaign)
+# the fields of a document that carry an input's strings (names, messages, where a fact came from)
+FREE = ("name", "host", "message", "label", "source", "detail", "hint", "evidence", "rdma_basis", "reason",
+        "netdevs", "rdma_devices", "nvme_names", "driver", "path", "value")
+HOSTILE = st.text(alphabet=st.sampled_from("ab |`<>&\"'\\\n\r\t\x00\x07\x1b[]\x7f\x85\x9b\u2028\u2029\ud800\udcff"
+                                          "\u00e9\u4e2d\U0001f600"), max_size=10)
+_DOCS: dict = {}
+
+
+def node_docs() -> dict:
+    """The documents (pairs, topology, bar1, rules) of a fake node with a NIC, built once."""
+    if not _DOCS:
+        from gdrcheck.collectors.inputs import load_facts
+        from gdrcheck.documents.node import node_documents
+        from gdrcheck.rules.engine import evaluate
+
+        with tempfile.TemporaryDirectory() as d:
+            root = _node(Path(d), env_json=json.dumps({"NCCL_P2P_LEVEL": "PIX", "NCCL_IB_HCA": "mlx5_0"}))
+            _DOCS.update(node_documents(evaluate(load_facts(str(root))), describe_input=True))
+    return json.loads(json.dumps(_DOCS))
+
+
+def _free_strings(value, at=()):
+    """The places of the strings an input could have put in a document."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k in FREE and isinstance(v, str):
+                yield at + (k,)
+            elif k in FREE and isinstance(v, list):
+                yield from (at + (k, i) for i, s in enumerate(v) if isinstance(s, str))
+            else:
+                yield from _free_strings(v, at + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _free_strings(v, at + (i,))
+
+
+@st.composite
+def hostile_docs(draw):
+    docs = node_docs()
+    places = list(_free_strings(docs))
+    for at in draw(st.lists(st.sampled_from(places), min_size=1, max_size=12)):
+        parent = docs
+        for k in at[:-1]:
+            parent = parent[k]
+        parent[at[-1]] = parent[at[-1]] + draw(HOSTILE)
+    return docs
+
+
+def expect_clean_writers(docs: dict) -> None:
+    """Every text writer shows the documents without a raw control character, in text UTF-8 can carry; JSON
+    keeps each string exactly, written through the output file writer."""
+    from gdrcheck.collectors.clip import printable
+    from gdrcheck.io.output import deliver
+    from gdrcheck.render import adapters
+    from gdrcheck.render.bar1_text import render_bar1
+    from gdrcheck.render.console import make_console
+    from gdrcheck.render.dot import render_dot
+    from gdrcheck.render.html_report import render_html
+    from gdrcheck.render.json_out import render_json
+    from gdrcheck.render.pairs_text import render_pairs
+    from gdrcheck.render.prometheus import render_prometheus
+    from gdrcheck.render.topology_text import render_topology
+
+    CASES["writers"] += 1
+    shown = printable(docs)
+    outs = [render_dot(shown["topology"], show_all=True),
+            render_prometheus(shown["pairs"], shown["bar1"], shown["topology"], "0", 0.1, 0.0, per_pair=True),
+            render_html(shown["topology"], shown["pairs"], shown["bar1"], shown["rules"], [])]
+    outs += [fn(shown["pairs"])[0] for fn in (adapters.check_text, adapters.nhc, adapters.npd, adapters.nagios)]
+    for render, doc in ((render_pairs, shown["pairs"]), (render_topology, shown["topology"]),
+                        (render_bar1, shown["bar1"])):
+        console = make_console(to_file=True)
+        console.file = buf = io.StringIO()
+        render(doc, console)
+        outs.append(buf.getvalue())
+    for out in outs:
+        out.encode()
+        _assert_shown(out, "writer")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "pairs.json")
+        deliver(render_json(docs["pairs"]), path)
+        raw = Path(path).read_bytes()
+    assert not RAW.search(raw.decode().replace("\n", ""))
+    # exact as JSON can say it (a lone high surrogate then a lone low one read back as one character)
+    assert json.loads(raw) == json.loads(json.dumps(docs["pairs"]))
+
+
+@FUZZ
+@given(hostile_docs())
+def test_every_writer_shows_any_input_string_safely(docs):
+    expect_clean_writers(docs)

@@ -143,7 +143,7 @@ def _assert_markdown_cells(text: str) -> None:
 
 @FUZZ
 @given(mutations())
-def test_a_malformed_report_never_stops_the_summary(case):
+def test_fleet_malformed_report_never_stops_the_summary(case):
     expect_summary(*case)
 
 
@@ -208,3 +208,47 @@ def test_a_fence_outlasts_the_lines_it_holds():
     fenced = "".join(t.content for t in tokens if t.type == "fence")
     assert "host.x: (absent) -> ``` # heading" in fenced, out
     assert not any(t.type == "heading_open" and t.markup == "#" for t in tokens[1:]), out
+
+
+@st.composite
+def streams(draw):
+    """What a fan-out tool may leave in one file: reports (whole, cut, pretty, ``host: `` prefixed), noise,
+    bytes that are not text."""
+    docs = reports()
+    parts = []
+    for _ in range(draw(st.integers(1, 6))):
+        doc = docs[draw(st.sampled_from(FIXTURES))]
+        kind = draw(st.sampled_from(["line", "pretty", "prefixed", "cut", "noise", "binary"]))
+        host = draw(st.sampled_from(["gpu01", "gpu|02", "a`b", "n\u00e9", "x"]))
+        if kind == "line":
+            parts.append(json.dumps(doc).encode() + b"\n")
+        elif kind == "pretty":
+            parts.append(json.dumps(doc, indent=1).encode() + b"\n")
+        elif kind == "prefixed":
+            body = json.dumps(doc, indent=draw(st.sampled_from([None, 1]))).encode()
+            parts.append(b"".join(host.encode() + b": " + ln + b"\n" for ln in body.split(b"\n")))
+        elif kind == "cut":
+            raw = json.dumps(doc).encode()
+            parts.append(raw[:draw(st.integers(0, len(raw)))] + b"\n")
+        elif kind == "noise":
+            parts.append(draw(st.text(max_size=30)).encode("utf-8", "surrogatepass") + b"\n")
+        else:
+            parts.append(draw(st.binary(max_size=30)))
+    return b"".join(parts)
+
+
+def expect_reader_summary(data: bytes, name: str) -> None:
+    CASES["fleet-reader"] += 1
+    with tempfile.TemporaryDirectory() as d:
+        Path(d, name).write_bytes(data)
+        for fmt in ("json", "text", "md"):
+            code, out, err = _gdrcheck("fleet", "summarize", "--format", fmt, d)
+            assert "internal error" not in err and "Traceback" not in err, err
+            assert code in (0, 1, 3), (code, err)
+            out.encode()
+
+
+@FUZZ
+@given(streams(), st.sampled_from(["node.json", "nodes.jsonl", "clush.out", "gpu\udcff.json"]))
+def test_fleet_reader_takes_whatever_a_file_holds(data, name):
+    expect_reader_summary(data, name)
