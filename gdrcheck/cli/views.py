@@ -301,10 +301,11 @@ class HtmlView(View):
         self.progress = None
         self.extra = []
         if probe_file:
+            from gdrcheck.collectors.clip import printable
             from gdrcheck.documents.rules import rules_part
             from gdrcheck.probe.html import load_probe, measured_section
 
-            probe = load_probe(probe_file)
+            probe = printable(load_probe(probe_file))  # a probe's JSON file is an input too
             codes = [f.get("code") for f in probe.get("findings") or [] if isinstance(f, dict)]
             self.extra.append(measured_section(probe, rules_part(codes)))
 

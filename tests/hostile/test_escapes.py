@@ -189,6 +189,24 @@ def test_the_live_environment(tmp_path, capsys, monkeypatch):
     assert f"host.nccl.NCCL_P2P_LEVEL=PIX{ESC}" in json.loads(out)["lines"]
 
 
+def test_a_probe_file_in_the_report(tmp_path, capsys):
+    """``report --probe FILE``: the probe's JSON (messages, names, errors) is an input too."""
+    def hostile(v):
+        if isinstance(v, dict):
+            return {k: hostile(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [hostile(x) for x in v]
+        return v + ESC if isinstance(v, str) and len(v) > 12 and not v[0].isdigit() else v
+
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps(hostile(json.loads((ROOT / "fixtures/h100-x1-vm/probe.json").read_text()))))
+    code, out, err = _gdrcheck(["report", "--probe", str(probe), "--from",
+                                str(ROOT / "fixtures/h100-x1-vm/snapshot.tar.gz"), "-o", "-"], capsys)
+    assert code in (0, 1, 3), err
+    assert "?]0;owned" in out
+    _assert_shown(out, "report --probe")
+
+
 def test_explain_lines_stay_one_fact_a_line(tmp_path, capsys):
     """``fingerprint --explain`` is meant for ``clush --diff``: every line is one ``key=value``."""
     paths, _ = _env_json(tmp_path)
