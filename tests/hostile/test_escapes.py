@@ -75,6 +75,26 @@ def _env_json(tmp: Path):
     return [str(_node(tmp / "env", env_json=json.dumps(env)))], ["NVL" + ESC]
 
 
+def _snapshot(tmp: Path):
+    """A real snapshot archive (fixtures/h100-x2-vm) whose env.json and /etc/nccl.conf were edited."""
+    import tarfile
+
+    out = tmp / "node.tar.gz"
+    with tarfile.open(ROOT / "fixtures/h100-x2-vm/snapshot.tar.gz") as src, tarfile.open(out, "w:gz") as dst:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else None
+            if m.name.endswith("gdrcheck/env.json"):
+                env = json.loads(data)
+                env.update({"NCCL_P2P_LEVEL": "PIX" + ESC, "NCCL_TOPO_FILE": "/x" + ESC})
+                data = json.dumps(env).encode()
+            elif m.name.endswith("etc/nccl.conf"):
+                data += f"NCCL_NET_GDR_LEVEL=SYS{ESC}\n".encode()
+            if data is not None:
+                m.size = len(data)
+            dst.addfile(m, io.BytesIO(data) if data is not None else None)
+    return [str(out)], ["PIX" + ESC]
+
+
 def _lspci(tmp: Path, realworld: Path):
     text = (realworld / "stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt").read_text()
     text = text.replace("NVIDIA Corporation", "NVIDIA" + ESC.replace("\n", "").replace("\r", ""))
@@ -131,13 +151,13 @@ def _assert_shown(out: str, what) -> None:
     assert not forged, (what, forged)
 
 
-SOURCES = ("sysfs-names", "nccl.conf", "env.json", "lspci", "nvidia-smi", "nccl-xml", "hwloc-xml")
+SOURCES = ("sysfs-names", "nccl.conf", "env.json", "snapshot", "lspci", "nvidia-smi", "nccl-xml", "hwloc-xml")
 
 
 @pytest.mark.parametrize("source", SOURCES)
 def test_no_control_character_reaches_a_text_output(source, tmp_path, realworld, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
-    make = {"sysfs-names": _sysfs_names, "nccl.conf": _nccl_conf, "env.json": _env_json,
+    make = {"sysfs-names": _sysfs_names, "nccl.conf": _nccl_conf, "env.json": _env_json, "snapshot": _snapshot,
             "lspci": lambda t: _lspci(t, realworld), "nvidia-smi": _nvidia_smi,
             "nccl-xml": lambda t: _nccl_xml(t, realworld), "hwloc-xml": lambda t: _hwloc_xml(t, realworld)}[source]
     paths, exact = make(tmp_path)
