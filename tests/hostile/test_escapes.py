@@ -76,7 +76,7 @@ def _env_json(tmp: Path):
 
 
 def _snapshot(tmp: Path):
-    """A real snapshot archive (fixtures/h100-x2-vm) whose env.json and /etc/nccl.conf were edited."""
+    """A real snapshot (fixtures/h100-x2-vm) whose env.json and /etc/nccl.conf were edited."""
     import tarfile
 
     out = tmp / "node.tar.gz"
@@ -92,7 +92,10 @@ def _snapshot(tmp: Path):
             if data is not None:
                 m.size = len(data)
             dst.addfile(m, io.BytesIO(data) if data is not None else None)
-    return [str(out)], ["PIX" + ESC]
+    unpacked = tmp / "node"  # what --from makes of the archive, once rather than in every command
+    with tarfile.open(out) as t:
+        t.extractall(unpacked, filter="tar")
+    return [str(unpacked)], ["PIX" + ESC]
 
 
 def _lspci(tmp: Path, realworld: Path):
