@@ -240,4 +240,7 @@ def _error_status(e: Exception, argv) -> int:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())[:500]
+    """An error on one line as every text output shows an input's strings: no control characters."""
+    from gdrcheck.collectors.clip import clip_name
+
+    return clip_name(" ".join(text.split())[:500], 500)

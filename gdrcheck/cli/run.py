@@ -117,8 +117,10 @@ class Run:
             pretty = self.fmt == "json" and not self.output and sys.stdout.isatty()
             deliver_text(render_json(doc, pretty=pretty), self.redact, self.output)
             return
+        from gdrcheck.collectors.clip import printable
         from gdrcheck.render.console import make_console
 
+        doc = printable(doc)  # text shows the input's strings without their control characters; JSON keeps them
         console = make_console(to_file=bool(self.output))
         if self.redact or self.output:
             import io

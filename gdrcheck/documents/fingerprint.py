@@ -86,7 +86,7 @@ def _sha256():
 
 
 def _digest(lines: Iterable[str]) -> str:
-    return _sha256()("\n".join(lines).encode()).hexdigest()
+    return _sha256()("\n".join(lines).encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate of an input
 
 
 def positions(topo) -> Dict[str, str]:
