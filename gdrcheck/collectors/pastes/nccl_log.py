@@ -243,7 +243,7 @@ def parse_nccl_log(text: str, label: str) -> NcclLog:
                 conns.append(Connection(int(m.group(1)), int(m.group(3)), int(m.group(5)), m.group(4), m.group(6),
                                         m.group(7) or "", m.group(8), host, pid, dev, line))
             continue
-        m = _RANK.search(msg)
+        m = _RANK.search(msg) if "Init" in msg else None  # not Destroy/Abort COMPLETE, which name no commId
         if m:
             bdf = bdf_of_busid(m.group(5))
             r = int(m.group(1))
@@ -319,6 +319,30 @@ def _dedup(items):
             seen.add(k)
             out.append(x)
     return tuple(out)
+
+
+def choose_host(log: NcclLog, node_gpus, hostname: Optional[str]) -> Tuple[Optional[str], str]:
+    """Which of the log's hosts is the node: the only one; the node's host name; else the host whose ranks'
+    GPUs the node shows most, then the one with most ranks, then the first in the log."""
+    hosts = log.hosts
+    if not hosts:
+        return None, "the log's lines name no host"
+    if len(hosts) == 1:
+        return hosts[0], "the only host in the log"
+    if hostname and hostname.split(".")[0] in hosts:
+        return hostname.split(".")[0], "the node's host name"
+
+    def score(h):
+        rs = [r for r in log.ranks if r.host == h]
+        return (sum(1 for r in rs if r.bdf in node_gpus), len(rs), -hosts.index(h))
+
+    best = max(hosts, key=score)
+    s = score(best)
+    if s[0] and sum(1 for h in hosts if score(h)[0] == s[0]) == 1:
+        return best, "the host whose GPUs' bus ids the node shows"
+    if sum(1 for h in hosts if score(h)[1] == s[1]) == 1:
+        return best, "the host with the most ranks"
+    return best, "the first host in the log (hosts with as many ranks tie; the node's input names none of them)"
 
 
 def nic_device(text: str) -> Tuple[str, Optional[str], Optional[str]]:
