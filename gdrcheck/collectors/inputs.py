@@ -169,8 +169,8 @@ ACCEPTED_KINDS = (
     ("a job's NCCL log", "NCCL_DEBUG=INFO (every rank's output, or several ranks' files)"),
 )
 FILE_KINDS_TEXT = ("lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidia-smi topo -m/-mp, "
-                   "NCCL topology XML (<system>), hwloc XML (<topology>), an NCCL_DEBUG=INFO log, or a directory or snapshot archive "
-                   "(gdrcheck snapshot)")
+                   "NCCL topology XML (<system>), hwloc XML (<topology>), an NCCL_DEBUG=INFO log, or a directory or "
+                   "snapshot archive (gdrcheck snapshot)")
 
 
 def sniff(text: str) -> Optional[str]:

@@ -197,7 +197,6 @@ def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: 
     """NCCL's view of the node: the version judged (``--nccl-version``, else the newest found), its settings
     and every pair's decision (``gdrcheck.rules.nccl.node``)."""
     from gdrcheck.rules.nccl import node as nccl_node_mod
-
     from gdrcheck.rules.nccl_log import job_options
 
     found = nccl_node_mod.versions_found(snap)

@@ -53,7 +53,7 @@ _SET = lazy_pattern(r"^(NCCL_[A-Z0-9_]+) set by environment to (.*?)\s*$")
 _RANK = lazy_pattern(r"\brank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-fA-F]+)"
                      r"(?: commId (0x[0-9a-fA-F]+))?")
 _NNODES = lazy_pattern(r"\brank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)")
-_PLUGIN = lazy_pattern(r"^NET/Plugin ?: Loaded net plugin (.+?) \(v\d+\)")
+_PLUGIN = lazy_pattern(r"^(?:NET/Plugin ?: Loaded net plugin (.+?) \(v\d+\)|Plugin Path : (\S+)|P2P plugin (\S+))")
 _NETWORK = lazy_pattern(r"^Using network (.+?)\s*$")
 _USING = lazy_pattern(r"^NET/(\S+) : Using (.*?)\s*(?:; OOB (\S+))?\s*$")
 _USING_DEV = lazy_pattern(r"\[(\d+)\]([^\s\[\]]+)")
@@ -172,7 +172,9 @@ def nccl_lines(text: str):
         line = raw.rstrip("\r")
         i = line.find("NCCL ")
         if i < 0 or ("NCCL INFO" not in line and "NCCL WARN" not in line):
-            yield None
+            # up to 2.2x rank 0 prints the version without NCCL's prefix (init.cc, showVersion)
+            v = _VERSION.match(line.strip()) if i >= 0 else None
+            yield (None, None, None, "INFO", line.strip(), None, line.strip()) if v else None
             continue
         m = _LINE.search(line)
         if m:
@@ -209,7 +211,7 @@ def _numeric(value: str) -> str:
 
 
 def parse_nccl_log(text: str, label: str) -> NcclLog:
-    version = cuda = driver = plugin = network = None
+    version = cuda = driver = plugin = plugin_path = network = None
     nnodes: Optional[int] = None
     settings: Dict[str, Tuple[str, str]] = {}
     nics: List[tuple] = []
@@ -273,7 +275,10 @@ def parse_nccl_log(text: str, label: str) -> NcclLog:
             continue
         m = _PLUGIN.match(msg)
         if m:
-            plugin = plugin or m.group(1)
+            if m.group(2):
+                plugin_path = plugin_path or m.group(2)
+            else:
+                plugin = plugin or m.group(1) or m.group(3)
             continue
         m = _NETWORK.match(msg)
         if m:
@@ -304,8 +309,10 @@ def parse_nccl_log(text: str, label: str) -> NcclLog:
     if n == 0:
         raise InputError(f"{label}: no NCCL INFO or WARN line")
     return NcclLog(label=label, version=version, cuda=cuda, cuda_driver=driver,
-                   settings=tuple((k, v, ln) for k, (v, ln) in settings.items()), plugin=plugin, network=network,
-                   nics=tuple(nics), hca_gdr=_dedup(hca), pair_gdr=_dedup(pair_gdr), dmabuf=tuple(dict.fromkeys(dmabuf)),
+                   settings=tuple((k, v, ln) for k, (v, ln) in settings.items()), plugin=plugin or plugin_path,
+                   network=network,
+                   nics=tuple(nics), hca_gdr=_dedup(hca), pair_gdr=_dedup(pair_gdr),
+                   dmabuf=tuple(dict.fromkeys(dmabuf)),
                    ranks=tuple(ranks.values()), nnodes=nnodes, connections=tuple(conns), warnings=tuple(warns),
                    hosts=tuple(hosts), lines=n, other_lines=other)
 
