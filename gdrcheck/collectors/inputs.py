@@ -186,11 +186,12 @@ def sniff(text: str) -> Optional[str]:
             return "hwloc-xml"
         if body.startswith("<nvidia_smi_log"):
             return "nvidia-smi-q-xml"
-        return None
     from gdrcheck.collectors.pastes.nccl_log import looks_like_nccl_log
 
-    if looks_like_nccl_log(text):
+    if looks_like_nccl_log(text):  # a host written <cluster_name> starts with '<' too
         return "nccl-log"
+    if head.startswith("<"):
+        return None
     if looks_like_lspci_tree(text):
         return "lspci"
     return sniff_paste(text)

@@ -415,7 +415,9 @@ def summary_sentence(s: Dict[str, Any]) -> str:
     if not n:
         return "the log shows no connection between devices of this node"
     judged = agree + differ
-    if not differ:
+    if not judged:
+        head = "the prediction leaves every pair the log shows open"
+    elif not differ:
         head = (f"NCCL did what the node predicts: {agree} of {judged} pair{'s' if judged != 1 else ''} "
                 f"({s['agree_connections']} connection{'s' if s['agree_connections'] != 1 else ''})")
     else:
@@ -459,7 +461,8 @@ def check(ctx) -> Iterable[Finding]:
                           evidence=w)
     others = [h for h in log.hosts if h != host]
     if host is not None and others:
-        n_other = sum(1 for r in log.ranks if r.host != host)
+        n_other = sum(1 for r in log.ranks if r.host != host) or \
+            len({c.local for c in log.connections if c.host not in (host, None)})
         yield Finding(OTHER_HOSTS.code, "info", ("host",),
                       f"the log holds {len(log.hosts)} hosts; host {host} is this node ({job.get('host_reason')}); "
                       f"{n_other} rank(s) on {', '.join(others[:4])}{', ...' if len(others) > 4 else ''} are not "

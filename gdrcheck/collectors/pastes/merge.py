@@ -407,14 +407,15 @@ class _Merge:
         label = log.label
         gpus = {b for b, d in self.devs.items() if base_kind(d) == "gpu"}
         host, why = choose_host(log, gpus, self.base.hostname if self.base else None)
-        mine = [r for r in log.ranks if r.host == host or host is None]
-        if not self.devs and mine:  # the log alone: its ranks' GPUs, by the bus ids NCCL printed
+        if not self.devs:  # the log alone: its ranks' GPUs, by the bus ids NCCL printed
+            from gdrcheck.collectors.pastes.nccl_log import bus_ids_shown
+
             new = []
-            for r in sorted(mine, key=lambda r: bdf_key(r.bdf)):
-                if r.bdf not in self.devs:
-                    self.devs[r.bdf] = PciFunction(bdf=r.bdf, root=_bus_of(r.bdf), vendor=0x10DE, kind_hint="gpu",
-                                                   name=f"cudaDev {r.cuda_dev} of the NCCL log")
-                    new.append(r.bdf)
+            for bdf, what in bus_ids_shown(log, host):
+                if bdf not in self.devs:
+                    self.devs[bdf] = PciFunction(bdf=bdf, root=_bus_of(bdf), vendor=0x10DE, kind_hint="gpu",
+                                                 name=f"{what} of the NCCL log")
+                    new.append(bdf)
             self._place(new, label)
         said = f"NCCL {log.version or '(version not shown)'} log of {len(log.ranks) or 'no'} rank(s)"
         if log.hosts:

@@ -341,7 +341,8 @@ def choose_host(log: NcclLog, node_gpus, hostname: Optional[str]) -> Tuple[Optio
 
     def score(h):
         rs = [r for r in log.ranks if r.host == h]
-        return (sum(1 for r in rs if r.bdf in node_gpus), len(rs), -hosts.index(h))
+        n = len(rs) or len({c.local for c in log.connections if c.host == h})  # no Init lines: ranks that printed
+        return (sum(1 for r in rs if r.bdf in node_gpus), n, -hosts.index(h))
 
     best = max(hosts, key=score)
     s = score(best)
@@ -350,6 +351,27 @@ def choose_host(log: NcclLog, node_gpus, hostname: Optional[str]) -> Tuple[Optio
     if sum(1 for h in hosts if score(h)[1] == s[1]) == 1:
         return best, "the host with the most ranks"
     return best, "the first host in the log (hosts with as many ranks tie; the node's input names none of them)"
+
+
+def bus_ids_shown(log: NcclLog, host: Optional[str]) -> List[Tuple[str, str]]:
+    """(bus id, how NCCL named it) of each GPU of ``host`` the log names: the ranks' Init lines, else the bus ids
+    of connection lines before 2.18.3."""
+    out: Dict[str, str] = {}
+    for r in log.ranks:
+        if host is None or r.host in (host, None):
+            out.setdefault(r.bdf, f"rank {r.rank}, cudaDev {r.cuda_dev}")
+    if not out:
+        for c in log.connections:
+            if host is not None and c.host not in (host, None):
+                continue
+            for rank, dev in ((c.src, c.src_dev), (c.dst, c.dst_dev)):
+                if dev and (len(dev) >= 4 or re.search(r"[a-fA-F]", dev)):
+                    bdf = bdf_of_busid(dev)
+                    if bdf:
+                        out.setdefault(bdf, f"rank {rank}")
+    from gdrcheck.model import bdf_key
+
+    return sorted(out.items(), key=lambda kv: bdf_key(kv[0]))
 
 
 def nic_device(text: str) -> Tuple[str, Optional[str], Optional[str]]:
