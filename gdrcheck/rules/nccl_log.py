@@ -119,6 +119,22 @@ def job_options(snap, options, version: Optional[str] = None) -> Tuple[Any, Opti
     return options, log.version, why
 
 
+def hca_evidence(snap) -> Dict[str, str]:
+    """RDMA device -> "1"/"0": NCCL's ``GPU Direct RDMA Enabled|Disabled for HCA n 'name'`` lines of this node's
+    host (v2.28.9 ``graph/topo.cc:1357``, the NIC's ``net.gdr``, which NCCL sets from the plugin's ptrSupport:
+    peer memory or DMA-BUF as NCCL found them in the job's environment)."""
+    job = job_log(snap)
+    if job is None:
+        return {}
+    from gdrcheck.collectors.pastes.nccl_log import nic_device
+
+    out: Dict[str, str] = {}
+    for h in job["log"].hca_gdr:
+        if h.host in (job["host"], None) and h.net != "Socket":
+            out.setdefault(nic_device(h.name)[0], "1" if h.enabled else "0")
+    return out
+
+
 # ---------------------------------------------------------------------------
 # which GPU each rank is, which NIC each network device is
 
@@ -273,7 +289,14 @@ def reconcile(snap, topo, pairs, views: Dict[Tuple[str, str], dict], node) -> Op
             obs = _observed_gdr(gn[key], view, job, node_env, snap, topo)
         else:
             continue
-        views[key] = dict(view, observed=obs)
+        view = dict(view, observed=obs)
+        if isinstance(view.get("reason"), str) and '> in the input' in view["reason"] and p.kind == "gpu-nic":
+            line = next((h.line for h in log.hca_gdr if h.host in (host, None)
+                         and _nic_of(job, topo, h.host, h.net, h.index) == p.b), None)
+            if line:
+                view["reason"] = view["reason"].split(": <net gdr=")[0] + ": NCCL's own line in the job's log (" \
+                    + line.split("NCCL INFO ", 1)[-1] + ")"
+        views[key] = view
         summary["pairs"] += 1
         summary["connections"] += obs["connections"]
         if obs["agrees"] is True:
