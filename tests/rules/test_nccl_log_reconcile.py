@@ -150,6 +150,10 @@ def test_json_text_and_report_carry_it(node, tmp_path):
     assert "NCCL did what the node predicts: 6 of 6 pairs" in text and "NCCL used SHM/direct/direct" in text
     j = json.loads(run("pairs", "--json", "--from", str(node), "--from", str(log)).stdout)
     assert j["pairs"][0]["nccl"]["observed"]["agrees"] is True
+    page = tmp_path / "r.html"
+    assert run("report", "--from", str(node), "--from", str(log), "-o", str(page)).returncode == 0
+    html = page.read_text()
+    assert '<section id="nccl-log"><h2>What NCCL did</h2>' in html and "NCCL did what the node predicts" in html
     from jsonschema import validate
 
     validate(j, json.loads((Path(__file__).resolve().parents[2] / "gdrcheck/schemas/pairs.schema.json").read_text()))
