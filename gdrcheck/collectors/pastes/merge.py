@@ -20,6 +20,10 @@ At most one input draws the PCIe tree (a directory, a snapshot archive, an
   tree, the matrix's devices are shown at synthetic addresses in domain
   ``ffff``, with a note.
 
+* a job's NCCL log (``NCCL_DEBUG=INFO``, :mod:`gdrcheck.collectors.pastes.nccl_log`): kept whole as the host
+  fact ``nccl_log`` with the host of the log that is this node (several ranks' files are one log); given
+  alone, its ranks' GPUs at the bus ids NCCL printed.
+
 Where the matrix and the tree disagree on a class, the matrix's class decides
 the pair (nvidia-smi classified it on the node itself, from the PCIe tree as
 the kernel sees it; a pasted tree may be another node's, cut, or hand-edited)
