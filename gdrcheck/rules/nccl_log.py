@@ -31,7 +31,7 @@ P2P_DIFFERS = Rule(
     "Compare the job's environment (`env | grep NCCL_`, `CUDA_VISIBLE_DEVICES`, the container's /etc/nccl.conf) "
     "with the node's; rerun the job with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P,SHM,NET,GRAPH and pass "
     "that log with `gdrcheck snapshot` of the node.",
-    origin="nccl", pair_kinds=("gpu-gpu",))
+    pair_kinds=("gpu-gpu",))
 GDR_DIFFERS = Rule(
     "GDR181", "nccl-log-gdr-differs", "warning", "pair",
     "NCCL used GPUDirect RDMA on a GPU-NIC pair otherwise than gdrcheck predicts for the node",
@@ -41,7 +41,7 @@ GDR_DIFFERS = Rule(
     "that decides GPUDirect RDMA itself, a setting of the job, or gdrcheck's model is wrong here.",
     "Inside the job's container check `ls /sys/kernel/mm/memory_peers/nv_mem/version` or `lsmod | grep "
     "nvidia_peermem` and NCCL_NET_PLUGIN; compare the job's NCCL_* settings with the node's.",
-    origin="nccl", pair_kinds=("gpu-nic",))
+    pair_kinds=("gpu-nic",))
 LOG_WARNED = Rule(
     "GDR182", "nccl-log-warned", "warning", "host",
     "NCCL warned in the job's log",
@@ -78,8 +78,7 @@ PEERMEM_DIFFERS = Rule(
     "see them (a container without /sys/kernel/mm/memory_peers, an old rdma-core inside the image, "
     "NCCL_DMABUF_ENABLE=0); 'Enabled' where the node shows neither means the input misses a path NCCL found.",
     "Inside the job's container check `ls /sys/kernel/mm/memory_peers/nv_mem/version`, `lsmod | grep "
-    "nvidia_peermem` and the rdma-core version; mount what is missing into the container.",
-    origin="nccl")
+    "nvidia_peermem` and the rdma-core version; mount what is missing into the container.")
 
 LOG_CODES = frozenset(r.code for r in (P2P_DIFFERS, GDR_DIFFERS, LOG_WARNED, OTHER_HOSTS, NOT_THIS_NODE,
                                        VERSION_NOT_ON_NODE, PEERMEM_DIFFERS))
@@ -286,7 +285,7 @@ def reconcile(snap, topo, pairs, views: Dict[Tuple[str, str], dict], node) -> Op
         if p.kind == "gpu-gpu" and key in gg:
             obs = _observed_p2p(gg[key], view, job, node_env, topo, ranks)
         elif p.kind == "gpu-nic" and key in gn:
-            obs = _observed_gdr(gn[key], view, job, node_env, snap, topo)
+            obs = _observed_gdr(gn[key], view, job, node_env, snap, topo, p.b)
         else:
             continue
         view = dict(view, observed=obs)
@@ -364,7 +363,7 @@ def _p2p_cause(view: dict, job, node_env, topo, ranks) -> str:
     return MODEL_WRONG
 
 
-def _observed_gdr(items, view: dict, job, node_env, snap, topo) -> dict:
+def _observed_gdr(items, view: dict, job, node_env, snap, topo, nic: str) -> dict:
     lines = [it for it, _o in items]
     used = [o["gdrdma"] for _it, o in items]
     vias = sorted({o["via"] for _it, o in items if o.get("via")})
@@ -384,15 +383,16 @@ def _observed_gdr(items, view: dict, job, node_env, snap, topo) -> dict:
         return obs
     obs["agrees"] = pred == gdr
     if not obs["agrees"]:
-        obs["cause"] = _gdr_cause(view, gdr, job, node_env, snap, topo)
+        obs["cause"] = _gdr_cause(view, gdr, job, node_env, snap, topo, nic)
     return obs
 
 
-def _gdr_cause(view: dict, gdr: str, job, node_env, snap, topo) -> str:
+def _gdr_cause(view: dict, gdr: str, job, node_env, snap, topo, nic: str) -> str:
     log = job["log"]
     if log.plugin:
         return f"an external net plugin ({log.plugin}) decides GPUDirect RDMA itself"
-    if gdr == "disabled" and any(not h.enabled for h in log.hca_gdr if h.host in (job["host"], None)):
+    if gdr == "disabled" and any(not h.enabled and _nic_of(job, topo, h.host, h.net, h.index) == nic
+                                 for h in log.hca_gdr if h.host in (job["host"], None)):
         return ("a container without the peer-memory module: NCCL found no peer memory or DMA-BUF for the HCA "
                 "(its 'GPU Direct RDMA Disabled for HCA' line) where the node has one")
     got = _job_setting_cause(job, node_env, UNMODELLED + ("NCCL_NET_GDR_LEVEL",))
@@ -528,12 +528,12 @@ def _hca_findings(ctx, job, names) -> Iterable[Finding]:
         subject = nic or h.name
         if ok is True and not h.enabled:
             yield Finding(PEERMEM_DIFFERS.code, "warning", (subject,),
-                          f"{names.get(nic, h.name)} ({h.name}): NCCL says GPU Direct RDMA Disabled for the HCA"
+                          f"{h.name}{f' ({nic})' if nic else ''}: NCCL says GPU Direct RDMA Disabled for the HCA"
                           f"{' ' + h.detail if h.detail else ''}, the node has it ({why}): the job did not see the "
                           "peer-memory module or DMA-BUF (a container without them?)", evidence=h.line)
         elif ok is False and h.enabled:
             yield Finding(PEERMEM_DIFFERS.code, "warning", (subject,),
-                          f"{names.get(nic, h.name)} ({h.name}): NCCL says GPU Direct RDMA Enabled for the HCA, the "
+                          f"{h.name}{f' ({nic})' if nic else ''}: NCCL says GPU Direct RDMA Enabled for the HCA, the "
                           f"node's input says it cannot be ({why}): the input misses what NCCL found",
                           evidence=h.line)
 
@@ -543,6 +543,10 @@ def _labels(topo) -> Dict[str, str]:
     for b in topo.of_kind("gpu"):
         d = topo.by_bdf[b]
         out[b] = f"GPU{d.gpu_index}" if d.gpu_index is not None else b
+    for b in topo.of_kind("nic"):
+        d = topo.by_bdf[b]
+        if d.rdma_devices:
+            out[b] = f"{d.rdma_devices[0]} ({b})"
     return out
 
 

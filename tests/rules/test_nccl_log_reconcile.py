@@ -166,6 +166,7 @@ HEAD = """gpu-node-01:100:100 [0] NCCL INFO cudaDriverVersion 12040
 gpu-node-01:100:100 [0] NCCL INFO NCCL version {version}
 {plugin}gpu-node-01:100:120 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB eth0:10.0.0.1<0>
 gpu-node-01:100:120 [0] NCCL INFO NET/IB : GPU Direct RDMA {hca} for HCA 0 'mlx5_0'
+gpu-node-01:100:120 [0] NCCL INFO NET/IB : GPU Direct RDMA {hca} for HCA 1 'mlx5_1'
 gpu-node-01:100:120 [0] NCCL INFO Using network IB
 """
 RANKS = "".join(
