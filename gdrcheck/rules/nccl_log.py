@@ -439,8 +439,9 @@ def summary_sentence(s: Dict[str, Any]) -> str:
         return "the log shows no connection between devices of this node"
     judged = agree + differ
     if not judged:
-        head = "the prediction leaves every pair the log shows open"
-    elif not differ:
+        return (f"the prediction leaves the {settled} pair{'s' if settled != 1 else ''} the log shows open: "
+                "NCCL's choice settles them")
+    if not differ:
         head = (f"NCCL did what the node predicts: {agree} of {judged} pair{'s' if judged != 1 else ''} "
                 f"({s['agree_connections']} connection{'s' if s['agree_connections'] != 1 else ''})")
     else:

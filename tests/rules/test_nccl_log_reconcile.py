@@ -139,7 +139,7 @@ def test_the_log_and_the_matrix_in_one_paste(tmp_path):
     assert pair["path"] == "NV18" and pair["nccl"]["observed"]["transport"] == "P2P/CUMEM"
     # a matrix does not show the driver's P2P status: the prediction stays open, NCCL's choice settles it
     assert pair["nccl"]["p2p"] == "unknown" and pair["nccl"]["observed"]["agrees"] is None
-    assert "1 pair the prediction left open, the log settles" in doc["nccl"]["log"]["summary"]
+    assert "leaves the 1 pair the log shows open: NCCL's choice settles them" in doc["nccl"]["log"]["summary"]
 
 
 def test_json_text_and_report_carry_it(node, tmp_path):
@@ -248,3 +248,23 @@ def test_version_not_on_the_node(node, tmp_path):
     log.write_text((RUNS / "default" / "nccl.log").read_text().replace("NCCL version 2.28.9", "NCCL version 2.27.3"))
     doc = _doc(node, log)
     assert "GDR185" in _codes(doc) and doc["nccl"]["version"] == "2.27.3"
+
+
+def test_nccl_own_dump_and_its_log():
+    """fixtures/nccl-dump-h100-x2-vm: NCCL's topology dump and its log excerpt (no host prefix, no Init lines:
+    the bracket is the nvmlDev, matched by PCI bus order)."""
+    d = FIXTURES / "nccl-dump-h100-x2-vm"
+    doc = _doc(d / "nccl-topo.xml", d / "nccl-debug-excerpt.log")
+    obs = doc["pairs"][0]["nccl"]["observed"]
+    assert obs["p2p"] == "enabled" and obs["connections"] == 2 and doc["nccl"]["version"] == "2.28.9"
+
+
+def test_public_log_alone_shows_its_gpus_and_settles():
+    """NVIDIA/nccl#707 (fixtures/nccl-logs-public): bus ids in the brackets, GPU pairs through NET/IB with
+    GPUDirect RDMA; alone, the log gives the GPUs and NCCL's choice for each pair the prediction leaves open."""
+    doc = _doc(FIXTURES / "nccl-logs-public" / "nccl-707-a100-busid-ib.log")
+    assert [d["bdf"] for d in doc["devices"] if d["kind"] == "gpu"] == ["0000:87:00.0", "0000:8d:00.0",
+                                                                          "0000:c7:00.0", "0000:ca:00.0"]
+    log = doc["nccl"]["log"]
+    assert (log["pairs_observed"], log["pairs_settled"], log["pairs_differ"]) == (5, 5, 0)
+    assert all(p["nccl"]["observed"]["p2p"] == "disabled" for p in doc["pairs"] if "observed" in p["nccl"])
