@@ -322,9 +322,9 @@ def _job_setting_cause(job, node_env: Dict[str, str], names: Iterable[str]) -> O
     log = job["log"]
     for name, value, _line in log.settings:
         if name in names and node_env.get(name) != value:
-            extra = " (the file is not in this input)" if name == "NCCL_TOPO_FILE" else ""
-            return (f"a setting in the job that the node does not have: {name}={value}{extra}, which gdrcheck "
-                    "does not model")
+            extra = (" (the file is not in this input)" if name == "NCCL_TOPO_FILE"
+                     else ", which gdrcheck's rules do not model")
+            return f"a setting in the job that the node does not have: {name}={value}{extra}"
     return None
 
 
