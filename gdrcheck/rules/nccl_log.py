@@ -391,6 +391,10 @@ def _gdr_cause(view: dict, gdr: str, job, node_env, snap, topo, nic: str) -> str
     log = job["log"]
     if log.plugin:
         return f"an external net plugin ({log.plugin}) decides GPUDirect RDMA itself"
+    relay = view.get("via")
+    if relay and relay not in {r.bdf for r in log.ranks if r.host in (job["host"], None)} and log.ranks:
+        return (f"a CUDA_VISIBLE_DEVICES subset: the GPU NCCL would relay through (PXN, {relay}) is not in the "
+                "job's communicator")
     if gdr == "disabled" and any(not h.enabled and _nic_of(job, topo, h.host, h.net, h.index) == nic
                                  for h in log.hca_gdr if h.host in (job["host"], None)):
         return ("a container without the peer-memory module: NCCL found no peer memory or DMA-BUF for the HCA "

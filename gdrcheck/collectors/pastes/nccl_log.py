@@ -223,6 +223,7 @@ def parse_nccl_log(text: str, label: str) -> NcclLog:
     conns: List[Connection] = []
     conn_seen = set()
     warns: List[tuple] = []
+    warn_seen = set()
     hosts: List[str] = []
     n = other = 0
     for got in nccl_lines(text):
@@ -234,7 +235,8 @@ def parse_nccl_log(text: str, label: str) -> NcclLog:
         if host and host not in hosts:
             hosts.append(host)
         if level == "WARN":
-            if len(warns) < MAX_KEPT and (host, msg) not in {(h, m.split(" NCCL WARN ")[-1]) for h, m in warns}:
+            if len(warns) < MAX_KEPT and (host, msg) not in warn_seen:  # every rank repeats the same warning
+                warn_seen.add((host, msg))
                 warns.append((host, f"{where} NCCL WARN {msg}" if where else msg))
             continue
         m = _CONN.match(msg)
