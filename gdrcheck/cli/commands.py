@@ -21,7 +21,8 @@ from gdrcheck.status import EXIT_PASS
 FROM_HELP = ("read facts from PATH instead of this machine; repeat it for several files of one node "
              "(merged): a directory laid out like / or a snapshot archive (gdrcheck snapshot), "
              "lspci -tv, sudo lspci -vvv, nvidia-smi -q (or -q -x), nvidia-smi topo -m (or -mp), "
-             "an NCCL topology XML (NCCL_TOPO_DUMP_FILE) or an hwloc XML (lstopo FILE.xml)")
+             "an NCCL topology XML (NCCL_TOPO_DUMP_FILE), an hwloc XML (lstopo FILE.xml) or a job's NCCL_DEBUG=INFO "
+             "log (held beside the prediction)")
 
 
 def _from_paths(_ctx, _param, value):

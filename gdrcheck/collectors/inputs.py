@@ -166,10 +166,11 @@ ACCEPTED_KINDS = (
     ("a topology matrix", "nvidia-smi topo -m, or nvidia-smi topo -mp"),
     ("an NCCL topology XML", "NCCL_TOPO_DUMP_FILE=FILE"),
     ("an hwloc XML", "lstopo FILE.xml"),
+    ("a job's NCCL log", "NCCL_DEBUG=INFO (every rank's output, or several ranks' files)"),
 )
 FILE_KINDS_TEXT = ("lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidia-smi topo -m/-mp, "
-                   "NCCL topology XML (<system>), hwloc XML (<topology>), or a directory or snapshot archive "
-                   "(gdrcheck snapshot)")
+                   "NCCL topology XML (<system>), hwloc XML (<topology>), an NCCL_DEBUG=INFO log, or a directory or "
+                   "snapshot archive (gdrcheck snapshot)")
 
 
 def sniff(text: str) -> Optional[str]:
@@ -185,6 +186,11 @@ def sniff(text: str) -> Optional[str]:
             return "hwloc-xml"
         if body.startswith("<nvidia_smi_log"):
             return "nvidia-smi-q-xml"
+    from gdrcheck.collectors.pastes.nccl_log import looks_like_nccl_log
+
+    if looks_like_nccl_log(text):  # a host written <cluster_name> starts with '<' too
+        return "nccl-log"
+    if head.startswith("<"):
         return None
     if looks_like_lspci_tree(text):
         return "lspci"
@@ -228,20 +234,49 @@ def _skip_xml_prolog(text: str) -> str:
 
 def parse_single_file(path: str) -> Snapshot:
     """One file of an accepted kind, recognised by content."""
-    part = read_part(path)
-    if isinstance(part.data, Snapshot) and part.input_kind in ("lspci", "nccl-xml", "hwloc-xml"):
+    parts = read_parts(path)
+    part = parts[0]
+    if len(parts) == 1 and isinstance(part.data, Snapshot) and part.input_kind in ("lspci", "nccl-xml", "hwloc-xml"):
         return part.data
     from gdrcheck.collectors.pastes.merge import merge
 
-    return merge([part])
+    return merge(parts)
 
 
-def read_part(path: str):
-    """A single file, read and parsed by its kind: a :class:`gdrcheck.collectors.pastes.merge.Part`."""
+def read_parts(path: str) -> list:
+    """A single file as the parts it holds: one, or for a job's NCCL log pasted with the node's
+    ``nvidia-smi topo -m`` above it, the log and the matrix."""
     from gdrcheck.collectors.pastes.merge import Part
 
     name = os.path.basename(path)
     kind, text = _read_kind(path, name)
+    if kind == "nccl-log":
+        from gdrcheck.collectors.pastes.nccl_log import parse_nccl_log
+        from gdrcheck.collectors.pastes.topo_matrix import looks_like_topo_matrix
+
+        parts = [Part(name, kind, parse_nccl_log(text, name))]
+        if looks_like_topo_matrix(text):
+            from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrices
+
+            parts.append(Part(name, "topo-matrix", parse_topo_matrices(text, name)))
+        return parts
+    return [_part(name, kind, text)]
+
+
+def read_part(path: str):
+    """A single file, read and parsed by its kind: a :class:`gdrcheck.collectors.pastes.merge.Part`."""
+    name = os.path.basename(path)
+    kind, text = _read_kind(path, name)
+    return _part(name, kind, text)
+
+
+def _part(name: str, kind: str, text: str):
+    from gdrcheck.collectors.pastes.merge import Part
+
+    if kind == "nccl-log":
+        from gdrcheck.collectors.pastes.nccl_log import parse_nccl_log
+
+        return Part(name, kind, parse_nccl_log(text, name))
     if kind == "lspci":
         from gdrcheck.collectors.pastes.lspci_tree import parse_lspci_tree
 
@@ -539,10 +574,11 @@ def load_many(paths, *, want_driver: bool = True, endpoint_config: bool = True, 
         elif not os.path.exists(p):
             raise InputError(f"{p or repr(p)}: {missing_why(p)}")
         else:
-            parts.append(read_part(p))
+            parts.extend(read_parts(p))
     seen = {}
     for part in parts:
-        if part.label in seen:
-            part.label = f"{part.label}#{seen[part.label] + 1}"
-        seen[part.label] = seen.get(part.label, 0) + 1
+        key = (part.label, part.input_kind)  # a log with the node's topo -m in it is two parts of one name
+        if key in seen:
+            part.label = f"{part.label}#{seen[key] + 1}"
+        seen[key] = seen.get(key, 0) + 1
     return merge(parts)

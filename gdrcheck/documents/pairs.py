@@ -104,6 +104,11 @@ def nccl_doc(evaluation: Evaluation) -> Dict[str, Any]:
     doc["gpus"] = {b: {"gdr": g.gdr, "gdr_source": g.gdr_source, "sm": g.sm, "c2c": g.c2c}
                    for b, g in sorted(node.gpus.items())}
     doc["gpu_nics"] = _gpu_nics(evaluation)
+    from gdrcheck.rules.nccl_log import log_doc
+
+    log = log_doc(evaluation)
+    if log is not None:  # a job's NCCL log: what NCCL did, beside the prediction
+        doc["log"] = log
     doc["other_versions"] = other_versions(evaluation)
     return doc
 

@@ -44,6 +44,7 @@ def render_html(topology: Dict[str, Any], pairs: Dict[str, Any], bar1: Dict[str,
         _summary(topology, pairs),
         _tree(svgs, forest, topology),
         _matrix(pairs, names, topology),
+        _nccl_log(pairs, names),
         _bar1(bar1),
         *extra,
         _findings(pairs, bar1, rules),
@@ -138,6 +139,7 @@ def _summary(topology, pairs) -> str:
                     f"{_n(len(topology.get('roots') or []), 'root bus', 'root buses')}"),
         ("NCCL rules", escape(f"{n.get('version', '?')}: GDR level {n.get('gdr_level', '?')}, "
                               f"P2P level {n.get('p2p_level', '?')}") if n else "not known"),
+        *((("NCCL log", escape(f"{n['log'].get('file')}: {n['log'].get('summary')}")),) if n.get("log") else ()),
         ("Pairs", f"{s.get('pairs', 0)}" + (f": {verdicts}" if verdicts else "")),
         ("Findings", f"{fc.get('error', 0)} error, {fc.get('warning', 0)} warning, {fc.get('info', 0)} info"),
         ("Overall verdict", f'<span class="chip v-{overall(pairs)}">{STATUS[overall(pairs)][0]}</span>'),
@@ -190,6 +192,9 @@ def _cell(p: Optional[Dict[str, Any]]) -> str:
     nccl = p.get("nccl") or {}
     said = nccl.get("gdr") or nccl.get("p2p")
     tip = f"{v}" + (f"; {codes}" if codes else "") + (f"; NCCL: {said}" if said else "")
+    obs = nccl.get("observed")
+    if obs:
+        tip += f"; the job's NCCL used {obs.get('transport')}"
     return f'<td class="v-{escape(v)}" title="{escape(tip)}">{escape(path)}{MARK.get(v, "")}</td>'
 
 
@@ -245,6 +250,35 @@ def _matrix(pairs, names: Dict[str, str], topology) -> str:
                f'<th>device</th><th>NUMA</th></tr></thead><tbody>{"".join(lines)}</tbody></table>')
     out.append("</section>")
     return "".join(out)
+
+
+def _nccl_log(pairs, names: Dict[str, str]) -> str:
+    """A job's NCCL log: per pair the prediction beside what NCCL used, and the likely cause where they differ."""
+    log = (pairs.get("nccl") or {}).get("log")
+    if not log:
+        return ""
+    rows = []
+    for p in pairs.get("pairs") or []:
+        n = p.get("nccl") or {}
+        obs = n.get("observed")
+        if not obs:
+            continue
+        key = "p2p" if p.get("kind") == "gpu-gpu" else "gdr"
+        agrees = obs.get("agrees")
+        word, cls = {True: ("agrees", "ok"), False: ("differs", "degraded"), None: ("settles it", "unknown")}[agrees]
+        via = f" via {names.get(obs['via'], obs['via'])}" if obs.get("via") else ""
+        rows.append(f"<tr><th>{escape(names.get(p['a'], p['a']))} \u2013 {escape(names.get(p['b'], p['b']))}</th>"
+                    f"<td>{escape(key.upper())} {escape(str(n.get(key)))}</td>"
+                    f"<td class=\"mono\">{escape(obs.get('transport', ''))}{escape(via)}</td>"
+                    f'<td><span class="chip v-{cls}">{word}</span> {escape(obs.get("cause", ""))}</td>'
+                    f'<td class="mono">{escape(obs.get("line", ""))}</td></tr>')
+    settings = ", ".join(f"{x['name']}={x['value']}" for x in log.get("settings") or [])
+    head = (f"<p>{escape(str(log.get('file')))}: NCCL {escape(str(log.get('version') or 'not shown'))}"
+            + (f", host {escape(str(log['host']))}" if log.get("host") else "") + f". {escape(log.get('summary', ''))}."
+            + (f" The job's settings: <code>{escape(settings)}</code>." if settings else "") + "</p>")
+    table = ('<table class="devices"><thead><tr><th>pair</th><th>predicted</th><th>NCCL used</th><th></th>'
+             f'<th>NCCL\'s line</th></tr></thead><tbody>{"".join(rows)}</tbody></table>') if rows else ""
+    return f'<section id="nccl-log"><h2>What NCCL did</h2>{head}{table}</section>'
 
 
 def _numa(n) -> str:

@@ -119,10 +119,41 @@ def _render_nccl(doc, console) -> None:
                 for x in nics]
         if used:
             put(console, f"  {names.get(gpu, gpu)} sends through: {', '.join(used)}", 4)
+    _render_log(doc, console, names)
     job = sum(1 for p in doc["pairs"] if p["nccl"].get("depends_on"))
     if job:
         put(console, f"  {job} pair{'s' if job != 1 else ''} depend on the job (which GPUs share the communicator, its "
                      "environment): pairs --json gives depends_on", 4)
+
+
+def _render_log(doc, console, names) -> None:
+    """A job's NCCL log: the version and settings NCCL reported, then per pair what NCCL did beside the
+    prediction (each pair once; the same choice on many pairs is one line)."""
+    log = doc["nccl"].get("log")
+    if not log:
+        return
+    blank(console)
+    head = f"NCCL log {log['file']}: NCCL {log.get('version') or '?'}"
+    if log.get("host"):
+        head += f", host {log['host']}"
+    put(console, head + f": {log['summary']}")
+    if log["settings"]:
+        put(console, "  the job's settings (NCCL reported them set): "
+            + ", ".join(f"{s['name']}={s['value']}" for s in log["settings"]), 4)
+    rows: Dict[tuple, List[str]] = {}
+    for p in doc["pairs"]:
+        obs = p["nccl"].get("observed")
+        if not obs:
+            continue
+        key = "p2p" if p["kind"] == "gpu-gpu" else "gdr"
+        mark = {True: "agrees", False: "DIFFERS", None: "settles it"}[obs.get("agrees")]
+        said = (f"{key.upper()} predicted {p['nccl'].get(key)}, NCCL used {obs['transport']}"
+                + (f" via {names.get(obs['via'], obs['via'])}" if obs.get("via") else "") + f": {mark}"
+                + (f" ({obs['cause']})" if obs.get("cause") else ""))
+        rows.setdefault((mark != "agrees", said), []).append(f"{names.get(p['a'], p['a'])}-{names.get(p['b'], p['b'])}")
+    for (_differs, said), who in sorted(rows.items()):
+        shown = ", ".join(who[:PAIRS_SHOWN]) + (f" and {len(who) - PAIRS_SHOWN} more" if len(who) > PAIRS_SHOWN else "")
+        put(console, f"  {shown}: {said}", 4)
 
 
 def _render_findings(doc, console) -> None:

@@ -20,6 +20,10 @@ At most one input draws the PCIe tree (a directory, a snapshot archive, an
   tree, the matrix's devices are shown at synthetic addresses in domain
   ``ffff``, with a note.
 
+* a job's NCCL log (``NCCL_DEBUG=INFO``, :mod:`gdrcheck.collectors.pastes.nccl_log`): kept whole as the host
+  fact ``nccl_log`` with the host of the log that is this node (several ranks' files are one log); given
+  alone, its ranks' GPUs at the bus ids NCCL printed.
+
 Where the matrix and the tree disagree on a class, the matrix's class decides
 the pair (nvidia-smi classified it on the node itself, from the PCIe tree as
 the kernel sees it; a pasted tree may be another node's, cut, or hand-edited)
@@ -114,6 +118,7 @@ class _Merge:
         self.numa_facts = False
         self.facts: Dict[Tuple[str, str], PathFact] = dict(base.path_facts) if base else {}
         self.statuses: List[CollectorStatus] = list(base.collectors) if base else []
+        self.log_fact = None  # a job's NCCL log (gdrcheck.collectors.pastes.nccl_log): the host fact nccl_log
 
     def note(self, label: str, text: str) -> None:
         line = f"{label}: {text}" if self.many else text
@@ -395,6 +400,35 @@ class _Merge:
                       + "; ".join(disagree[:4]) + ("; ..." if len(disagree) > 4 else "")
                       + f". Verdicts use the matrix's class: {TRUST_MATRIX}")
 
+    # -- a job's NCCL log -------------------------------------------------------------
+
+    def add_logs(self, parts: Sequence[Part]) -> None:
+        """One job's log (several ranks' files are one log); of its hosts, one is this node's."""
+        from gdrcheck.collectors.pastes.nccl_log import choose_host, merge_logs
+        from gdrcheck.model import Fact
+
+        log = merge_logs([p.data for p in parts])
+        label = log.label
+        gpus = {b for b, d in self.devs.items() if base_kind(d) == "gpu"}
+        host, why = choose_host(log, gpus, self.base.hostname if self.base else None)
+        if not self.devs:  # the log alone: its ranks' GPUs, by the bus ids NCCL printed
+            from gdrcheck.collectors.pastes.nccl_log import bus_ids_shown
+
+            new = []
+            for bdf, what in bus_ids_shown(log, host):
+                if bdf not in self.devs:
+                    self.devs[bdf] = PciFunction(bdf=bdf, root=_bus_of(bdf), vendor=0x10DE, kind_hint="gpu",
+                                                 name=f"{what} of the NCCL log")
+                    new.append(bdf)
+            self._place(new, label)
+        said = f"NCCL {log.version or '(version not shown)'} log of {len(log.ranks) or 'no'} rank(s)"
+        if log.hosts:
+            said += f" on {len(log.hosts)} host(s) ({', '.join(log.hosts[:4])}{', ...' if len(log.hosts) > 4 else ''})"
+        if host is not None and len(log.hosts) > 1:
+            said += f"; only host {host}'s ranks are this node's ({why})"
+        self.note(label, said)
+        self.log_fact = Fact({"log": log, "host": host, "host_reason": why}, source=label)
+
     # -- result -------------------------------------------------------------------
 
     def snapshot(self, with_facts: bool = True) -> Snapshot:
@@ -407,6 +441,8 @@ class _Merge:
         kinds = [p.input_kind for p in self.parts]
         kind = base.input_kind if base else (kinds[0] if len(kinds) == 1 else "pastes")
         host = dict(base.host) if base else {}
+        if self.log_fact is not None:
+            host["nccl_log"] = self.log_fact
         return Snapshot(
             input_kind=kind,
             label=" + ".join(p.label for p in self.parts),
@@ -424,10 +460,13 @@ class _Merge:
 
 
 def merge(parts: Sequence[Part]) -> Snapshot:
-    """One node's facts from its inputs (already parsed), in the order: tree, lspci -vvv, nvidia-smi -q, matrices."""
+    """One node's facts from its inputs (already parsed), in the order: tree, lspci -vvv, nvidia-smi -q, matrices,
+    a job's NCCL log (what NCCL chose, for :mod:`gdrcheck.rules.nccl_log` to hold beside the prediction)."""
     mg = _Merge(parts)
     rank = {"lspci-vvv": 0, "nvidia-smi-q": 1, "topo-matrix": 2}
-    for p in sorted((p for p in parts if p.input_kind not in BASE_KINDS), key=lambda p: rank[p.input_kind]):
+    logs = [p for p in parts if p.input_kind == "nccl-log"]
+    for p in sorted((p for p in parts if p.input_kind not in BASE_KINDS and p.input_kind != "nccl-log"),
+                    key=lambda p: rank[p.input_kind]):
         if p.input_kind == "lspci-vvv":
             mg.add_verbose(p)
         elif p.input_kind == "nvidia-smi-q":
@@ -435,4 +474,6 @@ def merge(parts: Sequence[Part]) -> Snapshot:
         else:
             for m in (p.data if isinstance(p.data, (list, tuple)) else [p.data]):
                 mg.add_matrix(Part(p.label, p.input_kind, m))
+    if logs:
+        mg.add_logs(logs)
     return mg.snapshot()

@@ -529,6 +529,10 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     st = settings_for(snap, version, dict(options.env), cpu, len(gpus_bdf), version_reason)
     tree: dict = {}
     topo_gpu, topo_net, topo_applied = topo_file_attrs(snap, st, tree)
+    from gdrcheck.rules.nccl_log import hca_evidence
+
+    for name, gdr in hca_evidence(snap).items():  # a job's NCCL log: each HCA's flag as NCCL set it
+        topo_net.setdefault(name, gdr)
     pf = snap.host.get("nccl_versions")
     plugins = tuple(pf.value.get("net_plugins", ())) if pf is not None and isinstance(pf.value, dict) else ()
     rf = snap.host.get("rdma_port_rates")
