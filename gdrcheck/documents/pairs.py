@@ -149,6 +149,11 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> Dict[str, Any]:
         if fact is not None:  # the class an input stated (nvidia-smi topo -m), and the tree's when they differ
             pairs[-1]["path_source"] = {"input": fact.source, "class": fact.cls, "tree": fact.tree,
                                         "trusted": fact.source, "why": fact.why or None}
+    from gdrcheck.documents.expected import expected
+
+    ex = expected(evaluation, fail_on)
+    for p, row in zip(evaluation.pairs, pairs):
+        row["expected"] = ex.pairs[(p.a, p.b)]
     doc["pairs"] = pairs
     doc["findings"] = [f.to_doc() for f in evaluation.findings]
     doc["rules"] = rules_doc(evaluation)
@@ -162,6 +167,8 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> Dict[str, Any]:
     if snap.notes:
         doc["notes"] = list(snap.notes)
     doc["status"] = node_status_word(evaluation, fail_on)
+    doc["expected_status"] = "fail" if doc["status"] == "fail" else ex.status
+    doc["assumes"] = ex.assumes
     doc["timed_out"] = timed_out(evaluation)
     doc["summary_line"] = summary_line(evaluation, fail_on)
     from gdrcheck.documents.fingerprint import fingerprint
