@@ -38,37 +38,40 @@ class Assumption:
     settle: str
     codes: Tuple[str, ...] = ()
     words: Tuple[str, ...] = ()
+    brief: str = ""  # how a one-line verdict names it ("peer memory loaded")
 
     def to_doc(self) -> Dict[str, str]:
-        return {"fact": self.fact, "assumed": self.assumed, "settle": self.settle}
+        return {"fact": self.fact, "assumed": self.assumed, "settle": self.settle, "brief": self.brief}
 
 
 PEER_MEMORY = Assumption(
     "peer_memory", "peer memory", "nvidia_peermem loaded (or DMA-BUF usable)",
     "lsmod | grep nvidia_peermem; ls /sys/kernel/mm/memory_peers (or run gdrcheck on the node)",
-    ("GDR021",), ("peer-memory", "peer memory", "DMA-BUF"))
+    ("GDR021",), ("peer-memory", "peer memory", "DMA-BUF"), brief="peer memory loaded")
 IOMMU = Assumption(
     "iommu", "IOMMU", "off or passthrough",
-    "cat /proc/cmdline; cat /sys/kernel/iommu_groups/*/type (identity = passthrough)", ("GDR043",))
+    "cat /proc/cmdline; cat /sys/kernel/iommu_groups/*/type (identity = passthrough)", ("GDR043",),
+    brief="IOMMU off or passthrough")
 ACS = Assumption(
     "acs", "ACS redirect", "off on the path's bridges",
-    "sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'", ("GDR041",))
+    "sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'", ("GDR041",), brief="ACS redirect off")
 P2P_STATUS = Assumption(
     "p2p_status", "driver P2P status", "OK (read and write)",
-    "nvidia-smi topo -p2p r; nvidia-smi topo -p2p w", ("GDR008",), ("NVML",))
+    "nvidia-smi topo -p2p r; nvidia-smi topo -p2p w", ("GDR008",), ("NVML",), brief="driver P2P status OK")
 NVLINK = Assumption(
     "nvlink", "NVLink", "present between the SXM/OAM GPUs (all to all, as through NVSwitch)",
-    "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), ("NVLink",))
+    "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), ("NVLink",), brief="NVLink between the SXM/OAM GPUs")
 NUMA = Assumption(
     "numa", "NUMA node", "the undecided pairs on different NUMA nodes (SYS: the worse answer)",
     "nvidia-smi topo -m, or cat /sys/bus/pci/devices/<bdf>/numa_node", ("GDR004",),
-    ("where the two GPUs meet",))
+    ("where the two GPUs meet",), brief="undecided NUMA nodes taken as different (SYS)")
 JOB = Assumption(
     "job", "the job's GPUs", "the job uses every GPU of the node",
     "CUDA_VISIBLE_DEVICES of the job (gdrcheck --env CUDA_VISIBLE_DEVICES=...)", (),
-    ("communicator",))
+    ("communicator",), brief="the job uses every GPU")
 NVIDIA_FS = Assumption(
-    "nvidia_fs", "GPUDirect Storage", "nvidia-fs loaded", "lsmod | grep nvidia_fs; gdscheck -p", ("GDR063",))
+    "nvidia_fs", "GPUDirect Storage", "nvidia-fs loaded", "lsmod | grep nvidia_fs; gdscheck -p", ("GDR063",),
+    brief="nvidia-fs loaded")
 
 KNOWN = (PEER_MEMORY, IOMMU, ACS, P2P_STATUS, NVLINK, NUMA, JOB, NVIDIA_FS)
 SETTLE_ALL = "run gdrcheck on the node"
@@ -242,14 +245,15 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
             verdict = worst_verdict(effects)
             for f in after.get(key, ()):
                 assumes.append({"fact": f"{f.code}: {f.fold or f.message}", "assumed": "not in the way",
-                                "settle": f.settle or SETTLE_ALL})
+                                "settle": f.settle or SETTLE_ALL, "brief": f"{f.code} not in the way"})
         nccl: Dict[str, Any] = {}
         if word:
             decided = view.get(word)
             if decided not in ("enabled", "disabled"):
                 decided = "disabled"
                 assumes.append({"fact": f"NCCL's decision: {_said(view).strip() or 'not shown by the input'}",
-                                "assumed": "NCCL does not use it (the worse answer)", "settle": SETTLE_ALL})
+                                "assumed": "NCCL does not use it (the worse answer)", "settle": SETTLE_ALL,
+                                "brief": "NCCL's open choices taken as off"})
             nccl = {word: decided}
         if not assumes and made:  # NCCL's answer moved with an assumption its words do not name
             if verdict != out[key]["verdict"] or nccl != out[key]["nccl"]:
@@ -291,9 +295,27 @@ def _status(evaluation, out, fail_on: str) -> str:
 
 
 def _node_assumes(out) -> List[Dict[str, Any]]:
-    counts: Dict[Tuple[str, str, str], int] = {}
+    counts: Dict[Tuple[str, str, str, str], int] = {}
     for e in out.values():
         for a in e["assumes"]:
-            k = (a["fact"], a["assumed"], a["settle"])
+            k = (a["fact"], a["assumed"], a["settle"], a.get("brief", ""))
             counts[k] = counts.get(k, 0) + 1
-    return [{"fact": f, "assumed": v, "settle": s, "pairs": n} for (f, v, s), n in counts.items()]
+    order = {a.brief: i for i, a in enumerate(KNOWN)}
+    keys = sorted(counts, key=lambda k: (order.get(k[3], len(order)), k[3]))
+    return [{"fact": f, "assumed": v, "settle": s, "brief": b, "pairs": counts[(f, v, s, b)]} for f, v, s, b in keys]
+
+
+def expected_if(doc: Dict[str, Any]) -> str:
+    """``expected PASS if: peer memory loaded, IOMMU off or passthrough (run gdrcheck on the node)``: what a
+    document's ``expected_status`` rests on, in one line; '' where the document assumed nothing."""
+    if doc.get("status") != "unknown" or not doc.get("expected_status"):
+        return ""
+    briefs: List[str] = []
+    for a in doc.get("assumes") or ():
+        b = a.get("brief") or a["fact"]
+        if b not in briefs:
+            briefs.append(b)
+    word = doc["expected_status"].upper()
+    if not briefs:
+        return f"expected {word}"
+    return f"expected {word} {'if' if word == 'PASS' else 'even if'}: {', '.join(briefs)} ({SETTLE_ALL})"
