@@ -215,7 +215,8 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
                   if (p.a, p.b) in before or evaluation.verdicts[(p.a, p.b)] == "unknown"
                   or (_word(p.kind) and nccl_decision(evaluation, p).get(_word(p.kind)) == "unknown")]
     out: Dict[Tuple[str, str], Dict[str, Any]] = {(p.a, p.b): _own(evaluation, p) for p in evaluation.pairs}
-    if not open_pairs:
+    node_open = [f for f in evaluation.findings if f.effect == "unknown" and not f.pairs]
+    if not open_pairs and not node_open:
         return Expected(out, _status(evaluation, out, fail_on), [])
     snap2, options2, made = assumed_facts(whole)
     again = evaluate(snap2, options2)
@@ -262,7 +263,12 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
     status = _status(evaluation, out, fail_on)
     if status == "pass" and _finding_fails(again, fail_on):
         status = "fail"
-    return Expected(out, status, _node_assumes(out))
+    node = _node_assumes(out)
+    for f in again.findings:  # what no assumption settles and concerns no pair (a timeout, functions of no kind)
+        if f.effect == "unknown" and not f.pairs:
+            node.append({"fact": f"{f.code}: {f.fold or f.message}", "assumed": "not in the way",
+                         "settle": f.settle or SETTLE_ALL, "brief": f"{f.code} not in the way", "pairs": 0})
+    return Expected(out, status, node)
 
 
 def _finding_fails(evaluation, fail_on: str) -> bool:
