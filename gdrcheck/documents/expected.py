@@ -73,6 +73,8 @@ NVIDIA_FS = Assumption(
     "nvidia_fs", "GPUDirect Storage", "nvidia-fs loaded", "lsmod | grep nvidia_fs; gdscheck -p", ("GDR063",),
     brief="nvidia-fs loaded")
 
+_REACH_BRIEF = {"nics": "RDMA NICs beside the GPUs (NICs are not in this input)",
+                "nvme": "NVMe drives as GPUDirect Storage needs them (not in this input)"}
 KNOWN = (PEER_MEMORY, IOMMU, ACS, P2P_STATUS, NVLINK, NUMA, JOB, NVIDIA_FS)
 SETTLE_ALL = "run gdrcheck on the node"
 
@@ -264,10 +266,12 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
     if status == "pass" and _finding_fails(again, fail_on):
         status = "fail"
     node = _node_assumes(out)
-    for f in again.findings:  # what no assumption settles and concerns no pair (a timeout, functions of no kind)
+    for f in node_open:  # what no assumption settles and concerns no pair (a timeout, functions of no kind)
         if f.effect == "unknown" and not f.pairs:
+            brief = _REACH_BRIEF.get(f.subject[0], "") if f.code == "GDR160" else ""
+            brief = brief or f"{f.code} not in the way"
             node.append({"fact": f"{f.code}: {f.fold or f.message}", "assumed": "not in the way",
-                         "settle": f.settle or SETTLE_ALL, "brief": f"{f.code} not in the way", "pairs": 0})
+                         "settle": f.settle or SETTLE_ALL, "brief": brief, "pairs": 0})
     return Expected(out, status, node)
 
 

@@ -69,6 +69,10 @@ def render_pairs(doc, console) -> None:
         for d in legend:
             extra = ", ".join(d.get("rdma_devices", []) + d.get("netdevs", []) + d.get("nvme_names", []))
             head = f"  {names[d['bdf']]}: "
+            if d.get("synthetic"):  # a made-up address: say so instead, and not the made-up name either
+                put(console, head + "no bus id in this input" + (f", {extra}" if extra else "")
+                    + f"  NUMA {_numa(doc, d['bdf'])}", len(head))
+                continue
             put(console, head + d["bdf"] + (f" {extra}" if extra else "")
                 + (f"  {d['name']}" if d.get("name") else "") + f"  NUMA {_numa(doc, d['bdf'])}", len(head))
         if others:

@@ -291,7 +291,8 @@ class _Merge:
                 continue
             bdf = _synthetic_bdf(i)
             self.devs[bdf] = PciFunction(bdf=bdf, root=_bus_of(bdf), kind_hint="gpu",
-                                         name=f"{g} of nvidia-smi topo -m", gpu_index=int(g[3:]))
+                                         name=f"{g} of nvidia-smi topo -m", gpu_index=int(g[3:]),
+                                         extra=frozen_map({"synthetic": True}))
             gmap[g] = bdf
             made.append(f"{g}={bdf}")
             self.unplaced.append(bdf)
@@ -302,13 +303,15 @@ class _Merge:
             name = m.rdma_name(c)
             self.devs[bdf] = PciFunction(bdf=bdf, root=_bus_of(bdf), kind_hint="nic",
                                          name=f"{c} of nvidia-smi topo -m",
-                                         rdma_devices=(name,) if not name.startswith("NIC") else ())
+                                         rdma_devices=(name,) if not name.startswith("NIC") else (),
+                                         extra=frozen_map({"synthetic": True}))
             nmap[c] = bdf
             made.append(f"{c}={bdf}")
             self.unplaced.append(bdf)
         if made:
-            self.note(label, "the matrix gives no bus ids; its devices are shown at synthetic addresses in domain "
-                             f"ffff: {', '.join(made)}")
+            self.note(label, "the matrix gives no bus ids; its devices are named as nvidia-smi names them "
+                             f"({', '.join(m.split('=')[0] for m in made)}), at synthetic addresses in domain ffff in "
+                             "--json (\"synthetic\": true)")
 
     def add_matrix(self, part: Part) -> None:
         m = part.data
@@ -420,6 +423,7 @@ class _Merge:
             notes=tuple(self.notes),
             path_facts=frozen_map(self.facts if with_facts else {}),
             unplaced=tuple(self.unplaced),
+            input_kinds=tuple(dict.fromkeys(kinds)),
         )
 
 
