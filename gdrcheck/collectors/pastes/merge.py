@@ -114,6 +114,7 @@ class _Merge:
         self.numa_facts = False
         self.facts: Dict[Tuple[str, str], PathFact] = dict(base.path_facts) if base else {}
         self.statuses: List[CollectorStatus] = list(base.collectors) if base else []
+        self.p2p: Dict[Tuple[str, str, str], str] = dict(base.p2p_status) if base else {}
 
     def note(self, label: str, text: str) -> None:
         line = f"{label}: {text}" if self.many else text
@@ -352,7 +353,36 @@ class _Merge:
             d = self.devs[b]
             if not d.rdma_devices and not name.startswith("NIC"):
                 self.devs[b] = replace(d, rdma_devices=(name,))
+        if m.p2p is not None:
+            self._p2p(m, label, gmap)
+            return
         self._classes(m, label, gmap, nmap)
+
+    def _p2p(self, m, label: str, gmap: Dict[str, str]) -> None:
+        """A ``-p2p`` matrix: the driver's P2P status per GPU pair for its capability (what NCCL reads from NVML)."""
+        if not m.p2p:
+            self.note(label, "an nvidia-smi topo -p2p matrix whose command is not in the paste: which capability "
+                             "(r, w, n) it shows is not known; not read")
+            return
+        caps = m.p2p.split("+")
+        gpus = [g for g in m.gpus if g in gmap]
+        n = 0
+        for i, g in enumerate(gpus):
+            for h in gpus[i + 1:]:
+                code = m.code(g, h)
+                if code is None or code == "X":
+                    continue
+                for cap in caps:
+                    key = (gmap[g], gmap[h], cap)
+                    prev = self.p2p.get(key) or self.p2p.get((gmap[h], gmap[g], cap))
+                    if prev is not None and prev != code:
+                        self.note(label, f"{g}-{h}: P2P {cap} {code} here, {prev} in another input; {prev} kept")
+                        continue
+                    self.p2p[key] = code
+                    n += 1
+        if n:
+            self.note(label, f"the driver's P2P {m.p2p.replace('+', ' and ')} status of {len(gpus)} GPU(s) read "
+                             "from nvidia-smi topo -p2p")
 
     def _classes(self, m, label: str, gmap: Dict[str, str], nmap: Dict[str, str]) -> None:
         from gdrcheck.pcie.topology import Topology
@@ -417,7 +447,7 @@ class _Merge:
             root_numa=base.root_numa if base else frozen_map({}),
             numa_known=(base.numa_known if base else False) or self.numa_facts,
             shows_nvlink=self.shows_nvlink, nvlinks=tuple(self.nvlinks), gpus=self.gpus,
-            p2p_status=base.p2p_status if base else frozen_map({}),
+            p2p_status=frozen_map(self.p2p),
             host=frozen_map(host), collectors=tuple(self.statuses),
             hostname=base.hostname if base else None,
             notes=tuple(self.notes),
