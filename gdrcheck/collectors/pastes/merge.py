@@ -360,10 +360,6 @@ class _Merge:
 
     def _p2p(self, m, label: str, gmap: Dict[str, str]) -> None:
         """A ``-p2p`` matrix: the driver's P2P status per GPU pair for its capability (what NCCL reads from NVML)."""
-        if not m.p2p:
-            self.note(label, "an nvidia-smi topo -p2p matrix whose command is not in the paste: which capability "
-                             "(r, w, n) it shows is not known; not read")
-            return
         caps = m.p2p.split("+")
         gpus = [g for g in m.gpus if g in gmap]
         n = 0

@@ -126,10 +126,13 @@ def parse_topo_matrices(text: str, label: str) -> List[TopoMatrix]:
         end = starts[k + 1] if k + 1 < len(starts) else len(lines)
         seg = "\n" * i + "\n".join(lines[i:end])  # keeps the line numbers of the whole text
         before = "\n" * max(0, i - 3) + "\n".join(lines[max(0, i - 3):i])  # the title line naming a -p2p one
-        m = parse_topo_matrix(seg, label, p2p_title=before)
-        if m.p2p == "":
-            skipped.append(i + 1)
-            continue
+        try:
+            m = parse_topo_matrix(seg, label, p2p_title=before)
+        except InputError as e:
+            if "-p2p matrix" in str(e):  # one whose command is not in the paste: which capability is not known
+                skipped.append(i + 1)
+                continue
+            raise
         out.append(TopoMatrix(**{**m.__dict__, "notes": tuple(n for n in m.notes if "around the matrix" not in n)}))
     if not out:
         return [parse_topo_matrix(text, label)]
@@ -283,6 +286,11 @@ def parse_topo_matrix(text: str, label: str, p2p_title: str = "") -> TopoMatrix:
     lost = [c for c in nic_cols if c not in legend]
     if nic_cols and lost:
         notes.append(f"the NIC legend does not name {', '.join(lost)}; their RDMA device names are unknown")
+    if p2p == "":
+        first = min(rows_seen.values()) if rows_seen else header_line
+        raise InputError(f"{label}: line {first}: an nvidia-smi topo -p2p matrix (P2P status, not path classes) "
+                         "without the command that printed it: put 'nvidia-smi topo -p2p r' (or w, n) on the line "
+                         "before it, or pass 'nvidia-smi topo -m' (or -mp)")
     if p2p is not None:
         return TopoMatrix(label=label, devices=tuple(header), cells=cells, legend=legend, notes=tuple(notes),
                           p2p=p2p)

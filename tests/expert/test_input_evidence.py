@@ -1,0 +1,81 @@
+"""Evidence an input carries is used: NCCL's <net gdr>, nvidia-smi topo -p2p, the root complex's name, --env."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from support.cli_util import assert_clean_error, run
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPO = ROOT / "fixtures" / "h200-x4-vm" / "nvidia-smi-topo.txt"
+
+
+def _doc(*args):
+    r = run("pairs", "--json", *args)
+    assert r.returncode in (0, 1, 3), r.stderr
+    return json.loads(r.stdout)
+
+
+def test_nccl_net_gdr_settles_peer_memory(realworld):
+    """IBM Cloud's dump inside the VM says <net gdr="1"> for every NIC: NCCL found peer memory working."""
+    doc = _doc("--from", realworld / "ibm-cloud-gx3d-h100x8-vsi" / "nccl-topo.xml")
+    nic = [p for p in doc["pairs"] if p["kind"] == "gpu-nic"]
+    assert len(nic) == 64
+    assert not any("GDR021" in p["findings"] for p in nic)
+    assert "GDR021" not in {f["code"] for f in doc["findings"]}
+    pix = [p for p in nic if p["path"] == "PIX"]
+    assert len(pix) == 8 and all(p["nccl"]["gdr"] == "enabled" for p in pix)
+    for p in pix:  # peer memory is no longer an assumption, the IOMMU still is
+        facts = {a["fact"] for a in p["expected"]["assumes"]}
+        assert "peer memory" not in facts and "IOMMU" in facts
+
+
+def test_a_p2p_matrix_gives_the_drivers_status(tmp_path):
+    """Hand-written after the H200 VM's capture: topo -m and the -p2p r and w matrices in separate files, with
+    one pair Not Supported."""
+    text = TOPO.read_text()
+    m = text.split("== nvidia-smi topo -mp")[0]
+    r = text.split("== nvidia-smi topo -p2p r")[1].split("== nvidia-smi topo -p2p w")[0]
+    w = text.split("== nvidia-smi topo -p2p w")[1].split("== nvidia-smi topo -p2p n")[0]
+    (tmp_path / "m.txt").write_text(m)
+    (tmp_path / "r.txt").write_text("$ nvidia-smi topo -p2p r\n" + r)
+    bad = w.replace("GPU0\tX\tOK", "GPU0\tX\tNS", 1).replace("GPU1\tOK", "GPU1\tNS", 1)
+    (tmp_path / "w.txt").write_text("nvidia-smi topo -p2p w\n" + bad)
+    doc = _doc("--from", tmp_path / "m.txt", "--from", tmp_path / "r.txt", "--from", tmp_path / "w.txt")
+    gg = {(p["a"], p["b"]): p for p in doc["pairs"] if p["kind"] == "gpu-gpu"}
+    names = {d["bdf"]: d["label"] for d in doc["devices"]}
+    by_label = {(names[a], names[b]): p for (a, b), p in gg.items()}
+    broken = by_label[("GPU0", "GPU1")]
+    assert broken["verdict"] == "fail" and broken["nccl"]["p2p"] == "disabled"
+    assert not any(a["fact"] == "driver P2P status" for a in broken["expected"]["assumes"])
+    others = [p for k, p in by_label.items() if k != ("GPU0", "GPU1")]
+    assert all(p["verdict"] == "ok" and p["nccl"]["p2p"] == "enabled" for p in others)
+    # the -p2p r alone, with its command: the read status is read, write stays unknown
+    doc = _doc("--from", tmp_path / "r.txt")
+    assert all("GDR008" in p["findings"] for p in doc["pairs"])
+    assert any("P2P read status" in n for n in doc["notes"])
+
+
+def test_cpu_vendor_from_the_root_complex_name(realworld):
+    """The Puget WRX90's lspci -tv names its root complex 'Advanced Micro Devices ... Device 14a4': two GPUs on
+    x86 AMD, so NCCL's default P2P level is SYS and their PHB pair uses P2P."""
+    doc = _doc("--from", realworld / "stelline-puget-wrx90-2xrtx6000ada" / "lspci-tv.txt")
+    assert doc["nccl"]["cpu"]["kind"] == "amd"
+    assert doc["nccl"]["p2p_level"] == "SYS"
+    gg = [p for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
+    assert gg and gg[0]["path"] == "PHB"
+    # a virtual machine's emulated Intel chipset says nothing of the host's CPU
+    doc = _doc("--from", realworld / "kata-vra-a100x-bluefield2" / "guest-rootport-lspci-tv.txt")
+    assert doc["nccl"]["cpu"]["kind"] is None
+
+
+def test_env_sets_what_the_job_sets(realworld):
+    f = realworld / "stelline-asus-esc8000a-e12-4xrtx6000ada" / "lspci-tv.txt"
+    doc = _doc("--from", f)
+    assert doc["nccl"]["p2p_level"] == "PXB|SYS"  # four GPUs on x86 AMD: the job decides
+    doc = _doc("--from", f, "--env", "CUDA_VISIBLE_DEVICES=0,1")
+    assert doc["nccl"]["p2p_level"] == "SYS"
+    doc = _doc("--from", f, "--env", "CUDA_VISIBLE_DEVICES=0,1", "--env", "NCCL_P2P_LEVEL=PIX")
+    assert doc["nccl"]["p2p_level"] == "PIX" and doc["nccl"]["overrides"] == {"NCCL_P2P_LEVEL": "PIX"}
+    assert_clean_error(run("check", "--from", f, "--env", "NOEQUALS"))
