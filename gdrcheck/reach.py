@@ -48,6 +48,8 @@ SHOWS: Dict[str, FrozenSet[str]] = {
     # nvidia-smi topo -m / -mp / -p2p: classes, NVLink (-m), NUMA affinity, RDMA NICs, P2P status (-p2p)
     "topo-matrix": frozenset({"gpus", "nics", "numa", "nvlink", "p2p_status"}),
     "nvidia-smi-q": frozenset({"gpus", "gpu_model", "bar1"}),
+    # lspci -vvv | grep ACSCtl: the ACS Control of every bridge that has it, not whose
+    "acsctl-grep": frozenset({"acs"}),
 }
 
 

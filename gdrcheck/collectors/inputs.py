@@ -258,6 +258,10 @@ def read_part(path: str):
         from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
 
         return Part(name, kind, parse_lspci_verbose(text, name))
+    if kind == "acsctl-grep":
+        from gdrcheck.collectors.pastes.lspci_verbose import parse_acsctl_grep
+
+        return Part(name, kind, parse_acsctl_grep(text, name))
     if kind == "topo-matrix":
         from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrices
 
@@ -300,9 +304,6 @@ def _read_kind(path: str, name: str):
     except UnicodeDecodeError:
         text = data.decode("latin-1")
     kind = sniff(text)
-    if kind == "acsctl-grep":
-        raise InputError(f"{name}: ACSCtl lines without the device lines they belong to; run "
-                         "\"sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'\" or pass the whole 'sudo lspci -vvv'")
     if kind is None:
         raise InputError(f"{name}: not one of the accepted kinds: {FILE_KINDS_TEXT}")
     return kind, text

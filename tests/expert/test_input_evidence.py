@@ -79,3 +79,56 @@ def test_env_sets_what_the_job_sets(realworld):
     doc = _doc("--from", f, "--env", "CUDA_VISIBLE_DEVICES=0,1", "--env", "NCCL_P2P_LEVEL=PIX")
     assert doc["nccl"]["p2p_level"] == "PIX" and doc["nccl"]["overrides"] == {"NCCL_P2P_LEVEL": "PIX"}
     assert_clean_error(run("check", "--from", f, "--env", "NOEQUALS"))
+
+
+ALL_OFF = "ACSCtl: SrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-"
+
+
+def test_acsctl_lines_beside_the_tree_settle_acs(realworld, tmp_path):
+    """Hand-written lines as 'sudo lspci -vvv | grep ACSCtl' prints them, all '-': no bridge redirects, so with
+    the GIGABYTE E251's tree (a GPU and a ConnectX-6 Dx under one switch) ACS is neither unknown nor assumed."""
+    tree = realworld / "nvidia-l2fwd-nv-gigabyte-e251-u70" / "lspci-tv-fragment.txt"
+    (tmp_path / "acs.txt").write_text(("\t\t" + ALL_OFF + "\n") * 3)
+    before = _doc("--from", tree)
+    assert "GDR041" in {f["code"] for f in before["findings"]}
+    doc = _doc("--from", tree, "--from", tmp_path / "acs.txt")
+    assert "GDR041" not in {f["code"] for f in doc["findings"]}
+    assert not any(a["fact"] == "ACS redirect" for a in doc["assumes"])
+    # the real node's lines alone show no device
+    d = realworld / "stelline-asus-esc8000a-e12-4xrtx6000ada"
+    assert_clean_error(run("pairs", "--from", d / "lspci-vvv-grep-ACSCtl.txt"))
+
+
+def test_acsctl_lines_with_a_redirect_bit_leave_acs_unknown(realworld, tmp_path):
+    """Hand-written: one ACSCtl line with ReqRedir+ and no address: which bridge it is, is not known."""
+    tree = realworld / "nvidia-l2fwd-nv-gigabyte-e251-u70" / "lspci-tv-fragment.txt"
+    (tmp_path / "acs.txt").write_text(ALL_OFF.replace("ReqRedir-", "ReqRedir+") + "\n" + ALL_OFF + "\n")
+    doc = _doc("--from", tree, "--from", tmp_path / "acs.txt")
+    assert "GDR041" in {f["code"] for f in doc["findings"]}
+
+
+def test_a_nic_port_takes_the_numa_node_of_the_function_beside_it():
+    from gdrcheck.model import PciFunction, Snapshot
+    from gdrcheck.pcie.topology import Topology
+
+    devs = (PciFunction(bdf="0000:21:00.0", root="0000:20", class_code=0x020000, vendor=0x15B3, numa_node=1),
+            PciFunction(bdf="0000:21:00.1", root="0000:20", class_code=0x020000, vendor=0x15B3),
+            PciFunction(bdf="0000:41:00.0", root="0000:40", class_code=0x020000, vendor=0x15B3))
+    topo = Topology(Snapshot(input_kind="lspci-vvv", label="t", devices=devs))
+    assert topo.numa("0000:21:00.1") == 1
+    assert topo.numa("0000:41:00.0") is None
+
+
+def test_nccl_version_from_the_recorded_environment(realworld):
+    """NVIDIA's containers set NCCL_VERSION; a snapshot that recorded it is judged with that version's rules."""
+    from gdrcheck.collectors.inputs import parse_single_file
+    from gdrcheck.model import Fact, frozen_map
+    from gdrcheck.record import replace
+    from gdrcheck.rules.engine import evaluate
+
+    snap = parse_single_file(str(realworld / "princeton-della-cryoem-4xa100sxm" / "nvidia-smi-topo-m.txt"))
+    host = dict(snap.host)
+    host["nccl_env"] = Fact({"NCCL_VERSION": {"value": "2.19.3", "source": "captured environment"}}, source="t")
+    ev = evaluate(replace(snap, host=frozen_map(host)))
+    assert ev.settings.version == (2, 19, 3) and "NCCL_VERSION" in ev.nccl_node.version_reason
+    assert evaluate(snap).settings.version != (2, 19, 3)

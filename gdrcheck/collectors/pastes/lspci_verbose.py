@@ -157,6 +157,21 @@ def looks_like_acsctl_grep(text: str) -> bool:
     return bool(body) and all(x.startswith("ACSCtl:") for x in body)
 
 
+def parse_acsctl_grep(text: str, label: str) -> Tuple[int, ...]:
+    """``sudo lspci -vvv | grep ACSCtl``: each line's ACS Control bits, whose function the paste does not say."""
+    from gdrcheck.errors import InputError
+
+    out = []
+    for n, x in enumerate(text.lstrip("\ufeff").split("\n"), 1):
+        if not x.strip() or _PROMPT.match(x):
+            continue
+        bits = _flags(x)
+        if bits is None:
+            raise InputError(f"{label}: line {n}: an ACSCtl line without its flags (SrcValid-, ReqRedir-, ...)")
+        out.append(bits)
+    return tuple(out)
+
+
 def _size(num: str, unit: str) -> int:
     return int(num) * _UNITS[unit[:1].upper() if unit else ""]
 

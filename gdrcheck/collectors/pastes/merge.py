@@ -34,6 +34,7 @@ from gdrcheck.errors import InputError
 from gdrcheck.model import (
     CollectorStatus,
     DriverGpu,
+    Fact,
     Link,
     NvLink,
     PathFact,
@@ -44,6 +45,7 @@ from gdrcheck.model import (
     root_of,
 )
 from gdrcheck.patterns import lazy_pattern
+from gdrcheck.pcie.acs import ACS_REDIRECT_MASK
 from gdrcheck.pcie.kinds import base_kind
 from gdrcheck.record import replace
 
@@ -115,6 +117,20 @@ class _Merge:
         self.facts: Dict[Tuple[str, str], PathFact] = dict(base.path_facts) if base else {}
         self.statuses: List[CollectorStatus] = list(base.collectors) if base else []
         self.p2p: Dict[Tuple[str, str, str], str] = dict(base.p2p_status) if base else {}
+        self.host_extra: Dict[str, Fact] = {}
+
+    def add_acsctl(self, part: Part) -> None:
+        """``lspci -vvv | grep ACSCtl``: the ACS Control of the node's bridges, whose is which not said."""
+        values = tuple(part.data)
+        prev = self.host_extra.get("acsctl_lines")
+        if prev is not None:
+            values = tuple(prev.value["values"]) + values
+        redirect = sum(1 for v in values if v & ACS_REDIRECT_MASK)
+        self.host_extra["acsctl_lines"] = Fact({"values": values, "redirect": redirect}, source=part.label)
+        self.note(part.label, f"{len(part.data)} ACSCtl line(s) without their functions: "
+                  + ("none has a redirect bit (ReqRedir, CmpltRedir, EgressCtrl), so no bridge of the node "
+                     "redirects" if not redirect else f"{redirect} with a redirect bit, on bridges the paste does "
+                     "not name"))
 
     def note(self, label: str, text: str) -> None:
         line = f"{label}: {text}" if self.many else text
@@ -436,6 +452,7 @@ class _Merge:
         kinds = [p.input_kind for p in self.parts]
         kind = base.input_kind if base else (kinds[0] if len(kinds) == 1 else "pastes")
         host = dict(base.host) if base else {}
+        host.update(self.host_extra)
         return Snapshot(
             input_kind=kind,
             label=" + ".join(p.label for p in self.parts),
@@ -456,8 +473,15 @@ class _Merge:
 def merge(parts: Sequence[Part]) -> Snapshot:
     """One node's facts from its inputs (already parsed), in the order: tree, lspci -vvv, nvidia-smi -q, matrices."""
     mg = _Merge(parts)
-    rank = {"lspci-vvv": 0, "nvidia-smi-q": 1, "topo-matrix": 2}
+    rank = {"lspci-vvv": 0, "nvidia-smi-q": 1, "topo-matrix": 2, "acsctl-grep": 3}
+    if all(p.input_kind == "acsctl-grep" for p in parts):
+        raise InputError(f"{parts[0].label}: ACSCtl lines without the device lines they belong to show no device; "
+                         "pass them beside the tree (--from lspci-tv.txt --from this file), or run "
+                         "\"sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'\"")
     for p in sorted((p for p in parts if p.input_kind not in BASE_KINDS), key=lambda p: rank[p.input_kind]):
+        if p.input_kind == "acsctl-grep":
+            mg.add_acsctl(p)
+            continue
         if p.input_kind == "lspci-vvv":
             mg.add_verbose(p)
         elif p.input_kind == "nvidia-smi-q":

@@ -123,9 +123,30 @@ class NodeNccl:
 
 def versions_found(snap) -> List[Dict[str, object]]:
     f = snap.host.get("nccl_versions")
-    if f is None or not getattr(f, "known", False) or not isinstance(f.value, dict):
-        return []
-    return [dict(e) for e in f.value.get("found", ())]
+    out: List[Dict[str, object]] = []
+    if f is not None and getattr(f, "known", False) and isinstance(f.value, dict):
+        out = [dict(e) for e in f.value.get("found", ())]
+    # NVIDIA's containers record the NCCL they ship as NCCL_VERSION in their environment
+    env = _recorded_env(snap)
+    v = env.get("NCCL_VERSION") if env else None
+    if v and not any(str(e.get("version")) == v for e in out):
+        try:
+            parse_version(v)
+        except ValueError:
+            return out
+        out.append({"version": v, "kind": "environment", "where": "NCCL_VERSION in the environment"})
+    return out
+
+
+def _recorded_env(snap) -> Dict[str, str]:
+    conf = snap.host.get("nccl_conf")
+    if conf is not None and getattr(conf, "known", False) and isinstance(conf.value, dict) \
+            and isinstance(conf.value.get("env"), dict):
+        return conf.value["env"]
+    fact = snap.host.get("nccl_env")
+    if fact is not None and isinstance(fact.value, dict):
+        return {k: str(v["value"]) if isinstance(v, dict) and "value" in v else str(v) for k, v in fact.value.items()}
+    return {}
 
 
 def choose_version(requested: Optional[str], found: List[Dict[str, object]]) -> Tuple[Version, str]:
