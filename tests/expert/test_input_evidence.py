@@ -132,3 +132,23 @@ def test_nccl_version_from_the_recorded_environment(realworld):
     ev = evaluate(replace(snap, host=frozen_map(host)))
     assert ev.settings.version == (2, 19, 3) and "NCCL_VERSION" in ev.nccl_node.version_reason
     assert evaluate(snap).settings.version != (2, 19, 3)
+
+
+PLAIN_LSPCI = """0000:00:00.0 Host bridge: Intel Corporation Sky Lake-E DMI3 Registers (rev 07)
+0000:17:00.0 PCI bridge: PLX Technology, Inc. PEX 8747 48-Lane, 5-Port PCI Express Gen 3 (8.0 GT/s) Switch (rev ca)
+0000:19:00.0 3D controller: NVIDIA Corporation GV100GL [Tesla V100 PCIe 32GB] (rev a1)
+0000:1a:00.0 Ethernet controller: Mellanox Technologies MT28841 (rev 40)
+"""
+
+
+def test_plain_lspci_is_an_input_that_places_nothing(tmp_path):
+    """Hand-written plain 'lspci': class and name per address, no tree. Its GPU and NIC are known, where they
+    meet is not (the bridges do not say which bus they lead to), so no class is claimed."""
+    f = tmp_path / "lspci.txt"
+    f.write_text(PLAIN_LSPCI)
+    doc = _doc("--from", f)
+    kinds = {d["bdf"]: d["kind"] for d in doc["devices"]}
+    assert kinds["0000:19:00.0"] == "gpu" and kinds["0000:1a:00.0"] == "nic"
+    (p,) = [p for p in doc["pairs"] if p["kind"] == "gpu-nic"]
+    assert p["pcie_path"] is None and set(p["path_candidates"]) == {"PIX", "PXB", "PHB", "NODE", "SYS"}
+    assert p["expected"]["verdict"] in ("ok", "degraded", "fail")

@@ -141,6 +141,9 @@ _SUB = lazy_pattern(r"^(DevCap|DevCtl|DevSta|LnkCap|LnkCtl|LnkSta|SltCap|SltCtl|
 def looks_like_lspci_verbose(text: str) -> bool:
     """True when a device line is followed by indented detail lines within the first lines."""
     lines = text[:256 << 10].lstrip("\ufeff").split("\n")[:_SNIFF_LINES]
+    body = [ln.rstrip() for ln in lines if ln.strip() and not _PROMPT.match(ln)]
+    if len(body) >= 2 and all(_DEVLINE.match(ln) for ln in body):  # plain lspci: one line per function
+        return True
     for i, ln in enumerate(lines):
         if _DEVLINE.match(ln.rstrip()):
             for nxt in lines[i + 1:i + 3]:

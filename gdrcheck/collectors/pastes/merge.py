@@ -187,6 +187,8 @@ class _Merge:
         # a bus holding a host bridge or a root port is a root bus; in a whole listing (it shows a host
         # bridge) so is every bus that no bridge leads to, as lspci -t draws it
         whole = any(self.devs[b].class_code is not None and self.devs[b].class_code >> 8 == 0x0600 for b in new)
+        # ... where each bridge says which bus it leads to (plain lspci does not: then no bus is known to be a root)
+        whole = whole and all(d.secondary_bus is not None for d in self.devs.values() if d.is_bridge)
         secondaries = {(k[0], k[1]) for k in by_sec}
         for b in new:
             if self._is_root_bus_device(self.devs[b]) or (whole and bdf_key(b)[:2] not in secondaries):
