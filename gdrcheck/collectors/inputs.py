@@ -161,13 +161,15 @@ ACCEPTED_KINDS = (
     ("a directory laid out like /", "a copy of /sys and /proc, or an unpacked snapshot archive"),
     ("a snapshot archive", "gdrcheck snapshot -o node.tar.gz"),
     ("an lspci tree", "lspci -tv (also -t, -tvv, -tvnn)"),
-    ("lspci details", "sudo lspci -vvv (also -vv, -nnvvv, -D, -s BDF, -xxx)"),
+    ("lspci details", "sudo lspci -vvv (also -vv, -nnvvv, -D, -s BDF, -xxx, or plain lspci)"),
+    ("ACS Control lines, beside a tree", "the ACSCtl lines of sudo lspci -vvv"),
     ("the driver's GPU list", "nvidia-smi -q, or nvidia-smi -q -x"),
     ("a topology matrix", "nvidia-smi topo -m, or nvidia-smi topo -mp"),
+    ("the driver's P2P status, with its command line", "nvidia-smi topo -p2p r (also w, rw, n)"),
     ("an NCCL topology XML", "NCCL_TOPO_DUMP_FILE=FILE"),
     ("an hwloc XML", "lstopo FILE.xml"),
 )
-FILE_KINDS_TEXT = ("lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidia-smi topo -m/-mp, "
+FILE_KINDS_TEXT = ("lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidia-smi topo -m/-mp/-p2p, "
                    "NCCL topology XML (<system>), hwloc XML (<topology>), or a directory or snapshot archive "
                    "(gdrcheck snapshot)")
 
