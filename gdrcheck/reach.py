@@ -36,8 +36,8 @@ _ALL = frozenset(FACTS)
 SHOWS: Dict[str, FrozenSet[str]] = {
     "live": _ALL,
     "snapshot": _ALL,
-    # a copy of /sys and /proc: no driver answers (NVML) and no NCCL environment
-    "sysfs": _ALL - {"p2p_status", "nvlink", "bar1", "nccl"},
+    # a copy of /sys and /proc is read as / is: what it lacks, its facts say
+    "sysfs": _ALL,
     # lspci -t / -tv: the tree, and what each function is by its name or ids (root complexes name the CPU)
     "lspci": frozenset({"tree", "gpus", "nics", "nvme", "gpu_model", "cpu_vendor"}),
     # plain lspci or lspci -vvv: each function's class, ids, NUMA node, config space (ACS as root)
