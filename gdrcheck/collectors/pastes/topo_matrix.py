@@ -300,17 +300,7 @@ def parse_topo_matrix(text: str, label: str, p2p_title: str = "") -> TopoMatrix:
 
 def _p2p_codes(label: str, n: int, row: str, header: List[str], vals: List[str]) -> List[str]:
     """The P2P statuses of one row of a ``-p2p`` matrix, one per header column."""
-    codes = vals[:len(header)]
-    if len(codes) < len(header) or not all(_P2P.match(c) for c in codes):
-        bad = next((c for c in codes if not _P2P.match(c)), None)
-        what = (f"{len(codes)} of {len(header)} statuses" if bad is None
-                else f"{bad!r} is not a P2P status (X, OK, NS, CNS, GNS, TNS, DR, U)")
-        raise InputError(f"{label}: line {n}: row {row}: {what}")
-    for col, code in zip(header, codes):
-        if (col == row) != (code == "X"):
-            raise InputError(f"{label}: line {n}: row {row}, column {col}: {code!r} "
-                             f"({'the diagonal must be X' if col == row else 'X off the diagonal'})")
-    return codes
+    return _cells(label, n, row, header, vals, _P2P, "a P2P status (X, OK, NS, CNS, GNS, TNS, DR, U)", "statuses")
 
 
 def _row_codes(label: str, n: int, row: str, header: List[str], vals: List[str]) -> List[str]:
@@ -319,11 +309,18 @@ def _row_codes(label: str, n: int, row: str, header: List[str], vals: List[str])
     if codes and all(_P2P.match(c) for c in codes) and any(c != "X" for c in codes):
         raise InputError(f"{label}: line {n}: an nvidia-smi topo -p2p matrix (P2P status, not path classes); "
                          "pass 'nvidia-smi topo -m' (or -mp)")
-    if len(codes) < len(header) or not all(CODE.match(c) for c in codes):
-        bad = next((c for c in codes if not CODE.match(c)), None)
-        what = (f"{len(codes)} of {len(header)} codes" if bad is None
-                else f"{bad!r} is not a path code (X, PIX, PXB, PHB, NODE, SYS, NV#)")
-        raise InputError(f"{label}: line {n}: row {row}: {what}; the row's cells cannot be told apart")
+    return _cells(label, n, row, header, vals, CODE, "a path code (X, PIX, PXB, PHB, NODE, SYS, NV#)", "codes",
+                  "; the row's cells cannot be told apart")
+
+
+def _cells(label: str, n: int, row: str, header: List[str], vals: List[str], pattern, what_one: str,
+           what_many: str, tail: str = "") -> List[str]:
+    """One cell per header column, each matching ``pattern``, X on the diagonal only."""
+    codes = vals[:len(header)]
+    if len(codes) < len(header) or not all(pattern.match(c) for c in codes):
+        bad = next((c for c in codes if not pattern.match(c)), None)
+        what = f"{len(codes)} of {len(header)} {what_many}" if bad is None else f"{bad!r} is not {what_one}"
+        raise InputError(f"{label}: line {n}: row {row}: {what}{tail}")
     for col, code in zip(header, codes):
         if (col == row) != (code == "X"):
             raise InputError(f"{label}: line {n}: row {row}, column {col}: {code!r} "
