@@ -239,8 +239,10 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
         assumes: List[Dict[str, str]] = []
         codes = {f.code for f in before.get(key, ())}
         said = _said(own_view) if word and own_view.get(word) == "unknown" else ""
+        job_level = "|" in str(evaluation.settings.p2p_level)  # NCCL's default P2P level rests on the job
         for a in made:
-            if codes & set(a.codes) or (said and any(w in said for w in a.words)):
+            if codes & set(a.codes) or (said and any(w in said for w in a.words)) \
+                    or (a is JOB and said and p.kind == "gpu-gpu" and job_level):
                 assumes.append(a.to_doc())
         verdict = again.verdicts[key]
         if verdict == "unknown":
