@@ -227,6 +227,11 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
         caps = [c for c, k in (("gdr", "gpu-nic"), ("p2p", "gpu-gpu"), ("gds", "gpu-nvme")) if k in kinds]
         again = restrict(again, caps, required=False)
     after = _unknown_codes(again)
+    effects_of: Dict[Tuple[str, str], List[str]] = {}  # pair -> the effects of its findings, once for all pairs
+    for f in again.findings:
+        if f.effect is not None and f.effect != "unknown":
+            for k in f.pairs:
+                effects_of.setdefault(k, []).append(f.effect)
     by_key = {(p.a, p.b): p for p in again.pairs}
     for p in open_pairs:
         key = (p.a, p.b)
@@ -246,8 +251,7 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
                 assumes.append(a.to_doc())
         verdict = again.verdicts[key]
         if verdict == "unknown":
-            effects = [e for c, e in _effects(again, key) if e != "unknown"]
-            verdict = worst_verdict(effects)
+            verdict = worst_verdict(effects_of.get(key, ()))
             for f in after.get(key, ()):
                 assumes.append({"fact": f"{f.code}: {f.fold or f.message}", "assumed": "not in the way",
                                 "settle": f.settle or SETTLE_ALL, "brief": f"{f.code} not in the way"})
@@ -281,10 +285,6 @@ def _finding_fails(evaluation, fail_on: str) -> bool:
     from gdrcheck.status import SEVERITY_RANK
 
     return any(SEVERITY_RANK[f.severity] >= SEVERITY_RANK[fail_on] for f in evaluation.findings)
-
-
-def _effects(evaluation, key) -> List[Tuple[str, Optional[str]]]:
-    return [(f.code, f.effect) for f in evaluation.findings if key in f.pairs]
 
 
 def _unique(items: List[Dict[str, str]]) -> List[Dict[str, str]]:
