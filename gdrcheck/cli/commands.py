@@ -96,6 +96,12 @@ def nccl_option(f):
                              "node: libnccl.so.2.X.Y, a pip nvidia-nccl wheel or PyTorch's; else the newest known)")(f)
 
 
+def env_option(f):
+    return click.option("--env", "env", multiple=True, metavar="NAME=VALUE",
+                        help="what the job sets, applied last (repeatable): NCCL settings, and CUDA_VISIBLE_DEVICES "
+                             "(which GPUs share the job's communicator); a paste carries none")(f)
+
+
 @cli.command()
 @from_option
 @topology_formats
@@ -111,6 +117,7 @@ def topology(**params):
 @format_options
 @fail_on_option
 @nccl_option
+@env_option
 @click.option("--jsonl", "as_jsonl", is_flag=True, help="the JSON document on one line (for 'host: line' streams)")
 @run_options
 def pairs(**params):
@@ -220,6 +227,7 @@ CHECK_FORMATS = ("text", "json", "jsonl", "nhc", "npd", "nagios", "prometheus")
 @click.option("--redact", is_flag=True, help="replace the host name, serial numbers, UUIDs and MAC addresses")
 @fail_on_option
 @nccl_option
+@env_option
 @run_options
 def check(**params):
     """The gate for health checks: pass, fail or unknown, in the format the engine reads.

@@ -161,14 +161,16 @@ ACCEPTED_KINDS = (
     ("a directory laid out like /", "a copy of /sys and /proc, or an unpacked snapshot archive"),
     ("a snapshot archive", "gdrcheck snapshot -o node.tar.gz"),
     ("an lspci tree", "lspci -tv (also -t, -tvv, -tvnn)"),
-    ("lspci details", "sudo lspci -vvv (also -vv, -nnvvv, -D, -s BDF, -xxx)"),
+    ("lspci details", "sudo lspci -vvv (also -vv, -nnvvv, -D, -s BDF, -xxx, or plain lspci)"),
+    ("ACS Control lines, beside a tree", "the ACSCtl lines of sudo lspci -vvv"),
     ("the driver's GPU list", "nvidia-smi -q, or nvidia-smi -q -x"),
     ("a topology matrix", "nvidia-smi topo -m, or nvidia-smi topo -mp"),
+    ("the driver's P2P status, with its command line", "nvidia-smi topo -p2p r (also w, rw, n)"),
     ("an NCCL topology XML", "NCCL_TOPO_DUMP_FILE=FILE"),
     ("an hwloc XML", "lstopo FILE.xml"),
     ("a job's NCCL log", "NCCL_DEBUG=INFO (every rank's output, or several ranks' files)"),
 )
-FILE_KINDS_TEXT = ("lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidia-smi topo -m/-mp, "
+FILE_KINDS_TEXT = ("lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidia-smi topo -m/-mp/-p2p, "
                    "NCCL topology XML (<system>), hwloc XML (<topology>), an NCCL_DEBUG=INFO log, or a directory or "
                    "snapshot archive (gdrcheck snapshot)")
 
@@ -293,6 +295,10 @@ def _part(name: str, kind: str, text: str):
         from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
 
         return Part(name, kind, parse_lspci_verbose(text, name))
+    if kind == "acsctl-grep":
+        from gdrcheck.collectors.pastes.lspci_verbose import parse_acsctl_grep
+
+        return Part(name, kind, parse_acsctl_grep(text, name))
     if kind == "topo-matrix":
         from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrices
 
@@ -335,9 +341,6 @@ def _read_kind(path: str, name: str):
     except UnicodeDecodeError:
         text = data.decode("latin-1")
     kind = sniff(text)
-    if kind == "acsctl-grep":
-        raise InputError(f"{name}: ACSCtl lines without the device lines they belong to; run "
-                         "\"sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'\" or pass the whole 'sudo lspci -vvv'")
     if kind is None:
         raise InputError(f"{name}: not one of the accepted kinds: {FILE_KINDS_TEXT}")
     return kind, text

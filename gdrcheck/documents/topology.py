@@ -25,6 +25,8 @@ def names_doc(d) -> Dict[str, Any]:
         out["rdma_devices"] = list(d.rdma_devices)
     if d.nvme_names:
         out["nvme_names"] = list(d.nvme_names)
+    if d.extra and d.extra.get("synthetic"):
+        out["synthetic"] = True  # an address gdrcheck made up (a topo -m device without a bus id)
     return out
 
 

@@ -90,7 +90,14 @@ def _header(topology, pairs, host: str) -> str:
             f'<p class="sub">gdrcheck {escape(str(pairs.get("gdrcheck_version", "")))}'
             + (f" \u00b7 read from {escape(source)}" if source else "") + "</p>"
             f'<div class="verdict v-{status}"><span class="word">{word}</span>'
-            f'<span class="line">{escape(line)}{aside}</span></div></header>')
+            f'<span class="line">{escape(line)}{aside}{_expected_aside(pairs)}</span></div></header>')
+
+
+def _expected_aside(pairs) -> str:
+    from gdrcheck.documents.expected import expected_if
+
+    said = expected_if(pairs)
+    return f'<span class="aside">{escape(said)}</span>' if said else ""
 
 
 def _fact_cell(facts: Dict[str, Any], key: str, show=None) -> str:
@@ -195,6 +202,12 @@ def _cell(p: Optional[Dict[str, Any]]) -> str:
     obs = nccl.get("observed")
     if obs:
         tip += f"; the job's NCCL used {obs.get('transport')}"
+    e = p.get("expected") or {}
+    if v == "unknown" and e.get("verdict") in MARK:
+        tip += f"; expected {e['verdict']} if: " + ", ".join(a.get("brief") or a["fact"]
+                                                            for a in e.get("assumes") or ())
+        return (f'<td class="v-{escape(v)}" title="{escape(tip)}">{escape(e.get("path") or path)}*'
+                f'{MARK.get(e["verdict"], "")}</td>')
     return f'<td class="v-{escape(v)}" title="{escape(tip)}">{escape(path)}{MARK.get(v, "")}</td>'
 
 
@@ -216,7 +229,10 @@ def _matrix(pairs, names: Dict[str, str], topology) -> str:
            '<code>nvidia-smi topo -m</code> prints it (PIX one switch, PXB several switches, PHB one root complex, '
            'NODE two root complexes of one NUMA node, SYS across NUMA nodes, NV# NVLinks), coloured by verdict: '
            '<span class="chip v-ok">ok</span> <span class="chip v-degraded">degraded ~</span> '
-           '<span class="chip v-fail">fail !</span> <span class="chip v-unknown">unknown ?</span></p>']
+           '<span class="chip v-fail">fail !</span> <span class="chip v-unknown">unknown ?</span>'
+           + (' <span class="chip v-unknown">* undecided on this input: the class and mark expected if: '
+              + escape(", ".join(dict.fromkeys(a.get("brief") or a["fact"] for a in pairs.get("assumes") or ())))
+              + '</span>' if pairs.get("status") == "unknown" and pairs.get("assumes") else "") + '</p>']
     for kind, title in (("gpu", "GPU \u2013 GPU (peer-to-peer)"), ("nic", "GPU \u2013 NIC (GPUDirect RDMA)"),
                         ("nvme", "GPU \u2013 NVMe (GPUDirect Storage)")):
         cols = [d["bdf"] for d in devices if d.get("kind") == kind]

@@ -18,6 +18,7 @@ _FAMILIES: Tuple[str, ...] = (
     "gdrcheck.rules.link_nic",
     "gdrcheck.rules.bar1",
     "gdrcheck.rules.facts",
+    "gdrcheck.rules.reach_rules",
     "gdrcheck.rules.requirements",
     "gdrcheck.rules.probe_rules",
     "gdrcheck.rules.nccl_log",

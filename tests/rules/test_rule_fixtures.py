@@ -7,6 +7,7 @@ no captured machine gave us) and real inputs from ../shared/realworld.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from support.cli_util import run
@@ -52,6 +53,7 @@ CASES = {
     "GDR107": ("gpu-missing-from-nvml", "healthy-gdr-node", ()),
     "GDR123": ("snapshot-without-pci-tree", "healthy-gdr-node", ()),
     "GDR124": ("real:aws-g5-48xlarge/nccl-topo.xml", "healthy-gdr-node", ()),
+    "GDR160": ("fixture:nvidia-smi-q/h100-sxm-550.txt", "healthy-gdr-node", ()),
 }
 # the gate's own findings: a requirement of `check --require` that nothing on the node can satisfy
 # code -> (case, --require that fires it, --require that does not)
@@ -77,6 +79,8 @@ def _input(case, tmp_path, realworld_dir):
         path = tmp_path / f"{case[6:]}.txt"
         path.write_text(LSPCI_CASES[case[6:]])
         return path
+    if case.startswith("fixture:"):
+        return Path(__file__).resolve().parents[2] / "fixtures" / case[8:]
     if case.startswith("real:"):
         if not realworld_dir.is_dir():
             pytest.skip("../shared/realworld is not present")
