@@ -137,7 +137,18 @@ def test_the_log_and_the_matrix_in_one_paste(tmp_path):
     doc = _doc(paste)
     pair = next(p for p in doc["pairs"] if p["kind"] == "gpu-gpu")
     assert pair["path"] == "NV18" and pair["nccl"]["observed"]["transport"] == "P2P/CUMEM"
-    # a matrix does not show the driver's P2P status: the prediction stays open, NCCL's choice settles it
+    # the paste's topo -p2p r/w matrices give the driver's P2P status, so the prediction is definite and NCCL agrees
+    assert pair["nccl"]["p2p"] == "enabled" and pair["nccl"]["observed"]["agrees"] is True
+    assert doc["nccl"]["log"]["summary"] == "NCCL did what the node predicts: 1 of 1 pair (2 connections)"
+
+
+def test_a_matrix_alone_leaves_the_pair_open_and_the_log_settles_it(tmp_path):
+    """topo -m without its -p2p matrices: the driver's P2P status is not in the input, NCCL's choice settles it."""
+    matrix = (FIXTURES / "h100-x2-vm" / "nvidia-smi-topo.txt").read_text().split("== nvidia-smi topo -p2p")[0]
+    paste = tmp_path / "ticket.txt"
+    paste.write_text(matrix + "\n" + (FIXTURES / "nccl-dump-h100-x2-vm" / "nccl-debug-excerpt.log").read_text())
+    doc = _doc(paste)
+    pair = next(p for p in doc["pairs"] if p["kind"] == "gpu-gpu")
     assert pair["nccl"]["p2p"] == "unknown" and pair["nccl"]["observed"]["agrees"] is None
     assert "leaves the 1 pair the log shows open: NCCL's choice settles them" in doc["nccl"]["log"]["summary"]
 
