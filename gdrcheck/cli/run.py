@@ -197,8 +197,10 @@ def end_progress(progress) -> None:
 def capture_to(output: str, redact: bool) -> int:
     """``gdrcheck snapshot``: everything gdrcheck reads on this machine, into one archive."""
     from gdrcheck.collectors.capture import capture, write_archive
+    from gdrcheck.io.output import check_target
     from gdrcheck.status import EXIT_PASS
 
+    check_target(output)  # a link it must not write through is refused before the machine is read
     progress = progress_reporter()
     try:
         src, manifest = capture(redact=redact, progress=progress)

@@ -175,11 +175,9 @@ def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
 
 def _temporary(shown: str, dfd: int, prefix: str) -> Tuple[int, str]:
     """A new file in the directory ``dfd``, opened without following a link and only if the name is free."""
-    import secrets
-
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(100):
-        tmp = f"{prefix}{secrets.token_hex(4)}.tmp"
+        tmp = f"{prefix}{os.urandom(4).hex()}.tmp"
         try:
             return os.open(tmp, flags, 0o600, dir_fd=dfd), tmp
         except FileExistsError:
