@@ -292,3 +292,17 @@ def test_each_writing_command_refuses_a_planted_link(place, tree, args):
     assert open(target).read() == "root:x:0:0\n"
     with contextlib.suppress(FileNotFoundError):
         assert listing(place["outside"]) == ["passwd"]
+
+
+def test_docs_and_contrib_never_write_into_a_world_writable_directory():
+    """The playbooks, units, scripts and docs name a root-owned place for gdrcheck's output."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    files = [p for p in (root / "contrib").rglob("*") if p.is_file()] + [root / "README.md",
+                                                                         *(root / "docs").glob("*.md")]
+    bad = re.compile(r"(?:--output[ =]|-o ?|gdrcheck_remote_report.*default\(')['\"]?(?:/tmp/|/var/tmp/|/dev/shm/)")
+    hits = [f"{p.relative_to(root)}: {line.strip()}" for p in files
+            for line in p.read_text(errors="replace").splitlines() if bad.search(line)]
+    assert hits == []
