@@ -8,7 +8,8 @@ not stop (blocked outside Python) leaves the removal to the watchdog as the proc
 The removal walks the tree without recursion, holding one directory open at a time and climbing back by
 ``..``, so a tree of any depth goes (a recursive walk stops near 1,000 levels, and holding every level
 open would run out of descriptors). A signal that ends the run (SIGTERM, the watchdog's) while a removal
-runs is held until it is done, then raised: the run still ends as that signal says, and leaves nothing.
+runs (and Ctrl-C) is held until it is done, then raised: the run still ends as that signal says, and
+leaves nothing.
 """
 
 from __future__ import annotations
@@ -48,14 +49,40 @@ def remove(d: str) -> None:
     outer = _held is None
     if outer:
         _held = []
+    ctrl_c = _hold_ctrl_c() if outer else None
     try:
         remove_tree(d)
         _DIRS.discard(d)
     finally:
         if outer:
+            if ctrl_c is not None:
+                _restore_ctrl_c(ctrl_c)
             held, _held = _held, None
             if held:
                 raise held[0]
+
+
+def _hold_ctrl_c():
+    """Ctrl-C's default handler raises at once; during a removal it is held like SIGTERM. The handler it
+    replaced, or None (not the main thread, or a handler of the caller's own)."""
+    import _signal
+
+    try:
+        if _signal.getsignal(_signal.SIGINT) is not _signal.default_int_handler:
+            return None
+        _signal.signal(_signal.SIGINT, lambda signum, frame: raise_or_hold(KeyboardInterrupt()))
+    except (ValueError, OSError):
+        return None
+    return _signal.default_int_handler
+
+
+def _restore_ctrl_c(handler) -> None:
+    import _signal
+
+    try:
+        _signal.signal(_signal.SIGINT, handler)
+    except (ValueError, OSError):
+        pass
 
 
 def remove_all() -> None:

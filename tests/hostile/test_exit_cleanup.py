@@ -121,6 +121,25 @@ def test_sigterm_during_a_removal_is_raised_once_it_is_done(tmp_path, monkeypatc
     assert sent and not os.path.lexists(top)
 
 
+def test_ctrl_c_during_a_removal_is_raised_once_it_is_done(tmp_path, monkeypatch):
+    top = str(tmp_path / "deep")
+    deep_tree(top, 300)
+    real = tempdirs._clear_files
+    sent = []
+
+    def clear_and_interrupt(dfd):
+        if not sent:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(dfd)
+
+    monkeypatch.setattr(tempdirs, "_clear_files", clear_and_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        tempdirs.remove(top)
+    assert sent and not os.path.lexists(top)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_sigterm_during_cleanup_ends_the_run_with_143_and_leaves_nothing(tmp_path):
     prelude = ("import os, signal\nfrom gdrcheck.io import tempdirs\nreal = tempdirs.remove_tree\n"
                "def remove_tree(top):\n    os.kill(os.getpid(), signal.SIGTERM)\n    real(top)\n"
