@@ -14,6 +14,7 @@ directory, removed with the rest, and read from there like a file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import posixpath
 import re
@@ -32,6 +33,9 @@ MAX_MEMBERS = 200_000
 MAX_MEMBER_BYTES = 64 << 20
 MAX_TOTAL_BYTES = 1 << 30
 MAX_SINGLE_FILE = 32 << 20
+# gdrcheck reads no path of more than 64 names (Source.resolve), 65 in an archive that holds the tree inside
+# one directory: what lies deeper is never read, so it is not unpacked (a deep junk directory costs nothing)
+MAX_MEMBER_DEPTH = 65
 
 
 COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")  # gzip, bzip2, xz: what tar -z, -j and -J write
@@ -100,7 +104,7 @@ def unpack_archive(path: str, dest: str) -> None:
                 total += max(m.size, 0) if m.isfile() else 0
                 _check_member(m, name, seen, total)
                 norm = posixpath.normpath(m.name)
-                if norm in (".", ""):
+                if norm in (".", "") or norm.count("/") >= MAX_MEMBER_DEPTH:
                     continue
                 parent = os.path.realpath(os.path.join(dest, posixpath.dirname(norm)))
                 if not inside(parent):
@@ -129,8 +133,20 @@ def unpack_archive(path: str, dest: str) -> None:
                         shutil.copyfileobj(src, out)
     except InputError:
         raise
-    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
+    except OSError as e:
+        if e.errno in _NO_ROOM:
+            raise no_room(name, dest, e) from None
         raise _archive_error(path, name, e) from None
+    except (tarfile.TarError, EOFError, ValueError) as e:
+        raise _archive_error(path, name, e) from None
+
+
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)  # only writing fails so: the disk, not the archive
+
+
+def no_room(name: str, dest: str, e: OSError) -> InputError:
+    where = os.path.dirname(dest.rstrip(os.sep)) or dest
+    return InputError(f"{name}: cannot unpack it into {where}: {e.strerror or e} (set TMPDIR to a place with room)")
 
 
 def _archive_error(path: str, name: str, e: Exception) -> InputError:
@@ -346,15 +362,11 @@ def _read_kind(path: str, name: str):
     return kind, text
 
 
-_TEMP_DIRS: set = set()
-
-
 def remove_temp_dirs() -> None:
-    """Remove unpacked archives now (the --timeout watchdog ends the process without unwinding)."""
-    import shutil
-    for d in list(_TEMP_DIRS):
-        shutil.rmtree(d, ignore_errors=True)
-        _TEMP_DIRS.discard(d)
+    """Remove unpacked archives and copied streams not yet removed (:mod:`gdrcheck.io.tempdirs`)."""
+    from gdrcheck.io import tempdirs
+
+    tempdirs.remove_all()
 
 
 def missing_why(path: str) -> str:
@@ -377,19 +389,16 @@ def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[o
         yield Source(from_path, live=False, label=from_path)
         return
     if _is_archive(from_path):
-        import shutil
-        import tempfile
+        from gdrcheck.io import tempdirs
 
-        tmp = tempfile.mkdtemp(prefix="gdrcheck-")
-        _TEMP_DIRS.add(tmp)
+        tmp = tempdirs.make()
         try:
             unpack_archive(from_path, tmp)
             root = _archive_root(tmp)
             require_machine(root, from_path)
             yield Source(root, live=False, label=os.path.basename(from_path))
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-            _TEMP_DIRS.discard(tmp)
+        finally:  # here, once unpacking and reading have stopped (a --timeout stops them first)
+            tempdirs.remove(tmp)
         return
     yield parse_single_file(from_path)
 
@@ -495,11 +504,9 @@ def streams_copied(from_path) -> Iterator[object]:
     if not once:
         yield from_path
         return
-    import shutil
-    import tempfile
+    from gdrcheck.io import tempdirs
 
-    tmp = tempfile.mkdtemp(prefix="gdrcheck-")
-    _TEMP_DIRS.add(tmp)
+    tmp = tempdirs.make()
     try:
         copied = {}
         for i, p in enumerate(once):
@@ -511,8 +518,7 @@ def streams_copied(from_path) -> Iterator[object]:
         out = [copied.get(p, p) for p in paths]
         yield out if isinstance(from_path, (tuple, list)) else out[0]
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        _TEMP_DIRS.discard(tmp)
+        tempdirs.remove(tmp)
 
 
 def _copy_stream(path: str, name: str, dest: str) -> None:
@@ -532,6 +538,8 @@ def _copy_stream(path: str, name: str, dest: str) -> None:
                     raise InputError(f"{name}: more than {MAX_STREAM_BYTES >> 20} MiB")
                 out.write(block)
     except OSError as e:
+        if e.errno in _NO_ROOM:
+            raise no_room(name, os.path.dirname(dest), e) from None
         raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
 
 

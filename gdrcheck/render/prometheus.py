@@ -57,12 +57,13 @@ def check_results(doc: Dict[str, Any]) -> Dict[str, str]:
     errors = {f["code"] for f in doc["findings"] if f["severity"] == "error"}
     unmet = {f["code"] for f in doc["findings"] if f["code"] in UNMET_CODES}
     out: Dict[str, str] = {}
+    nothing_read = bool(doc.get("timed_out")) and not doc["pairs"]  # the --timeout ran out before any pair
     for kind, cap in CAPABILITY.items():
         mine = [p for p in doc["pairs"] if p["kind"] == kind]
         severities = ["error" for p in mine for c in p["findings"] if c in errors]
         if unmet & UNMET_CODES_OF[cap]:
             severities.append("error")
-        out[cap] = node_status((p["verdict"] for p in mine), severities)
+        out[cap] = node_status((p["verdict"] for p in mine), severities, facts_missing=nothing_read)
         if out[cap] == "pass" and REACH_OF[cap] & set(doc.get("not_in_input") or ()):
             out[cap] = "unknown"  # the devices it needs are not in this input: not a pass
     return out
