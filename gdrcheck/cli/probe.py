@@ -28,6 +28,8 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
         raise InputError("probe acts on the live node: --from is only for --dry-run (a plan from a snapshot)")
     if gds_path is not None and not os.path.isdir(gds_path):
         raise InputError(f"--gds-path {gds_path}: not a directory")
+    if gds_path is not None:
+        gds_path = os.path.abspath(gds_path)  # the worker runs in /
     from gdrcheck.probe.plan import HOST_COPY_BYTES
 
     copy_bytes = HOST_COPY_BYTES

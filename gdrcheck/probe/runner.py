@@ -1,16 +1,20 @@
-"""Running each step in a spawned worker, with its own deadline.
+"""Running the steps in a spawned worker, each with its own deadline.
 
-The worker is a fresh interpreter (``python3 -m gdrcheck.probe.worker``) in a new
-session, so it and anything it starts form one process group: never a ``fork`` of
-a process that has CUDA or verbs loaded. When it overstays its deadline the
-group is killed; a process stuck inside the driver survives SIGKILL, and then the
-step says the GPU may need a reset.
+One worker serves a whole run (``gdrcheck/probe/worker.py``): a fresh interpreter, started isolated
+(``python3 -I``) by the module's own path with ``/`` as its working directory, in a new session, so it
+and anything it starts form one process group: never a ``fork`` of a process that has CUDA or verbs
+loaded. It initialises the driver once and opens every GPU's primary context once (all at the same
+time), which is most of what a step used to cost. A step that overstays its deadline has the group
+killed, and the run goes on in a fresh worker; a process stuck inside the driver survives SIGKILL, and
+then the step says the GPU may need a reset and no later step touches that GPU. The worker dies with
+this process (``PR_SET_PDEATHSIG``) and ends when its stdin closes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -23,16 +27,16 @@ from gdrcheck.probe.stages import stages_of
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
-    from typing import Any, Dict, Optional
+    from typing import Any, Dict, List, Optional
 
 KILL_WAIT_S = 5.0
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(gdrcheck.__file__)))
+WORKER_PATH = os.path.join(PACKAGE_ROOT, "gdrcheck", "probe", "worker.py")
+GPU_CHECKS = ("cuda", "host-bandwidth", "p2p")
 
 
 def worker_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     env = dict(os.environ)
-    pp = env.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + pp if pp else "")
     env.setdefault("CUDA_MODULE_LOADING", "LAZY")
     env.pop("CUDA_VISIBLE_DEVICES", None)  # the step names its GPU by bus id
     if extra:
@@ -40,26 +44,73 @@ def worker_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     return env
 
 
+def worker_argv(env: Dict[str, str]) -> List[str]:
+    """The isolated interpreter, the worker by its path, and the only directories it may import from: the
+    package's own parent first, then the absolute entries of ``PYTHONPATH`` (never an empty or relative
+    one, which would mean the working directory)."""
+    paths = [PACKAGE_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                              if p and os.path.isabs(p) and p != PACKAGE_ROOT]
+    argv = [sys.executable, "-I", WORKER_PATH, "--parent", str(os.getpid())]
+    for p in paths:
+        argv += ["--path", p]
+    return argv
+
+
 def _stages(err: str) -> list:
     return stages_of(err)
 
 
-def run_step(step: Dict[str, Any], deadline_s: float, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
-    """The worker's result for ``step``, or a ``fail`` saying it hung (and whether it could be killed)."""
-    t0 = time.monotonic()
-    with tempfile.TemporaryFile("w+") as err:
-        p = subprocess.Popen([sys.executable, "-m", "gdrcheck.probe.worker"], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=err, env=worker_env(env), start_new_session=True,
-                             text=True, close_fds=True)
+class Worker:
+    """One worker process; :meth:`ask` sends a step and waits for its result within the step's deadline."""
+
+    def __init__(self, env: Optional[Dict[str, str]] = None) -> None:
+        full = worker_env(env)
+        self.err = tempfile.TemporaryFile("w+b")
+        self.p = subprocess.Popen(worker_argv(full), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self.err, env=full, cwd="/", start_new_session=True, close_fds=True)
+        self.buf = b""
+        self.alive = True
+        self.killed: Optional[bool] = None  # after a hang: whether the group went
+
+    def _err_from(self, offset: int) -> str:
+        self.err.seek(offset)
+        return self.err.read().decode("utf-8", "replace")
+
+    def _readline(self, deadline_s: float) -> Optional[bytes]:
+        """The next line of stdout; None at the deadline; b'' when the worker closed it (ended)."""
+        fd = self.p.stdout.fileno()
+        end = time.monotonic() + deadline_s if deadline_s > 0 else None
+        while b"\n" not in self.buf:
+            wait = None if end is None else end - time.monotonic()
+            if wait is not None and wait <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return b""
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def ask(self, step: Dict[str, Any], deadline_s: float) -> Dict[str, Any]:
+        """The worker's result for ``step``, or a ``fail`` saying it hung (and whether it could be killed)."""
+        t0 = time.monotonic()
+        offset = os.fstat(self.err.fileno()).st_size
         try:
-            out, _ = p.communicate(json.dumps(step), timeout=deadline_s if deadline_s > 0 else None)
-        except BaseException as e:
-            if not isinstance(e, subprocess.TimeoutExpired):  # Ctrl-C, SIGTERM: the worker goes too
-                _kill_group(p)
-                raise
-            killed = _kill_group(p)
-            err.seek(0)
-            stages = _stages(err.read())
+            try:
+                self.p.stdin.write(json.dumps(step).encode() + b"\n")
+                self.p.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass  # it has ended: the read below says how
+            line = self._readline(deadline_s)
+        except BaseException:  # Ctrl-C, SIGTERM: the worker goes too
+            self.kill()
+            raise
+        if line is None:
+            killed = self.kill()
+            stages = _stages(self._err_from(offset))
             ev = {"hung": True, "deadline_s": deadline_s, "killed": killed, "stages": stages[-3:],
                   "error": f"no answer within {deadline_s:g} s"
                            + (f" (last stage: {stages[-1]})" if stages else "")
@@ -67,22 +118,61 @@ def run_step(step: Dict[str, Any], deadline_s: float, env: Optional[Dict[str, st
                               "; worker could not be killed (stuck in the driver): the GPU may need a reset")}
             return {"status": "fail", "measured": {"hung": True}, "evidence": ev,
                     "elapsed_s": round(time.monotonic() - t0, 3)}
-        err.seek(0)
-        errtext = err.read()
-    lines = [ln for ln in (out or "").splitlines() if ln.strip()]
+        try:
+            result = json.loads(line) if line.strip() else None
+        except ValueError:
+            result = None
+        if not isinstance(result, dict):
+            errtext = self._err_from(offset)
+            self.alive = False
+            try:
+                rc = self.p.wait(timeout=KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                rc = self.p.returncode
+            why = f"worker ended with status {rc}" if rc is not None and rc >= 0 else \
+                f"worker killed by signal {signal.Signals(-rc).name}" if rc is not None else "worker gave no answer"
+            tail = [ln for ln in errtext.splitlines() if ln.strip() and not ln.startswith(STAGE_PREFIX)][-3:]
+            return {"status": "fail", "measured": {}, "evidence": {"error": why, "stages": _stages(errtext)[-3:],
+                                                                   "stderr": tail},
+                    "elapsed_s": round(time.monotonic() - t0, 3)}
+        result["worker_s"] = result.get("elapsed_s")
+        result["elapsed_s"] = round(time.monotonic() - t0, 3)
+        return result
+
+    def kill(self) -> bool:
+        self.alive = False
+        self.killed = _kill_group(self.p)
+        return self.killed
+
+    def close(self) -> None:
+        """Close its stdin (it ends by itself, releasing what it holds); kill it if it does not."""
+        if self.alive:
+            self.alive = False
+            try:
+                self.p.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.p.wait(timeout=KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                _kill_group(self.p)
+        for f in (self.p.stdin, self.p.stdout):
+            try:
+                if f:
+                    f.close()
+            except OSError:
+                pass
+        self.err.close()
+
+
+def run_step(step: Dict[str, Any], deadline_s: float, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """One step in a worker of its own."""
+    w = Worker(env)
     try:
-        result = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        result = None
-    if not isinstance(result, dict):
-        why = f"worker ended with status {p.returncode}" if p.returncode >= 0 else \
-            f"worker killed by signal {signal.Signals(-p.returncode).name}"
-        tail = [ln for ln in errtext.splitlines() if ln.strip() and not ln.startswith(STAGE_PREFIX)][-3:]
-        return {"status": "fail", "measured": {}, "evidence": {"error": why, "stages": _stages(errtext)[-3:],
-                                                               "stderr": tail},
-                "elapsed_s": round(time.monotonic() - t0, 3)}
-    result["elapsed_s"] = round(time.monotonic() - t0, 3)
-    return result
+        return w.ask(step, deadline_s)
+    finally:
+        w.close()
 
 
 def _kill_group(p: subprocess.Popen) -> bool:
@@ -95,18 +185,21 @@ def _kill_group(p: subprocess.Popen) -> bool:
         p.wait(timeout=KILL_WAIT_S)
     except subprocess.TimeoutExpired:
         return False
-    for f in (p.stdin, p.stdout):
-        try:
-            if f:
-                f.close()
-        except OSError:
-            pass
     return True
+
+
+def _sample(nv, peer_reg_bytes, g: str) -> Dict[str, Any]:
+    return {**nv.sample(g), "peer_reg_bytes": peer_reg_bytes()}
 
 
 def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = None, env=None,
              progress=None) -> list:
-    """Every planned step in order, BAR1 sampled around each; a GPU whose worker hung unkillably is left alone."""
+    """Every planned step in order in one worker (a fresh one after a hang), BAR1 sampled around each; a GPU
+    whose worker hung unkillably is left alone.
+
+    The first GPU step also opens every GPU's context (within its deadline), and those contexts stay open
+    to the end, so what a GPU holds is judged from before its first step to after the worker has ended
+    (on the GPU's last step); the steps between are judged each by itself."""
     from gdrcheck.probe.nvml_state import KernelLog, NvmlState, left_behind, peer_reg_bytes
 
     if plan.refused:  # a busy node: not even the harmless calls
@@ -115,6 +208,15 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
     klog = KernelLog()
     results: list = []
     wedged: set = set()
+    worker: Optional[Worker] = None
+    first_before: Dict[str, Dict[str, Any]] = {}
+    last_step: Dict[str, int] = {}
+    opened_in: set = set()  # indexes of the steps during which the worker opened contexts
+    to_open = []
+    for step in plan.steps:
+        if step.check in GPU_CHECKS and (step.status == "planned" or (step.harmless_only and step.check == "p2p")):
+            to_open.extend(s for s in step.subjects if s not in to_open)
+    fresh = True  # the next worker opens the contexts (not after a hang: each step then opens its own)
     try:
         for step in plan.steps:
             gpus = [s for s in step.subjects if s in nv.handles] or list(step.subjects[:1])
@@ -127,11 +229,21 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
                 continue
             if progress:
                 progress(f"{step.check} on {', '.join(step.subjects)}")
-            before = {g: {**nv.sample(g), "peer_reg_bytes": peer_reg_bytes()} for g in gpus}
+            before = {g: _sample(nv, peer_reg_bytes, g) for g in gpus}
+            for g in gpus:
+                first_before.setdefault(g, before[g])
+                last_step[g] = len(results)
             klog.mark()
-            payload = {"check": step.check, "params": step.params, "harmless_only": step.harmless_only}
+            payload: Dict[str, Any] = {"check": step.check, "params": step.params,
+                                       "harmless_only": step.harmless_only}
+            if worker is None or not worker.alive:
+                worker = Worker(env)
+            if fresh and step.check in GPU_CHECKS:
+                payload["open"] = [g for g in to_open if g not in wedged]
+                opened_in.add(len(results))
+                fresh = False
             deadline = step_timeout if step_timeout is not None else step.deadline_s * deadline_scale
-            r = run_step(payload, deadline, env)
+            r = worker.ask(payload, deadline)
             if step.status == "skipped":  # harmless calls only: the step stays skipped, with what they said
                 r = {"status": "skipped", "reason": step.reason, "measured": r.get("measured") or {},
                      "evidence": r.get("evidence") or {}, "elapsed_s": r.get("elapsed_s")}
@@ -141,23 +253,43 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
                 ev["kernel_log"] = lines
             if ev.get("hung") and not ev.get("killed"):
                 wedged.update(step.subjects)
-            after = {}
-            for g in gpus:
-                after[g] = {**nv.sample(g), "peer_reg_bytes": peer_reg_bytes()}
-                if left_behind(before[g], after[g]):  # the driver may release a moment after exit
-                    time.sleep(0.5)
-                    after[g] = {**nv.sample(g), "peer_reg_bytes": peer_reg_bytes()}
-            cleanup = {g: {"before": before[g], "after": after[g]} for g in gpus if before[g] or after[g]}
-            if cleanup:
-                ev["cleanup"] = cleanup
-                left = "; ".join(f"{g}: {x}" for g in gpus if (x := left_behind(before[g], after[g])))
-                if left:
-                    ev["left_behind"] = left
-                rc = [(before[g].get("replay_counter"), after[g].get("replay_counter")) for g in gpus]
-                if step.check == "host-bandwidth" and rc and None not in rc[0]:
-                    r.setdefault("measured", {})["replay_counter_delta"] = rc[0][1] - rc[0][0]
+            _judge_cleanup(nv, peer_reg_bytes, left_behind, gpus, before, r, judge=len(results) not in opened_in)
+            rc = [(before[g].get("replay_counter"), (r.get("evidence", {}).get("cleanup", {}).get(g, {})
+                                                     .get("after") or {}).get("replay_counter")) for g in gpus]
+            if step.check == "host-bandwidth" and rc and None not in rc[0]:
+                r.setdefault("measured", {})["replay_counter_delta"] = rc[0][1] - rc[0][0]
             results.append(r)
     finally:
-        nv.close()
-        klog.close()
+        if worker is not None:
+            worker.close()
+        try:
+            for g, i in last_step.items():  # from before the GPU's first step to after the worker ended
+                r = results[i] if i < len(results) else None
+                if isinstance(r, dict) and g not in wedged:
+                    _judge_cleanup(nv, peer_reg_bytes, left_behind, [g], {g: first_before[g]}, r)
+        finally:
+            nv.close()
+            klog.close()
     return results
+
+
+def _judge_cleanup(nv, peer_reg_bytes, left_behind, gpus, before, r, judge: bool = True) -> None:
+    """BAR1 and registered bytes after, against before (a moment's grace: the driver may release late).
+    ``judge`` False: recorded only (the step opened contexts that stay open to the end)."""
+    after = {}
+    for g in gpus:
+        after[g] = _sample(nv, peer_reg_bytes, g)
+        if judge and left_behind(before[g], after[g]):
+            time.sleep(0.5)
+            after[g] = _sample(nv, peer_reg_bytes, g)
+    ev = r.setdefault("evidence", {})
+    cleanup = {g: {"before": before[g], "after": after[g]} for g in gpus if before[g] or after[g]}
+    if cleanup:
+        ev.setdefault("cleanup", {}).update(cleanup)
+        if not judge:
+            return
+        left = "; ".join(f"{g}: {x}" for g in gpus if (x := left_behind(before[g], after[g])))
+        if left:
+            ev["left_behind"] = left
+        elif "left_behind" in ev and all(g in cleanup for g in gpus):
+            ev.pop("left_behind")

@@ -206,6 +206,9 @@ class FakeCuda:
         _set(ref, (self.events[_addr(b)] - self.events[_addr(a)]) * 1e3)
         return 0
 
+    def cuStreamWaitEvent(self, s, e, flags):
+        return 0
+
     def cuEventDestroy_v2(self, e):
         return 0
 
