@@ -21,6 +21,7 @@ _FAMILIES: Tuple[str, ...] = (
     "gdrcheck.rules.requirements",
     "gdrcheck.rules.probe_rules",
     "gdrcheck.rules.fabric",
+    "gdrcheck.rules.gds_modules",
 )
 
 

@@ -52,6 +52,8 @@ CASES = {
     "GDR107": ("gpu-missing-from-nvml", "healthy-gdr-node", ()),
     "GDR123": ("snapshot-without-pci-tree", "healthy-gdr-node", ()),
     "GDR124": ("real:aws-g5-48xlarge/nccl-topo.xml", "healthy-gdr-node", ()),
+    "GDR206": ("nvidia-fs-nvme-unregistered", "nvidia-fs-nvme-registered", ()),
+    "GDR207": ("nvidia-fs-idle", "nvidia-fs-nvme-registered", ()),
 }
 # the gate's own findings: a requirement of `check --require` that nothing on the node can satisfy
 # code -> (case, --require that fires it, --require that does not)
@@ -104,7 +106,7 @@ def test_rule_fires_and_stays_quiet(code, tmp_path):
     assert code not in got, (code, quiet, sorted(got))
 
 
-FABRIC_CODES = {"GDR200", "GDR201", "GDR202", "GDR206"}
+FABRIC_CODES = {"GDR200", "GDR201", "GDR202"}
 
 
 def test_every_rule_outside_bar1_has_cases():
