@@ -216,7 +216,7 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
     for step in plan.steps:
         if step.check in GPU_CHECKS and (step.status == "planned" or (step.harmless_only and step.check == "p2p")):
             to_open.extend(s for s in step.subjects if s not in to_open)
-    fresh = True  # the next worker opens the contexts (not after a hang: each step then opens its own)
+    fresh = True  # a new worker opens the contexts (of the GPUs not wedged) in its first GPU step
     try:
         for step in plan.steps:
             gpus = [s for s in step.subjects if s in nv.handles] or list(step.subjects[:1])
@@ -238,6 +238,7 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
                                        "harmless_only": step.harmless_only}
             if worker is None or not worker.alive:
                 worker = Worker(env)
+                fresh = True
             if fresh and step.check in GPU_CHECKS:
                 payload["open"] = [g for g in to_open if g not in wedged]
                 opened_in.add(len(results))
