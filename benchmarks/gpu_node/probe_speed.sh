@@ -35,6 +35,8 @@ export PYTHONPATH=/tmp/site:$PWD
 for i in 1 2 3; do
   timed "after: probe (run $i)" python3 -m gdrcheck probe --json -o "$OUT/probe-after-$i.json"
 done
+GDRCHECK_PROBE_SERIAL=1 timed "after: probe, every step alone (GDRCHECK_PROBE_SERIAL=1)" python3 -m gdrcheck probe \
+  --json -o "$OUT/probe-serial.json"
 timed "after: probe --check cuda" python3 -m gdrcheck probe --check cuda --json -o "$OUT/probe-cuda.json"
 timed "after: probe --check p2p" python3 -m gdrcheck probe --check p2p --json -o "$OUT/probe-p2p.json"
 timed "after: probe --check p2p --copy-size 1GiB" python3 -m gdrcheck probe --check p2p --copy-size 1GiB --json \

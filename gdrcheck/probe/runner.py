@@ -192,10 +192,41 @@ def _sample(nv, peer_reg_bytes, g: str) -> Dict[str, Any]:
     return {**nv.sample(g), "peer_reg_bytes": peer_reg_bytes()}
 
 
+def _runs_beside(step) -> bool:
+    """A p2p step over NVLink: it shares no link with a p2p step on two other GPUs (each GPU's NVLinks are its
+    own, and NVSwitches are non-blocking), so such steps run at the same time. Pairs over PCIe may share a
+    switch's uplink or a root complex: they run alone."""
+    return (step.check == "p2p" and step.status == "planned" and not step.harmless_only
+            and bool((step.expected or {}).get("nvlinks")))
+
+
+def schedule(plan, serial: bool = False) -> List[List[int]]:
+    """The steps' indexes in the order they run, grouped: a group of more than one runs at the same time
+    (p2p steps over NVLink on disjoint GPUs, at most one per GPU); every other step runs alone, in plan order."""
+    steps = plan.steps
+    done: set = set()
+    out: List[List[int]] = []
+    for i, step in enumerate(steps):
+        if i in done:
+            continue
+        group = [i]
+        done.add(i)
+        if not serial and _runs_beside(step):
+            used = set(step.subjects)
+            for j in range(i + 1, len(steps)):
+                if j not in done and _runs_beside(steps[j]) and not used & set(steps[j].subjects):
+                    group.append(j)
+                    done.add(j)
+                    used |= set(steps[j].subjects)
+        out.append(group)
+    return out
+
+
 def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = None, env=None,
              progress=None) -> list:
-    """Every planned step in order in one worker (a fresh one after a hang), BAR1 sampled around each; a GPU
-    whose worker hung unkillably is left alone.
+    """Every planned step in one worker (a fresh one after a hang), BAR1 sampled around each; a GPU whose
+    worker hung unkillably is left alone. P2P steps over NVLink on disjoint GPUs run at the same time
+    (:func:`schedule`; ``GDRCHECK_PROBE_SERIAL=1`` runs every step alone).
 
     The first GPU step also opens every GPU's context (within its deadline), and those contexts stay open
     to the end, so what a GPU holds is judged from before its first step to after the worker has ended
@@ -206,7 +237,7 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
         return [None] * len(plan.steps)
     nv = NvmlState()
     klog = KernelLog()
-    results: list = []
+    results: list = [None] * len(plan.steps)
     wedged: set = set()
     worker: Optional[Worker] = None
     first_before: Dict[str, Dict[str, Any]] = {}
@@ -217,55 +248,81 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
         if step.check in GPU_CHECKS and (step.status == "planned" or (step.harmless_only and step.check == "p2p")):
             to_open.extend(s for s in step.subjects if s not in to_open)
     fresh = True  # a new worker opens the contexts (of the GPUs not wedged) in its first GPU step
+    serial = (env or {}).get("GDRCHECK_PROBE_SERIAL", os.environ.get("GDRCHECK_PROBE_SERIAL", "")) == "1"
     try:
-        for step in plan.steps:
-            gpus = [s for s in step.subjects if s in nv.handles] or list(step.subjects[:1])
-            if step.status != "planned" and not (step.harmless_only and step.check == "p2p"):
-                results.append(None)
+        for group in schedule(plan, serial):
+            todo = []
+            for i in group:
+                step = plan.steps[i]
+                if step.status != "planned" and not (step.harmless_only and step.check == "p2p"):
+                    continue
+                if wedged & set(step.subjects):
+                    results[i] = {"status": "skipped", "reason": "an earlier step on this device could not be killed",
+                                  "measured": {}, "evidence": {}}
+                    continue
+                todo.append(i)
+            if not todo:
                 continue
-            if wedged & set(step.subjects):
-                results.append({"status": "skipped", "reason": "an earlier step on this device could not be killed",
-                                "measured": {}, "evidence": {}})
-                continue
+            steps = [plan.steps[i] for i in todo]
             if progress:
-                progress(f"{step.check} on {', '.join(step.subjects)}")
-            before = {g: _sample(nv, peer_reg_bytes, g) for g in gpus}
-            for g in gpus:
-                first_before.setdefault(g, before[g])
-                last_step[g] = len(results)
+                progress("; ".join(f"{s.check} on {', '.join(s.subjects)}" for s in steps))
+            gpus_of = {i: [s for s in plan.steps[i].subjects if s in nv.handles] or list(plan.steps[i].subjects[:1])
+                       for i in todo}
+            before = {g: _sample(nv, peer_reg_bytes, g) for i in todo for g in gpus_of[i]}
+            for i in todo:
+                for g in gpus_of[i]:
+                    first_before.setdefault(g, before[g])
+                    last_step[g] = max(last_step.get(g, -1), i)
             klog.mark()
-            payload: Dict[str, Any] = {"check": step.check, "params": step.params,
-                                       "harmless_only": step.harmless_only}
+            payloads = [{"check": s.check, "params": s.params, "harmless_only": s.harmless_only} for s in steps]
+            payload = payloads[0] if len(payloads) == 1 else {"check": "batch", "steps": payloads}
             if worker is None or not worker.alive:
                 worker = Worker(env)
                 fresh = True
-            if fresh and step.check in GPU_CHECKS:
+            if fresh and any(s.check in GPU_CHECKS for s in steps):
                 payload["open"] = [g for g in to_open if g not in wedged]
-                opened_in.add(len(results))
+                opened_in.update(todo)
                 fresh = False
-            deadline = step_timeout if step_timeout is not None else step.deadline_s * deadline_scale
-            r = worker.ask(payload, deadline)
-            if step.status == "skipped":  # harmless calls only: the step stays skipped, with what they said
-                r = {"status": "skipped", "reason": step.reason, "measured": r.get("measured") or {},
-                     "evidence": r.get("evidence") or {}, "elapsed_s": r.get("elapsed_s")}
-            ev = r.setdefault("evidence", {})
+            deadline = step_timeout if step_timeout is not None else \
+                max(s.deadline_s for s in steps) * deadline_scale
+            got = worker.ask(payload, deadline)
+            if len(todo) == 1:
+                rs = [got]
+            elif isinstance(got.get("results"), list) and len(got["results"]) == len(todo):
+                rs = got["results"]
+                for r in rs:
+                    if isinstance(r, dict):
+                        r["ran_beside"] = [", ".join(s.subjects) for s in steps if r is not rs[steps.index(s)]]
+                        if got.get("evidence", {}).get("worker_opened"):
+                            r.setdefault("evidence", {})["worker_opened"] = got["evidence"]["worker_opened"]
+            else:  # hung, or the worker died: every step of the group says so
+                rs = [json.loads(json.dumps(got)) for _ in todo]
             lines = klog.new_lines()
-            if lines:
-                ev["kernel_log"] = lines
-            if ev.get("hung") and not ev.get("killed"):
-                wedged.update(step.subjects)
-            _judge_cleanup(nv, peer_reg_bytes, left_behind, gpus, before, r, judge=len(results) not in opened_in)
-            rc = [(before[g].get("replay_counter"), (r.get("evidence", {}).get("cleanup", {}).get(g, {})
-                                                     .get("after") or {}).get("replay_counter")) for g in gpus]
-            if step.check == "host-bandwidth" and rc and None not in rc[0]:
-                r.setdefault("measured", {})["replay_counter_delta"] = rc[0][1] - rc[0][0]
-            results.append(r)
+            for i, step, r in zip(todo, steps, rs):
+                if not isinstance(r, dict):
+                    r = {"status": "unknown", "measured": {}, "evidence": {"error": "no result from the worker"}}
+                if step.status == "skipped":  # harmless calls only: the step stays skipped, with what they said
+                    r = {"status": "skipped", "reason": step.reason, "measured": r.get("measured") or {},
+                         "evidence": r.get("evidence") or {}, "elapsed_s": r.get("elapsed_s")}
+                ev = r.setdefault("evidence", {})
+                if lines:
+                    ev["kernel_log"] = lines
+                if ev.get("hung") and not ev.get("killed"):
+                    wedged.update(step.subjects)
+                gpus = gpus_of[i]
+                _judge_cleanup(nv, peer_reg_bytes, left_behind, gpus, {g: before[g] for g in gpus}, r,
+                               judge=i not in opened_in)
+                rc = [(before[g].get("replay_counter"), (r.get("evidence", {}).get("cleanup", {}).get(g, {})
+                                                         .get("after") or {}).get("replay_counter")) for g in gpus]
+                if step.check == "host-bandwidth" and rc and None not in rc[0]:
+                    r.setdefault("measured", {})["replay_counter_delta"] = rc[0][1] - rc[0][0]
+                results[i] = r
     finally:
         if worker is not None:
             worker.close()
         try:
             for g, i in last_step.items():  # from before the GPU's first step to after the worker ended
-                r = results[i] if i < len(results) else None
+                r = results[i]
                 if isinstance(r, dict) and g not in wedged:
                     _judge_cleanup(nv, peer_reg_bytes, left_behind, [g], {g: first_before[g]}, r)
         finally:

@@ -121,6 +121,8 @@ def run(step: Dict[str, Any], session: Optional[Session] = None) -> Dict[str, An
     from gdrcheck.probe.stages import stage
 
     session = session or Session()
+    if step.get("check") == "batch":
+        return run_batch(step, session)
     check, params = step["check"], step.get("params") or {}
     pinned = pin(params.get("cpulist"))
     stage(f"{check} started" + (f", pinned to CPUs {pinned}" if pinned else ""))
@@ -156,6 +158,32 @@ def run(step: Dict[str, Any], session: Optional[Session] = None) -> Dict[str, An
         result.setdefault("evidence", {})["worker_opened"] = opened
     stage(f"{check} done")
     return result
+
+
+def run_batch(batch: Dict[str, Any], session: Session) -> Dict[str, Any]:
+    """Steps that share no link, at the same time (one thread each; the driver calls release the GIL, and each
+    thread has its own current context): ``{"results": [...]}`` in their order."""
+    import threading
+
+    opened = session.open(list(batch["open"])) if batch.get("open") else {}
+    steps = list(batch.get("steps") or ())
+    results: List[Any] = [None] * len(steps)
+
+    def one(k: int) -> None:
+        t0 = time.monotonic()
+        try:
+            r = run(steps[k], session)
+        except Exception as e:  # noqa: BLE001 - a result, never a traceback
+            r = {"status": "unknown", "measured": {}, "evidence": {"error": f"{type(e).__name__}: {e}"}}
+        r["elapsed_s"] = round(time.monotonic() - t0, 3)
+        results[k] = r
+
+    threads = [threading.Thread(target=one, args=(k,), daemon=True) for k in range(len(steps))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"status": "ok", "results": results, "evidence": {"worker_opened": opened} if opened else {}}
 
 
 def die_with_parent(parent: int) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import threading
 import time
 
 GEN5_X16 = 53.5e9  # bytes per second a healthy link reaches
@@ -54,9 +55,17 @@ class FakeCuda:
         self.f = faults
         self.gpus = [g for g in os.environ.get("GDRCHECK_FAKE_GPUS", "").split(",") if g]
         self.buffers = {}
-        self.clock = 0.0  # simulated seconds of copying, for events
+        self._tl = threading.local()  # simulated seconds of copying, for events: one clock per thread
         self.events = {}
         self.next_handle = 0x1000
+
+    @property
+    def clock(self) -> float:
+        return getattr(self._tl, "clock", 0.0)
+
+    @clock.setter
+    def clock(self, v: float) -> None:
+        self._tl.clock = v
 
     def _handle(self) -> int:
         self.next_handle += 0x10
