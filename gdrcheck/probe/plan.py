@@ -231,7 +231,8 @@ def build_plan(report, risky: bool = False, force: bool = False, gds_path: Optio
         for b in gpus[i + 1:]:
             danger = _risky(report, a, b)
             exp = p2p_expectation(report, a, b)
-            st = Step("p2p", (a, b), "planned", "every GPU pair (pairs over NVLink on other GPUs at the same time): peer access both ways, a "
+            st = Step("p2p", (a, b), "planned", "every GPU pair (pairs over NVLink on other GPUs at the same "
+                      "time): peer access both ways, a "
                       "verified copy each way, the rate each way and both at once against what the link should "
                       "carry, beside the copy staged through host memory",
                       predicted=_pair_pred(report, a, b, "p2p"), expected=exp,
