@@ -292,7 +292,8 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
                 rs = got["results"]
                 for r in rs:
                     if isinstance(r, dict):
-                        r["ran_beside"] = [", ".join(s.subjects) for s in steps if r is not rs[steps.index(s)]]
+                        r.setdefault("evidence", {})["ran_beside"] = [
+                            ", ".join(s.subjects) for s in steps if r is not rs[steps.index(s)]]
                         if got.get("evidence", {}).get("worker_opened"):
                             r.setdefault("evidence", {})["worker_opened"] = got["evidence"]["worker_opened"]
             else:  # hung, or the worker died: every step of the group says so

@@ -50,7 +50,7 @@ def test_a_round_runs_and_each_pair_has_its_result():
     res = run_plan(plan, env=_env())
     p2p = [r for s, r in zip(plan.steps, res) if s.check == "p2p"]
     assert all(r["status"] == "ok" and r["measured"]["verified"] for r in p2p), p2p
-    assert all(len(r["ran_beside"]) == 1 for r in p2p)
+    assert all(len(r["evidence"]["ran_beside"]) == 1 for r in p2p)
     assert "worker_opened" in res[0]["evidence"]
 
 
