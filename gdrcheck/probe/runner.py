@@ -229,8 +229,9 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
     (:func:`schedule`; ``GDRCHECK_PROBE_SERIAL=1`` runs every step alone).
 
     The first GPU step also opens every GPU's context (within its deadline), and those contexts stay open
-    to the end, so what a GPU holds is judged from before its first step to after the worker has ended
-    (on the GPU's last step); the steps between are judged each by itself."""
+    to the end (a context holds hundreds of MiB of BAR1 on an H200), so what a GPU holds is judged from
+    before the contexts were opened to after the worker has ended, on the GPU's last step; each step records
+    its own before and after."""
     from gdrcheck.probe.nvml_state import KernelLog, NvmlState, left_behind, peer_reg_bytes
 
     if plan.refused:  # a busy node: not even the harmless calls
@@ -242,7 +243,6 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
     worker: Optional[Worker] = None
     first_before: Dict[str, Dict[str, Any]] = {}
     last_step: Dict[str, int] = {}
-    opened_in: set = set()  # indexes of the steps during which the worker opened contexts
     to_open = []
     for step in plan.steps:
         if step.check in GPU_CHECKS and (step.status == "planned" or (step.harmless_only and step.check == "p2p")):
@@ -268,6 +268,11 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
                 progress("; ".join(f"{s.check} on {', '.join(s.subjects)}" for s in steps))
             gpus_of = {i: [s for s in plan.steps[i].subjects if s in nv.handles] or list(plan.steps[i].subjects[:1])
                        for i in todo}
+            opening = (worker is None or not worker.alive or fresh) and any(s.check in GPU_CHECKS for s in steps)
+            if opening:  # every GPU's start, before the worker opens their contexts
+                for g in to_open:
+                    if g in nv.handles and g not in wedged:
+                        first_before.setdefault(g, _sample(nv, peer_reg_bytes, g))
             before = {g: _sample(nv, peer_reg_bytes, g) for i in todo for g in gpus_of[i]}
             for i in todo:
                 for g in gpus_of[i]:
@@ -281,7 +286,6 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
                 fresh = True
             if fresh and any(s.check in GPU_CHECKS for s in steps):
                 payload["open"] = [g for g in to_open if g not in wedged]
-                opened_in.update(todo)
                 fresh = False
             deadline = step_timeout if step_timeout is not None else \
                 max(s.deadline_s for s in steps) * deadline_scale
@@ -311,8 +315,7 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
                 if ev.get("hung") and not ev.get("killed"):
                     wedged.update(step.subjects)
                 gpus = gpus_of[i]
-                _judge_cleanup(nv, peer_reg_bytes, left_behind, gpus, {g: before[g] for g in gpus}, r,
-                               judge=i not in opened_in)
+                _judge_cleanup(nv, peer_reg_bytes, left_behind, gpus, {g: before[g] for g in gpus}, r, judge=False)
                 rc = [(before[g].get("replay_counter"), (r.get("evidence", {}).get("cleanup", {}).get(g, {})
                                                          .get("after") or {}).get("replay_counter")) for g in gpus]
                 if step.check == "host-bandwidth" and rc and None not in rc[0]:

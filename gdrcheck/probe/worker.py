@@ -69,6 +69,34 @@ class Session:
     def __init__(self) -> None:
         self.cu: Any = None
         self.opened: Dict[str, Any] = {}
+        self.buffers: Dict[Any, Any] = {}  # (key, bytes) -> two pinned host buffers
+
+    def pinned(self, key: Any):
+        """A function giving two pinned host buffers of n bytes, kept for the worker's life and shared by the
+        steps with the same ``key`` (the NUMA node the step runs on: the buffers are first touched there)."""
+
+        def get(n: int):
+            got = self.buffers.get((key, n))
+            if got is None:
+                cu = self.cuda()
+                a = cu.host_alloc(n)
+                try:
+                    b = cu.host_alloc(n)
+                except Exception:
+                    cu.host_free(a)
+                    raise
+                got = self.buffers[(key, n)] = (a, b)
+            return got
+        return get
+
+    def close(self) -> None:
+        for a, b in self.buffers.values():
+            for p in (a, b):
+                try:
+                    self.cu.host_free(p)
+                except Exception:  # noqa: BLE001 - the process ends next
+                    pass
+        self.buffers.clear()
 
     def cuda(self):
         if self.cu is None:
@@ -144,9 +172,11 @@ def run(step: Dict[str, Any], session: Optional[Session] = None) -> Dict[str, An
             if check == "cuda":
                 result = checks_gpu.check_cuda(cu, params)
             elif check == "host-bandwidth":
-                result = checks_gpu.check_host_bandwidth(cu, params)
-            elif check == "p2p":
-                result = checks_gpu.check_p2p(cu, params, harmless_only=bool(step.get("harmless_only")))
+                result = checks_gpu.check_host_bandwidth(cu, params,
+                                                         pinned=session.pinned(("numa", params.get("numa_node"))))
+            elif check == "p2p":  # the pairs of a round run at once, on other GPUs: each its first GPU's buffers
+                result = checks_gpu.check_p2p(cu, params, harmless_only=bool(step.get("harmless_only")),
+                                              pinned=session.pinned(("p2p", (params.get("gpus") or [None])[0])))
             else:
                 return {"status": "unknown", "reason": f"no check named {check}", "measured": {}, "evidence": {}}
     except LibraryMissing as e:
@@ -217,6 +247,7 @@ def serve(inp=None, out=None) -> int:
         result["elapsed_s"] = round(time.monotonic() - t0, 3)
         out.write(json.dumps(result) + "\n")
         out.flush()
+    session.close()
     return 0
 
 
