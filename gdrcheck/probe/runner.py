@@ -33,6 +33,7 @@ KILL_WAIT_S = 5.0
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(gdrcheck.__file__)))
 WORKER_PATH = os.path.join(PACKAGE_ROOT, "gdrcheck", "probe", "worker.py")
 GPU_CHECKS = ("cuda", "host-bandwidth", "p2p")
+OPEN_DEADLINE_S = 60.0  # cuInit and every GPU's primary context, at once: the cuda check's deadline
 
 
 def worker_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
@@ -228,8 +229,9 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
     worker hung unkillably is left alone. P2P steps over NVLink on disjoint GPUs run at the same time
     (:func:`schedule`; ``GDRCHECK_PROBE_SERIAL=1`` runs every step alone).
 
-    The first GPU step also opens every GPU's context (within its deadline), and those contexts stay open
-    to the end (a context holds hundreds of MiB of BAR1 on an H200), so what a GPU holds is judged from
+    Before its first GPU step a worker opens every GPU's context (its own request, with the cuda check's
+    deadline: if it hangs, the worker is killed and each step opens its own GPU's context within the step's
+    deadline), and those contexts stay open to the end (a context holds hundreds of MiB of BAR1 on an H200), so what a GPU holds is judged from
     before the contexts were opened to after the worker has ended, on the GPU's last step; each step records
     its own before and after."""
     from gdrcheck.probe.nvml_state import KernelLog, NvmlState, left_behind, peer_reg_bytes
@@ -247,7 +249,8 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
     for step in plan.steps:
         if step.check in GPU_CHECKS and (step.status == "planned" or (step.harmless_only and step.check == "p2p")):
             to_open.extend(s for s in step.subjects if s not in to_open)
-    fresh = True  # a new worker opens the contexts (of the GPUs not wedged) in its first GPU step
+    fresh = True  # a new worker opens the contexts (of the GPUs not wedged) before its first GPU step
+    open_failed = False
     serial = (env or {}).get("GDRCHECK_PROBE_SERIAL", os.environ.get("GDRCHECK_PROBE_SERIAL", "")) == "1"
     try:
         for group in schedule(plan, serial):
@@ -284,9 +287,16 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
             if worker is None or not worker.alive:
                 worker = Worker(env)
                 fresh = True
-            if fresh and any(s.check in GPU_CHECKS for s in steps):
-                payload["open"] = [g for g in to_open if g not in wedged]
+            opened: Dict[str, Any] = {}
+            if fresh and not open_failed and any(s.check in GPU_CHECKS for s in steps):
                 fresh = False
+                got = worker.ask({"check": "open", "gpus": [g for g in to_open if g not in wedged]},
+                                 OPEN_DEADLINE_S * deadline_scale)
+                opened = {**(got.get("measured") or {}), "elapsed_s": got.get("elapsed_s")}
+                if (got.get("evidence") or {}).get("hung"):
+                    open_failed = True  # each step then opens its own GPU's context, within its own deadline
+                    opened["error"] = got["evidence"]["error"]
+                    worker = Worker(env)
             deadline = step_timeout if step_timeout is not None else \
                 max(s.deadline_s for s in steps) * deadline_scale
             got = worker.ask(payload, deadline)
@@ -298,10 +308,10 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
                     if isinstance(r, dict):
                         r.setdefault("evidence", {})["ran_beside"] = [
                             ", ".join(s.subjects) for s in steps if r is not rs[steps.index(s)]]
-                        if got.get("evidence", {}).get("worker_opened"):
-                            r.setdefault("evidence", {})["worker_opened"] = got["evidence"]["worker_opened"]
             else:  # hung, or the worker died: every step of the group says so
                 rs = [json.loads(json.dumps(got)) for _ in todo]
+            if opened and isinstance(rs[0], dict):
+                rs[0].setdefault("evidence", {})["worker_opened"] = opened
             lines = klog.new_lines()
             for i, step, r in zip(todo, steps, rs):
                 if not isinstance(r, dict):

@@ -151,6 +151,9 @@ def run(step: Dict[str, Any], session: Optional[Session] = None) -> Dict[str, An
     session = session or Session()
     if step.get("check") == "batch":
         return run_batch(step, session)
+    if step.get("check") == "open":
+        got = session.open(list(step.get("gpus") or ()))
+        return {"status": "fail" if got.get("error") else "ok", "measured": got, "evidence": {}}
     check, params = step["check"], step.get("params") or {}
     pinned = pin(params.get("cpulist"))
     stage(f"{check} started" + (f", pinned to CPUs {pinned}" if pinned else ""))

@@ -106,3 +106,16 @@ def test_bar1_held_by_open_contexts_is_not_a_leak_but_what_stays_after_the_worke
     assert "left_behind" not in res[0]["evidence"]  # GPU0's last step is the pair: 66 MiB only on GPU1
     assert res[2]["evidence"]["left_behind"] == "0000:04:00.0: BAR1 used 2 MiB before, 66 MiB after"
     assert res[1]["evidence"]["cleanup"][G[1]]["before"]["bar1_used_bytes"] == 530 << 20  # recorded, not judged
+
+
+def test_an_opening_that_hangs_is_killed_and_each_step_opens_its_own(monkeypatch):
+    from gdrcheck.probe import runner
+
+    monkeypatch.setattr(runner, "OPEN_DEADLINE_S", 2.0)
+    plan = _plan()
+    plan.steps = plan.steps[:2]
+    t0 = time.monotonic()
+    res = run_plan(plan, env=_env("open-hang"))
+    assert time.monotonic() - t0 < 15
+    assert [r["status"] for r in res] == ["ok", "ok"]
+    assert "no answer within 2 s" in res[0]["evidence"]["worker_opened"]["error"]

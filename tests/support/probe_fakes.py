@@ -5,7 +5,8 @@ the node's libraries. ``GDRCHECK_FAKE`` names what goes wrong (comma-separated):
 
 - ``no-cuda``: libcuda.so.1 is missing; ``cuinit-no-device``: cuInit answers CUDA_ERROR_NO_DEVICE
 - ``h2d-corrupt``: host-to-device copies flip a byte; ``p2p-zeros``: peer copies leave the destination untouched
-- ``hang``: stream and event synchronisation never return (the worker must be killed)
+- ``hang``: stream and event synchronisation never return (the worker must be killed); ``open-hang``: opening
+  the contexts in the worker's threads never returns (a step's own retain, on its main thread, does)
 - ``slow-link``: copies take 10x as long as a Gen5 x16 link would
 - ``no-peer``: cuDeviceCanAccessPeer answers 0; ``p2p-slow``: peer copies slower than staged ones
 - ``verbs-real``: the real libibverbs.so.1 (Debian's, with no device), not the fake
@@ -110,6 +111,8 @@ class FakeCuda:
         return 0
 
     def cuDevicePrimaryCtxRetain(self, ref, dev):
+        if "open-hang" in self.f and threading.current_thread() is not threading.main_thread():
+            time.sleep(3600)  # the worker's opening of every context (one thread each) never returns
         _set(ref, 0x100 + dev)
         return 0
 
