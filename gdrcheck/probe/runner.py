@@ -231,9 +231,9 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
 
     Before its first GPU step a worker opens every GPU's context (its own request, with the cuda check's
     deadline: if it hangs, the worker is killed and each step opens its own GPU's context within the step's
-    deadline), and those contexts stay open to the end (a context holds hundreds of MiB of BAR1 on an H200), so what a GPU holds is judged from
-    before the contexts were opened to after the worker has ended, on the GPU's last step; each step records
-    its own before and after."""
+    deadline), and those contexts stay open to the end (a context holds hundreds of MiB of BAR1 on an
+    H200), so what a GPU holds is judged from before the contexts were opened to after the worker has
+    ended, on the GPU's last step; each step records its own before and after."""
     from gdrcheck.probe.nvml_state import KernelLog, NvmlState, left_behind, peer_reg_bytes
 
     if plan.refused:  # a busy node: not even the harmless calls
