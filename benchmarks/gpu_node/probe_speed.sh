@@ -44,6 +44,12 @@ timed "after: probe --check p2p --copy-size 1GiB" python3 -m gdrcheck probe --ch
 timed "after: a 1.5 s step deadline over 4 GiB host copies" python3 -m gdrcheck probe --check host-bandwidth \
   --copy-size 4GiB --step-timeout 1.5 --json -o "$OUT/probe-kill.json"
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv > "$OUT/after-kill.txt" 2>&1
+{  # the probe itself SIGKILLed mid-run: its worker goes with it (PR_SET_PDEATHSIG), nothing stays on the GPUs
+  python3 -m gdrcheck probe --check p2p --copy-size 4GiB --json -o /dev/null & P=$!
+  sleep 2; echo "worker before: $(pgrep -f 'probe/worker.py' | tr '\n' ' ')"; kill -9 $P; wait $P 2>/dev/null
+  sleep 1; echo "worker after SIGKILL of the probe: $(pgrep -f 'probe/worker.py' | tr '\n' ' ')(none listed: gone)"
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+} >> "$OUT/after-kill.txt" 2>&1
 python3 -m gdrcheck snapshot --redact -o "$OUT/snapshot.tar.gz"; echo "snapshot rc=$?"
 python3 -m gdrcheck topology --json -o "$OUT/topology.json"
 python3 -m gdrcheck pairs --json -o "$OUT/pairs.json"
