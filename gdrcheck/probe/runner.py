@@ -72,6 +72,7 @@ class Worker:
         self.buf = b""
         self.alive = True
         self.killed: Optional[bool] = None  # after a hang: whether the group went
+        self.pending = (time.monotonic(), 0)  # when the step sent last was sent, and where its stderr begins
 
     def _err_from(self, offset: int) -> str:
         self.err.seek(offset)
@@ -95,16 +96,27 @@ class Worker:
         line, self.buf = self.buf.split(b"\n", 1)
         return line
 
+    def send(self, step: Dict[str, Any]) -> None:
+        """Hand the worker a step without waiting: :meth:`receive` takes its result."""
+        self.pending = (time.monotonic(), os.fstat(self.err.fileno()).st_size)
+        try:
+            self.p.stdin.write(json.dumps(step).encode() + b"\n")
+            self.p.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it has ended: the read says how
+        except BaseException:
+            self.kill()
+            raise
+
     def ask(self, step: Dict[str, Any], deadline_s: float) -> Dict[str, Any]:
         """The worker's result for ``step``, or a ``fail`` saying it hung (and whether it could be killed)."""
-        t0 = time.monotonic()
-        offset = os.fstat(self.err.fileno()).st_size
+        self.send(step)
+        return self.receive(deadline_s)
+
+    def receive(self, deadline_s: float) -> Dict[str, Any]:
+        """The result of the step sent last, within ``deadline_s`` of now."""
+        t0, offset = self.pending
         try:
-            try:
-                self.p.stdin.write(json.dumps(step).encode() + b"\n")
-                self.p.stdin.flush()
-            except (BrokenPipeError, OSError):
-                pass  # it has ended: the read below says how
             line = self._readline(deadline_s)
         except BaseException:  # Ctrl-C, SIGTERM: the worker goes too
             self.kill()
@@ -223,8 +235,16 @@ def schedule(plan, serial: bool = False) -> List[List[int]]:
     return out
 
 
+def start_early(env: Optional[Dict[str, str]] = None) -> Worker:
+    """A worker started before the facts are read, initialising the driver (``cuInit`` only: no context, so
+    a busy node that is then refused is not touched) while the facts are read; :func:`run_plan` takes it."""
+    w = Worker(env)
+    w.send({"check": "init"})
+    return w
+
+
 def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = None, env=None,
-             progress=None) -> list:
+             progress=None, worker: Optional[Worker] = None) -> list:
     """Every planned step in one worker (a fresh one after a hang), BAR1 sampled around each; a GPU whose
     worker hung unkillably is left alone. P2P steps over NVLink on disjoint GPUs run at the same time
     (:func:`schedule`; ``GDRCHECK_PROBE_SERIAL=1`` runs every step alone).
@@ -237,12 +257,21 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
     from gdrcheck.probe.nvml_state import KernelLog, NvmlState, left_behind, peer_reg_bytes
 
     if plan.refused:  # a busy node: not even the harmless calls
+        if worker is not None:
+            worker.close()
         return [None] * len(plan.steps)
+    early: Dict[str, Any] = {}
+    open_failed = False
+    if worker is not None:  # started early: its cuInit ran while the facts were read
+        got = worker.receive(OPEN_DEADLINE_S * deadline_scale)
+        early = {"cuinit_s": (got.get("measured") or {}).get("cuinit_s"), "error": (got.get("evidence") or {})
+                 .get("error")}
+        if (got.get("evidence") or {}).get("hung"):
+            open_failed = True  # cuInit did not answer: each step tries on its own, within its deadline
     nv = NvmlState()
     klog = KernelLog()
     results: list = [None] * len(plan.steps)
     wedged: set = set()
-    worker: Optional[Worker] = None
     first_before: Dict[str, Dict[str, Any]] = {}
     last_step: Dict[str, int] = {}
     to_open = []
@@ -250,7 +279,6 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
         if step.check in GPU_CHECKS and (step.status == "planned" or (step.harmless_only and step.check == "p2p")):
             to_open.extend(s for s in step.subjects if s not in to_open)
     fresh = True  # a new worker opens the contexts (of the GPUs not wedged) before its first GPU step
-    open_failed = False
     serial = (env or {}).get("GDRCHECK_PROBE_SERIAL", os.environ.get("GDRCHECK_PROBE_SERIAL", "")) == "1"
     try:
         for group in schedule(plan, serial):
@@ -293,6 +321,9 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
                 got = worker.ask({"check": "open", "gpus": [g for g in to_open if g not in wedged]},
                                  OPEN_DEADLINE_S * deadline_scale)
                 opened = {**(got.get("measured") or {}), "elapsed_s": got.get("elapsed_s")}
+                if early:
+                    opened["started_early"] = {k: v for k, v in early.items() if v is not None}
+                    early = {}
                 if (got.get("evidence") or {}).get("hung"):
                     open_failed = True  # each step then opens its own GPU's context, within its own deadline
                     opened["error"] = got["evidence"]["error"]

@@ -151,6 +151,16 @@ def run(step: Dict[str, Any], session: Optional[Session] = None) -> Dict[str, An
     session = session or Session()
     if step.get("check") == "batch":
         return run_batch(step, session)
+    if step.get("check") == "init":
+        from gdrcheck.probe.cuda import CudaError
+
+        t0 = time.monotonic()
+        stage("cuInit")
+        try:
+            session.cuda().init()
+        except (CudaError, LibraryMissing) as e:
+            return {"status": "fail", "measured": {}, "evidence": {"error": str(e)}}
+        return {"status": "ok", "measured": {"cuinit_s": round(time.monotonic() - t0, 3)}, "evidence": {}}
     if step.get("check") == "open":
         got = session.open(list(step.get("gpus") or ()))
         return {"status": "fail" if got.get("error") else "ok", "measured": got, "evidence": {}}

@@ -119,3 +119,26 @@ def test_an_opening_that_hangs_is_killed_and_each_step_opens_its_own(monkeypatch
     assert time.monotonic() - t0 < 15
     assert [r["status"] for r in res] == ["ok", "ok"]
     assert "no answer within 2 s" in res[0]["evidence"]["worker_opened"]["error"]
+
+
+def test_a_worker_started_early_initialises_cuda_while_the_facts_are_read():
+    from gdrcheck.probe.runner import start_early
+
+    plan = _plan()
+    plan.steps = plan.steps[:2]
+    w = start_early(_env())
+    res = run_plan(plan, env=_env(), worker=w)
+    assert [r["status"] for r in res] == ["ok", "ok"]
+    opened = res[0]["evidence"]["worker_opened"]
+    assert "cuinit_s" in opened["started_early"] and set(opened["contexts_s"]) == set(G[:2])
+    assert not w.alive and w.p.poll() is not None
+
+
+def test_a_refused_plan_ends_the_early_worker():
+    from gdrcheck.probe.runner import start_early
+
+    w = start_early(_env())
+    plan = _plan()
+    plan.refused = True
+    assert run_plan(plan, env=_env(), worker=w) == [None] * len(plan.steps)
+    assert w.p.poll() is not None
