@@ -16,6 +16,7 @@ TYPE_CHECKING = False  # typing names are for annotations only: see README, "Spe
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
+MAX_LINKS = 64
 FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
 FABRIC_COMPLETED = 3
 FI_LINK_COUNT = 91
@@ -121,7 +122,8 @@ def fabric_facts(g: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 def nvlink_facts(g: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The GPU's links: how many the part has, which are active and which down, into NVSwitches, the version
     and the per-link rate each way (GB/s, with where it came from). None when the record has no link answers."""
-    links = [x for x in g.get("nvlinks") or () if isinstance(x, dict) and _int(x.get("link")) is not None]
+    links = [x for x in g.get("nvlinks") or () if isinstance(x, dict) and _int(x.get("link")) is not None
+             and 0 <= x["link"] < MAX_LINKS]
     fields = g.get("nvlink_fields") if isinstance(g.get("nvlink_fields"), dict) else {}
     if not links and not fields:
         return None
@@ -131,6 +133,8 @@ def nvlink_facts(g: Dict[str, Any]) -> Optional[Dict[str, Any]]:
         return v.get("value") if isinstance(v, dict) and v.get("ret") == NVML_SUCCESS else None
 
     count = _int(field(str(FI_LINK_COUNT)))
+    if count is not None and not 0 < count <= MAX_LINKS:  # no part has more (a damaged or forged record)
+        count = None
     active = sorted(x["link"] for x in links if x.get("active"))
     seen = sorted(x["link"] for x in links)
     total = count if count else (len(seen) or None)

@@ -188,3 +188,12 @@ def test_the_report_shows_links_and_fabric(tmp_path):
     assert p.returncode in (0, 1), p.stderr
     html = page.read_text()
     assert "Completed / Success" in html and "17 of 18 active, down: 5" in html and "26.562 GB/s" in html
+
+
+def test_a_forged_link_count_is_not_believed():
+    from gdrcheck.collectors.nvml_fabric import nvlink_facts
+
+    g = {"nvlinks": [{"link": 0, "active": True}, {"link": 10 ** 12, "active": False}],
+         "nvlink_fields": {"91": {"ret": 0, "value": 10 ** 12}}}
+    got = nvlink_facts(g)
+    assert got["links"] == 1 and got["active"] == 1 and got["down"] == []
