@@ -142,6 +142,11 @@ def test_topology_json_carries_fabric_and_links(tmp_path):
     doc = topology_doc(_node(tmp_path).topo)
     gpu = next(d for d in doc["devices"] if d["bdf"] == GPUS[0])
     assert gpu["fabric"]["state"] == "Completed" and gpu["nvlink"]["active"] == 18
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[2] / "gdrcheck" / "schemas" / "topology.schema.json")
+                        .read_text())
+    jsonschema.validate(json.loads(json.dumps(doc)), schema)
 
 
 
