@@ -313,6 +313,8 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
             payloads = [{"check": s.check, "params": s.params, "harmless_only": s.harmless_only} for s in steps]
             payload = payloads[0] if len(payloads) == 1 else {"check": "batch", "steps": payloads}
             if worker is None or not worker.alive:
+                if worker is not None:
+                    worker.close()  # a killed one: its pipes and stderr file
                 worker = Worker(env)
                 fresh = True
             opened: Dict[str, Any] = {}
@@ -327,6 +329,7 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
                 if (got.get("evidence") or {}).get("hung"):
                     open_failed = True  # each step then opens its own GPU's context, within its own deadline
                     opened["error"] = got["evidence"]["error"]
+                    worker.close()
                     worker = Worker(env)
             deadline = step_timeout if step_timeout is not None else \
                 max(s.deadline_s for s in steps) * deadline_scale
