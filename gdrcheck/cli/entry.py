@@ -186,6 +186,10 @@ def _run(argv):
         return getattr(node_commands, command)(**kwargs)
     from gdrcheck.cli.commands import cli
 
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args in ([], ["fleet"]):  # a bare group prints its help, exit 2: click 8.2 does so, 8.1 (Python 3.9) exits 0
+        cli.main(args=[*args, "--help"], prog_name="gdrcheck", standalone_mode=False)
+        return EXIT_USAGE
     return cli.main(args=argv, prog_name="gdrcheck", standalone_mode=False)
 
 

@@ -363,8 +363,9 @@ MANIFEST = "gdrcheck/manifest.json"
 def _inside(root: str, rel: str) -> Optional[str]:
     """``root/rel`` with every link resolved, or None when it dangles, loops or leaves ``root``."""
     real_root = os.path.realpath(root)
+    real = os.path.realpath(os.path.join(root, rel))
     try:
-        real = os.path.realpath(os.path.join(root, rel), strict=True)
+        os.stat(real)  # realpath(strict=True) is 3.10: a dangling or looping link fails here
     except (OSError, RuntimeError):
         return None
     if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
