@@ -51,7 +51,11 @@ def worker_argv(env: Dict[str, str]) -> List[str]:
     one, which would mean the working directory)."""
     paths = [PACKAGE_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
                               if p and os.path.isabs(p) and p != PACKAGE_ROOT]
-    argv = [sys.executable, "-I", WORKER_PATH, "--parent", str(os.getpid())]
+    if os.path.isfile(WORKER_PATH):
+        argv = [sys.executable, "-I", WORKER_PATH, "--parent", str(os.getpid())]
+    else:  # imported from inside an archive (gdrcheck.pyz with no cache directory): its path goes first, then -c
+        argv = [sys.executable, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[sys.argv.index('--path') + 1]); "
+                "from gdrcheck.probe.worker import main; sys.exit(main())", "--parent", str(os.getpid())]
     for p in paths:
         argv += ["--path", p]
     return argv

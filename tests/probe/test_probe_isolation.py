@@ -107,3 +107,15 @@ def test_one_worker_serves_several_steps_and_opens_contexts_once():
     assert set(first["evidence"]["worker_opened"]["contexts_s"]) == {GPU0, "0000:04:00.0"}
     assert "worker_opened" not in second.get("evidence", {})
     assert not _alive(pid)
+
+
+def test_from_inside_an_archive_the_worker_starts_by_its_module(tmp_path, monkeypatch):
+    """gdrcheck.pyz run without a cache directory imports from the archive: there is no worker.py file to run."""
+    from gdrcheck.probe import runner
+
+    monkeypatch.setattr(runner, "WORKER_PATH", str(tmp_path / "gdrcheck.pyz" / "gdrcheck" / "probe" / "worker.py"))
+    argv = runner.worker_argv({})
+    assert argv[1:3] == ["-I", "-c"] and argv[argv.index("--path") + 1] == runner.PACKAGE_ROOT
+    monkeypatch.chdir(tmp_path)
+    r = run_step({"check": "cuda", "params": {"gpu": GPU0}}, 60, _env())
+    assert r["status"] == "ok", r
