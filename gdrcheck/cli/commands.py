@@ -185,7 +185,7 @@ def report(from_path, output, redact, fail_on, nccl_version, probe_file):
               help="run only this check (repeatable)")
 @click.option("--step-timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS", callback=_no_nan,
               help="deadline of every step (default: each check's own); a worker past it is killed")
-@click.option("--copy-size", metavar="SIZE", help="bytes per host copy (default 256MiB; P2P copies at most 64MiB)")
+@click.option("--copy-size", metavar="SIZE", help="bytes per host copy (default 256MiB; P2P copies at most 256MiB)")
 @click.option("-o", "--output", "output", metavar="FILE", help="write to FILE instead of stdout")
 def probe(from_path, fmt, as_json, redact, fail_on, nccl_version, dry_run, risky, force, gds_path, only,
           step_timeout, copy_size, output):

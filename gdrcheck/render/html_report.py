@@ -264,6 +264,7 @@ def _matrix(pairs, names: Dict[str, str], topology) -> str:
                      f"<td>{_numa(d.get('numa_node'))}</td></tr>")
     out.append('<table class="devices"><thead><tr><th>name</th><th>address</th><th>Linux names</th>'
                f'<th>device</th><th>NUMA</th></tr></thead><tbody>{"".join(lines)}</tbody></table>')
+    out.append(_links(topology, label))
     out.append("</section>")
     return "".join(out)
 
@@ -295,6 +296,29 @@ def _nccl_log(pairs, names: Dict[str, str]) -> str:
     table = ('<table class="devices"><thead><tr><th>pair</th><th>predicted</th><th>NCCL used</th><th></th>'
              f'<th>NCCL\'s line</th></tr></thead><tbody>{"".join(rows)}</tbody></table>') if rows else ""
     return f'<section id="nccl-log"><h2>What NCCL did</h2>{head}{table}</section>'
+
+
+def _links(topology, label) -> str:
+    """Per GPU, NVML's NVLink state (active of the part's links, those down, version, per-link rate) and
+    NVSwitch fabric state; nothing when the input has neither."""
+    rows = []
+    for d in topology.get("devices") or []:
+        nvl, fab = d.get("nvlink") or {}, d.get("fabric") or {}
+        if d.get("kind") != "gpu" or not (nvl or fab):
+            continue
+        links = (f"{nvl.get('active')} of {nvl.get('links')} active" if nvl else "")
+        if nvl.get("down"):
+            links += ", down: " + ", ".join(str(x) for x in nvl["down"])
+        rate = f"{nvl['rate_gb_per_s']:g} GB/s" if isinstance(nvl.get("rate_gb_per_s"), (int, float)) else ""
+        fabric = (fab.get("error") or f"{fab.get('state')} / {fab.get('status')}") if fab else "not recorded"
+        rows.append(f"<tr><th>{escape(label(d['bdf']))}</th><td>{escape(links)}</td>"
+                    f"<td>{escape(str(nvl.get('version') or ''))}</td><td>{escape(rate)}</td>"
+                    f"<td>{escape(str(nvl.get('to_nvswitch') or ''))}</td><td>{escape(fabric)}</td></tr>")
+    if not rows:
+        return ""
+    return ('<h3 class="mcap">NVLink and NVSwitch fabric (NVML)</h3><table class="devices"><thead><tr><th>GPU</th>'
+            "<th>NVLinks</th><th>version</th><th>per link, each way</th><th>to NVSwitch</th>"
+            f"<th>fabric state / status</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
 def _numa(n) -> str:

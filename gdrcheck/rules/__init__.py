@@ -22,6 +22,8 @@ _FAMILIES: Tuple[str, ...] = (
     "gdrcheck.rules.requirements",
     "gdrcheck.rules.probe_rules",
     "gdrcheck.rules.nccl_log",
+    "gdrcheck.rules.fabric",
+    "gdrcheck.rules.gds_modules",
 )
 
 
