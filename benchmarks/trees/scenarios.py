@@ -149,6 +149,9 @@ def _nvml(change) -> dict:
                      "uuid": f"GPU-{i:08x}-0000-0000-0000-000000000000",
                      "serial": None, "bar1": {"total": bar1, "used": 2 << 20, "free": bar1 - (2 << 20)},
                      "memory_total": fb, "cuda_compute": [9, 0], "processes": [], "nvlinks": links, "errors": {}})
+        if nvlink:  # the NVSwitch fabric as nvidia-smi -q shows it on a healthy node: Completed, Success
+            gpus[-1]["fabric"] = {"state": 3, "status": 0, "clique_id": 0,
+                                  "cluster_uuid": "00000000-0000-0000-0000-000000000000"}
     p2p = []
     status = change.get("p2p_status", 0)
     for a in listed:
