@@ -28,9 +28,11 @@ if TYPE_CHECKING:
     import tarfile
     from typing import Callable, Iterator, Optional
 
-MAX_MEMBERS = 200_000
+MAX_MEMBERS = 65_536  # a snapshot keeps some 12 entries per PCI function: 4,096 functions fit
 MAX_MEMBER_BYTES = 64 << 20
 MAX_TOTAL_BYTES = 1 << 30
+# the most a tar stream may decompress to: its members' data, with room for their headers
+MAX_TAR_STREAM = MAX_TOTAL_BYTES + (256 << 20)
 MAX_SINGLE_FILE = 32 << 20
 
 
@@ -81,10 +83,33 @@ def unpack_archive(path: str, dest: str) -> None:
     Each member is made at the place its parent resolves to now, links the archive already made included,
     and only there: a link member whose target resolves outside, or a member whose parent does, is refused
     (a link to ``.`` reached through another could otherwise climb out one level per link)."""
-    import shutil
+    import lzma
     import tarfile
+    import zlib
+
+    from gdrcheck.io.bounded import Decompressed, scan_tar
+
     name = os.path.basename(path)
     dest = os.path.realpath(dest)  # a $TMPDIR reached through a link: compare resolved with resolved
+    try:
+        with open(path, "rb") as raw:
+            # the headers first, each size checked before it is read: the whole archive is refused from them
+            scan_tar(Decompressed(raw, MAX_TAR_STREAM, name), name, max_members=MAX_MEMBERS,
+                     max_member_bytes=MAX_MEMBER_BYTES, max_total_bytes=MAX_TOTAL_BYTES)
+            raw.seek(0)
+            stream = Decompressed(raw, MAX_TAR_STREAM, name)
+            with tarfile.open(fileobj=stream, mode="r|") as tar:
+                _unpack_members(tar, name, dest)
+    except InputError:
+        raise
+    except MemoryError:
+        raise InputError(f"{name}: archive too large for the memory available") from None
+    except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error, lzma.LZMAError) as e:
+        raise _archive_error(path, name, e) from None
+
+
+def _unpack_members(tar, name: str, dest: str) -> None:
+    import shutil
 
     def inside(p: str) -> bool:
         return p == dest or p.startswith(dest + os.sep)
@@ -92,45 +117,39 @@ def unpack_archive(path: str, dest: str) -> None:
     def outside(m) -> InputError:
         return InputError(f"{name}: archive member {m.name!r} points outside the archive")
 
-    try:
-        with tarfile.open(path, "r:*") as tar:
-            seen = total = 0
-            for m in tar:
-                seen += 1
-                total += max(m.size, 0) if m.isfile() else 0
-                _check_member(m, name, seen, total)
-                norm = posixpath.normpath(m.name)
-                if norm in (".", ""):
-                    continue
-                parent = os.path.realpath(os.path.join(dest, posixpath.dirname(norm)))
-                if not inside(parent):
-                    raise outside(m)
-                target = os.path.join(parent, posixpath.basename(norm))
-                if m.isdir():
-                    real = os.path.realpath(target)
-                    if not inside(real):
-                        raise outside(m)
-                    os.makedirs(real, exist_ok=True)
-                elif m.issym():
-                    if not inside(os.path.realpath(os.path.join(parent, m.linkname))):
-                        raise outside(m)
-                    os.makedirs(parent, exist_ok=True)
-                    if os.path.lexists(target):
-                        raise InputError(f"{name}: archive member {m.name!r} appears twice")
-                    os.symlink(m.linkname, target)
-                elif m.isfile():
-                    os.makedirs(parent, exist_ok=True)
-                    src = tar.extractfile(m)
-                    if src is None:
-                        continue
-                    if os.path.lexists(target):
-                        os.unlink(target)
-                    with open(target, "xb") as out:
-                        shutil.copyfileobj(src, out)
-    except InputError:
-        raise
-    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
-        raise _archive_error(path, name, e) from None
+    seen = total = 0
+    for m in tar:
+        seen += 1
+        total += max(m.size, 0) if m.isfile() else 0
+        _check_member(m, name, seen, total)
+        norm = posixpath.normpath(m.name)
+        if norm in (".", ""):
+            continue
+        parent = os.path.realpath(os.path.join(dest, posixpath.dirname(norm)))
+        if not inside(parent):
+            raise outside(m)
+        target = os.path.join(parent, posixpath.basename(norm))
+        if m.isdir():
+            real = os.path.realpath(target)
+            if not inside(real):
+                raise outside(m)
+            os.makedirs(real, exist_ok=True)
+        elif m.issym():
+            if not inside(os.path.realpath(os.path.join(parent, m.linkname))):
+                raise outside(m)
+            os.makedirs(parent, exist_ok=True)
+            if os.path.lexists(target):
+                raise InputError(f"{name}: archive member {m.name!r} appears twice")
+            os.symlink(m.linkname, target)
+        elif m.isfile():
+            os.makedirs(parent, exist_ok=True)
+            src = tar.extractfile(m)
+            if src is None:
+                continue
+            if os.path.lexists(target):
+                os.unlink(target)
+            with open(target, "xb") as out:
+                shutil.copyfileobj(src, out)
 
 
 def _archive_error(path: str, name: str, e: Exception) -> InputError:
