@@ -523,9 +523,20 @@ def load_facts(from_path, *, want_driver: bool = True, endpoint_config: bool = T
     ``from_path`` is None (this machine), one path, or several paths of one node (merged).
     ``while_waiting``: work the caller has for the time a live run waits on the NVIDIA driver.
     """
-    with streams_copied(from_path) as from_path:
-        return _load_facts(from_path, want_driver=want_driver, endpoint_config=endpoint_config,
+    from gdrcheck.collectors.bounds import check_snapshot
+
+    with streams_copied(from_path) as paths:
+        snap = _load_facts(paths, want_driver=want_driver, endpoint_config=endpoint_config,
                            progress=progress, deadline=deadline, while_waiting=while_waiting)
+    return check_snapshot(snap, _shown(from_path))
+
+
+def _shown(from_path) -> str:
+    """How an error names the input: the file's name, or this machine."""
+    if from_path is None:
+        return "this machine"
+    paths = list(from_path) if isinstance(from_path, (tuple, list)) else [from_path]
+    return ", ".join("stdin" if p == "-" else os.path.basename(os.path.normpath(p)) or p for p in paths)
 
 
 def _load_facts(from_path, *, want_driver: bool, endpoint_config: bool, progress, deadline,

@@ -41,6 +41,7 @@ def render_pairs(doc, console) -> None:
     names = _column_names(doc)
     cells = {(p["a"], p["b"]): p for p in doc["pairs"]}
     gpus = [d["bdf"] for d in doc["devices"] if d["kind"] == "gpu"]
+    numa = _numa_column(doc)
     put(console, Text(f"GPUDirect pairs on {doc.get('host') or 'this input'}", style="bold"))
     if not gpus:
         put(console, "No GPU found in this input: there are no GPUDirect pairs to judge.")
@@ -53,7 +54,7 @@ def render_pairs(doc, console) -> None:
         blank(console)
         put(console, Text(f"{title}  (path class; ~ degraded, ! fail, ? unknown)", style="bold"))
         header = [""] + [names[c] for c in cols] + ["NUMA"]
-        rows = [[(names[g], "")] + [_cell(cells, g, c) for c in cols] + [(_numa(doc, g), "")] for g in gpus]
+        rows = [[(names[g], "")] + [_cell(cells, g, c) for c in cols] + [(numa.get(g, "?"), "")] for g in gpus]
         for i, block in enumerate(grid(header, rows, console.width, keys=1, tail=1)):
             if i:
                 blank(console)
@@ -69,7 +70,7 @@ def render_pairs(doc, console) -> None:
             extra = ", ".join(d.get("rdma_devices", []) + d.get("netdevs", []) + d.get("nvme_names", []))
             head = f"  {names[d['bdf']]}: "
             put(console, head + d["bdf"] + (f" {extra}" if extra else "")
-                + (f"  {d['name']}" if d.get("name") else "") + f"  NUMA {_numa(doc, d['bdf'])}", len(head))
+                + (f"  {d['name']}" if d.get("name") else "") + f"  NUMA {numa.get(d['bdf'], '?')}", len(head))
         if others:
             put(console, "  not GPUDirect NICs (no pairs): " + ", ".join(
                 d["bdf"] + (f" {d['netdevs'][0]}" if d.get("netdevs") else "")
@@ -90,11 +91,9 @@ def _cell(cells, g: str, c: str):
     return (path + MARK[p["verdict"]].strip(), STYLE[p["verdict"]])
 
 
-def _numa(doc, bdf: str) -> str:
-    for d in doc["devices"]:
-        if d["bdf"] == bdf:
-            return "?" if d.get("numa_node") is None else str(d["numa_node"])
-    return "?"
+def _numa_column(doc) -> Dict[str, str]:
+    """Each device's NUMA column, made once (a scan of the device list per row was quadratic)."""
+    return {d["bdf"]: "?" if d.get("numa_node") is None else str(d["numa_node"]) for d in doc["devices"]}
 
 
 def _render_nccl(doc, console) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from gdrcheck.collectors.bounds import MAX_GPUS, check_gpus
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.io.source import CommandResult, Source
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, frozen_map, norm_bdf
@@ -170,6 +171,8 @@ def parse_smi_text(text: str) -> List[Dict[str, Any]]:
         m = _GPU_RE.match(line.rstrip())
         if m:
             blocks.append((m.group(1), []))
+            if len(blocks) > MAX_GPUS:
+                check_gpus("nvidia-smi -q", len(blocks))
         elif blocks:
             blocks[-1][1].append(line)
         else:
