@@ -69,7 +69,8 @@ def run_options(f):
     f = click.option("--timeout", "timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
                      callback=_no_nan,
                      help=f"give up on what has not answered by then: those verdicts become unknown (exit 3); "
-                          f"default {DEFAULT_SECONDS:g} on a live machine, none with --from; 0 waits forever")(f)
+                          f"default {DEFAULT_SECONDS:g}, on a live machine and with --from; it covers writing the "
+                          f"output; 0 waits forever")(f)
     return f
 
 
