@@ -135,6 +135,7 @@ def _render_findings(doc, console) -> None:
         groups.setdefault((f["code"], f["severity"]), []).append(f)
     if not groups:
         return
+    names = _column_names(doc)
     blank(console)
     put(console, Text("Findings", style="bold"))
     order = {"error": 0, "warning": 1, "info": 2}
@@ -146,7 +147,6 @@ def _render_findings(doc, console) -> None:
         if rule.get("origin"):
             head.append(f" [{rule['origin']}]")
         put(console, head, 8)
-        names = _column_names(doc)
         for f in items[:8]:
             put(console, f"    - {f['message']}", 6)
             if len(f.get("pairs") or ()) > 1:
