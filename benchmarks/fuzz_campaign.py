@@ -7,6 +7,7 @@ every failure (hypothesis's shrunk example and the traceback).
 
     python3 benchmarks/fuzz_campaign.py --examples 20000
     python3 benchmarks/fuzz_campaign.py --examples 5000 --only lspci
+    python3 benchmarks/fuzz_campaign.py --examples 5000 --only archive   # the snapshot archive unpacker
 
 Exit status: 0 when every property held, 1 otherwise.
 """
@@ -30,15 +31,17 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     os.environ["GDRCHECK_FUZZ_EXAMPLES"] = str(args.examples)
-    sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "collectors")]
+    sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "collectors"), str(ROOT / "tests" / "hostile")]
     import test_fuzz  # noqa: E402 - reads GDRCHECK_FUZZ_EXAMPLES at import
+    import test_fuzz_archives  # noqa: E402 - the archive unpacker, the same way
 
-    tests = [(name, fn) for name, fn in vars(test_fuzz).items()
+    tests = [(name, fn, mod) for mod in (test_fuzz, test_fuzz_archives) for name, fn in vars(mod).items()
              if name.startswith("test_") and hasattr(fn, "hypothesis") and args.only in name]
     failures = []
     t_all = time.monotonic()
-    for name, fn in tests:
-        before = sum(test_fuzz.CASES.values())
+    cases = test_fuzz.CASES
+    for name, fn, mod in tests:
+        before = sum(mod.CASES.values())
         t0 = time.monotonic()
         try:
             fn()
@@ -48,10 +51,11 @@ def main(argv=None) -> int:
                 raise
             status = f"FAILED: {e.__class__.__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
             failures.append((name, traceback.format_exc()))
-        n = sum(test_fuzz.CASES.values()) - before
+        n = sum(mod.CASES.values()) - before
         print(f"{name:36s} {n:8d} cases {time.monotonic() - t0:7.1f} s  {status}", flush=True)
-    total = sum(test_fuzz.CASES.values())
-    print("\nper parser: " + ", ".join(f"{k} {v}" for k, v in sorted(test_fuzz.CASES.items())))
+    cases = cases + test_fuzz_archives.CASES
+    total = sum(cases.values())
+    print("\nper parser: " + ", ".join(f"{k} {v}" for k, v in sorted(cases.items())))
     print(f"total: {total} cases in {time.monotonic() - t_all:.1f} s; {len(failures)} failing properties")
     for name, tb in failures:
         print(f"\n--- {name}\n{tb}")
