@@ -206,3 +206,33 @@ def test_the_deadline_covers_writing_the_output(fifo):
     assert p.returncode == 3, p.stderr
     assert p.stderr.strip() == "gdrcheck: the output was not written within 1 s"
     assert p.seconds < 10
+
+
+@pytest.mark.parametrize("kind,head,tail", [
+    ("nccl", '<system version="1">', "</system>"),
+    ("hwloc", '<topology version="2.0">', "</topology>"),
+    ("smi", "<?xml version=\"1.0\" ?>\n<nvidia_smi_log>", "</nvidia_smi_log>"),
+])
+def test_an_xml_of_millions_of_elements_is_refused_as_it_is_read(tmp_path, kind, head, tail):
+    """32 MB of "<a/>": before, ElementTree held 8 million elements (2.5 GB, still going after 120 s)."""
+    path = tmp_path / f"{kind}.xml"
+    path.write_text(head + "<a/>" * 7_000_000 + tail)
+    p = run_limited("pairs", "--from", path, mem=GIB)
+    assert_clean_error(p)
+    assert "more than 500000 XML elements" in p.stderr
+    assert p.seconds < 5
+
+
+def test_an_nccl_xml_of_more_functions_than_a_node_is_refused_as_it_is_read(tmp_path):
+    """16 MB of NCCL XML, 75,000 GPUs and as many NICs: its text took over 600 s (the NUMA column); now refused."""
+    pci = ('<pci busid="{:04x}:{:02x}:00.0" class="0x060400" link_speed="32.0 GT/s PCIe" link_width="16">'
+           '<pci busid="{:04x}:{:02x}:01.0" class="0x030200" link_width="16"/>'
+           '<pci busid="{:04x}:{:02x}:02.0" class="0x020700" link_width="16"/></pci>\n')
+    body = "".join(pci.format(*(k // 200, k % 200) * 3) for k in range(75_000))
+    path = tmp_path / "nccl-topo.xml"
+    path.write_text(f'<system version="1"><cpu numaid="0" affinity="ff">{body}</cpu></system>\n')
+    assert path.stat().st_size > 16_000_000
+    p = run_limited("pairs", "--from", path, mem=GIB)
+    assert_clean_error(p)
+    assert "more than 4096 PCI functions" in p.stderr
+    assert p.seconds < 3

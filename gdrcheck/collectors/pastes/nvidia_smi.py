@@ -206,12 +206,13 @@ def parse_smi_text(text: str) -> List[Dict[str, Any]]:
 
 def parse_smi_xml(text: str) -> List[Dict[str, Any]]:
     """``nvidia-smi -q -x`` -> one dict per GPU; raises ValueError on damaged XML."""
-    from defusedxml import ElementTree as ET
+    from gdrcheck.collectors.pastes.nccl_xml import parse_xml_safely
+    from gdrcheck.errors import InputError
 
-    try:
-        root = ET.fromstring(text)
-    except Exception as e:  # noqa: BLE001 - ParseError, DefusedXmlException
-        raise ValueError(f"not nvidia-smi XML: {e}") from None
+    try:  # the elements counted as read (a file of millions is refused before it is held whole)
+        root, _lines = parse_xml_safely(text, "", allow_doctype=True, what="nvidia-smi XML")
+    except InputError as e:
+        raise ValueError(f"not nvidia-smi XML: {str(e).lstrip(': ')}") from None
     if root.tag != "nvidia_smi_log":
         raise ValueError(f"not nvidia-smi XML: root element <{root.tag}>")
 
