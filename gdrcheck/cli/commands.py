@@ -159,7 +159,7 @@ def report(from_path, output, redact, fail_on, nccl_version, probe_file):
     Exit status as for pairs.
     """
     options = views.options_of(nccl_version)
-    run = Run("html", output, from_path, redact=redact, watch=False)
+    run = Run("html", output, from_path, redact=redact)  # the default deadline, as the node commands have
     return run_view(views.HtmlView(fail_on, probe_file), run, options)
 
 
