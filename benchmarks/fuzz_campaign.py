@@ -18,6 +18,7 @@ and every failure (hypothesis's shrunk example and the traceback).
     python3 benchmarks/fuzz_campaign.py --examples 20000
     python3 benchmarks/fuzz_campaign.py --examples 5000 --only lspci
     python3 benchmarks/fuzz_campaign.py --examples 2000 --only fleet
+    python3 benchmarks/fuzz_campaign.py --examples 5000 --only archive   # the snapshot archive unpacker
 
 Exit status: 0 when every property held, 1 otherwise.
 """
@@ -34,7 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # (folder under tests/, module): the modules whose hypothesis properties the campaign runs, each counting
 # its examples in a CASES counter
-MODULES = (("collectors", "test_fuzz"), ("hostile", "test_fleet_malformed"), ("hostile", "test_escapes"))
+MODULES = (("collectors", "test_fuzz"), ("hostile", "test_fleet_malformed"), ("hostile", "test_escapes"),
+           ("hostile", "test_fuzz_archives"))
 
 
 def main(argv=None) -> int:

@@ -70,7 +70,8 @@ def run_options(f):
     f = click.option("--timeout", "timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
                      callback=_no_nan,
                      help=f"give up on what has not answered by then: those verdicts become unknown (exit 3); "
-                          f"default {DEFAULT_SECONDS:g} on a live machine, none with --from; 0 waits forever")(f)
+                          f"default {DEFAULT_SECONDS:g}, on a live machine and with --from; it covers writing the "
+                          f"output; 0 waits forever")(f)
     return f
 
 
@@ -166,7 +167,7 @@ def report(from_path, output, redact, fail_on, nccl_version, probe_file):
     Exit status as for pairs.
     """
     options = views.options_of(nccl_version)
-    run = Run("html", output, from_path, redact=redact, watch=False)
+    run = Run("html", output, from_path, redact=redact)  # the default deadline, as the node commands have
     return run_view(views.HtmlView(fail_on, probe_file), run, options)
 
 

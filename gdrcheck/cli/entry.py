@@ -245,6 +245,10 @@ def _error_status(e: Exception, argv) -> int:
     if isinstance(e, RecursionError):
         sys.stderr.write("gdrcheck: error: input nests too deeply\n")
         return EXIT_USAGE
+    if isinstance(e, MemoryError):  # the input asked for more memory than the run may have
+        msg = "input too large for the memory available"
+        sys.stderr.write(f"gdrcheck: error: {msg}\n")
+        return _usage_status(argv, msg)
     if os.environ.get("GDRCHECK_DEBUG"):
         raise e
     sys.stderr.write(f"gdrcheck: internal error: {e.__class__.__name__}: {_one_line(str(e))} "

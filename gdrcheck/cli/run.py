@@ -52,7 +52,8 @@ def deliver_text(text: str, redact: bool, output: Optional[str]) -> None:
 
 class Run:
     """One command's run: its deadline and watchdog, its format and output, what the watchdog prints
-    if the run overstays. ``timeout`` None: the default limit on a live machine, none for a replay."""
+    if the run overstays. ``timeout`` None: the default limit, on a live machine and with ``--from`` alike (a
+    FIFO no one writes, an input too large to read in time); it covers writing the output too."""
 
     def __init__(self, fmt: str = "text", output: Optional[str] = None, from_path=None,
                  timeout: Optional[float] = None, redact: bool = False, watch: bool = True) -> None:
@@ -72,20 +73,25 @@ class Run:
             return
         from gdrcheck.io.deadline import Deadline, Watchdog
 
-        if timeout is None:  # health checks run live under an engine's limit; replays take their time
+        if timeout is None:  # health checks run under an engine's limit, and so does a replay
             from gdrcheck.io.deadline import DEFAULT_SECONDS
 
-            timeout = DEFAULT_SECONDS if self.live else 0
+            timeout = DEFAULT_SECONDS
         self.deadline = Deadline(timeout)
         self.watchdog = Watchdog(self.deadline, self._last_words)
 
     def begin_output(self) -> bool:
-        """False when the watchdog has already spoken: print nothing more."""
-        return self.watchdog is None or self.watchdog.disarm()
+        """False when the watchdog has already spoken: print nothing more. The deadline goes on while the output
+        is written (a reader that never reads, a FIFO no one opens): :meth:`end_output` ends it."""
+        return self.watchdog is None or self.watchdog.writing()
+
+    def end_output(self) -> None:
+        if self.watchdog is not None:
+            self.watchdog.disarm()
 
     def stop_watching(self) -> bool:
         """End the run-wide watchdog (later steps keep their own deadlines); False when it already spoke."""
-        spoke = not self.begin_output()
+        spoke = self.watchdog is not None and not self.watchdog.disarm()
         self.watchdog = None
         return not spoke
 
@@ -105,12 +111,21 @@ class Run:
     def deliver(self, text: str, redact: Optional[bool] = None) -> None:
         """Text ready to print: to stdout or ``--output``, unless the watchdog has spoken."""
         if self.begin_output():
-            deliver_text(text, self.redact if redact is None else redact, self.output)
+            try:
+                deliver_text(text, self.redact if redact is None else redact, self.output)
+            finally:
+                self.end_output()
 
     def emit(self, doc, render_text: Optional[Callable] = None) -> None:
         """A document: JSON (stable bytes), or text through one console (``render_text(doc, console)``)."""
         if not self.begin_output():
             return
+        try:
+            self._emit(doc, render_text)
+        finally:
+            self.end_output()
+
+    def _emit(self, doc, render_text: Optional[Callable]) -> None:
         if self.fmt in ("json", "jsonl"):
             from gdrcheck.render.json_out import render_json
 

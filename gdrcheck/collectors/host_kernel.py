@@ -12,6 +12,7 @@ TYPE_CHECKING = False  # typing names are for annotations only: see README, "Spe
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 
+CONFIG_LIMIT = 16 << 20  # a kernel .config is some 250 KB; proc/config.gz is read up to this, decompressed
 
 _ARM_IMPLEMENTERS = {0x41: "Arm", 0x42: "Broadcom", 0x43: "Cavium", 0x46: "Fujitsu", 0x48: "HiSilicon",
                      0x4E: "NVIDIA", 0x50: "APM", 0x51: "Qualcomm", 0x61: "Apple", 0xC0: "Ampere"}
@@ -112,12 +113,14 @@ def _p2pdma_config(ctx: HostCtx) -> Fact:
             tried.append(path)
             continue
         if path.endswith(".gz"):
-            import gzip
-            import zlib
+            from gdrcheck.io.bounded import TooLarge, gunzip
 
             try:
-                data = gzip.decompress(data)
-            except (OSError, EOFError, zlib.error):
+                data = gunzip(data, CONFIG_LIMIT)
+            except TooLarge:
+                tried.append(f"{path} (decompresses to more than {CONFIG_LIMIT >> 20} MiB)")
+                continue
+            if data is None:
                 tried.append(f"{path} (not gzip)")
                 continue
         text = data.decode("utf-8", "replace")

@@ -29,9 +29,11 @@ if TYPE_CHECKING:
     import tarfile
     from typing import Callable, Iterator, Optional
 
-MAX_MEMBERS = 200_000
+MAX_MEMBERS = 65_536  # a snapshot keeps some 12 entries per PCI function: 4,096 functions fit
 MAX_MEMBER_BYTES = 64 << 20
 MAX_TOTAL_BYTES = 1 << 30
+# the most a tar stream may decompress to: its members' data, with room for their headers
+MAX_TAR_STREAM = MAX_TOTAL_BYTES + (256 << 20)
 MAX_SINGLE_FILE = 32 << 20
 # gdrcheck reads no path of more than 64 names (Source.resolve), 65 in an archive that holds the tree inside
 # one directory: what lies deeper is never read, so it is not unpacked (a deep junk directory costs nothing)
@@ -85,10 +87,37 @@ def unpack_archive(path: str, dest: str) -> None:
     Each member is made at the place its parent resolves to now, links the archive already made included,
     and only there: a link member whose target resolves outside, or a member whose parent does, is refused
     (a link to ``.`` reached through another could otherwise climb out one level per link)."""
-    import shutil
+    import lzma
     import tarfile
+    import zlib
+
+    from gdrcheck.io.bounded import Decompressed, scan_tar
+
     name = os.path.basename(path)
     dest = os.path.realpath(dest)  # a $TMPDIR reached through a link: compare resolved with resolved
+    try:
+        with open(path, "rb") as raw:
+            # the headers first, each size checked before it is read: the whole archive is refused from them
+            scan_tar(Decompressed(raw, MAX_TAR_STREAM, name), name, max_members=MAX_MEMBERS,
+                     max_member_bytes=MAX_MEMBER_BYTES, max_total_bytes=MAX_TOTAL_BYTES)
+            raw.seek(0)
+            stream = Decompressed(raw, MAX_TAR_STREAM, name)
+            with tarfile.open(fileobj=stream, mode="r|") as tar:
+                _unpack_members(tar, name, dest)
+    except InputError:
+        raise
+    except MemoryError:
+        raise InputError(f"{name}: archive too large for the memory available") from None
+    except OSError as e:
+        if e.errno in _NO_ROOM:
+            raise no_room(name, dest, e) from None
+        raise _archive_error(path, name, e) from None
+    except (tarfile.TarError, EOFError, ValueError, zlib.error, lzma.LZMAError) as e:
+        raise _archive_error(path, name, e) from None
+
+
+def _unpack_members(tar, name: str, dest: str) -> None:
+    import shutil
 
     def inside(p: str) -> bool:
         return p == dest or p.startswith(dest + os.sep)
@@ -96,49 +125,39 @@ def unpack_archive(path: str, dest: str) -> None:
     def outside(m) -> InputError:
         return InputError(f"{name}: archive member {m.name!r} points outside the archive")
 
-    try:
-        with tarfile.open(path, "r:*") as tar:
-            seen = total = 0
-            for m in tar:
-                seen += 1
-                total += max(m.size, 0) if m.isfile() else 0
-                _check_member(m, name, seen, total)
-                norm = posixpath.normpath(m.name)
-                if norm in (".", "") or norm.count("/") >= MAX_MEMBER_DEPTH:
-                    continue
-                parent = os.path.realpath(os.path.join(dest, posixpath.dirname(norm)))
-                if not inside(parent):
-                    raise outside(m)
-                target = os.path.join(parent, posixpath.basename(norm))
-                if m.isdir():
-                    real = os.path.realpath(target)
-                    if not inside(real):
-                        raise outside(m)
-                    os.makedirs(real, exist_ok=True)
-                elif m.issym():
-                    if not inside(os.path.realpath(os.path.join(parent, m.linkname))):
-                        raise outside(m)
-                    os.makedirs(parent, exist_ok=True)
-                    if os.path.lexists(target):
-                        raise InputError(f"{name}: archive member {m.name!r} appears twice")
-                    os.symlink(m.linkname, target)
-                elif m.isfile():
-                    os.makedirs(parent, exist_ok=True)
-                    src = tar.extractfile(m)
-                    if src is None:
-                        continue
-                    if os.path.lexists(target):
-                        os.unlink(target)
-                    with open(target, "xb") as out:
-                        shutil.copyfileobj(src, out)
-    except InputError:
-        raise
-    except OSError as e:
-        if e.errno in _NO_ROOM:
-            raise no_room(name, dest, e) from None
-        raise _archive_error(path, name, e) from None
-    except (tarfile.TarError, EOFError, ValueError) as e:
-        raise _archive_error(path, name, e) from None
+    seen = total = 0
+    for m in tar:
+        seen += 1
+        total += max(m.size, 0) if m.isfile() else 0
+        _check_member(m, name, seen, total)
+        norm = posixpath.normpath(m.name)
+        if norm in (".", "") or norm.count("/") >= MAX_MEMBER_DEPTH:
+            continue
+        parent = os.path.realpath(os.path.join(dest, posixpath.dirname(norm)))
+        if not inside(parent):
+            raise outside(m)
+        target = os.path.join(parent, posixpath.basename(norm))
+        if m.isdir():
+            real = os.path.realpath(target)
+            if not inside(real):
+                raise outside(m)
+            os.makedirs(real, exist_ok=True)
+        elif m.issym():
+            if not inside(os.path.realpath(os.path.join(parent, m.linkname))):
+                raise outside(m)
+            os.makedirs(parent, exist_ok=True)
+            if os.path.lexists(target):
+                raise InputError(f"{name}: archive member {m.name!r} appears twice")
+            os.symlink(m.linkname, target)
+        elif m.isfile():
+            os.makedirs(parent, exist_ok=True)
+            src = tar.extractfile(m)
+            if src is None:
+                continue
+            if os.path.lexists(target):
+                os.unlink(target)
+            with open(target, "xb") as out:
+                shutil.copyfileobj(src, out)
 
 
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT)  # only writing fails so: the disk, not the archive
@@ -551,9 +570,20 @@ def load_facts(from_path, *, want_driver: bool = True, endpoint_config: bool = T
     ``from_path`` is None (this machine), one path, or several paths of one node (merged).
     ``while_waiting``: work the caller has for the time a live run waits on the NVIDIA driver.
     """
-    with streams_copied(from_path) as from_path:
-        return _load_facts(from_path, want_driver=want_driver, endpoint_config=endpoint_config,
+    from gdrcheck.collectors.bounds import check_snapshot
+
+    with streams_copied(from_path) as paths:
+        snap = _load_facts(paths, want_driver=want_driver, endpoint_config=endpoint_config,
                            progress=progress, deadline=deadline, while_waiting=while_waiting)
+    return check_snapshot(snap, _shown(from_path))
+
+
+def _shown(from_path) -> str:
+    """How an error names the input: the file's name, or this machine."""
+    if from_path is None:
+        return "this machine"
+    paths = list(from_path) if isinstance(from_path, (tuple, list)) else [from_path]
+    return ", ".join("stdin" if p == "-" else os.path.basename(os.path.normpath(p)) or p for p in paths)
 
 
 def _load_facts(from_path, *, want_driver: bool, endpoint_config: bool, progress, deadline,

@@ -136,6 +136,8 @@ class Watchdog:
         self._timer: Optional[threading.Timer] = None
         self._lock = None  # only a run with a deadline has a timer to race with
         self._done = False
+        self._writing = False
+        self.seconds = deadline.seconds
         if deadline.end is None:
             return
         import threading
@@ -176,12 +178,16 @@ class Watchdog:
             if self._done:
                 return
             self._done = True
+            writing = self._writing
         status = 3
         try:
-            said = self._last_words()
-            status = 3 if said is None else said
-            sys.stdout.flush()
-            sys.stderr.flush()
+            if writing:  # part of the answer is out: one line on stderr, nothing more on stdout
+                os.write(2, f"gdrcheck: the output was not written within {self.seconds:g} s\n".encode())
+            else:
+                said = self._last_words()
+                status = 3 if said is None else said
+                sys.stdout.flush()
+                sys.stderr.flush()
         finally:
             _spoken.append(status)
             if self._main is not None and _standing[0]:
@@ -198,6 +204,18 @@ class Watchdog:
                 remove_all()
             finally:
                 os._exit(status)
+
+    def writing(self) -> bool:
+        """The output begins: the deadline still holds, and the watchdog, if it fires, says only that the
+        output was not written in time. False when it has already fired (the caller must not print)."""
+        if self._lock is None:
+            return True
+        with self._lock:
+            if self._done:
+                return False
+            self._writing = True
+        return True
+
     def disarm(self) -> bool:
         """Stop the watchdog; False when it has already fired (the caller must not print)."""
         if self._lock is None:

@@ -41,6 +41,7 @@ def render_pairs(doc, console) -> None:
     names = _column_names(doc)
     cells = {(p["a"], p["b"]): p for p in doc["pairs"]}
     gpus = [d["bdf"] for d in doc["devices"] if d["kind"] == "gpu"]
+    numa = _numa_column(doc)
     put(console, Text(f"GPUDirect pairs on {doc.get('host') or 'this input'}", style="bold"))
     if not gpus:
         put(console, "No GPU found in this input: there are no GPUDirect pairs to judge.")
@@ -54,7 +55,7 @@ def render_pairs(doc, console) -> None:
         put(console, Text(f"{title}  (path class; ~ degraded, ! fail, ? unknown; * expected, see below)"
                           if _assumed(doc) else f"{title}  (path class; ~ degraded, ! fail, ? unknown)", style="bold"))
         header = [""] + [names[c] for c in cols] + ["NUMA"]
-        rows = [[(names[g], "")] + [_cell(cells, g, c) for c in cols] + [(_numa(doc, g), "")] for g in gpus]
+        rows = [[(names[g], "")] + [_cell(cells, g, c) for c in cols] + [(numa.get(g, "?"), "")] for g in gpus]
         for i, block in enumerate(grid(header, rows, console.width, keys=1, tail=1)):
             if i:
                 blank(console)
@@ -71,10 +72,10 @@ def render_pairs(doc, console) -> None:
             head = f"  {names[d['bdf']]}: "
             if d.get("synthetic"):  # a made-up address: say so instead, and not the made-up name either
                 put(console, head + "no bus id in this input" + (f", {extra}" if extra else "")
-                    + f"  NUMA {_numa(doc, d['bdf'])}", len(head))
+                    + f"  NUMA {numa.get(d['bdf'], '?')}", len(head))
                 continue
             put(console, head + d["bdf"] + (f" {extra}" if extra else "")
-                + (f"  {d['name']}" if d.get("name") else "") + f"  NUMA {_numa(doc, d['bdf'])}", len(head))
+                + (f"  {d['name']}" if d.get("name") else "") + f"  NUMA {numa.get(d['bdf'], '?')}", len(head))
         if others:
             put(console, "  not GPUDirect NICs (no pairs): " + ", ".join(
                 d["bdf"] + (f" {d['netdevs'][0]}" if d.get("netdevs") else "")
@@ -117,11 +118,9 @@ def expected_legend(doc) -> str:
     return f"* undecided on this input; the class and mark shown are expected if: {briefs}"
 
 
-def _numa(doc, bdf: str) -> str:
-    for d in doc["devices"]:
-        if d["bdf"] == bdf:
-            return "?" if d.get("numa_node") is None else str(d["numa_node"])
-    return "?"
+def _numa_column(doc) -> Dict[str, str]:
+    """Each device's NUMA column, made once (a scan of the device list per row was quadratic)."""
+    return {d["bdf"]: "?" if d.get("numa_node") is None else str(d["numa_node"]) for d in doc["devices"]}
 
 
 def _render_nccl(doc, console) -> None:
@@ -194,6 +193,7 @@ def _render_findings(doc, console) -> None:
         groups.setdefault((f["code"], f["severity"]), []).append(f)
     if not groups:
         return
+    names = _column_names(doc)
     blank(console)
     put(console, Text("Findings", style="bold"))
     order = {"error": 0, "warning": 1, "info": 2}
@@ -205,7 +205,6 @@ def _render_findings(doc, console) -> None:
         if rule.get("origin"):
             head.append(f" [{rule['origin']}]")
         put(console, head, 8)
-        names = _column_names(doc)
         for f in items[:8]:
             put(console, f"    - {f['message']}", 6)
             if len(f.get("pairs") or ()) > 1:

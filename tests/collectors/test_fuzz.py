@@ -755,7 +755,7 @@ def _smi_many(n: int) -> str:
 
 
 def test_parsers_take_linear_time():
-    _assert_linear(_many_roots_lspci, lambda t: parse_lspci_tree(t, "big.txt"), 150)
+    _assert_linear(_many_roots_lspci, lambda t: parse_lspci_tree(t, "big.txt"), 100)  # up to 4,096 functions
     _assert_linear(_wide_nccl, lambda t: parse_nccl_xml(t, "big.xml"), 150)
     _assert_linear(_wide_hwloc, lambda t: parse_hwloc_xml(t, "big.xml"), 150)
     # many comments or processing instructions between elements (quadratic in TreeBuilder's own handlers)
@@ -763,7 +763,7 @@ def test_parsers_take_linear_time():
                    lambda t: parse_nccl_xml(t, "c.xml"), 20000)
     _assert_linear(lambda n: '<topology version="2.0">' + "<!-- x -->\n" * n + "</topology>",
                    lambda t: parse_hwloc_xml(t, "c.xml"), 20000)
-    _assert_linear(_smi_many, parse_smi_text, 100)
+    _assert_linear(_smi_many, parse_smi_text, 50)  # 500 GPUs: a node may have up to 512
     from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
     from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrix
 

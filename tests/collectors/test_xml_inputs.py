@@ -419,6 +419,10 @@ def test_deep_nesting_is_refused_without_recursion():
     ids = [f"{i >> 16:04x}:{(i >> 8) & 0xff:02x}:{(i >> 3) & 0x1f:02x}.{i & 7}" for i in range(n)]
     text = '<system version="1"><cpu numaid="0">' + "".join(f'<pci busid="{b}">' for b in ids)
     text += "</pci>" * n + "</cpu></system>"
+    with pytest.raises(InputError, match="nest|more than 4096 PCI functions"):  # refused as read: as many as a node
+        parse_nccl_xml(text, "deep.xml")
+    text = '<system version="1"><cpu numaid="0">' + "".join(f'<pci busid="{b}">' for b in ids[:4000])
+    text += "</pci>" * 4000 + "</cpu></system>"
     with pytest.raises(InputError, match="nest"):
         parse_nccl_xml(text, "deep.xml")
     text = '<topology version="2.0">' + '<object type="Group">' * n + "</object>" * n + "</topology>"

@@ -60,6 +60,7 @@ every bus has one owner, a chain of bridges is at most 256 deep per domain.
 
 from __future__ import annotations
 
+from gdrcheck.collectors.bounds import MAX_FUNCTIONS, too_many_functions
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.errors import InputError
 from gdrcheck.model import PciFunction, Snapshot, norm_bdf, root_of
@@ -217,6 +218,8 @@ class _Reader:
             raise self.fail(n, f"bus {bus_key:02x} holds devices below two different bridges")
         self.seen[key] = n
         self.devs.append([ctx.dom, ctx.bus, dev, fn, ctx.parent, ctx.root, n, None, None, None, False])
+        if len(self.devs) > MAX_FUNCTIONS:  # refused as it is read: a 31 MB paste holds some 90,000
+            raise too_many_functions(self.label, len(self.devs))
         return len(self.devs) - 1
 
     # -- continuation lines ------------------------------------------------

@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 import struct
 
+from gdrcheck.collectors.bounds import MAX_FUNCTIONS, too_many_functions
 from gdrcheck.errors import InputError
 from gdrcheck.model import Bar, Link, norm_bdf
 from gdrcheck.patterns import lazy_pattern
@@ -388,6 +389,8 @@ def parse_lspci_verbose(text: str, label: str) -> "VerboseListing":
                 raise InputError(f"{label}: line {n}: {cur.bdf} is already listed at line {prev.line}")
             by_bdf[cur.bdf] = cur
             out.append(cur)
+            if len(out) > MAX_FUNCTIONS:
+                raise too_many_functions(label, len(out))
             cur_indent = None
             continue
         h = _HEX.match(line.strip()) if cur is not None else None

@@ -60,6 +60,7 @@ from types import MappingProxyType
 import defusedxml
 from defusedxml.ElementTree import DefusedXMLParser
 
+from gdrcheck.collectors.bounds import MAX_FUNCTIONS, too_many_functions
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.errors import InputError
 from gdrcheck.model import CollectorStatus, Fact, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map, norm_bdf
@@ -79,15 +80,31 @@ NVSWITCH = "nvswitch"
 # shared helpers
 
 
+# hwloc's XML of a 2-socket, 384-thread node with its PCI tree has some 10,000; nvidia-smi -q -x some 400 a GPU
+MAX_XML_ELEMENTS = 500_000
+
+
 class _LineBuilder(ET.TreeBuilder):
     """A TreeBuilder that remembers the line each element starts on."""
 
-    def __init__(self) -> None:
+    def __init__(self, label: str = "input") -> None:
         super().__init__()
         self.lines: Dict[int, int] = {}
         self.expat = None
+        self.label = label
+        self.elements = self.functions = 0
 
     def start(self, tag, attrs):  # noqa: D401 - TreeBuilder API
+        # counted as they are read: a file of more functions or elements than a node's is refused before it
+        # is held whole (32 MiB of "<a/>" would be some 8 million elements)
+        self.elements += 1
+        if self.elements > MAX_XML_ELEMENTS:
+            raise InputError(f"{self.label}: more than {MAX_XML_ELEMENTS} XML elements, more than any real "
+                             "node's topology has")
+        if tag == "pci" or (tag == "object" and attrs.get("type") in ("PCIDev", "Bridge")):
+            self.functions += 1
+            if self.functions > MAX_FUNCTIONS:
+                raise too_many_functions(self.label, self.functions)
         el = super().start(tag, attrs)
         if self.expat is not None:
             self.lines[id(el)] = self.expat.CurrentLineNumber
@@ -110,7 +127,7 @@ def parse_xml_safely(text: str, label: str, *, allow_doctype: bool,
     ``allow_doctype`` admits a plain ``<!DOCTYPE>`` (hwloc writes one); entity declarations and
     external references are refused either way.
     """
-    builder = _LineBuilder()
+    builder = _LineBuilder(label)
     try:
         parser = DefusedXMLParser(target=builder, forbid_dtd=not allow_doctype, forbid_entities=True,
                                   forbid_external=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from gdrcheck.collectors.bounds import MAX_GPUS, check_gpus
 from gdrcheck.collectors.clip import clip_name
 from gdrcheck.io.source import CommandResult, Source
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, frozen_map, norm_bdf
@@ -170,6 +171,8 @@ def parse_smi_text(text: str) -> List[Dict[str, Any]]:
         m = _GPU_RE.match(line.rstrip())
         if m:
             blocks.append((m.group(1), []))
+            if len(blocks) > MAX_GPUS:
+                check_gpus("nvidia-smi -q", len(blocks))
         elif blocks:
             blocks[-1][1].append(line)
         else:
@@ -203,12 +206,13 @@ def parse_smi_text(text: str) -> List[Dict[str, Any]]:
 
 def parse_smi_xml(text: str) -> List[Dict[str, Any]]:
     """``nvidia-smi -q -x`` -> one dict per GPU; raises ValueError on damaged XML."""
-    from defusedxml import ElementTree as ET
+    from gdrcheck.collectors.pastes.nccl_xml import parse_xml_safely
+    from gdrcheck.errors import InputError
 
-    try:
-        root = ET.fromstring(text)
-    except Exception as e:  # noqa: BLE001 - ParseError, DefusedXmlException
-        raise ValueError(f"not nvidia-smi XML: {e}") from None
+    try:  # the elements counted as read (a file of millions is refused before it is held whole)
+        root, _lines = parse_xml_safely(text, "", allow_doctype=True, what="nvidia-smi XML")
+    except InputError as e:
+        raise ValueError(f"not nvidia-smi XML: {str(e).lstrip(': ')}") from None
     if root.tag != "nvidia_smi_log":
         raise ValueError(f"not nvidia-smi XML: root element <{root.tag}>")
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 
+from gdrcheck.collectors.bounds import check_matrix
 from gdrcheck.errors import InputError
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import field, record
@@ -224,6 +225,7 @@ def parse_topo_matrix(text: str, label: str, p2p_title: str = "") -> TopoMatrix:
         if header is None:
             head = _header_tokens(ln)
             if head is not None:
+                check_matrix(label, head)
                 header, header_line = head, n
                 extras = [h for h in _MULTI if re.search(r"\s+".join(h.split()), ln)]
                 if _is_p2p(lines[n:n + 4], head):
