@@ -20,6 +20,7 @@ _FAMILIES: Tuple[str, ...] = (
     "gdrcheck.rules.facts",
     "gdrcheck.rules.requirements",
     "gdrcheck.rules.probe_rules",
+    "gdrcheck.rules.gpu_gdr",
 )
 
 

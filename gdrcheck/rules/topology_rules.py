@@ -133,6 +133,8 @@ def _distance_code(p, view: Dict) -> Optional[str]:
     """The one finding a pair's distance gives, if any, by its code: NCCL's own level decision first (GDR001,
     GDR006), else what NVIDIA documents for the class (GDR002 root complex, GDR003 across NUMA nodes). Its words
     are :func:`_distance_words` (a pair that is not the one to use needs none)."""
+    if p.kind == "gpu-nic" and view.get("gpu_gdr_supported") is False:
+        return None  # no GPUDirect RDMA at any distance (GDR170 says so): no level or placement can help
     # NCCL's own decision first: a far NIC reached through an NVLinked peer (PXN) is not "beyond the level"
     if p.kind == "gpu-nic" and view.get("within_gdr_level") is False and view.get("gdr") != "enabled":
         return GDR_BEYOND_LEVEL.code
@@ -264,7 +266,8 @@ def _check_close_nic(ctx: Context) -> Iterable[Finding]:
         mine = [p for p in ctx.pairs_with(g) if p.kind == "gpu-nic" and p.a == g and p.b in nic_set]
         close: List[str] = [p.b for p in mine if p.pcie_path in ("PIX", "PXB")]
         undecided = any(p.pcie_path is None for p in mine)
-        said = all(ctx.nccl_view.get((p.a, p.b), {}).get("within_gdr_level") is False for p in mine)
+        said = all(ctx.nccl_view.get((p.a, p.b), {}).get("within_gdr_level") is False for p in mine) or \
+            any(ctx.nccl_view.get((p.a, p.b), {}).get("gpu_gdr_supported") is False for p in mine)  # GDR170
         if not close and not undecided and not said:
             sure = all(_rdma_capable(ctx, n) for n in nics)
             yield Finding(NO_CLOSE_NIC.code, "warning", (g,),
