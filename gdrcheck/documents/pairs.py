@@ -6,7 +6,7 @@ from gdrcheck.documents.labels import device_labels
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
 from gdrcheck.model import bdf_key
 from gdrcheck.rules.engine import Evaluation, other_versions
-from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, node_status
+from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, STATUS_WORDS, node_status
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
@@ -189,19 +189,43 @@ def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
         # pairs can fail below --fail-on (a NIC that is not an RDMA device): the count says so
         parts = [f"{counts[v]} {v}" for v in ("ok", "degraded", "fail", "unknown") if counts.get(v)]
         return _fit("OK " + what + (", ".join(parts) if parts else "no pairs"))
-    if code == 1:
-        threshold = SEVERITY_RANK[fail_on]
-        hits = [f for f in evaluation.findings if SEVERITY_RANK[f.severity] >= threshold]
-        hits.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.code))
-    else:
-        hits = [f for f in evaluation.findings if f.code == "GDR122"] or \
-            sorted((f for f in evaluation.findings if f.effect == "unknown"), key=lambda f: f.code)
+    # the most severe finding first (what moves pairs furthest, then by code); the count is every other
+    # finding of the document's list, as its summary counts them
+    timeout = [f for f in evaluation.findings if f.code == "GDR122"]
+    hits = timeout or sorted(evaluation.findings, key=_lead_key)
+    if not hits:
+        return _fit(f"{STATUS_WORDS[node_status_word(evaluation, fail_on)]} no finding")
     first = hits[0]
     from gdrcheck.rules import by_code
 
     rule = by_code().get(first.code)
-    return headline(first.code, rule.name if rule else first.severity, first.subject,
-                    sum(f.weight for f in hits) - 1)
+    total = sum(f.weight for f in evaluation.findings)
+    subject = tuple(_subject_name(evaluation, s) for s in first.subject) if first.code != "GDR122" else first.subject
+    return headline(first.code, rule.name if rule else first.severity, subject, total - 1)
+
+
+_EFFECT_RANK = {"fail": 0, "unknown": 1, "degraded": 2}
+
+
+def _lead_key(f) -> tuple:
+    return (-SEVERITY_RANK[f.severity], _EFFECT_RANK.get(f.effect or "", 3), f.code)
+
+
+def _subject_name(evaluation: Evaluation, subject: str) -> str:
+    """A subject as the line names it: its address, except one gdrcheck made up (a matrix without bus ids),
+    which is named as the input names it (GPU0, mlx5_0)."""
+    from gdrcheck.collectors.pastes.merge import SYNTH_DOMAIN
+
+    if not subject.lower().startswith(f"{SYNTH_DOMAIN:04x}:") or subject not in evaluation.snap.unplaced:
+        return subject
+    d = evaluation.topo.by_bdf.get(subject)
+    if d is None:
+        return subject
+    if d.gpu_index is not None:
+        return f"GPU{d.gpu_index}"
+    if d.rdma_devices:
+        return d.rdma_devices[0]
+    return (d.name or subject).replace(" of nvidia-smi topo -m", "")
 
 
 def headline(code: str, name: str, subject, more: int) -> str:
