@@ -88,11 +88,23 @@ def nic_model(d: PciFunction) -> Tuple[Optional[bool], str]:
 
 # -- GPUs with NVLink / NVSwitch / xGMI -------------------------------------------------------------------
 
+# NVIDIA GPUs by device id (names as in the public pci.ids, 2026): the NVLink/NVSwitch (SXM) parts, and
+# parts that are not, so that an lspci made with an older pci.ids ("NVIDIA Corporation Device 2335") is read
+# by its id
 _NVLINK_GPUS = {
     0x15F9: "P100 SXM2", 0x1DB1: "V100 SXM2", 0x1DB5: "V100 SXM2", 0x1DB8: "V100 SXM3", 0x1DB7: "V100 DGXS",
     0x20B0: "A100 SXM4", 0x20B2: "A100 SXM4", 0x20B3: "A100 SXM", 0x20B4: "A100 SXM4", 0x20BD: "A800 SXM4",
-    0x2330: "H100 SXM5", 0x2324: "H800 SXM5", 0x2335: "H200 SXM", 0x2336: "H100 SXM5", 0x2339: "H100 SXM5",
-    0x233B: "H200 NVL", 0x2342: "GH200", 0x2348: "GH200", 0x2901: "B200", 0x2941: "GB200", 0x2920: "B100",
+    0x2330: "H100 SXM5 80GB", 0x2324: "H800 SXM5", 0x2335: "H200 SXM 141GB", 0x2336: "H100 SXM5",
+    0x2337: "H100 SXM5 64GB", 0x2338: "H100 SXM5 96GB", 0x2339: "H100 SXM5 94GB", 0x233B: "H200 NVL",
+    0x2342: "GH200", 0x2348: "GH200 144GB HBM3e", 0x2901: "B200", 0x2909: "HGX B200 168GB", 0x2941: "GB200",
+    0x2920: "B100", 0x3182: "B300 SXM6", 0x31C2: "GB300", 0x31C3: "GB300",
+}
+_OTHER_NVIDIA_GPUS = {
+    0x2321: "H100 NVL", 0x2322: "H800 PCIe", 0x2331: "H100 PCIe", 0x233A: "H800 NVL", 0x233D: "H100 96GB",
+    0x20B1: "A100 PCIe 40GB", 0x20B5: "A100 PCIe 80GB", 0x20F1: "A100 PCIe 40GB", 0x26B5: "L40", 0x26B9: "L40S",
+    0x27B8: "L4",
+    0x26B1: "RTX 6000 Ada Generation", 0x2684: "GeForce RTX 4090", 0x2B85: "GeForce RTX 5090",
+    0x2BB1: "RTX PRO 6000 Blackwell Workstation Edition", 0x2BB5: "RTX PRO 6000 Blackwell Server Edition",
 }
 _XGMI_GPUS = {0x7408: "MI250X", 0x740C: "MI250/MI250X", 0x74A0: "MI300A", 0x74A1: "MI300X", 0x74A5: "MI325X",
               0x74A9: "MI300X HF", 0x74BD: "MI300X HF", 0x75A0: "MI350X", 0x75A3: "MI355X"}
@@ -106,10 +118,44 @@ _NVLINK_SM = {"70": "sm_70 (V100-class)", "80": "sm_80 (A100-class)", "90": "sm_
               "100": "sm_100 (B200-class)"}
 
 
+_NVIDIA_BARE_ID = lazy_pattern(r"NVIDIA Corporation Device ([0-9a-fA-F]{4})\s*$")
+# Grace CPU + GPU products (NVLink-C2C): GH200, GB200, GB300. Chip names (GH100, GB100, GB110, GB202 ...) are
+# GPUs alone, in x86 machines as well: lspci names an H100 SXM "GH100 [H100 SXM5 80GB]", an RTX 5090 "GB202"
+_GRACE_PART = lazy_pattern(r"\bG[HB][2-9]00\b")
+
+
+def nvidia_device_id(d: PciFunction) -> Optional[int]:
+    """The NVIDIA device id: from the ids, or from the name an lspci with an older pci.ids gives
+    ("NVIDIA Corporation Device 2335")."""
+    if d.vendor == 0x10DE and d.device is not None:
+        return d.device
+    if d.vendor is None and d.name:
+        m = _NVIDIA_BARE_ID.search(d.name)
+        if m:
+            return int(m.group(1), 16)
+    return None
+
+
+def gpu_model(d: PciFunction) -> Optional[str]:
+    """The NVIDIA GPU model known from the device id (``None`` when the id is not in the table)."""
+    dev = nvidia_device_id(d)
+    if dev is None:
+        return None
+    return _NVLINK_GPUS.get(dev) or _OTHER_NVIDIA_GPUS.get(dev)
+
+
+def grace_part(name: Optional[str]) -> bool:
+    """Whether a GPU model name is a Grace CPU + GPU product (GH200, GB200, GB300), joined by NVLink-C2C."""
+    return bool(name) and _GRACE_PART.search(name) is not None
+
+
 def nvlink_part(d: PciFunction) -> Optional[str]:
     """The GPU model when it is an SXM/OAM part whose GPUs talk over NVLink/NVSwitch (or xGMI), else None."""
-    if d.vendor == 0x10DE and d.device in _NVLINK_GPUS:
-        return _NVLINK_GPUS[d.device]
+    dev = nvidia_device_id(d)
+    if dev in _NVLINK_GPUS:
+        return _NVLINK_GPUS[dev]
+    if dev is not None:
+        return None
     if d.vendor == 0x1002 and d.device in _XGMI_GPUS:
         return _XGMI_GPUS[d.device]
     sm = (d.extra.get("nccl_gpu") or {}).get("sm") if d.device is None else None

@@ -77,6 +77,10 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
         if names:
             devices = tuple(replace(d, name=names[d.bdf]) if d.bdf in names and not d.name else d for d in devices)
     host: Dict[str, Fact] = {"numa_nodes": _numa_nodes(src)}
+    if isinstance(host["numa_nodes"].value, list) and len(host["numa_nodes"].value) > 1:
+        from gdrcheck.collectors.host_sockets import numa_packages
+
+        host["numa_packages"] = numa_packages(src)
     dl = src.deadline
     if not _out_of_time(dl, "host", statuses):
         say("reading kernel and driver state")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gdrcheck.documents.topology import collectors_doc, header_doc
-from gdrcheck.rules.bar1 import GpuBar1, gpu_views
+from gdrcheck.rules.bar1 import GpuBar1, driver_answered, gpu_views
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
@@ -30,7 +30,9 @@ def _disagreements(v: GpuBar1) -> List[Dict[str, Any]]:
     return out
 
 
-def gpu_doc(v: GpuBar1) -> Dict[str, Any]:
+def gpu_doc(v: GpuBar1, driver_view: bool = True) -> Dict[str, Any]:
+    """``driver_listed``: whether the NVIDIA driver lists the GPU; null where the input has no driver view (an
+    lspci paste, an XML file, a node without NVML and nvidia-smi), which can show neither."""
     d = v.drv
     from_driver = d is not None and d.bar1_total_bytes is not None
     total = d.bar1_total_bytes if from_driver else v.total
@@ -52,7 +54,7 @@ def gpu_doc(v: GpuBar1) -> Dict[str, Any]:
         "rebar_current_bytes": v.bus.get("rebar_current_bytes"),
         "rebar_supported_bytes": list(v.bus.get("rebar_supported_bytes") or []),
         "rebar_source": v.bus.get("rebar_source"),
-        "driver_listed": d is not None,
+        "driver_listed": True if d is not None else (False if driver_view else None),
         "processes": [{"pid": p.pid, "name": p.name, "user": p.user, "used_memory_bytes": p.used_memory_bytes}
                       for p in (d.processes if d is not None else ())],
         "disagreements": _disagreements(v),
@@ -63,7 +65,8 @@ def gpu_doc(v: GpuBar1) -> Dict[str, Any]:
 def bar1_doc(snap, topo, findings: Iterable) -> Dict[str, Any]:
     """The ``gdrcheck bar1`` JSON document (findings: all of the run's; BAR1's are kept)."""
     doc = header_doc(snap)
-    doc["gpus"] = [gpu_doc(v) for v in gpu_views(snap, topo)]
+    view = driver_answered(snap)
+    doc["gpus"] = [gpu_doc(v, view) for v in gpu_views(snap, topo)]
     doc["findings"] = [f.to_doc() for f in findings if is_bar1_code(f.code)]
     doc["collectors"] = collectors_doc(snap)
     if snap.notes:

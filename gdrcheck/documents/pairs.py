@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from gdrcheck.documents.labels import device_labels
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
 from gdrcheck.model import bdf_key
 from gdrcheck.rules.engine import Evaluation, other_versions
-from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, node_status
-from gdrcheck.units import natural_key
+from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, STATUS_WORDS, node_status
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
@@ -23,24 +23,6 @@ def _names(topo, bdf: str) -> Dict[str, Any]:
     if d.name:
         out["name"] = d.name
     out["numa_node"] = topo.numa(bdf) if topo.snap.numa_known else None
-    return out
-
-
-def device_labels(devices: List[Dict[str, Any]]) -> Dict[str, str]:
-    """Column names as ``nvidia-smi topo -m`` prints them: GPUn by the driver's index, NICn in the
-    order of the RDMA devices (NIC0 is ``mlx5_0``; NICs without an RDMA name follow in bus order), and
-    NVMen in bus order. A NIC that is not a GPUDirect NIC (``rdma: false``) gets none."""
-    out: Dict[str, str] = {}
-    nics = [d for d in devices if d["kind"] == "nic" and d.get("rdma") is not False]
-    nics.sort(key=lambda d: (0, natural_key(d["rdma_devices"][0])) if d.get("rdma_devices") else (1, bdf_key(d["bdf"])))
-    for i, d in enumerate(nics):
-        out[d["bdf"]] = f"NIC{i}"
-    nvmes = [d for d in devices if d["kind"] == "nvme"]
-    for i, d in enumerate(nvmes):
-        out[d["bdf"]] = f"NVMe{i}"
-    for d in devices:
-        if d["kind"] == "gpu":
-            out[d["bdf"]] = f"GPU{d['gpu_index']}" if "gpu_index" in d else f"GPU {d['bdf']}"
     return out
 
 
@@ -225,28 +207,43 @@ def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
         # pairs can fail below --fail-on (a NIC that is not an RDMA device): the count says so
         parts = [f"{counts[v]} {v}" for v in ("ok", "degraded", "fail", "unknown") if counts.get(v)]
         return _fit("OK " + what + (", ".join(parts) if parts else "no pairs"))
-    if code == 1:
-        threshold = SEVERITY_RANK[fail_on]
-        hits = [f for f in evaluation.findings if SEVERITY_RANK[f.severity] >= threshold]
-        hits.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.code))
-    else:
-        hits = [f for f in evaluation.findings if f.code == "GDR122"] or \
-            sorted((f for f in evaluation.findings if f.effect == "unknown"), key=lambda f: f.code)
+    # the most severe finding first (what moves pairs furthest, then by code); the count is every other
+    # finding of the document's list, as its summary counts them
+    timeout = [f for f in evaluation.findings if f.code == "GDR122"] if code != 1 else []
+    hits = timeout or sorted(evaluation.findings, key=_lead_key)
+    if not hits:
+        return _fit(f"{STATUS_WORDS[node_status_word(evaluation, fail_on)]} no finding")
     first = hits[0]
     from gdrcheck.rules import by_code
 
     rule = by_code().get(first.code)
-    subject = tuple(first.subject)
-    if subject and subject[0] in evaluation.topo.by_bdf:
-        d = evaluation.topo.by_bdf[subject[0]]
-        if d.extra and d.extra.get("synthetic"):  # a made-up address: the name nvidia-smi gave it
-            from gdrcheck.rules.base import Context
-            from gdrcheck.rules.util import label
+    total = sum(f.weight for f in evaluation.findings)
+    subject = tuple(_subject_name(evaluation, s) for s in first.subject) if first.code != "GDR122" else first.subject
+    return headline(first.code, rule.name if rule else first.severity, subject, total - 1)
 
-            said = label(Context(snap=evaluation.snap, topo=evaluation.topo, pairs=()), subject[0])
-            subject = (said.replace(" ", ""),) + subject[1:]
-    return headline(first.code, rule.name if rule else first.severity, subject,
-                    sum(f.weight for f in hits) - 1)
+
+_EFFECT_RANK = {"fail": 0, "unknown": 1, "degraded": 2}
+
+
+def _lead_key(f) -> tuple:
+    return (-SEVERITY_RANK[f.severity], _EFFECT_RANK.get(f.effect or "", 3), f.code)
+
+
+def _subject_name(evaluation: Evaluation, subject: str) -> str:
+    """A subject as the line names it: its address, except one gdrcheck made up (a matrix without bus ids),
+    which is named as the input names it (GPU0, mlx5_0)."""
+    from gdrcheck.collectors.pastes.merge import SYNTH_DOMAIN
+
+    if not subject.lower().startswith(f"{SYNTH_DOMAIN:04x}:") or subject not in evaluation.snap.unplaced:
+        return subject
+    d = evaluation.topo.by_bdf.get(subject)
+    if d is None:
+        return subject
+    if d.gpu_index is not None:
+        return f"GPU{d.gpu_index}"
+    if d.rdma_devices:
+        return d.rdma_devices[0]
+    return (d.name or subject).replace(" of nvidia-smi topo -m", "")
 
 
 def headline(code: str, name: str, subject, more: int) -> str:

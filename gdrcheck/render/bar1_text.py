@@ -104,8 +104,10 @@ def render_bar1(doc: Dict[str, Any], console) -> None:
         for d in g.get("disagreements") or []:
             said = ", ".join(f"{k} {human_bytes(v)}" for k, v in (d.get("values") or {}).items())
             put(console, f"{label} disagreement on {d['field']}: {said}", 4)
-        if not g.get("driver_listed"):
+        if g.get("driver_listed") is False:
             put(console, f"{label}: not listed by the NVIDIA driver; sizes are the bus's", 4)
+        elif g.get("driver_listed") is None:
+            put(console, f"{label}: no driver view in this input; sizes are the bus's where it shows them", 4)
     findings = doc.get("findings") or []
     if findings:
         blank(console)

@@ -235,7 +235,8 @@ def _matrix(pairs, names: Dict[str, str], topology) -> str:
               + '</span>' if pairs.get("status") == "unknown" and pairs.get("assumes") else "") + '</p>']
     for kind, title in (("gpu", "GPU \u2013 GPU (peer-to-peer)"), ("nic", "GPU \u2013 NIC (GPUDirect RDMA)"),
                         ("nvme", "GPU \u2013 NVMe (GPUDirect Storage)")):
-        cols = [d["bdf"] for d in devices if d.get("kind") == kind]
+        # as in `gdrcheck pairs`: a NIC that is not a GPUDirect NIC (rdma false) makes no pair and gets no column
+        cols = [d["bdf"] for d in devices if d.get("kind") == kind and not (kind == "nic" and d.get("rdma") is False)]
         if not cols or (kind == "gpu" and len(cols) < 2):
             continue
         wide = any(len(_path(cells.get((g, c)))) > 5 for g in gpus for c in cols)

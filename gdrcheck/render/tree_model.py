@@ -126,17 +126,11 @@ def _kept(by_bdf, kids, show_all: bool) -> set:
 
 
 def device_names(doc: Dict[str, Any]) -> Dict[str, str]:
-    """Short names as ``gdrcheck pairs`` prints them: GPU<index>, NIC<n>, NVMe<n> in bus order."""
-    names: Dict[str, str] = {}
-    counters = {"nic": 0, "nvme": 0}
-    for d in doc.get("devices") or []:
-        kind = d.get("kind")
-        if kind == "gpu":
-            names[d["bdf"]] = f"GPU{d['gpu_index']}" if d.get("gpu_index") is not None else "GPU"
-        elif kind in counters:
-            names[d["bdf"]] = f"{'NIC' if kind == 'nic' else 'NVMe'}{counters[kind]}"
-            counters[kind] += 1
-    return names
+    """Short names as ``gdrcheck pairs`` prints them (GPU<index>, NIC<n>, NVMe<n>): the one numbering,
+    :func:`gdrcheck.documents.labels.device_labels` (a NIC that is not a GPUDirect NIC gets no number)."""
+    from gdrcheck.documents.labels import device_labels
+
+    return device_labels(list(doc.get("devices") or []))
 
 
 def _speed(v) -> str:

@@ -24,6 +24,7 @@ _FAMILIES: Tuple[str, ...] = (
     "gdrcheck.rules.nccl_log",
     "gdrcheck.rules.fabric",
     "gdrcheck.rules.gds_modules",
+    "gdrcheck.rules.gpu_gdr",
 )
 
 

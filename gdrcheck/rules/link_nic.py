@@ -7,7 +7,7 @@ from gdrcheck.rules.util import label
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
-    from typing import Iterable, Optional, Set
+    from typing import Dict, Iterable, Optional, Tuple
 
 LINK_WIDTH = Rule(
     "GDR080", "link-width-downtrained", "warning", "device",
@@ -47,32 +47,77 @@ def rdma_capable(ctx: Context, nic: str) -> Optional[bool]:
     return ctx.topo.rdma(nic)[0]
 
 
-def _check_links(ctx: Context) -> Iterable[Finding]:
+_DOWN_FACING = ("root_port", "switch_downstream")  # their own link state is the link below them
+
+
+def _partner(ctx: Context, bdf: str):
+    """The port at the upper end of ``bdf``'s link, or None where the input does not list it (a function on a
+    root bus, or bridges between it and its listed parent that the input names but does not list)."""
     topo = ctx.topo
-    narrow: Set[str] = set()
-    slow: Set[str] = set()
+    d = topo.by_bdf[bdf]
+    if d.unlisted_upstream:
+        return None
+    parent = topo.parent(bdf)
+    return topo.by_bdf[parent] if parent is not None else None
+
+
+def _expected(own: Optional[float], other: Optional[float]):
+    """What a link trains to at best: the lower of the two ends' maximum (``None`` when one is not shown)."""
+    if own is None or other is None:
+        return None
+    return min(own, other)
+
+
+def _check_links(ctx: Context) -> Iterable[Finding]:
+    """Each link once, from its lower end: the width and speed to expect are the lower of the two ends' maximum
+    (a x16 card in a x8 slot trains x8 as it should); where the upper end's maximum is not in the input, the
+    finding says so instead of calling the link downtrained."""
+    topo = ctx.topo
+    narrow: Dict[str, Tuple[int, int, Optional[int]]] = {}  # bdf -> (current, own max, expected or None)
+    slow: Dict[str, Tuple[float, float, Optional[float]]] = {}
     for bdf, d in topo.by_bdf.items():
-        lk = d.link
-        if lk.cur_width and lk.max_width and lk.cur_width < lk.max_width:
-            narrow.add(bdf)
-        if lk.cur_speed and lk.max_speed and lk.cur_speed < lk.max_speed:
-            slow.add(bdf)
+        if topo.device_kind.get(bdf) in _DOWN_FACING:
+            continue  # the same link as its child's, judged from the child
+        up = _partner(ctx, bdf)
+        lk, ulk = d.link, (up.link if up is not None else None)
+        cur_w = lk.cur_width or (ulk.cur_width if ulk is not None else None)
+        if cur_w and lk.max_width and cur_w < lk.max_width:
+            want = _expected(lk.max_width, ulk.max_width if ulk is not None else None)
+            if want is None or cur_w < want:
+                narrow[bdf] = (cur_w, lk.max_width, want)
+        cur_s = lk.cur_speed or (ulk.cur_speed if ulk is not None else None)
+        if cur_s and lk.max_speed and cur_s < lk.max_speed:
+            want_s = _expected(lk.max_speed, ulk.max_speed if ulk is not None else None)
+            if want_s is None or cur_s < want_s:
+                slow[bdf] = (cur_s, lk.max_speed, want_s)
     for bdf in sorted(narrow):
         affected = tuple((p.a, p.b) for p in (ctx.pairs_with(bdf) if topo.device_kind.get(bdf) in ("gpu", "nic", "nvme")
                                                else ctx.pairs) if not p.nvlinks and bdf in (p.a, p.b, *p.bridges))
         if not affected and topo.device_kind.get(bdf) not in ("gpu", "nic", "nvme"):
             continue
-        lk = topo.by_bdf[bdf].link
+        cur, own, want = narrow[bdf]
+        if want is None:
+            yield Finding(LINK_WIDTH.code, "info", (bdf,),
+                          f"{label(ctx, bdf)} link x{cur}, the device capable of x{own}; the upstream port's "
+                          f"maximum is not in this {ctx.snap.input_kind} input, so whether the slot allows more is "
+                          f"unknown (`lspci -vv -s <port> | grep LnkCap` on the node shows it)",
+                          evidence=f"/sys/bus/pci/devices/{bdf}/current_link_width")
+            continue
         yield Finding(LINK_WIDTH.code, "warning", (bdf,),
-                      f"{label(ctx, bdf)} link x{lk.cur_width}, capable of x{lk.max_width}",
+                      f"{label(ctx, bdf)} link x{cur}, both ends capable of x{want}",
                       pairs=affected, effect="degraded" if affected else None,
                       evidence=f"/sys/bus/pci/devices/{bdf}/current_link_width")
     for bdf in sorted(slow):
         if topo.device_kind.get(bdf) not in ("gpu", "nic", "nvme"):
             continue
-        lk = topo.by_bdf[bdf].link
+        cur_s, own_s, want_s = slow[bdf]
+        if want_s is None:
+            yield Finding(LINK_SPEED.code, "info", (bdf,),
+                          f"{label(ctx, bdf)} link at {cur_s:g} GT/s, the device capable of {own_s:g} GT/s (normal "
+                          f"when idle); the upstream port's maximum is not in this {ctx.snap.input_kind} input")
+            continue
         yield Finding(LINK_SPEED.code, "info", (bdf,),
-                      f"{label(ctx, bdf)} link at {lk.cur_speed:g} GT/s, capable of {lk.max_speed:g} GT/s "
+                      f"{label(ctx, bdf)} link at {cur_s:g} GT/s, both ends capable of {want_s:g} GT/s "
                       "(normal when idle)")
 
 

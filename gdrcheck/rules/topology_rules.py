@@ -40,11 +40,14 @@ THROUGH_ROOT = Rule(
     origin="nvidia-docs", pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"),
     vm_remediation=VM_PLACEMENT_FIX)
 CROSS_SOCKET = Rule(
-    "GDR003", "cross-socket", "warning", "pair",
-    "The path crosses the link between NUMA nodes (the CPUs' interconnect)",
-    "A PCIe peer path across sockets is, per NVIDIA, 'may be extremely slow or unreliable'. Where NCCL itself "
-    "would not use the path, GDR001 or GDR006 says so instead; this finding is for paths that will be used "
-    "(a raised NCCL level, NCCL's SYS default for two GPUs on AMD, GPUDirect Storage).",
+    "GDR003", "inter-numa", "warning", "pair",
+    "The path crosses the interconnect between NUMA nodes",
+    "Two NUMA nodes are two sockets, or two parts of one socket (AMD NPS2/NPS4, Intel SNC); a PCIe peer path "
+    "between them crosses the CPUs' interconnect. Across sockets, per NVIDIA, it 'may be extremely slow or "
+    "unreliable'. The finding says cross-socket only where the input shows the sockets (a node's sysfs), and "
+    "inter-NUMA otherwise. Where NCCL itself would not use the path, GDR001 or GDR006 says so instead; this "
+    "finding is for paths that will be used (a raised NCCL level, NCCL's SYS default for two GPUs on AMD, "
+    "GPUDirect Storage).",
     "Pair each GPU with a NIC or NVMe drive on its own NUMA node (`gdrcheck topology` shows NUMA per "
     "device); for jobs, bind ranks to the GPU's NUMA node (`numactl --cpunodebind`).",
     origin="nvidia-docs", pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"),
@@ -133,6 +136,8 @@ def _distance_code(p, view: Dict) -> Optional[str]:
     """The one finding a pair's distance gives, if any, by its code: NCCL's own level decision first (GDR001,
     GDR006), else what NVIDIA documents for the class (GDR002 root complex, GDR003 across NUMA nodes). Its words
     are :func:`_distance_words` (a pair that is not the one to use needs none)."""
+    if p.kind == "gpu-nic" and view.get("gpu_gdr_supported") is False:
+        return None  # no GPUDirect RDMA at any distance (GDR170 says so): no level or placement can help
     # NCCL's own decision first: a far NIC reached through an NVLinked peer (PXN) is not "beyond the level"
     if p.kind == "gpu-nic" and view.get("within_gdr_level") is False and view.get("gdr") != "enabled":
         return GDR_BEYOND_LEVEL.code
@@ -151,10 +156,24 @@ _WHERE = {"PHB": "meet only at the root complex (PHB)", "NODE": "meet only betwe
           "node (NODE)", "SYS": "are on different NUMA nodes (SYS)"}
 
 
+def _sys_where(ctx: Context, p) -> str:
+    """SYS in words: cross-socket only where the input shows both NUMA nodes' sockets (sysfs package ids)."""
+    fact = ctx.snap.host.get("numa_packages")
+    packages = fact.value if fact is not None and isinstance(fact.value, dict) else {}
+    na, nb = ctx.topo.numa(p.a), ctx.topo.numa(p.b)
+    sa, sb = packages.get(str(na)), packages.get(str(nb))
+    if na is not None and nb is not None and sa is not None and sb is not None:
+        if sa != sb:
+            return f"are on NUMA nodes {na} and {nb} of different sockets (SYS, cross-socket)"
+        return f"are on NUMA nodes {na} and {nb} of one socket (SYS, inter-NUMA)"
+    return (f"are on different NUMA nodes (SYS, inter-NUMA; the {ctx.snap.input_kind} input does not show "
+            "whether they are different sockets)")
+
+
 def _distance_words(ctx: Context, p, code: str, view: Dict) -> Tuple[str, str]:
     """(message, the message without the pair) of a distance finding with ``code``."""
     st = ctx.nccl
-    where = _WHERE.get(p.pcie_path, f"are {p.pcie_path} apart")
+    where = _sys_where(ctx, p) if p.pcie_path == "SYS" else _WHERE.get(p.pcie_path, f"are {p.pcie_path} apart")
     if code == GDR_BEYOND_LEVEL.code:
         why = (f"they {where}, NCCL path {view.get('path_type')}, beyond NCCL_NET_GDR_LEVEL={st.gdr_level} "
                f"({st.gdr_level_source})")
@@ -219,7 +238,8 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
             msg, said = _distance_words(ctx, p, code, view)
             yield Finding(code, "warning", key, msg, pairs=(key,), effect="degraded", fold=said)
     what = {GDR_BEYOND_LEVEL.code: f"beyond NCCL_NET_GDR_LEVEL={st.gdr_level}",
-            THROUGH_ROOT.code: "meeting it only at the root complex", CROSS_SOCKET.code: "on other NUMA nodes (SYS)"}
+            THROUGH_ROOT.code: "meeting it only at the root complex",
+            CROSS_SOCKET.code: "on other NUMA nodes (SYS, inter-NUMA)"}
     for (code, gpu, kind), ps in far.items():
         cls, to = best[(gpu, kind)]
         peers = "NIC" if kind == "gpu-nic" else "NVMe drive"
@@ -264,7 +284,8 @@ def _check_close_nic(ctx: Context) -> Iterable[Finding]:
         mine = [p for p in ctx.pairs_with(g) if p.kind == "gpu-nic" and p.a == g and p.b in nic_set]
         close: List[str] = [p.b for p in mine if p.pcie_path in ("PIX", "PXB")]
         undecided = any(p.pcie_path is None for p in mine)
-        said = all(ctx.nccl_view.get((p.a, p.b), {}).get("within_gdr_level") is False for p in mine)
+        said = all(ctx.nccl_view.get((p.a, p.b), {}).get("within_gdr_level") is False for p in mine) or \
+            any(ctx.nccl_view.get((p.a, p.b), {}).get("gpu_gdr_supported") is False for p in mine)  # GDR170
         if not close and not undecided and not said:
             sure = all(_rdma_capable(ctx, n) for n in nics)
             yield Finding(NO_CLOSE_NIC.code, "warning", (g,),

@@ -146,14 +146,9 @@ def check_page(tmp_path: Path, source) -> Path:
         ET.fromstring(svg)  # well-formed: the diagram stays usable outside the page too
     page = Page(text)
     diagram, matrix = "".join(page.svg_text), "".join(page.matrix_text)
-    names = {}
-    counters = {"nic": 0}
-    for d in topo["devices"]:
-        if d["kind"] == "gpu":
-            names[d["bdf"]] = f"GPU{d['gpu_index']}"
-        elif d["kind"] == "nic":
-            names[d["bdf"]] = f"NIC{counters['nic']}"
-            counters["nic"] += 1
+    # one numbering: the labels `pairs` gives (a NIC that is not a GPUDirect NIC has none)
+    names = {d["bdf"]: d["label"] for d in pairs.get("devices") or []
+             if d.get("kind") in ("gpu", "nic") and d.get("label")}
     for bdf, name in names.items():
         assert re.search(rf"\b{re.escape(name)} {re.escape(bdf)}\b", diagram), (name, bdf)
     gpus = [b for b, n in names.items() if n.startswith("GPU")]

@@ -56,6 +56,7 @@ CASES = {
     "GDR160": ("fixture:nvidia-smi-q/h100-sxm-550.txt", "healthy-gdr-node", ()),
     "GDR206": ("nvidia-fs-nvme-unregistered", "nvidia-fs-nvme-registered", ()),
     "GDR207": ("nvidia-fs-idle", "nvidia-fs-nvme-registered", ()),
+    "GDR170": ("lspci:geforce-rtx-4090-and-connectx-7", "healthy-gdr-node", ()),
 }
 # the gate's own findings: a requirement of `check --require` that nothing on the node can satisfy
 # code -> (case, --require that fires it, --require that does not)
@@ -72,6 +73,11 @@ LSPCI_CASES = {
     # a NIC whose model says nothing about RDMA, in an input that has no /sys/class/infiniband
     "nic-of-unknown-model": "-[0000:00]-+-01.0-[01]----00.0  NVIDIA Corporation GH100 [H100 PCIe]\n"
                             "           \\-02.0-[02]----00.0  Acme Corp. Ethernet Controller AC100\n",
+    # a GeForce card beside a ConnectX-7 (drawn by lspci -F from their ids): no GPUDirect RDMA at any distance
+    "geforce-rtx-4090-and-connectx-7": "-[0000:00]-+-00.0  Intel Corporation Ice Lake Memory Map/VT-d\n"
+                                       "           +-01.0-[01]----00.0  NVIDIA Corporation AD102 [GeForce RTX 4090]\n"
+                                       "           \\-02.0-[02]----00.0  Mellanox Technologies MT2910 Family "
+                                       "[ConnectX-7]\n",
 }
 
 

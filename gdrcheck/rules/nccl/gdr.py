@@ -95,8 +95,8 @@ def decide(version: Version, st, *, t: Optional[str], candidates: Tuple[str, ...
     gpu_ok, gpu_why = gpu_flag
     if nic_ok is False:
         return {"gdr": "disabled", "reason": nic_why}
-    if gpu_ok is False:
-        return {"gdr": "disabled", "reason": gpu_why}
+    if gpu_ok is False:  # the GPU's cudaDevAttrGPUDirectRDMASupported is 0: no GDR at any distance or level
+        return {"gdr": "disabled", "reason": gpu_why, "gpu_gdr_supported": False}
     mlo_off = version >= MLOPART_FROM and not st.param("NCCL_NET_GDR_MLOPART", 0)
     if mlopart and mlo_off:
         return {"gdr": "disabled", "reason": f"an MLOPart partition ({mlopart_why}) and NCCL_NET_GDR_MLOPART="

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections import abc
 
-from gdrcheck.patterns import lazy_pattern
+from gdrcheck.device_models import gpu_model, grace_part
 from gdrcheck.record import field, record
 from gdrcheck.rules.nccl import bcm
 from gdrcheck.rules.nccl import gdr as gdr_rules
@@ -43,7 +43,6 @@ _SM_BY_NAME = ((r"\bG?B(100|200|300)\b", 100), (r"\bG?H(100|200|800|20)\b", 90),
                (r"RTX [0-9]+ Ada|\bRTX 40[0-9]0\b", 89), (r"\bA(100|800|30)\b", 80),
                (r"\bA(10|16|2|40)\b|RTX A[0-9]+|RTX 30[0-9]0", 86), (r"\bT4\b|RTX 20[0-9]0|Quadro RTX", 75),
                (r"\bV100\b|TITAN V", 70), (r"\bP100\b", 60))
-_C2C_NAMES = lazy_pattern(r"\bG[HB]\d{3}\b")
 
 
 def _speed_code(gt: Optional[float]) -> int:
@@ -245,6 +244,9 @@ def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, st
     attrs, cuda_driver = cuda_attrs(snap)
     cuda = attrs.get(bdf)
     name = (dg.name if dg is not None and dg.name else None) or d.name
+    known = gpu_model(d)  # "Device 2335" (an lspci with an older pci.ids) is an H200 SXM by its id
+    if known and not (dg is not None and dg.name):
+        name = f"{name} [{known}]" if name else known
     xml_gpu = d.extra.get("nccl_gpu") if d.extra else None
     sm, sm_src = None, ""
     if dg is not None and dg.cuda_compute:
@@ -268,8 +270,8 @@ def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, st
     c2c: Optional[bool] = None
     if d.extra and d.extra.get("c2c"):
         c2c = True
-    elif name and _C2C_NAMES.search(name):
-        c2c = True
+    elif grace_part(name):
+        c2c = True  # GH200/GB200/GB300; a chip name (GH100, GB202) is a GPU in any machine, x86 too
     elif cpu is not None and cpu != "arm":
         c2c = False
     elif name:
