@@ -14,7 +14,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Dict, List, Optional, Tuple
 
 MAX_LINKS = 64
 FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
@@ -31,7 +31,16 @@ RATE_BY_VERSION = {"1.0": 20.0, "2.0": 25.0, "2.2": 25.0, "3.0": 25.0, "3.1": 25
 # links and NVLink generation of the SXM parts (device_models.nvlink_part names), where NVML does not say
 PART_NVLINK = {"P100 SXM2": (4, "1.0"), "V100 SXM2": (6, "2.0"), "V100 SXM3": (6, "2.0"), "A100 SXM4": (12, "3.0"),
                "A100 SXM": (12, "3.0"), "A800 SXM4": (8, "3.0"), "H100 SXM5": (18, "4.0"), "H800 SXM5": (8, "4.0"),
-               "H200 SXM": (18, "4.0"), "B200": (18, "5.0"), "B100": (18, "5.0")}
+               "H200 SXM": (18, "4.0"), "B200": (18, "5.0"), "HGX B200": (18, "5.0"), "B100": (18, "5.0"),
+               "B300": (18, "5.0")}
+
+
+def part_nvlink(model: Optional[str]) -> Optional[Tuple[int, str]]:
+    """(links, NVLink version) of a GPU model as gdrcheck names it ("H100 SXM5 80GB" is an "H100 SXM5")."""
+    if not model:
+        return None
+    hits = [k for k in PART_NVLINK if model == k or model.startswith(k + " ")]
+    return PART_NVLINK[max(hits, key=len)] if hits else None
 NVML_SUCCESS = 0
 RETURN_NAMES = {0: "Success", 1: "Uninitialized", 2: "InvalidArgument", 3: "NotSupported", 4: "NoPermission",
                 6: "NotFound", 9: "DriverNotLoaded", 10: "Timeout", 15: "GpuIsLost", 17: "OperatingSystem",

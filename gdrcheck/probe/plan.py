@@ -110,10 +110,10 @@ def p2p_expectation(report, a: str, b: str) -> Dict[str, Any]:
         rates = [x.get("rate_gb_per_s") for x in nv]
         basis = nv[0].get("rate_basis") or "NVML"
         if any(not isinstance(r, (int, float)) for r in rates):
-            from gdrcheck.collectors.nvml_fabric import PART_NVLINK, RATE_BY_VERSION
+            from gdrcheck.collectors.nvml_fabric import RATE_BY_VERSION, part_nvlink
             from gdrcheck.device_models import nvlink_part
 
-            parts = {PART_NVLINK.get(nvlink_part(topo.by_bdf[x]) or "") for x in (a, b)}
+            parts = {part_nvlink(nvlink_part(topo.by_bdf[x])) for x in (a, b)}
             if len(parts) == 1 and None not in parts:
                 version = parts.pop()[1]
                 rates = [RATE_BY_VERSION[version]]
