@@ -152,3 +152,17 @@ def test_plain_lspci_is_an_input_that_places_nothing(tmp_path):
     (p,) = [p for p in doc["pairs"] if p["kind"] == "gpu-nic"]
     assert p["pcie_path"] is None and set(p["path_candidates"]) == {"PIX", "PXB", "PHB", "NODE", "SYS"}
     assert p["expected"]["verdict"] in ("ok", "degraded", "fail")
+
+
+def test_the_gpu_model_from_nvidia_smi_q_device_id():
+    """nvidia-smi -q names an H100 SXM5 "NVIDIA H100 80GB HBM3" (no SXM in it) but gives its PCI Device Id,
+    0x233010DE: the id says SXM5, so its GPUs are expected to be NVLinked (NV18*), and the fingerprint names them."""
+    root = Path(__file__).resolve().parents[2] / "fixtures" / "nvidia-smi-q"
+    for f in ("h100-sxm-550.txt",):
+        doc = _doc("--from", str(root / f))
+        gg = [p for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
+        assert gg and all(p["verdict"] == "unknown" and p["expected"]["path"] == "NV18" for p in gg)
+        assert doc["fingerprint"]["lines"] and any("10de:2330" in ln for ln in doc["fingerprint"]["lines"])
+    xml = _doc("--from", str(root / "a100-pcie-40gb-470.xml"))
+    assert any("10de:20f1" in ln for ln in xml["fingerprint"]["lines"])  # an A100 PCIe: no NVLink expected
+    assert all(p["expected"]["path"] != "NV12" for p in xml["pairs"] if p["kind"] == "gpu-gpu")

@@ -245,12 +245,17 @@ class _Merge:
             self.note(part.label, f"the driver view of {self.gpus_from} is kept; this file's GPUs are not used")
             return
         self.gpus, self.gpus_from = gpus, part.label
+        # the PCI id the driver gives each GPU (its model where no tree names it: 10de:2330 is an H100 SXM5)
+        ids = {r["bdf"]: r["pci_id"] for r in part.data if isinstance(r, dict) and r.get("pci_id")}
         new = []
         for g in gpus:
             d = self.devs.get(g.bdf)
             if d is None:
                 d = PciFunction(bdf=g.bdf, root=_bus_of(g.bdf), vendor=0x10DE, kind_hint="gpu", name=g.name)
                 new.append(g.bdf)
+            vendor, device = ids.get(g.bdf) or (None, None)
+            if d.device is None and vendor == 0x10DE and d.vendor in (None, 0x10DE):
+                d = replace(d, vendor=0x10DE, device=device)
             self.devs[g.bdf] = replace(d, gpu_index=g.index)
         if new:
             self._place(new, part.label)

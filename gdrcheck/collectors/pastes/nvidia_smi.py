@@ -84,6 +84,18 @@ def _val(text: Optional[str]) -> Optional[str]:
     return t
 
 
+def _pci_id(text: Optional[str]) -> Optional[Tuple[int, int]]:
+    """``0x233010DE`` (nvidia-smi -q's PCI Device Id, or -x's ``233010DE``) -> (vendor, device): (0x10de, 0x2330)."""
+    t = _val(text)
+    if t is None:
+        return None
+    try:
+        v = int(t, 16)
+    except ValueError:
+        return None
+    return (v & 0xFFFF, v >> 16) if 0 < v <= 0xFFFFFFFF else None
+
+
 def _int(text: Optional[str]) -> Optional[int]:
     t = _val(text)
     if t is None:
@@ -187,6 +199,7 @@ def parse_smi_text(text: str) -> List[Dict[str, Any]]:
             continue
         rows.append({
             "bdf": bdf, "index": i, "name": _val(t.value_of("Product Name")),
+            "pci_id": _pci_id(t.value_of("PCI", "Device Id")),
             "uuid": _val(t.value_of("GPU UUID")), "serial": _val(t.value_of("Serial Number")),
             "minor": _int(t.value_of("Minor Number")),
             "bar1_total_bytes": size_bytes(t.value_of("BAR1 Memory Usage", "Total")),
@@ -234,6 +247,7 @@ def parse_smi_xml(text: str) -> List[Dict[str, Any]]:
                               "used_memory_bytes": size_bytes(tx(p, "used_memory"))})
         rows.append({
             "bdf": bdf, "index": i, "name": _val(tx(g, "product_name")), "uuid": _val(tx(g, "uuid")),
+            "pci_id": _pci_id(tx(g, "pci/pci_device_id")),
             "serial": _val(tx(g, "serial")), "minor": _int(tx(g, "minor_number")),
             "bar1_total_bytes": size_bytes(tx(g, "bar1_memory_usage/total")),
             "bar1_used_bytes": size_bytes(tx(g, "bar1_memory_usage/used")),
