@@ -37,6 +37,8 @@ def gpu_doc(v: GpuBar1, driver_view: bool = True) -> Dict[str, Any]:
     from_driver = d is not None and d.bar1_total_bytes is not None
     total = d.bar1_total_bytes if from_driver else v.total
     used = d.bar1_used_bytes if from_driver else None
+    from gdrcheck.collectors.pastes.merge import SYNTH_DOMAIN
+
     doc: Dict[str, Any] = {
         "bdf": v.bdf,
         "index": v.index,
@@ -48,6 +50,7 @@ def gpu_doc(v: GpuBar1, driver_view: bool = True) -> Dict[str, Any]:
         "bar1_used_pct": round(100.0 * used / total, 1) if used is not None and total else None,
         "fb_total_bytes": v.fb,
         "source": d.source if from_driver else ("sysfs" if total is not None else None),
+        **({"synthetic": True} if v.bdf.lower().startswith(f"{SYNTH_DOMAIN:04x}:") else {}),
         "sysfs_bar1_index": v.bus.get("sysfs_bar1_index"),
         "sysfs_bar1_bytes": v.bus.get("sysfs_bar1_bytes"),
         "sysfs_bar1_unset": v.bus.get("sysfs_bar1_unset"),

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from typing import Dict, Iterable, List, Optional, Tuple
 
 DEVICE_KINDS = ("gpu", "nic", "nvme", "nvswitch")
+_REACH_OF_KIND = {"gpu": "gpus", "nic": "nics", "nvme": "nvme", "nvswitch": "tree"}  # gdrcheck.reach's facts
 # what a fingerprint line calls a bridge: the ports, plus a bridge of no known port type and a host bridge
 BRIDGE_TAGGED = BRIDGE_KINDS + ("bridge", "host_bridge")
 
@@ -171,9 +172,13 @@ def fingerprint(evaluation) -> Fingerprint:
             # whether an RDMA device is bound: only an input with the kernel's RDMA view can say "no"
             shown = topo.snap.input_kind in ("live", "sysfs", "snapshot")
             add("device[{0}].rdma", "yes" if d.rdma_devices else "no" if shown else "unknown", bdf)
+    from gdrcheck.reach import shows
+
     for kind in DEVICE_KINDS:
         m = models[kind]
-        add(f"devices.{kind}", ",".join(f"{n}x{ident}" for ident, n in sorted(m.items())) or "0")
+        # none of a kind the input cannot show is "not-in-input", never 0 (an nvidia-smi -q has no NIC column)
+        none = "0" if shows(topo.snap, _REACH_OF_KIND[kind]) else "not-in-input"
+        add(f"devices.{kind}", ",".join(f"{n}x{ident}" for ident, n in sorted(m.items())) or none)
     on_paths = sorted(set().union(*[p.bridges for p in evaluation.pairs]), key=bdf_key)
     for b in on_paths:
         d = topo.by_bdf.get(b)

@@ -60,7 +60,8 @@ def _table(gpus: List[Dict[str, Any]], console) -> None:
     and the columns split into blocks when even that does not fit. No cell is ever cut."""
     header = ["GPU", "address", "BAR1", "used", "memory", "sysfs", "ReBAR (range)"]
     right = (2, 3, 4, 5)
-    rows = [[(f"GPU{g['index']}" if g.get("index") is not None else "GPU?", ""), (g["bdf"], ""),
+    rows = [[(f"GPU{g['index']}" if g.get("index") is not None else "GPU?", ""),
+             ("no bus id" if g.get("synthetic") else g["bdf"], ""),
              (human_bytes(g.get("bar1_total_bytes")), ""), (_used(g), ""), (human_bytes(g.get("fb_total_bytes")), ""),
              (_bus(g), ""), (_rebar(g), "")] for g in gpus]
     names = [_gpu_name(g) for g in gpus]

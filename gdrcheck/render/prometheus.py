@@ -80,7 +80,7 @@ UNMET_CODES = set().union(*UNMET_CODES_OF.values())
 
 
 def link_degraded(topology: Dict[str, Any]) -> List[Tuple[str, bool]]:
-    """GPUs, NICs and NVMe drives, and whether the link runs below its maximum.
+    """GPUs, NICs and NVMe drives whose link state the input shows, and whether the link runs below its maximum.
 
     Width below max counts for all; speed only for NICs and drives (an idle GPU
     lowers its speed to save power).
@@ -92,6 +92,8 @@ def link_degraded(topology: Dict[str, Any]) -> List[Tuple[str, bool]]:
         k = d.get("link") or {}
         cw, mw, cs, ms = (k.get("current_width"), k.get("max_width"), k.get("current_speed_gts"),
                           k.get("max_speed_gts"))
+        if not (cw and mw) or d.get("synthetic"):
+            continue  # the input does not show this link's state (an lspci tree, a matrix): no series, never 0
         low = bool(cw and mw and cw < mw)
         if d["kind"] != "gpu" and cs and ms and cs < ms:
             low = True

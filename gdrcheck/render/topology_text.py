@@ -36,10 +36,16 @@ def _link_text(dev: Dict[str, Any]) -> str:
 def device_line(dev: Dict[str, Any]) -> str:
     """One function of the topology document as a line: address, label, name, Linux names, link, BARs."""
     kind = dev["kind"]
-    parts: List[str] = [dev["bdf"]]
     label = LABEL.get(kind, kind)
     if kind == "gpu" and dev.get("gpu_index") is not None:
         label = f"GPU{dev['gpu_index']}"
+    if dev.get("synthetic"):  # a device of a matrix: its name and NUMA node, no made-up address or tree
+        numa = dev.get("numa_node")
+        names = list(dev.get("rdma_devices", ())) + list(dev.get("netdevs", ()))
+        name = (dev.get("name") or "").replace(" of nvidia-smi topo -m", "")
+        head = label if kind == "gpu" else f"{label} {', '.join(names) or name}".strip()
+        return f"{head}  no bus id in this input  NUMA {'?' if numa is None else numa}"
+    parts: List[str] = [dev["bdf"]]
     if label:
         parts.append(label)
     if dev["name"]:
@@ -89,8 +95,12 @@ def render_topology(doc: Dict[str, Any], console, show_all: bool = False) -> Non
     given = doc.get("input") or {}
     put(console, Text(f"PCIe topology of {doc['host'] or given.get('label')} ({given.get('kind')})", style="bold"))
     tree = _Tree(doc)
+    made_up = [d for d in doc["devices"] if d.get("synthetic")]
+    made_roots = {d["root"] for d in made_up} - {d["root"] for d in doc["devices"] if not d.get("synthetic")}
     nodes = []
     for root in doc["roots"]:
+        if root["root"] in made_roots:
+            continue
         tops = [b for b in tree.children.get(None, ()) if tree.by_bdf[b]["root"] == root["root"]]
         kept = [b for b in tops if tree.keep(b, show_all)]
         if not kept and not show_all:
@@ -102,6 +112,11 @@ def render_topology(doc: Dict[str, Any], console, show_all: bool = False) -> Non
         last = i == len(nodes) - 1
         _branch(console, label, "", last)
         _add(tree, console, kept, show_all, "    " if last else _guides(console)[2])
+    if made_up:
+        put(console, "not placed in a PCIe tree (the input does not show where they sit):")
+        for d in made_up:
+            put(console, "  " + device_line(d), 4)
+            tree.memo[d["bdf"]] = True
     if not show_all:
         total = len(tree.by_bdf)
         shown = sum(1 for v in tree.memo.values() if v)
