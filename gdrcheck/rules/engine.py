@@ -121,7 +121,8 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
         evaluation.nccl_view[(pair.a, pair.b)] = nccl_pair_view(topo, pair, st, node)
     from gdrcheck.rules.nccl_log import reconcile
 
-    evaluation.reconciled = reconcile(snap, topo, pairs, evaluation.nccl_view, node)  # what a job's NCCL log shows
+    evaluation.reconciled = reconcile(snap, topo, pairs, evaluation.nccl_view, node,  # what a job's NCCL log shows
+                                      dict(options.env))
     ctx = Context(snap=snap, topo=topo, pairs=pairs, options=options, nccl=st, nccl_view=evaluation.nccl_view)
     from gdrcheck.rules.peermem import nic_gdr
 

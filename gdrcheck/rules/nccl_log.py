@@ -204,11 +204,14 @@ _NET = re.compile(r"^NET/(.+?)/(\d+)(?:\((\d+)\))?((?:/[^/]+)*)$")
 # reconcile
 
 
-def reconcile(snap, topo, pairs, views: Dict[Tuple[str, str], dict], node) -> Optional[Dict[str, Any]]:
-    """Put ``observed`` into the view of every pair the log shows; the summary of what agreed and what not."""
+def reconcile(snap, topo, pairs, views: Dict[Tuple[str, str], dict], node,
+              given: Optional[Dict[str, str]] = None) -> Optional[Dict[str, Any]]:
+    """Put ``observed`` into the view of every pair the log shows; the summary of what agreed and what not.
+    ``given``: the settings of ``--env``, which a prediction takes and the logged job may not have had."""
     job = job_log(snap)
     if job is None:
         return None
+    job = dict(job, given=dict(given or {}))
     log, host = job["log"], job["host"]
     version = node.version if node is not None else None
     try:
@@ -318,6 +321,16 @@ def _node_env(snap, node) -> Dict[str, str]:
     return dict(st.env)
 
 
+def _given_cause(job) -> Optional[str]:
+    """A setting given with --env that the logged job did not run with: the prediction is for another job."""
+    logged = {name: value for name, value, _line in job["log"].settings}
+    for name, value in sorted((job.get("given") or {}).items()):
+        if name.startswith("NCCL_") and logged.get(name) != value:
+            had = f"the log reports {name}={logged[name]}" if name in logged else "the log does not report it set"
+            return f"--env {name}={value} is not what the logged job ran with ({had})"
+    return None
+
+
 def _job_setting_cause(job, node_env: Dict[str, str], names: Iterable[str]) -> Optional[str]:
     log = job["log"]
     for name, value, _line in log.settings:
@@ -350,6 +363,9 @@ def _observed_p2p(conns, view: dict, job, node_env, topo, ranks) -> dict:
 
 
 def _p2p_cause(view: dict, job, node_env, topo, ranks) -> str:
+    given = _given_cause(job)
+    if given:
+        return given
     via = view.get("nvb_via")
     if via and via not in {r[1] for r in ranks.values()}:
         return (f"a CUDA_VISIBLE_DEVICES subset: the GPU NCCL would relay through (NVB, {via}) is not in the job's "
@@ -388,6 +404,9 @@ def _observed_gdr(items, view: dict, job, node_env, snap, topo, nic: str) -> dic
 
 
 def _gdr_cause(view: dict, gdr: str, job, node_env, snap, topo, nic: str) -> str:
+    given = _given_cause(job)
+    if given:
+        return given
     log = job["log"]
     if log.plugin:
         return f"an external net plugin ({log.plugin}) decides GPUDirect RDMA itself"

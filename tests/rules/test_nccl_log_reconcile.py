@@ -279,3 +279,12 @@ def test_public_log_alone_shows_its_gpus_and_settles():
     log = doc["nccl"]["log"]
     assert (log["pairs_observed"], log["pairs_settled"], log["pairs_differ"]) == (5, 5, 0)
     assert all(p["nccl"]["observed"]["p2p"] == "disabled" for p in doc["pairs"] if "observed" in p["nccl"])
+
+
+def test_env_the_logged_job_did_not_have_is_named_as_the_cause(node):
+    """--env NCCL_P2P_DISABLE=1 beside the default run's log: the prediction is for another job than the one
+    logged, and that is the cause given, not "gdrcheck's model is wrong here"."""
+    doc = _doc(node, RUNS / "default" / "nccl.log", env={"NCCL_P2P_DISABLE": "1"})
+    obs = [p["nccl"]["observed"] for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
+    assert len(obs) == 6 and all(o["agrees"] is False for o in obs)
+    assert all(o["cause"].startswith("--env NCCL_P2P_DISABLE=1 is not what the logged job ran with") for o in obs)
