@@ -14,6 +14,7 @@ from gdrcheck.record import field, record
 from gdrcheck.rules.nccl import bcm
 from gdrcheck.rules.nccl import gdr as gdr_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
+from gdrcheck.rules.nccl import pxn as pxn_rules
 from gdrcheck.rules.nccl.core import (
     NEWEST,
     nccl_type,
@@ -762,27 +763,31 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
         if key not in asked:
             asked[key] = nic_flag(node, snap, node.nics[p.b], g)
         flags[(p.a, p.b)] = asked[key]
-    # the GPUs that could relay for each NIC (PXN): close enough to it, able to do GDR with it; whether the
-    # GPU that wants the NIC is NVLinked to one of them is asked per pair below
-    relays: Dict[str, List[Tuple[str, str, bool]]] = {}
-    for n, qs in by_nic.items():
-        for q in qs:
-            qt = gdr_rules.distance(v, st, types[(q.a, q.b)][0], node.gpus[q.a].c2c)[0]
-            if qt is None or order.get(qt, 99) > order.get(pxn_type, order["PXB"]):
-                continue
-            if node.gpus[q.a].gdr is False or flags[(q.a, q.b)][0] is False:
-                continue
-            # 2.30 asks ncclTopoCheckGdr(peer, read=1) too (paths.cc:825-830): its level and send side
-            usable = not (v >= (2, 30, 0) and (gdr_rules.read_side(v, st, node.gpus[q.a].sm, True, single)["gdr_read"]
-                                                == "disabled" or not within(qt, st.gdr_level, v)))
-            relays.setdefault(n, []).append((q.a, qt, usable))
+    # PXN: NCCL's one relay GPU per NIC (pxn.Relays.local_gpu, v2.30.7 paths.cc:812-843), if close enough to
+    # the NIC and able to do GDR with it; whether its path to the GPU that wants the NIC is NVLink after NCCL's
+    # P2P decision (paths.cc:761-773, 832) is asked per pair below
+    rl = pxn_rules.Relays(node, snap, topo, pairs, types)
+    relay: Dict[str, Tuple[str, str, bool]] = {}
+    for n in by_nic:
+        q = rl.local_gpu(n)
+        if q is None or (q, n) not in flags:
+            continue
+        qt = gdr_rules.distance(v, st, types[(q, n)][0], node.gpus[q].c2c)[0]
+        if qt is None or order.get(qt, 99) > order.get(pxn_type, order["PXB"]):
+            continue
+        if node.gpus[q].gdr is False or flags[(q, n)][0] is False:
+            continue
+        # 2.30 asks ncclTopoCheckGdr(peer, read=1) too (paths.cc:825-830): its level and send side
+        usable = not (v >= (2, 30, 0) and (gdr_rules.read_side(v, st, node.gpus[q].sm, rl.nvlink_peer(q), single)
+                                           ["gdr_read"] == "disabled" or not within(qt, st.gdr_level, v)))
+        if usable:
+            relay[n] = (q, qt)
     nvpeers: Dict[str, Optional[bool]] = {}
     # gdr_rules.decide by what it reads (the NIC flag by identity: one object per answer in ``asked``); the
     # pairs of a large node ask it a few distinct questions thousands of times
     decided: Dict[tuple, Dict[str, object]] = {}
     read_sides: Dict[tuple, Dict[str, object]] = {}  # gdr_rules.read_side by (sm, NVLink peer)
     distances: Dict[tuple, Optional[str]] = {}  # gdr_rules.distance's type by (path type, C2C)
-    shows = topo.snap.shows_nvlink
     for p in mine:
         g = node.gpus[p.a]
         t, cands, _flat, _ = types[(p.a, p.b)]
@@ -792,18 +797,11 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
             d_own = distances[(t, g.c2c)] = gdr_rules.distance(v, st, t, g.c2c)[0]
         pxn = None
         maybe_pxn = None  # a relay NCCL would take if NVLink joins them, in an input that cannot show NVLink
-        if not pxn_off and (d_own is None or order.get(d_own, 99) > order["PXB"]):
-            best = None
-            for qa, qt, usable in relays.get(p.b, ()):
-                if qa == p.a:
-                    continue
-                if not (shows and _nvl(topo, p.a, qa)):
-                    if maybe_pxn is None and topo.nvlink_unseen(p.a, qa):
-                        maybe_pxn = qa
-                    continue
-                if usable and (best is None or order[qt] < order[best[1]]):
-                    best = (qa, qt)
-            pxn = best
+        r = relay.get(p.b)
+        if not pxn_off and r is not None and r[0] != p.a and (d_own is None or order.get(d_own, 99) > order["PXB"]):
+            linked = rl.nvlinked(p.a, r[0])
+            pxn = r if linked else None
+            maybe_pxn = r[0] if linked is None else None
         nic = flags[(p.a, p.b)]
         said = (t, cands, id(nic), g.gdr, g.gdr_source, g.c2c, pxn, g.mlopart, g.mlopart_source)
         view = decided.get(said)
@@ -815,10 +813,11 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
         if maybe_pxn and pxn is None and view["gdr"] == "disabled" and d_own is not None \
                 and not within(d_own, st.gdr_level, v):
             view["gdr"] = "unknown"
-            view["reason"] = (f"{view.get('reason', '')}; but if NVLink joins this GPU and {maybe_pxn} (the input "
-                              "cannot show it), NCCL reaches the NIC through that GPU (PXN, paths.cc:812-843)")
+            view["reason"] = (f"{view.get('reason', '')}; but if NCCL keeps an NVLink path between this GPU and "
+                              f"{maybe_pxn}, the NIC's local GPU (the input cannot show it), NCCL reaches the NIC "
+                              "through that GPU (PXN, paths.cc:812-843)")
             view["depends_on"] = list(view.get("depends_on", ())) + [
-                f"whether NVLink joins {p.a} and {maybe_pxn} (nvidia-smi topo -m, NVML)"]
+                f"whether NVLink joins {p.a} and {maybe_pxn} and NCCL keeps P2P on it (nvidia-smi topo -m, NVML)"]
         dd = data_direct(node, snap, node.nics[p.b]) if node.data_direct else ""
         mlo_block = g.mlopart and v >= gdr_rules.MLOPART_FROM and not st.param("NCCL_NET_GDR_MLOPART", 0)
         if dd and flags[(p.a, p.b)][0] is not False and g.gdr is not False and not mlo_block:
@@ -831,7 +830,7 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
                 f"{(node.nics[p.b].rdma or ('<dev>',))[0]}'; then NCCL_TOPO_DUMP_FILE shows the _dma device's "
                 "PCI path; NCCL_IB_DATA_DIRECT=0 turns it off)"]
         if p.a not in nvpeers:
-            nvpeers[p.a] = any(_nvl(topo, p.a, o) for o in node.gpus if o != p.a) if topo.snap.shows_nvlink else None
+            nvpeers[p.a] = rl.nvlink_peer(p.a)  # NVLink after NCCL's P2P decision (paths.cc:497-503, 761-773)
         nvpeer = nvpeers[p.a]
         if view["gdr"] == "enabled":
             side = read_sides.get((g.sm, nvpeer))
@@ -849,14 +848,8 @@ def _decide_p2p(node: NodeNccl, snap, topo, pairs, types) -> None:
         if p.kind != "gpu-gpu":
             continue
         t, cands, _flat, via = types[(p.a, p.b)]
-        hops = [(p.a, via), (via, p.b)] if via else [(p.a, p.b)]
-        nvml = []
-        for x, y in hops:
-            r = snap.p2p_status.get((x, y, "read")) or snap.p2p_status.get((y, x, "read"))
-            w = snap.p2p_status.get((x, y, "write")) or snap.p2p_status.get((y, x, "write"))
-            nvml.append((f"{x}-{y}", r, w))
         faster, detail = _net_faster(node, topo, p, t, nets)
-        facts = p2p_rules.PairFacts(t, cands, via, tuple(nvml), faster, detail)
+        facts = p2p_rules.PairFacts(t, cands, via, pxn_rules.nvml_hops(snap, p.a, p.b, via), faster, detail)
         view = p2p_rules.decide(v, st, default, facts)
         if t is None and getattr(p, "nvlink_unknown", "") and view["p2p"] == "unknown":
             view["reason"] = f"{p.nvlink_unknown}; NCCL decides P2P over NVLink or over PCIe ({', '.join(cands)})"

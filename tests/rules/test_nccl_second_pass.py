@@ -1,0 +1,76 @@
+"""NCCL read again: differences where gdrcheck said a definite enabled/disabled that NCCL contradicts.
+
+Each scenario names NCCL's file:line@tag in its name or docstring (docs/nccl.md lists them).
+"""
+
+from __future__ import annotations
+
+import pytest
+from support import nccl_nodes as N
+
+G0, G1, G2, G3 = "0000:03:00.0", "0000:04:00.0", "0000:83:00.0", "0000:84:00.0"
+NIC0, NIC1 = "0000:05:00.0", "0000:85:00.0"
+
+
+def two_gpus_one_nic(tmp_path, name, **kw):
+    """G0 on socket 0's root port; G2, G3 and the only NIC under socket 1's switch; NVLink G0-G3, G2-G3 (NVB
+    between G0 and G2), as on a DGX-1V's cube mesh."""
+    return N.build(tmp_path / name, devices=[("gpu", G0, 0, "root"), ("gpu", G2, 1, "switch"),
+                                             ("nic", NIC1, 1, "switch"), ("gpu", G3, 1, "switch")],
+                   nvlinks=[(G0, G3, 2), (G2, G3, 2)], **kw)
+
+
+def test_pxn_relays_only_through_the_nics_local_gpu(tmp_path):
+    """topo.cc:2110-2134@v2.30.7 (ncclTopoGetLocalGpu), paths.cc:812-843@v2.30.7: NIC1's local GPUs are G2
+    and G3 (both PIX); the first whose local NIC on the lowest channel is NIC1 is G2, NCCL's one relay. G0 has
+    NVLink to G3 only (its path to G2 is NVB, not <= PATH_NVL), so NCCL does not relay: no GDR."""
+    top, pairs = N.decide(two_gpus_one_nic(tmp_path, "pxn-local-gpu"), "2.30.7")
+    v = pairs[(G0, NIC1)]
+    assert v["gdr"] == "disabled" and "via" not in v, v
+    assert pairs[(G2, NIC1)]["gdr"] == "enabled"
+
+
+def test_pxn_local_gpu_before_2_19_is_any_gpu(tmp_path):
+    """topo.cc:719-733@v2.18.6: ncclTopoGetLocalGpu walks every GPU; G0's only NIC is NIC1, so G0 (the first
+    GPU) is the NIC's 'local' GPU and relays for nobody: no PXN for G0 itself."""
+    root = N.build(tmp_path / "pxn-2.18", devices=[("gpu", G0, 0, "root"), ("gpu", G2, 1, "switch"),
+                                                    ("nic", NIC1, 1, "switch")], nvswitch=True)
+    _, pairs = N.decide(root, "2.18.6")
+    assert pairs[(G0, NIC1)]["gdr"] == "disabled", pairs[(G0, NIC1)]
+    _, pairs = N.decide(root, "2.19.3")
+    assert pairs[(G0, NIC1)]["gdr"] == "enabled" and pairs[(G0, NIC1)]["via"] == G2
+
+
+def pxn_node(tmp_path, name, **kw):
+    """Two GPUs on two sockets over NVSwitch; the only NIC sits under G2's switch."""
+    return N.build(tmp_path / name, devices=[("gpu", G0, 0, "root"), ("gpu", G2, 1, "switch"),
+                                             ("nic", NIC1, 1, "switch")], nvswitch=True, **kw)
+
+
+@pytest.mark.parametrize("case,kw,env,word", [
+    ("pxn-p2p-on", {}, {}, "enabled"),
+    ("pxn-p2p-disable-paths.cc:761-773@v2.30.7", {}, {"NCCL_P2P_DISABLE": "1"}, "disabled"),
+    ("pxn-p2p-level-loc-paths.cc:761-773@v2.30.7", {}, {"NCCL_P2P_LEVEL": "LOC"}, "disabled"),
+    ("pxn-nvml-refuses-paths.cc:373-412@v2.30.7", {"p2p_status": 2}, {"NCCL_IGNORE_DISABLED_P2P": "1"},
+     "disabled"),
+])
+def test_p2p_off_takes_pxn(tmp_path, case, kw, env, word):
+    """paths.cc:761-773@v2.30.7 reroutes a pair whose ncclTopoCheckP2p is 0 through the CPU before the PXN
+    loop, whose relay needs paths[GPU][g].type <= PATH_NVL (paths.cc:832)."""
+    _, pairs = N.decide(pxn_node(tmp_path, case.split("-paths")[0], **kw), "2.30.7", env)
+    assert pairs[(G0, NIC1)]["gdr"] == word, (case, pairs[(G0, NIC1)])
+
+
+@pytest.mark.parametrize("case,env,word", [
+    ("gdr-read-volta-nvlink", {}, "enabled"),
+    ("gdr-read-volta-p2p-disable-paths.cc:497-503@v2.30.7", {"NCCL_P2P_DISABLE": "1"}, "unknown"),
+])
+def test_p2p_off_takes_the_read_sides_nvlink_peer(tmp_path, case, env, word):
+    """paths.cc:497-503@v2.30.7: for sm < 80 the send side needs a peer whose path is PATH_NVL, read after
+    paths.cc:761-773 rerouted P2P-disabled pairs through the CPU."""
+    root = N.build(tmp_path / case.split("-paths")[0], devices=[("gpu", G0, 0, "switch"), ("nic", NIC0, 0, "switch"),
+                                                                  ("gpu", G1, 0, "switch")],
+                   nvlinks=[(G0, G1, 6)], gpu_name="Tesla V100-SXM2-32GB", cc=(7, 0))
+    _, pairs = N.decide(root, "2.30.7", env)
+    v = pairs[(G0, NIC0)]
+    assert v["gdr"] == "enabled" and v["gdr_read"] == word, (case, v)
