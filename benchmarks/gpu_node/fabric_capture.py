@@ -38,6 +38,12 @@ def call(fn, *a):
         return {"error": f"{type(e).__name__}: {e}"}
 
 
+def _fabric(N, h):
+    info = N.c_nvmlGpuFabricInfo_t()
+    N.nvmlDeviceGetGpuFabricInfo(h, __import__("ctypes").byref(info))
+    return info
+
+
 def nvml_capture() -> dict:
     import pynvml as N
 
@@ -48,15 +54,7 @@ def nvml_capture() -> dict:
     for i in range(N.nvmlDeviceGetCount()):
         h = N.nvmlDeviceGetHandleByIndex(i)
         g = {"index": i, "name": _s(N.nvmlDeviceGetName(h)), "bus_id": _s(N.nvmlDeviceGetPciInfo(h).busId),
-             "fabric": call(N.nvmlDeviceGetGpuFabricInfo, h)}
-        if hasattr(N, "nvmlDeviceGetGpuFabricInfoV"):
-            try:
-                info = N.c_nvmlGpuFabricInfo_v2_t()
-                info.version = N.nvmlGpuFabricInfo_v2
-                N.nvmlDeviceGetGpuFabricInfoV(h, info)
-                g["fabric_v2"] = {"value": _s(info)}
-            except Exception as e:  # noqa: BLE001
-                g["fabric_v2"] = {"error": f"{type(e).__name__}: {e}"}
+             "fabric": call(lambda hh: _fabric(N, hh), h)}
         try:
             vals = N.nvmlDeviceGetFieldValues(h, list(fields.values()))
             g["fields"] = {k: {"ret": v.nvmlReturn, "value": _s(v.value)} for k, v in zip(fields, vals)}
@@ -73,6 +71,20 @@ def nvml_capture() -> dict:
         out["gpus"].append(g)
     N.nvmlShutdown()
     return out
+
+
+def nvml_fabric_v() -> dict:
+    import pynvml as N
+
+    N.nvmlInit()
+    out = []
+    for i in range(N.nvmlDeviceGetCount()):
+        h = N.nvmlDeviceGetHandleByIndex(i)
+        info = N.c_nvmlGpuFabricInfo_v2_t()
+        info.version = N.nvmlGpuFabricInfo_v2
+        out.append(call(lambda hh: (N.nvmlDeviceGetGpuFabricInfoV(hh, __import__("ctypes").byref(info)), info)[1], h))
+    N.nvmlShutdown()
+    return {"gpus": out}
 
 
 def bandwidth() -> dict:
@@ -128,9 +140,13 @@ def bandwidth() -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--part", choices=("nvml", "nvml-v", "bandwidth"), help="one part only (each runs alone: a "
+                    "driver call that crashes the process loses only its own part)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    for name, fn in (("nvml-fabric.json", nvml_capture), ("bandwidth.json", bandwidth)):
+    parts = {"nvml": ("nvml-fabric.json", nvml_capture), "nvml-v": ("nvml-fabric-v.json", nvml_fabric_v),
+             "bandwidth": ("bandwidth.json", bandwidth)}
+    for name, fn in [parts[a.part]] if a.part else parts.values():
         try:
             data = fn()
         except Exception as e:  # noqa: BLE001

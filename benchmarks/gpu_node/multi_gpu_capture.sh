@@ -21,7 +21,7 @@ tar -C /tmp/cap -czf "$OUT/smi.tar.gz" smi
 python3 -m gdrcheck snapshot --redact -o "$OUT/snapshot.tar.gz" 2>&1 | tail -2
 timeout 330 python3 "$HERE/nccl_settings.py" --out /tmp/cap/nccl-runs
 tar -C /tmp/cap -czf "$OUT/nccl-runs.tar.gz" nccl-runs
-python3 "$HERE/fabric_capture.py" --out "$OUT" 2>&1 | cut -c1-600
+for part in nvml nvml-v bandwidth; do python3 "$HERE/fabric_capture.py" --out "$OUT" --part $part 2>&1 | cut -c1-600; done
 { for what in "" "--check cuda" "--check host-bandwidth" "--check p2p"; do
     s=$EPOCHREALTIME; python3 -m gdrcheck probe --json $what -o /tmp/cap/probe$(echo $what | tr -d ' -').json >/dev/null 2>/tmp/cap/probe.err
     rc=$?; e=$EPOCHREALTIME; echo "probe $what: rc=$rc wall $(awk "BEGIN{print $e - $s}") s"; done; } > "$OUT/probe-timing.txt"
