@@ -100,10 +100,14 @@ def test_every_run_was_captured():
     assert len(NAMES) == 18
 
 
-def test_p2p_as_nccl_connected_each_pair(snapshot):
+@pytest.fixture(scope="module")
+def rows(snapshot):
+    return table(snapshot)
+
+
+def test_p2p_as_nccl_connected_each_pair(rows):
     """Zero contradictions: gdrcheck says ``enabled`` exactly where NCCL connected the pair via P2P, and
     ``disabled`` exactly where it used SHM or the network."""
-    rows = table(snapshot)
     assert len({r[0] for r in rows}) == 18
     bad = [r for r in rows if (r[2] == "P2P") != (r[3] == "enabled") or r[3] == "unknown"]
     assert not bad, "\n".join(f"{n} {a}-{b}: NCCL {x}, gdrcheck {y} ({why})" for n, (a, b), x, y, why in bad)
@@ -119,9 +123,9 @@ def note_rows() -> list:
     return out
 
 
-def test_note_holds_the_table(snapshot):
+def test_note_holds_the_table(rows):
     """NOTE.md's table is what the logs and gdrcheck say today."""
-    assert note_rows() == [r[:4] for r in table(snapshot)]
+    assert note_rows() == [r[:4] for r in rows]
 
 
 if __name__ == "__main__":  # prints NOTE.md's table rows: python3 tests/rules/test_nccl_four_gpu_runs.py DIR
