@@ -74,3 +74,16 @@ def test_p2p_off_takes_the_read_sides_nvlink_peer(tmp_path, case, env, word):
     _, pairs = N.decide(root, "2.30.7", env)
     v = pairs[(G0, NIC0)]
     assert v["gdr"] == "enabled" and v["gdr_read"] == word, (case, v)
+
+
+def test_nvb_pair_skips_the_network_faster_check(tmp_path):
+    """p2p.cc:138-141@v2.30.7: p2pCanConnect returns for a path through an intermediate GPU (NVB) before
+    ncclTopoCheckNet, so two 400 Gb/s NICs faster than one NVLink each way do not take the pair off P2P."""
+    root = N.build(tmp_path / "nvb-net", devices=[("gpu", G0, 0, "switch"), ("nic", NIC0, 0, "switch"),
+                                                   ("gpu", G1, 0, "switch"), ("gpu", G2, 1, "switch"),
+                                                   ("nic", NIC1, 1, "switch")],
+                   nvlinks=[(G0, G1, 1), (G1, G2, 1)], rates={"mlx5_0": "400 Gb/sec (4X NDR)",
+                                                              "mlx5_1": "400 Gb/sec (4X NDR)"})
+    _, pairs = N.decide(root, "2.30.7")
+    v = pairs[(G0, G2)]
+    assert v["path_type"] == "NVB" and v["p2p"] == "enabled", v
