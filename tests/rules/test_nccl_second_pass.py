@@ -105,3 +105,20 @@ def test_gdr007_on_a_pcie_pair_is_degraded(tmp_path, case, kw, effect):
     rep = evaluate(load_facts(str(root)), Options(nccl_version="2.30.7"))
     (f,) = [x for x in rep.findings if x.code == "GDR007"]
     assert f.effect == effect, (case, f)
+
+
+@pytest.mark.parametrize("case,version,word,path_type", [
+    ("nvb-vs-pix-2.30.7-best-type-paths.cc:80-83@v2.30.7", "2.30.7", "enabled", "NVB"),
+    ("nvb-vs-pix-2.30.4-fewest-hops-then-bw-paths.cc:80@v2.30.4", "2.30.4", "disabled", "PIX"),
+    ("nvb-vs-pix-2.28.9-fewest-hops-then-bw", "2.28.9", "disabled", "PIX"),
+])
+def test_path_choice_nvb_against_a_pcie_switch(tmp_path, case, version, word, path_type):
+    """G0 and G1 under one PCIe switch (Gen5 x16), each with one NVLink to G3: NCCL 2.30.7 keeps the better
+    type (NVB); up to 2.30.4 the first path found stays unless one as short is wider, and the switch path (two
+    hops, like NVB's) is wider than one NVLink. NCCL_P2P_LEVEL=NVB shows which path NCCL kept."""
+    root = N.build(tmp_path / case.split("-paths")[0], devices=[("gpu", G0, 0, "switch"), ("gpu", G1, 0, "switch"),
+                                                                  ("gpu", G3, 1, "switch")],
+                   nvlinks=[(G0, G3, 1), (G1, G3, 1)])
+    _, pairs = N.decide(root, version, {"NCCL_P2P_LEVEL": "NVB"})
+    v = pairs[(G0, G1)]
+    assert v["p2p"] == word and v["path_type"] == path_type, (case, v)

@@ -545,6 +545,7 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     node.rdma = {b: rdma_capable(ctx, b) for b in nics}
     file_cls, file_flat = topo_file_classes(tree, topo, pairs, node.topo_files, version) if tree else ({}, frozenset())
     types = pair_types(topo, pairs, version, st, file_cls, file_flat)
+    _path_choice(node, topo, pairs, types)
     node.types = types
     node.file_classes = file_cls
     node.file_flat = file_flat
@@ -553,6 +554,22 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     if file_cls:
         _say_file_tree(node, tree["path"], types, file_cls, pairs)
     return node
+
+
+def _path_choice(node: NodeNccl, topo, pairs, types) -> None:
+    """NVB against a PCIe switch path up to 2.30.4 (:func:`pxn.nvb_or_pcie`)."""
+    for p in pairs:
+        t, cands, flat, via = types.get((p.a, p.b), (None,) * 4)
+        if t != "NVB" or node.version >= pxn_rules.BEST_TYPE_FROM:
+            continue
+        sm = node.gpus[p.a].sm
+        per = next((bw for s, bw in NVLINK_BW if sm is not None and sm >= s), None)
+        links = [_nvl(topo, p.a, via), _nvl(topo, via, p.b)]
+        nvb_bw = min(links) * per if per and all(links) else None
+        pcie = nccl_type(p.pcie_path, None, flat)
+        kept, why = pxn_rules.nvb_or_pcie(node.version, pcie, nvb_bw, _pcie_bw(topo, p.a, p.b, p.bridges))
+        if kept != "NVB":
+            types[(p.a, p.b)] = (kept, (pcie, "NVB") if kept is None else cands, flat, None)
 
 
 def _say_file_tree(node: NodeNccl, path: str, types, file_cls, pairs) -> None:

@@ -154,3 +154,27 @@ class Relays:
         if any(seen):
             return True
         return None if any(s is None for s in seen) else False
+
+
+BEST_TYPE_FROM = (2, 30, 7)  # v2.30.7 paths.cc:80-83: the best type wins; before, fewest hops then bandwidth
+
+
+def nvb_or_pcie(version, t_pcie: Optional[str], nvb_bw: Optional[float], pcie_bw: Optional[float]) \
+        -> Tuple[Optional[str], str]:
+    """Which path NCCL keeps between two GPUs that an NVB path (through a third GPU) and a PCIe path join.
+
+    v2.30.7 ``paths.cc:80-83`` keeps the better type (NVB). Up to v2.30.4 (``paths.cc:80``, and v2.28.9
+    ``paths.cc:74``) a path replaces the one found first only with no more hops and strictly more bandwidth:
+    under one PCIe switch (PIX) both paths have the same hop count (GPU, switch, GPU against GPU, GPU, GPU;
+    with 2.30's DEV nodes one more on each side of both), so the wider one wins; a PCIe path through more
+    switches or a CPU is longer and NVB stays. Returns (the type kept, why) or (None, why) where a bandwidth is
+    not shown."""
+    if version >= BEST_TYPE_FROM or t_pcie != "PIX":
+        return "NVB", ""
+    if nvb_bw is None or pcie_bw is None:
+        return None, ("NCCL up to 2.30.4 keeps the wider of the NVB path and the PCIe switch path (same hop "
+                      "count, paths.cc:80@v2.30.4); a bandwidth is not shown")
+    if pcie_bw > nvb_bw:
+        return "PIX", (f"the PCIe switch path ({pcie_bw:g} GB/s) is wider than the NVB path ({nvb_bw:g} GB/s) "
+                       "and as short: NCCL up to 2.30.4 keeps it (paths.cc:80@v2.30.4)")
+    return "NVB", ""
