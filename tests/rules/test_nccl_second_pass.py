@@ -122,3 +122,18 @@ def test_path_choice_nvb_against_a_pcie_switch(tmp_path, case, version, word, pa
     _, pairs = N.decide(root, version, {"NCCL_P2P_LEVEL": "NVB"})
     v = pairs[(G0, G1)]
     assert v["p2p"] == word and v["path_type"] == path_type, (case, v)
+
+
+@pytest.mark.parametrize("case,hca,word", [
+    ("ib-hca-other-port-utils.cc:224-243@v2.30.7", "mlx5_0:2", "disabled"),
+    ("ib-hca-this-port", "mlx5_0:1", "enabled"),
+    ("ib-hca-exclude-other-port", "^mlx5_0:2", "enabled"),
+    ("ib-hca-exclude-this-port", "^=mlx5_0:1", "disabled"),
+])
+def test_ib_hca_port_suffix_selects_ports(tmp_path, case, hca, word):
+    """utils.cc:193-215, 224-243@v2.30.7 and net_ib/init.cc:363-367@v2.30.7: ``name:port`` lists one port; a
+    device whose only ACTIVE port (1) is not listed (or is excluded) is not used."""
+    root = N.build(tmp_path / case.split("-utils")[0], devices=[("gpu", G0, 0, "switch"), ("nic", NIC0, 0, "switch")],
+                   files={"/sys/class/infiniband/mlx5_0/ports/1/state": "4: ACTIVE\n"})
+    _, pairs = N.decide(root, "2.30.7", {"NCCL_IB_HCA": hca})
+    assert pairs[(G0, NIC0)]["gdr"] == word, (case, pairs[(G0, NIC0)])

@@ -13,6 +13,7 @@ from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import field, record
 from gdrcheck.rules.nccl import bcm
 from gdrcheck.rules.nccl import gdr as gdr_rules
+from gdrcheck.rules.nccl import ib as ib_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl import pxn as pxn_rules
 from gdrcheck.rules.nccl.core import (
@@ -309,22 +310,6 @@ def nic_info(snap, topo, bdf: str, rates: Mapping[str, Mapping[str, str]], topo_
     return NicInfo(bdf, tuple(d.rdma_devices), d.driver, rdma_driver, best, xml_gdr)
 
 
-def _hca_match(spec: str, names: Tuple[str, ...]) -> Optional[bool]:
-    """``NCCL_IB_HCA``: ``^`` excludes, ``=`` exact names, else prefixes; ``name:port`` (ports ignored here)."""
-    s = spec
-    exclude = s.startswith("^")
-    if exclude:
-        s = s[1:]
-    exact = s.startswith("=")
-    if exact:
-        s = s[1:]
-    items = [i.split(":")[0] for i in s.split(",") if i]
-    if not names:
-        return None
-    hit = any((n == i if exact else n.startswith(i)) for n in names for i in items)
-    return (not hit) if exclude else hit
-
-
 def net_selection(st: NcclSettings, plugins: Tuple[str, ...]) -> Tuple[Optional[str], str]:
     """Which network NCCL's net layer uses: ``ib``, ``socket``, ``plugin`` (decides its own GDR)."""
     env = st.env
@@ -360,11 +345,11 @@ def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Option
         return None, why, ["the net plugin's ptrSupport (NCCL_PTR_CUDA / NCCL_PTR_DMABUF)"]
     hca = st.env.get("NCCL_IB_HCA")
     if hca:
-        used = _hca_match(hca, nic.rdma)
+        used = ib_rules.hca_match(hca, nic.rdma, ib_rules.port_states(snap))
         if used is False:
             names = ", ".join(nic.rdma) or nic.bdf
             return False, f"NCCL_IB_HCA={hca} leaves {names} out: NCCL does not use this NIC", []
-    down = _ports_down(snap, nic.rdma)
+    down = ib_rules.ports_down(snap, nic.rdma)
     if down:
         return False, (f"no port of {down} is ACTIVE: NCCL's IB transport lists only ACTIVE ports "
                        "(v2.30.7 net_ib/init.cc:363), so it does not use this NIC"), []
@@ -397,16 +382,6 @@ def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Option
         return None, "peer-memory files not shown" + (f"; {dwhy}" if ok is None else ""), \
             ["peer-memory module files (/sys/module/nvidia_peermem, /sys/kernel/mm/memory_peers)"]
     return None, f"no peer-memory file of NCCL {version_str(node.version)}; {dwhy}", []
-
-
-def _ports_down(snap, rdma: Tuple[str, ...]) -> str:
-    """The NIC's RDMA ports and their states, when every port is shown and none is ACTIVE; else ''."""
-    f = snap.host.get("rdma_port_states")
-    states = f.value if f is not None and isinstance(f.value, dict) else {}
-    seen = [(dev, port, s) for dev in rdma for port, s in sorted((states.get(dev) or {}).items())]
-    if not rdma or not seen or any(dev not in states for dev in rdma) or any(s == "ACTIVE" for _d, _p, s in seen):
-        return ""
-    return ", ".join(f"{dev} port {port} ({s})" for dev, port, s in seen)
 
 
 # ---------------------------------------------------------------------------
