@@ -137,3 +137,19 @@ def test_ib_hca_port_suffix_selects_ports(tmp_path, case, hca, word):
                    files={"/sys/class/infiniband/mlx5_0/ports/1/state": "4: ACTIVE\n"})
     _, pairs = N.decide(root, "2.30.7", {"NCCL_IB_HCA": hca})
     assert pairs[(G0, NIC0)]["gdr"] == word, (case, pairs[(G0, NIC0)])
+
+
+@pytest.mark.parametrize("case,version,word", [
+    ("mlopart-gate-paths.cc:487@v2.30.7", "2.30.7", "disabled"),
+    ("mlopart-no-gate-2.30.4", "2.30.4", "enabled"),
+    ("mlopart-no-gate-2.30.3", "2.30.3", "enabled"),
+])
+def test_rules_per_patch_tag_mlopart(tmp_path, case, version, word):
+    """paths.cc:466, 487@v2.30.7: the MLOPart gate; v2.30.3 and v2.30.4 paths.cc have no NET_GDR_MLOPART, so a
+    partition keeps GDR there. Rules are per tag, not per minor."""
+    from test_nccl_gpu_flags import XML
+
+    path = tmp_path / f"{case.split('-paths')[0]}.xml"
+    path.write_text(XML.format(mlopart=' mlopart="0"'))
+    _, pairs = N.decide(path, version)
+    assert pairs[(G0, NIC0)]["gdr"] == word, (case, pairs[(G0, NIC0)])

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 READ_NEEDS_NVLINK_ALL_ARCH_UNTIL = (2, 19, 0)
 DMABUF_FROM = (2, 13, 4)
 PXN_FROM = (2, 12, 7)
-MLOPART_FROM = (2, 30, 0)
+MLOPART_FROM = (2, 30, 7)  # v2.30.7 paths.cc:466, 487; absent from v2.30.3 and v2.30.4 paths.cc
 
 
 def gdr_level(version: Version, st) -> Tuple[str, str]:
