@@ -153,3 +153,16 @@ def test_rules_per_patch_tag_mlopart(tmp_path, case, version, word):
     path.write_text(XML.format(mlopart=' mlopart="0"'))
     _, pairs = N.decide(path, version)
     assert pairs[(G0, NIC0)]["gdr"] == word, (case, pairs[(G0, NIC0)])
+
+
+@pytest.mark.parametrize("case,version,word", [
+    ("nvidia-peermem-file-net_ib.cc:223@v2.9.6", "2.9.6", "disabled"),
+    ("nvidia-peermem-file-net_ib.cc:224-226@v2.9.8", "2.9.8", "enabled"),
+])
+def test_nvidia_peermem_file_read_from_2_9_8(tmp_path, case, version, word):
+    """net_ib.cc:223@v2.9.6 tests only /sys/kernel/mm/memory_peers/nv_mem/version; v2.9.8 adds
+    .../nvidia-peermem/version (net_ib.cc:224-226)."""
+    root = N.build(tmp_path / case.split("-net_ib")[0], devices=[("gpu", G0, 0, "switch"), ("nic", NIC0, 0, "switch")],
+                   peermem=False, files={"/sys/kernel/mm/memory_peers/nvidia-peermem/version": "1.0\n"})
+    _, pairs = N.decide(root, version)
+    assert pairs[(G0, NIC0)]["gdr"] == word, (case, pairs[(G0, NIC0)])
