@@ -166,3 +166,31 @@ def test_nvidia_peermem_file_read_from_2_9_8(tmp_path, case, version, word):
                    peermem=False, files={"/sys/kernel/mm/memory_peers/nvidia-peermem/version": "1.0\n"})
     _, pairs = N.decide(root, version)
     assert pairs[(G0, NIC0)]["gdr"] == word, (case, pairs[(G0, NIC0)])
+
+
+def two_socket_nics(tmp_path, name, cpu, rate, cpuinfo=None):
+    """Two GPUs on two sockets, each with a NIC of ``rate`` under its own switch (a SYS GPU pair)."""
+    files = {"/proc/cpuinfo": cpuinfo} if cpuinfo else None
+    return N.build(tmp_path / name, cpu=cpu, devices=[("gpu", G0, 0, "switch"), ("nic", NIC0, 0, "switch"),
+                                                      ("gpu", G2, 1, "switch"), ("nic", NIC1, 1, "switch")],
+                   rates={"mlx5_0": rate, "mlx5_1": rate}, files=files)
+
+
+BDW = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 79\nflags\t\t: fpu\n\n"
+
+
+@pytest.mark.parametrize("case,cpu,cpuinfo,rate,version,word", [
+    # Sapphire Rapids (model 143): 22 GB/s from 2.26 (topo.cc:72-76@v2.26.2), 10 before: a 100 Gb/s NIC is slower
+    ("cpu-bw-spr-2.30-topo.cc:70-74@v2.30.7", "GenuineIntel", None, "100 Gb/sec (4X EDR)", "2.30.7", "enabled"),
+    ("cpu-bw-spr-2.25-topo.cc:62-80@v2.25.1", "GenuineIntel", None, "100 Gb/sec (4X EDR)", "2.25.1", "disabled"),
+    ("cpu-bw-broadwell-2.30", "GenuineIntel", BDW, "56 Gb/sec (4X FDR)", "2.30.7", "disabled"),
+    # AMD: no inter-CPU figure before 2.19 (v2.18.6 topo.cc:62-80: LOC_BW), 16 GB/s after
+    ("cpu-bw-amd-2.18-topo.cc:62-80@v2.18.6", "AuthenticAMD", None, "400 Gb/sec (4X NDR)", "2.18.6", "enabled"),
+    ("cpu-bw-amd-2.19", "AuthenticAMD", None, "400 Gb/sec (4X NDR)", "2.19.3", "disabled"),
+])
+def test_cpu_link_bandwidth_per_model_and_version(tmp_path, case, cpu, cpuinfo, rate, version, word):
+    """ncclTopoGetInterCpuBw (topo.cc:62-88 at v2.18.6 and v2.26.2): the CPU link that caps a SYS path in the
+    network-faster check (ncclTopoCheckNet) depends on the CPU model and the NCCL version."""
+    root = two_socket_nics(tmp_path, case.split("-topo")[0], cpu, rate, cpuinfo)
+    _, pairs = N.decide(root, version, {"NCCL_P2P_LEVEL": "SYS"})
+    assert pairs[(G0, G2)]["p2p"] == word, (case, pairs[(G0, G2)])

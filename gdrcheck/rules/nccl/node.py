@@ -12,6 +12,7 @@ from collections import abc
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import field, record
 from gdrcheck.rules.nccl import bcm
+from gdrcheck.rules.nccl import cpu as cpu_rules
 from gdrcheck.rules.nccl import gdr as gdr_rules
 from gdrcheck.rules.nccl import ib as ib_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
     from gdrcheck.rules.nccl.core import Version
 
 SPEED_CODES = ((2.5, 15), (5.0, 30), (8.0, 60), (16.0, 120), (32.0, 240), (64.0, 480))  # topo.cc:545-556
-# CPU-to-CPU bandwidth in GB/s (v2.30.7 src/graph/topo.h:25-35, topo.cc:60-83)
-SYS_BW = {"intel": 10.0, "amd": 16.0, "arm": 6.0, "power": 32.0, "zhaoxin": 6.0, "other": 5000.0}
 NVLINK_BW = ((100, 40.1), (90, 20.6), (87, 20.0), (86, 12.0), (80, 20.0), (70, 20.0), (60, 18.0))  # topo.h:274-282
 NIC_RDMA_DRIVER = {"mlx5_core": "mlx5_ib", "bnxt_en": "bnxt_re", "ice": "irdma", "i40e": "irdma", "efa": "efa",
                    "ionic": "ionic"}
@@ -897,8 +896,11 @@ def _net_faster(node: NodeNccl, topo, p, t: Optional[str],
         speed = (p.nvlinks or 1) * per if per else None
     else:
         speed = _pcie_bw(topo, p.a, p.b, p.bridges)
-        if speed is not None and t == "SYS":
-            speed = min(speed, SYS_BW.get(node.cpu or "other", 5000.0))
+        if speed is not None and t == "SYS":  # the CPU link caps it (cpu.inter_cpu_bw: per CPU model and version)
+            bws, why = cpu_rules.inter_cpu_bw(node.version, cpu_kind(node.cpu), *cpu_rules.cpu_model(topo.snap))
+            if len({min(best_net(p.a)[0], best_net(p.b)[0]) > min(speed, b) for b in bws}) > 1:
+                return None, f"NCCL's CPU-to-CPU bandwidth decides: {why}"
+            speed = min(speed, bws[0])
     n1, u1 = best_net(p.a)
     n2, u2 = best_net(p.b)
     if speed is not None and n1 > speed and n2 > speed:
