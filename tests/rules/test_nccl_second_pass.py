@@ -194,3 +194,37 @@ def test_cpu_link_bandwidth_per_model_and_version(tmp_path, case, cpu, cpuinfo, 
     root = two_socket_nics(tmp_path, case.split("-topo")[0], cpu, rate, cpuinfo)
     _, pairs = N.decide(root, version, {"NCCL_P2P_LEVEL": "SYS"})
     assert pairs[(G0, G2)]["p2p"] == word, (case, pairs[(G0, G2)])
+
+
+GRACE = {"cpu": "ARM", "port_vendor": 0x10DE, "gpu_name": "NVIDIA GH200 480GB", "cc": (9, 0)}
+NIC_CPU = "0000:0c:00.0"  # on a root port of the GPU's own Grace CPU
+
+
+@pytest.mark.parametrize("case,version,word", [
+    ("p2c-not-local-nic-paths.cc:703-720@v2.29.2", "2.29.2", "disabled"),
+    ("p2c-not-local-nic-2.30.7", "2.30.7", "disabled"),
+    ("p2c-every-nic-paths.cc:699-712@v2.28.9", "2.28.9", "enabled"),
+])
+def test_p2c_only_for_a_gpus_local_nics(tmp_path, case, version, word):
+    """paths.cc:703-720@v2.29.2: P2C is set only for the NICs ncclTopoGetLocal gives the GPU (its best: here the
+    NIC under its own switch), so a second NIC on the Grace CPU stays PHB, beyond the P2C level; up to 2.28.9
+    every such NIC was P2C."""
+    root = N.build(tmp_path / case.split("-paths")[0], devices=[("gpu", G0, 0, "switch"), ("nic", NIC0, 0, "switch"),
+                                                                  ("nic", NIC_CPU, 0, "root")], **GRACE)
+    _, pairs = N.decide(root, version)
+    assert pairs[(G0, NIC0)]["gdr"] == "enabled"
+    assert pairs[(G0, NIC_CPU)]["gdr"] == word, (case, pairs[(G0, NIC_CPU)])
+
+
+@pytest.mark.parametrize("case,version,env,word", [
+    ("pxn-c2c-default-0-paths.cc:609@v2.27.3", "2.27.7", {}, "disabled"),
+    ("pxn-c2c-1-2.27", "2.27.7", {"NCCL_PXN_C2C": "1"}, "enabled"),
+    ("pxn-c2c-default-1-paths.cc:620@v2.28.3", "2.28.9", {}, "enabled"),
+])
+def test_pxn_c2c_in_2_27(tmp_path, case, version, env, word):
+    """NCCL_PXN_C2C exists from 2.27.3 (default 0, paths.cc:609@v2.27.3; 1 from v2.28.3 paths.cc:620): with it
+    a GPU relays for a NIC it reaches over C2C (P2C). G0 (socket 0) NVLinked to G2, whose Grace CPU holds NIC1."""
+    root = N.build(tmp_path / case.split("-paths")[0], devices=[("gpu", G0, 0, "root"), ("gpu", G2, 1, "root"),
+                                                                  ("nic", NIC1, 1, "root")], nvswitch=True, **GRACE)
+    _, pairs = N.decide(root, version, env)
+    assert pairs[(G0, NIC1)]["gdr"] == word, (case, pairs[(G0, NIC1)])

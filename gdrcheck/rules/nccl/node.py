@@ -741,7 +741,8 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
     order = rank_in(v)
     single = len(node.gpus) == 1
     pxn_off = v < gdr_rules.PXN_FROM or st.param("NCCL_PXN_DISABLE", 0) == 1
-    pxn_type = "P2C" if v >= (2, 28, 0) and st.param("NCCL_PXN_C2C", 1) else "PXB"
+    # NCCL_PXN_C2C: default 0 in 2.27.x (v2.27.3 paths.cc:609), 1 from 2.28.3 (paths.cc:620)
+    pxn_type = "P2C" if v >= (2, 27, 0) and st.param("NCCL_PXN_C2C", int(v >= (2, 28, 0))) else "PXB"
     mine = [p for p in pairs if p.kind == "gpu-nic" and p.b in node.nics]  # the GPU-NIC pairs NCCL decides
     by_nic: Dict[str, List] = {}
     for p in mine:
@@ -764,7 +765,8 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
         if q is None or (q, n) not in flags:
             continue
         qt = gdr_rules.distance(v, st, types[(q, n)][0], node.gpus[q].c2c)[0]
-        if qt is None or order.get(qt, 99) > order.get(pxn_type, order["PXB"]):
+        raw = "P2C" if qt == "C2C" and types[(q, n)][0] == "PHB" else qt  # NCCL compares the path's own type
+        if raw is None or order.get(raw, 99) > order.get(pxn_type, order["PXB"]):
             continue
         if node.gpus[q].gdr is False or flags[(q, n)][0] is False:
             continue
@@ -782,10 +784,11 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
     for p in mine:
         g = node.gpus[p.a]
         t, cands, _flat, _ = types[(p.a, p.b)]
-        if (t, g.c2c) in distances:
-            d_own = distances[(t, g.c2c)]
+        c2c = g.c2c and rl.p2c_local(p.a, p.b)  # from 2.29.2 P2C only for the GPU's local NICs
+        if (t, c2c) in distances:
+            d_own = distances[(t, c2c)]
         else:
-            d_own = distances[(t, g.c2c)] = gdr_rules.distance(v, st, t, g.c2c)[0]
+            d_own = distances[(t, c2c)] = gdr_rules.distance(v, st, t, c2c)[0]
         pxn = None
         maybe_pxn = None  # a relay NCCL would take if NVLink joins them, in an input that cannot show NVLink
         r = relay.get(p.b)
@@ -794,11 +797,11 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
             pxn = r if linked else None
             maybe_pxn = r[0] if linked is None else None
         nic = flags[(p.a, p.b)]
-        said = (t, cands, id(nic), g.gdr, g.gdr_source, g.c2c, pxn, g.mlopart, g.mlopart_source)
+        said = (t, cands, id(nic), g.gdr, g.gdr_source, c2c, pxn, g.mlopart, g.mlopart_source)
         view = decided.get(said)
         if view is None:
             view = decided[said] = gdr_rules.decide(v, st, t=t, candidates=cands, nic_flag=nic,
-                                                    gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=g.c2c, pxn=pxn,
+                                                    gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=c2c, pxn=pxn,
                                                     mlopart=g.mlopart, mlopart_why=g.mlopart_source)
         view = dict(view)  # each pair's own: what follows adds to it
         if maybe_pxn and pxn is None and view["gdr"] == "disabled" and d_own is not None \

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 LOCAL_GPUS_OF_NIC_FROM = (2, 19, 0)  # v2.19.1 topo.cc:753-775: the NIC's local GPUs only
 DEV_MOD_FROM = (2, 30, 7)  # v2.30.7 topo.cc:2070: dev % localGpuCount
-MAXCHANNELS = 64  # v2.30.7 src/include/device.h:91
+MAXCHANNELS = 64
+P2C_LOCAL_FROM = (2, 29, 2)  # v2.30.7 src/include/device.h:91
 
 
 def nvml_hops(snap, a: str, b: str, via: Optional[str]) -> Tuple[Tuple[str, Optional[str], Optional[str]], ...]:
@@ -114,6 +115,16 @@ class Relays:
             got = next((g for c in range(MAXCHANNELS) for g in cands if self.local_net(g, c) == n), None)
         self._local[n] = got
         return got
+
+    def p2c_local(self, g: str, n: str) -> bool:
+        """From 2.29.2 a NIC on the GPU's own Grace CPU is P2C only when it is one of the GPU's local NICs
+        (``ncclTopoGetLocal`` on the path types before the P2C update, v2.29.2 ``paths.cc:703-720``); before,
+        every such NIC (v2.28.9 ``paths.cc:699-712``). True where the input does not show the types."""
+        if self.node.version < P2C_LOCAL_FROM:
+            return True
+        raw = [(m, (self.types.get((g, m)) or (None,))[0]) for m in self.nics]
+        best = self._best(raw)
+        return best is None or n in best
 
     # -- NCCL's P2P decision in ncclTopoComputePaths (level and NVML; the transport's checks come later)
     def kept(self, a: str, b: str) -> str:
