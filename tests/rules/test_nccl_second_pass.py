@@ -228,3 +228,24 @@ def test_pxn_c2c_in_2_27(tmp_path, case, version, env, word):
                                                                   ("nic", NIC1, 1, "root")], nvswitch=True, **GRACE)
     _, pairs = N.decide(root, version, env)
     assert pairs[(G0, NIC1)]["gdr"] == word, (case, pairs[(G0, NIC1)])
+
+
+def test_vgpu_profile_gdr_flag_depends_on_the_attribute(tmp_path):
+    """net.cc:424-436@v2.30.7 reads cudaDevAttrGPUDirectRDMASupported; a vGPU profile's answer is the vGPU
+    configuration's, which its model name cannot tell: unknown, with the attribute in depends_on."""
+    root = N.build(tmp_path / "vgpu", devices=[("gpu", G0, 0, "switch"), ("nic", NIC0, 0, "switch")],
+                   gpu_name="GRID A100-40C", cc=(8, 0))
+    _, pairs = N.decide(root, "2.30.7")
+    v = pairs[(G0, NIC0)]
+    assert v["gdr"] == "unknown" and any("cudaDevAttrGPUDirectRDMASupported" in d for d in v["depends_on"]), v
+
+
+def test_gpu_model_from_the_drivers_proc_information(tmp_path):
+    """The driver's /proc/driver/nvidia/gpus/<bdf>/information names the model without CUDA or NVML; a GeForce
+    part there has cudaDevAttrGPUDirectRDMASupported 0 (net.cc:424-436@v2.30.7)."""
+    root = N.build(tmp_path / "proc-model", devices=[("gpu", G0, 0, "switch"), ("nic", NIC0, 0, "switch")],
+                   gpu_name=None, files={f"/proc/driver/nvidia/gpus/{G0}/information":
+                                         "Model: \t\t NVIDIA GeForce RTX 4090\nIRQ:   \t\t 41\n"})
+    _, pairs = N.decide(root, "2.30.7")
+    v = pairs[(G0, NIC0)]
+    assert v["gdr"] == "disabled" and "GeForce" in v["reason"], v

@@ -222,7 +222,7 @@ def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, st
     dg = _driver_gpu(snap, bdf)
     attrs, cuda_driver = cuda_attrs(snap)
     cuda = attrs.get(bdf)
-    name = (dg.name if dg is not None and dg.name else None) or d.name
+    name = (dg.name if dg is not None and dg.name else None) or gdr_rules.proc_model(snap, bdf) or d.name
     xml_gpu = d.extra.get("nccl_gpu") if d.extra else None
     sm, sm_src = None, ""
     if dg is not None and dg.cuda_compute:
@@ -273,7 +273,7 @@ def _gdr_flag(name: Optional[str], cuda: Optional[dict], cuda_driver: Optional[i
     replay says what the live run says wherever the two agree."""
     read = cuda.get("gdr") if cuda and (cuda_driver is None or cuda_driver >= 11030) else None
     model: Optional[bool] = None
-    if name:
+    if name and not gdr_rules.model_cannot_say(name):
         model = not ("GeForce" in name or "TITAN" in name.upper())
     if read in (0, 1) and (model is None or (read == 1) != model):
         said = f"the driver's cudaDevAttrGPUDirectRDMASupported = {read}, read by gdrcheck snapshot"
@@ -284,7 +284,8 @@ def _gdr_flag(name: Optional[str], cuda: Optional[dict], cuda_driver: Optional[i
                        f"the model{settle})")
     if model:
         return True, f"the GPU supports GPUDirect RDMA ({name}; from the model{settle})"
-    return None, "the GPU's GPUDirect RDMA attribute (its model is not shown)"
+    why = gdr_rules.model_cannot_say(name) if name else "the GPU's GPUDirect RDMA attribute (its model is not shown)"
+    return None, why + "; the driver's cudaDevAttrGPUDirectRDMASupported decides (gdrcheck snapshot reads it)"
 
 
 def nic_info(snap, topo, bdf: str, rates: Mapping[str, Mapping[str, str]], topo_net: Mapping[str, str]) -> NicInfo:
