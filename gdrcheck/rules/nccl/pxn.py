@@ -70,6 +70,8 @@ class Relays:
         self.default = p2p_rules.default_p2p_level(v, cpu_kind(node.cpu), len(node.gpus))
         self._kept: Dict[frozenset, str] = {}
         self._local: Dict[str, Optional[str]] = {}
+        self._memo: Dict[tuple, Optional[List[str]]] = {}
+        self._index = {g: i for i, g in enumerate(self.gpus)}
 
     # -- the path types NCCL compares
     def gn_type(self, g: str, n: str) -> Optional[str]:
@@ -84,10 +86,16 @@ class Relays:
         return [x for x, t in items if self.order[t] == low]
 
     def local_nets(self, g: str) -> Optional[List[str]]:
-        return self._best([(n, self.gn_type(g, n)) for n in self.nics])
+        key = ("nets", g)
+        if key not in self._memo:
+            self._memo[key] = self._best([(n, self.gn_type(g, n)) for n in self.nics])
+        return self._memo[key]
 
     def local_gpus(self, n: str) -> Optional[List[str]]:
-        return self._best([(g, self.gn_type(g, n)) for g in self.gpus])
+        key = ("gpus", n)
+        if key not in self._memo:
+            self._memo[key] = self._best([(g, self.gn_type(g, n)) for g in self.gpus])
+        return self._memo[key]
 
     def local_net(self, g: str, c: int) -> Optional[str]:
         """``ncclTopoGetLocalNet`` (v2.30.7 ``topo.cc:2043-2074``, default ``NCCL_NETDEVS_POLICY``)."""
@@ -97,7 +105,7 @@ class Relays:
         lg = self.local_gpus(nets[0])
         if not lg:
             return None
-        dev = self.gpus.index(g)
+        dev = self._index[g]
         net = dev % len(lg) if self.node.version >= DEV_MOD_FROM else dev
         if len(nets) & (len(nets) - 1) == 0:
             net = _mirror(net, len(nets))
