@@ -1,12 +1,23 @@
-"""A long fuzz campaign over every input parser, outside CI.
+"""A long fuzz campaign over every input parser, the fleet reader and the output writers, outside CI.
 
-Runs the properties of ``tests/collectors/test_fuzz.py`` (any input parses or is refused
-with the parser's documented error, never anything else) with many more
-examples than the test suite does, and prints the cases run per parser and
-every failure (hypothesis's shrunk example and the traceback).
+Runs the hypothesis properties of
+
+* ``tests/collectors/test_fuzz.py``: any input parses or is refused with the parser's
+  documented error, never anything else;
+* ``tests/hostile/test_fleet_malformed.py``: ``fleet summarize`` over mutated real reports and
+  over whatever a fan-out tool leaves in a file (cut, prefixed, binary) summarises the good
+  reports, lists the rest as unreadable, never ends in an internal error;
+* ``tests/hostile/test_escapes.py``: every writer (text, DOT, Prometheus, the engines' lines,
+  HTML, JSON through the ``--output`` file writer) shows documents whose input strings hold
+  control characters, separators and lone surrogates without a raw control character, and
+  JSON keeps them exactly;
+
+with many more examples than the test suite does, and prints the cases run per property
+and every failure (hypothesis's shrunk example and the traceback).
 
     python3 benchmarks/fuzz_campaign.py --examples 20000
     python3 benchmarks/fuzz_campaign.py --examples 5000 --only lspci
+    python3 benchmarks/fuzz_campaign.py --examples 2000 --only fleet
 
 Exit status: 0 when every property held, 1 otherwise.
 """
@@ -21,6 +32,9 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# (folder under tests/, module): the modules whose hypothesis properties the campaign runs, each counting
+# its examples in a CASES counter
+MODULES = (("collectors", "test_fuzz"), ("hostile", "test_fleet_malformed"), ("hostile", "test_escapes"))
 
 
 def main(argv=None) -> int:
@@ -30,15 +44,17 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     os.environ["GDRCHECK_FUZZ_EXAMPLES"] = str(args.examples)
-    sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "collectors")]
-    import test_fuzz  # noqa: E402 - reads GDRCHECK_FUZZ_EXAMPLES at import
+    sys.path[:0] = [str(ROOT), str(ROOT / "tests")] + [str(ROOT / "tests" / d) for d, _m in MODULES]
+    from importlib import import_module
 
-    tests = [(name, fn) for name, fn in vars(test_fuzz).items()
+    modules = [import_module(m) for _d, m in MODULES]  # each reads GDRCHECK_FUZZ_EXAMPLES at import
+
+    tests = [(name, fn, mod) for mod in modules for name, fn in vars(mod).items()
              if name.startswith("test_") and hasattr(fn, "hypothesis") and args.only in name]
     failures = []
     t_all = time.monotonic()
-    for name, fn in tests:
-        before = sum(test_fuzz.CASES.values())
+    for name, fn, mod in tests:
+        before = sum(mod.CASES.values())
         t0 = time.monotonic()
         try:
             fn()
@@ -48,10 +64,11 @@ def main(argv=None) -> int:
                 raise
             status = f"FAILED: {e.__class__.__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
             failures.append((name, traceback.format_exc()))
-        n = sum(test_fuzz.CASES.values()) - before
-        print(f"{name:36s} {n:8d} cases {time.monotonic() - t0:7.1f} s  {status}", flush=True)
-    total = sum(test_fuzz.CASES.values())
-    print("\nper parser: " + ", ".join(f"{k} {v}" for k, v in sorted(test_fuzz.CASES.items())))
+        n = sum(mod.CASES.values()) - before
+        print(f"{name:48s} {n:8d} cases {time.monotonic() - t0:7.1f} s  {status}", flush=True)
+    cases = {k: v for mod in modules for k, v in mod.CASES.items()}
+    total = sum(cases.values())
+    print("\nper property: " + ", ".join(f"{k} {v}" for k, v in sorted(cases.items())))
     print(f"total: {total} cases in {time.monotonic() - t_all:.1f} s; {len(failures)} failing properties")
     for name, tb in failures:
         print(f"\n--- {name}\n{tb}")

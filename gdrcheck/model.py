@@ -264,6 +264,7 @@ class Snapshot:
     # (lower, higher) bus id; functions the input shows without their place in the PCIe tree
     path_facts: Mapping[Tuple[str, str], PathFact] = field(default_factory=lambda: MappingProxyType({}))
     unplaced: Tuple[str, ...] = ()
+    input_kinds: Tuple[str, ...] = ()  # the kind of every input merged (gdrcheck.reach: what each can show)
 
     def device(self, bdf: str) -> Optional[PciFunction]:
         for d in self.devices:

@@ -103,6 +103,8 @@ def build(root: Path, **change) -> Path:
     if not change.get("no_nvidia_fs"):
         modules.append("nvidia_fs")
         _write(root, "/proc/driver/nvidia-fs/version", "version: 2.26\n")
+        if change.get("nvfs_modules") is not None:  # the drivers registered with nvidia-fs ("name: version")
+            _write(root, "/proc/driver/nvidia-fs/modules", change["nvfs_modules"])
     for m in modules:
         _write(root, f"/sys/module/{m}/initstate", "live\n")
     _write(root, "/proc/modules", "".join(f"{m} 16384 0 - Live 0x0000000000000000\n" for m in modules))
@@ -175,6 +177,10 @@ CASES: Dict[str, Dict] = {
     "gpu-missing-from-nvml": {"gpu_missing_from_nvml": True},
     "legacy-nv-peer-mem": {"nv_peer_mem": True},
     "nvidia-fs-missing-no-p2pdma": {"no_nvidia_fs": True, "no_p2pdma": True},
+    # nvidia-fs in use (a cuFile process holds it open), NFS over RDMA registered, the NVMe driver not
+    "nvidia-fs-nvme-unregistered": {"nvfs_modules": "rpcrdma: 2.26\n"},
+    "nvidia-fs-nvme-registered": {"nvfs_modules": "nvme: 2.26\nrpcrdma: 2.26\n"},
+    "nvidia-fs-idle": {"nvfs_modules": ""},
     "gpu-link-x8": {"gpu_width": 8},
     "nic-without-rdma-driver": {"nic_not_rdma": True},
     "pcie-only-gpus": {"no_nvlink": True},

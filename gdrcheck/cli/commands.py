@@ -21,7 +21,8 @@ from gdrcheck.status import EXIT_PASS
 FROM_HELP = ("read facts from PATH instead of this machine; repeat it for several files of one node "
              "(merged): a directory laid out like / or a snapshot archive (gdrcheck snapshot), "
              "lspci -tv, sudo lspci -vvv, nvidia-smi -q (or -q -x), nvidia-smi topo -m (or -mp), "
-             "an NCCL topology XML (NCCL_TOPO_DUMP_FILE) or an hwloc XML (lstopo FILE.xml)")
+             "an NCCL topology XML (NCCL_TOPO_DUMP_FILE), an hwloc XML (lstopo FILE.xml) or a job's NCCL_DEBUG=INFO "
+             "log (held beside the prediction)")
 
 
 def _from_paths(_ctx, _param, value):
@@ -95,6 +96,12 @@ def nccl_option(f):
                              "node: libnccl.so.2.X.Y, a pip nvidia-nccl wheel or PyTorch's; else the newest known)")(f)
 
 
+def env_option(f):
+    return click.option("--env", "env", multiple=True, metavar="NAME=VALUE",
+                        help="what the job sets, applied last (repeatable): NCCL settings, and CUDA_VISIBLE_DEVICES "
+                             "(which GPUs share the job's communicator); a paste carries none")(f)
+
+
 @cli.command()
 @from_option
 @topology_formats
@@ -110,6 +117,7 @@ def topology(**params):
 @format_options
 @fail_on_option
 @nccl_option
+@env_option
 @click.option("--jsonl", "as_jsonl", is_flag=True, help="the JSON document on one line (for 'host: line' streams)")
 @run_options
 def pairs(**params):
@@ -177,7 +185,7 @@ def report(from_path, output, redact, fail_on, nccl_version, probe_file):
               help="run only this check (repeatable)")
 @click.option("--step-timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS", callback=_no_nan,
               help="deadline of every step (default: each check's own); a worker past it is killed")
-@click.option("--copy-size", metavar="SIZE", help="bytes per host copy (default 256MiB; P2P copies at most 64MiB)")
+@click.option("--copy-size", metavar="SIZE", help="bytes per host copy (default 256MiB; P2P copies at most 256MiB)")
 @click.option("-o", "--output", "output", metavar="FILE", help="write to FILE instead of stdout")
 def probe(from_path, fmt, as_json, redact, fail_on, nccl_version, dry_run, risky, force, gds_path, only,
           step_timeout, copy_size, output):
@@ -219,6 +227,7 @@ CHECK_FORMATS = ("text", "json", "jsonl", "nhc", "npd", "nagios", "prometheus")
 @click.option("--redact", is_flag=True, help="replace the host name, serial numbers, UUIDs and MAC addresses")
 @fail_on_option
 @nccl_option
+@env_option
 @run_options
 def check(**params):
     """The gate for health checks: pass, fail or unknown, in the format the engine reads.

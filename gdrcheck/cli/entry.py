@@ -143,7 +143,9 @@ class Terminated(BaseException):
 
 
 def _terminate(signum, frame) -> None:
-    raise Terminated()
+    from gdrcheck.io.tempdirs import raise_or_hold
+
+    raise_or_hold(Terminated())  # during a removal of temporary directories: once it is done
 
 
 def _end_on_sigterm() -> None:
@@ -162,17 +164,28 @@ def _end_on_sigterm() -> None:
 def run_command_line(argv=None) -> None:
     """The command line with one-line errors, never a traceback. A plain node command line runs without
     click (:mod:`gdrcheck.cli.node_argv`); click reads everything else, and only then loads."""
+    from gdrcheck.io.deadline import TimedOut, stand_down
+
     _end_on_sigterm()
     try:
-        sys.exit(_status(_run(argv)))
+        code = _run_to_status(argv)
+    except TimedOut as e:  # the --timeout's watchdog has said what there is to say
+        code = e.status
+    spoke = stand_down()
+    sys.exit(code if spoke is None else spoke)
+
+
+def _run_to_status(argv) -> int:
+    try:
+        return _status(_run(argv))
     except KeyboardInterrupt:
         sys.stderr.write("gdrcheck: interrupted\n")
-        sys.exit(EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
     except Terminated:
         sys.stderr.write("gdrcheck: terminated\n")
-        sys.exit(EXIT_TERMINATED)
+        return EXIT_TERMINATED
     except Exception as e:  # noqa: BLE001 - the contract promises no traceback
-        sys.exit(_error_status(e, argv))
+        return _error_status(e, argv)
 
 
 def _run(argv):
@@ -186,6 +199,10 @@ def _run(argv):
         return getattr(node_commands, command)(**kwargs)
     from gdrcheck.cli.commands import cli
 
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args in ([], ["fleet"]):  # a bare group prints its help, exit 2: click 8.2 does so, 8.1 (Python 3.9) exits 0
+        cli.main(args=[*args, "--help"], prog_name="gdrcheck", standalone_mode=False)
+        return EXIT_USAGE
     return cli.main(args=argv, prog_name="gdrcheck", standalone_mode=False)
 
 
@@ -236,4 +253,7 @@ def _error_status(e: Exception, argv) -> int:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())[:500]
+    """An error on one line as every text output shows an input's strings: no control characters."""
+    from gdrcheck.collectors.clip import clip_name
+
+    return clip_name(" ".join(text.split())[:500], 500)

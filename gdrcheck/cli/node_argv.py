@@ -87,6 +87,7 @@ JSON = Opt("as_json", "--json", flag=True)
 JSONL = Opt("as_jsonl", "--jsonl", flag=True)
 FAIL_ON = Opt("fail_on", "--fail-on", choices=("error", "warning"), default="error")
 NCCL = Opt("nccl_version", "--nccl-version")
+ENV = Opt("env", "--env", multiple=True)
 OUTPUT = Opt("output", "-o", "--output")
 TIMEOUT = Opt("timeout", "--timeout", bounds=(0, None), callback=_no_nan)
 CHECK_FORMATS = ("text", "json", "jsonl", "nhc", "npd", "nagios", "prometheus")
@@ -100,11 +101,11 @@ def _format(*choices) -> Opt:
 COMMANDS = {
     "topology": (FROM, _format("text", "json", "dot"), JSON, REDACT, Opt("show_all", "--all", flag=True),
                  TIMEOUT, OUTPUT),
-    "pairs": (FROM, _format("text", "json"), JSON, REDACT, FAIL_ON, NCCL, JSONL, TIMEOUT, OUTPUT),
+    "pairs": (FROM, _format("text", "json"), JSON, REDACT, FAIL_ON, NCCL, ENV, JSONL, TIMEOUT, OUTPUT),
     "bar1": (FROM, _format("text", "json"), JSON, REDACT, FAIL_ON, Opt("min_bar1", "--min-bar1", default="1GiB"),
              Opt("bar1_used_max", "--max-used", bounds=(0, 100), default=90.0), TIMEOUT, OUTPUT),
     "check": (FROM, _format(*CHECK_FORMATS), JSONL, Opt("require", "--require", multiple=True, callback=_joined),
-              Opt("per_pair_metrics", "--per-pair-metrics", flag=True), REDACT, FAIL_ON, NCCL, TIMEOUT, OUTPUT),
+              Opt("per_pair_metrics", "--per-pair-metrics", flag=True), REDACT, FAIL_ON, NCCL, ENV, TIMEOUT, OUTPUT),
     "fingerprint": (FROM, Opt("explain", "--explain", flag=True), Opt("addresses", "--addresses", flag=True), JSON,
                     TIMEOUT, OUTPUT),
 }
@@ -120,6 +121,8 @@ def _values_fit(command: str, kw) -> bool:
         return False
     if "nccl_version" in kw:
         views.nccl_version_of(kw["nccl_version"])
+    if "env" in kw:
+        views.env_of(kw["env"])
     if "min_bar1" in kw:
         views.size_of(kw["min_bar1"])
     if "require" in kw:

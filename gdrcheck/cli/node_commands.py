@@ -13,9 +13,9 @@ def topology(from_path, fmt, as_json, redact, show_all, timeout, output) -> int:
     return run_view(views.TopologyView(show_all), run)
 
 
-def pairs(from_path, fmt, as_json, redact, fail_on, nccl_version, as_jsonl, timeout, output) -> int:
+def pairs(from_path, fmt, as_json, redact, fail_on, nccl_version, env, as_jsonl, timeout, output) -> int:
     fmt = fmt_of(fmt_of(fmt, as_json), as_jsonl, "jsonl")
-    options = views.options_of(nccl_version)
+    options = views.options_of(nccl_version, env=env)
     return run_view(views.PairsView(fail_on), Run(fmt, output, from_path, timeout, redact), options)
 
 
@@ -25,11 +25,11 @@ def bar1(from_path, fmt, as_json, redact, fail_on, min_bar1, bar1_used_max, time
     return run_view(views.Bar1View(fail_on), run, options)
 
 
-def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, nccl_version, timeout,
+def check(from_path, fmt, as_jsonl, require, per_pair_metrics, redact, fail_on, nccl_version, env, timeout,
           output) -> int:
     fmt = fmt_of(fmt, as_jsonl, "jsonl")  # --jsonl with --format nagios is refused, as pairs refuses it
     view = views.CheckView(fmt, require, per_pair_metrics, fail_on)
-    options = views.options_of(nccl_version)
+    options = views.options_of(nccl_version, env=env)
     return run_view(view, Run(fmt, output, from_path, timeout, redact), options)
 
 

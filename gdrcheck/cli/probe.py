@@ -28,6 +28,8 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
         raise InputError("probe acts on the live node: --from is only for --dry-run (a plan from a snapshot)")
     if gds_path is not None and not os.path.isdir(gds_path):
         raise InputError(f"--gds-path {gds_path}: not a directory")
+    if gds_path is not None:
+        gds_path = os.path.abspath(gds_path)  # the worker runs in /
     from gdrcheck.probe.plan import HOST_COPY_BYTES
 
     copy_bytes = HOST_COPY_BYTES
@@ -38,30 +40,40 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
     t0 = time.monotonic()
     # reading the facts has the usual limit on a live node (a hung nvidia-smi is not waited for); the
     # steps then have their own deadlines, so the run-wide watchdog stops once the facts are in
-    run = Run(fmt, output, from_path, None, redact)
-    evaluation = evaluate(run.load(), Options(nccl_version=nccl_version))
-    if not run.stop_watching():
-        return EXIT_UNKNOWN  # it has already spoken
-    live_state = None
-    if from_path is None:
-        from gdrcheck.probe.nvml_state import NvmlState
+    early = None
+    if not dry_run and from_path is None:  # the worker starts (and initialises CUDA) while the facts are read
+        from gdrcheck.probe.runner import start_early
 
-        nv = NvmlState()
-        try:
-            live_state = nv.busy_state()
-        finally:
-            nv.close()
-    plan = build_plan(evaluation, risky=risky, force=force, gds_path=gds_path, live_state=live_state, only=only,
-                      copy_bytes=copy_bytes)
-    results = None
-    if not dry_run:
-        from gdrcheck.probe.runner import run_plan
+        early = start_early()
+    try:
+        run = Run(fmt, output, from_path, None, redact)
+        evaluation = evaluate(run.load(), Options(nccl_version=nccl_version))
+        if not run.stop_watching():
+            return EXIT_UNKNOWN  # it has already spoken
+        live_state = None
+        if from_path is None:
+            from gdrcheck.probe.nvml_state import NvmlState
 
-        progress = progress_reporter()
-        try:
-            results = run_plan(plan, step_timeout=step_timeout, progress=progress)
-        finally:
-            end_progress(progress)
+            nv = NvmlState()
+            try:
+                live_state = nv.busy_state()
+            finally:
+                nv.close()
+        plan = build_plan(evaluation, risky=risky, force=force, gds_path=gds_path, live_state=live_state,
+                          only=only, copy_bytes=copy_bytes)
+        results = None
+        if not dry_run:
+            from gdrcheck.probe.runner import run_plan
+
+            progress = progress_reporter()
+            try:
+                worker, early = early, None  # run_plan ends it
+                results = run_plan(plan, step_timeout=step_timeout, progress=progress, worker=worker)
+            finally:
+                end_progress(progress)
+    finally:
+        if early is not None:
+            early.close()
     doc = probe_doc(evaluation, plan, results, dry_run, fail_on, elapsed_s=time.monotonic() - t0)
 
     def text(d, console):

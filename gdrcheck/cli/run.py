@@ -117,8 +117,10 @@ class Run:
             pretty = self.fmt == "json" and not self.output and sys.stdout.isatty()
             deliver_text(render_json(doc, pretty=pretty), self.redact, self.output)
             return
+        from gdrcheck.collectors.clip import printable
         from gdrcheck.render.console import make_console
 
+        doc = printable(doc)  # text shows the input's strings without their control characters; JSON keeps them
         console = make_console(to_file=bool(self.output))
         if self.redact or self.output:
             import io
@@ -136,11 +138,13 @@ class Run:
 
             stdout_closed()
 
-    def _last_words(self) -> None:
-        from gdrcheck.collectors.inputs import remove_temp_dirs
+    def _last_words(self) -> int:
+        """What the watchdog says when the run overstays (from its thread): the timeout document in the
+        format asked, to ``--output`` (so a textfile collector's file says unknown, not the last good
+        answer) or stdout; its exit status. The main thread is stopped after, and removes what it unpacked."""
         from gdrcheck.documents.pairs import timeout_doc
+        from gdrcheck.status import EXIT_UNKNOWN, NPD_EXIT_OF_STATUS
 
-        remove_temp_dirs()
         host = None
         if self.live:  # the facts were never read: the name the node goes by
             import socket
@@ -148,19 +152,33 @@ class Run:
             host = os.environ.get("NODE_NAME") or socket.gethostname() or None
         doc = timeout_doc(self.deadline.seconds, host)
         sys.stderr.write(f"gdrcheck: {doc['summary_line']}\n")
-        if self.output:
-            return
+        text = None
         if self.fmt in ("json", "jsonl"):
             from gdrcheck.render.json_out import render_json
 
-            sys.stdout.write(render_json(doc))
+            text = render_json(doc)
         elif self.fmt in ("nhc", "npd", "nagios"):
-            sys.stdout.write(("GDRCHECK UNKNOWN - " if self.fmt == "nagios" else "") + doc["summary_line"] + "\n")
-        if self.fmt == "npd":
-            sys.stdout.flush()
-            from gdrcheck.status import NPD_EXIT_OF_STATUS
+            text = ("GDRCHECK UNKNOWN - " if self.fmt == "nagios" else "") + doc["summary_line"] + "\n"
+        elif self.fmt == "prometheus":
+            import time
 
-            os._exit(NPD_EXIT_OF_STATUS["unknown"])  # NPD's unknown; the process is past tidy exits
+            from gdrcheck import __version__
+            from gdrcheck.render.prometheus import render_prometheus
+
+            text = render_prometheus(doc, None, {"devices": []}, __version__, time.monotonic() - self.started,
+                                     time.time())
+        if text is not None:
+            if self.output:
+                from gdrcheck.errors import InputError
+                from gdrcheck.io.output import write_atomic
+
+                try:
+                    write_atomic(self.output, text)
+                except InputError as e:
+                    sys.stderr.write(f"gdrcheck: error: {e}\n")
+            else:
+                sys.stdout.write(text)
+        return NPD_EXIT_OF_STATUS["unknown"] if self.fmt == "npd" else EXIT_UNKNOWN
 
 
 def run_view(view, run: Run, options: Any = None) -> int:
@@ -197,8 +215,10 @@ def end_progress(progress) -> None:
 def capture_to(output: str, redact: bool) -> int:
     """``gdrcheck snapshot``: everything gdrcheck reads on this machine, into one archive."""
     from gdrcheck.collectors.capture import capture, write_archive
+    from gdrcheck.io.output import check_target
     from gdrcheck.status import EXIT_PASS
 
+    check_target(output)  # a link it must not write through is refused before the machine is read
     progress = progress_reporter()
     try:
         src, manifest = capture(redact=redact, progress=progress)

@@ -17,8 +17,27 @@ if TYPE_CHECKING:
     from typing import Any, Dict, Optional, Sequence, Tuple
 
 
+def env_of(pairs: Sequence[str]) -> Dict[str, str]:
+    """``--env NAME=VALUE`` given any number of times: NAME -> VALUE, the last one of a name counting."""
+    out: Dict[str, str] = {}
+    for item in pairs or ():
+        name, eq, value = item.partition("=")
+        if not eq or not name or not name.replace("_", "").isalnum() or name[0].isdigit():
+            raise ValueError(f"{item!r} is not NAME=VALUE")
+        out[name] = value
+    return out
+
+
+def job_gpus_of(env: Dict[str, str]) -> Optional[int]:
+    """How many GPUs of the node the job sees, from its CUDA_VISIBLE_DEVICES (None where it does not set it)."""
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return None
+    return len([x for x in cvd.split(",") if x.strip()])
+
+
 def options_of(nccl_version: Optional[str], min_bar1: Optional[str] = None,
-               bar1_used_max: Optional[float] = None):
+               bar1_used_max: Optional[float] = None, env: Sequence[str] = ()):
     """The rules' options from the command line; a bad value is a usage error naming its option."""
     from gdrcheck.rules import nccl
     from gdrcheck.rules.base import Options
@@ -29,6 +48,9 @@ def options_of(nccl_version: Optional[str], min_bar1: Optional[str] = None,
         sys.stderr.write(f"gdrcheck: note: NCCL {nccl_version.strip()} is newer than the newest release gdrcheck "
                          f"knows; judged with the rules of NCCL {newest}\n")
     kw: Dict[str, Any] = {"nccl_version": nccl_version}
+    if env:
+        kw["env"] = _or_bad_parameter(env_of, env, "--env")
+        kw["job_gpus"] = job_gpus_of(kw["env"])
     if min_bar1 is not None:
         kw["min_bar1_bytes"] = _or_bad_parameter(size_of, min_bar1, "--min-bar1")
     if bar1_used_max is not None:
@@ -91,6 +113,9 @@ def pairs_status(evaluation, fail_on: str) -> int:
 
     code, missing = exit_status(evaluation, fail_on)
     if code == EXIT_UNKNOWN:
+        from gdrcheck.collectors.clip import printable
+
+        missing = printable(missing)
         sys.stderr.write("gdrcheck: could not decide every verdict; missing: " + "; ".join(missing[:5])
                          + (f"; and {len(missing) - 5} more" if len(missing) > 5 else "") + "\n")
     return code
@@ -148,9 +173,10 @@ class TopologyView(View):
             return topology_doc(topo)
         doc = topology_doc(topo, describe_input=True)
         if run.fmt == "dot":
+            from gdrcheck.collectors.clip import printable
             from gdrcheck.render.dot import render_dot
 
-            return render_dot(doc, show_all=self.show_all)
+            return render_dot(printable(doc), show_all=self.show_all)
         return doc
 
     def render_text(self, doc, console) -> None:
@@ -199,7 +225,9 @@ class Bar1View(View):
         findings = [f for f in evaluation.findings if is_bar1_code(f.code)]
         code, why = bar1_exit(doc, evaluation.snap, evaluation.topo, findings, self.fail_on)
         if why:
-            sys.stderr.write(f"gdrcheck: {why}\n")
+            from gdrcheck.collectors.clip import printable
+
+            sys.stderr.write(f"gdrcheck: {printable(why)}\n")
         return code
 
 
@@ -224,6 +252,8 @@ class CheckView(View):
         if self.fmt in ("json", "jsonl"):
             return doc
         self.code = exit_status(gate, self.fail_on)[0]
+        from gdrcheck.collectors.clip import printable
+
         if self.fmt == "prometheus":
             import time
 
@@ -231,13 +261,13 @@ class CheckView(View):
             from gdrcheck.documents.node import node_documents
             from gdrcheck.render.prometheus import render_prometheus
 
-            docs = node_documents(gate.whole, pairs=doc)
+            docs = printable(node_documents(gate.whole, pairs=doc))
             return render_prometheus(docs["pairs"], docs["bar1"], docs["topology"], __version__,
                                      time.monotonic() - run.started, time.time(), per_pair=self.per_pair)
         from gdrcheck.render import adapters
 
         text, self.code = {"text": adapters.check_text, "nhc": adapters.nhc, "npd": adapters.npd,
-                           "nagios": adapters.nagios}[self.fmt](doc)
+                           "nagios": adapters.nagios}[self.fmt](printable(doc))
         return text
 
     def status(self, gate, out) -> int:
@@ -268,9 +298,11 @@ class FingerprintView(View):
 
             return {"format_version": FORMAT_VERSION, "gdrcheck_version": __version__, **fp.to_doc(),
                     "topology_lines": list(fp.topology_lines), "line": one_line(evaluation, fp)}
-        if self.explain:
-            return "\n".join(fp.topology_lines if self.addresses else fp.shape_lines) + "\n"
-        return one_line(evaluation, fp) + "\n"
+        from gdrcheck.collectors.clip import printable
+
+        if self.explain:  # one line per fact, as `clush --diff` compares them: no value can begin another
+            return "\n".join(printable(fp.topology_lines if self.addresses else fp.shape_lines)) + "\n"
+        return printable(one_line(evaluation, fp)) + "\n"
 
     def status(self, evaluation, out) -> int:
         from gdrcheck.documents.pairs import timed_out
@@ -291,10 +323,11 @@ class HtmlView(View):
         self.progress = None
         self.extra = []
         if probe_file:
+            from gdrcheck.collectors.clip import printable
             from gdrcheck.documents.rules import rules_part
             from gdrcheck.probe.html import load_probe, measured_section
 
-            probe = load_probe(probe_file)
+            probe = printable(load_probe(probe_file))  # a probe's JSON file is an input too
             codes = [f.get("code") for f in probe.get("findings") or [] if isinstance(f, dict)]
             self.extra.append(measured_section(probe, rules_part(codes)))
 
@@ -306,7 +339,9 @@ class HtmlView(View):
         self.progress, self.output = (progress_reporter() if run.output else None), run.output
         if self.progress:
             self.progress("writing " + run.output)
-        docs = node_documents(evaluation, self.fail_on, describe_input=True)
+        from gdrcheck.collectors.clip import printable
+
+        docs = printable(node_documents(evaluation, self.fail_on, describe_input=True))
         return render_html(docs["topology"], docs["pairs"], docs["bar1"], docs["rules"], self.extra)
 
     def status(self, evaluation, out) -> int:

@@ -27,11 +27,12 @@ if TYPE_CHECKING:
 
 SNAPSHOT_FORMAT = "1.0"
 
-def capture(redact: bool = False, progress=None) -> Tuple[Source, Dict]:
-    """Read the live machine once, recording every read; return the source and the manifest."""
+def capture(redact: bool = False, progress=None, root: str = "/") -> Tuple[Source, Dict]:
+    """Read the live machine once (or a tree laid out like one at ``root``), recording every read; return
+    the source and the manifest."""
     from gdrcheck.collectors.gather import gather
 
-    src = Source("/", record=True)
+    src = Source(root, record=True)
     t0 = time.time()
     snap = gather(src, want_driver=True, progress=progress)
     manifest = {

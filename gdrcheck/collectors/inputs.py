@@ -14,6 +14,7 @@ directory, removed with the rest, and read from there like a file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import posixpath
 import re
@@ -32,6 +33,9 @@ MAX_MEMBERS = 200_000
 MAX_MEMBER_BYTES = 64 << 20
 MAX_TOTAL_BYTES = 1 << 30
 MAX_SINGLE_FILE = 32 << 20
+# gdrcheck reads no path of more than 64 names (Source.resolve), 65 in an archive that holds the tree inside
+# one directory: what lies deeper is never read, so it is not unpacked (a deep junk directory costs nothing)
+MAX_MEMBER_DEPTH = 65
 
 
 COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")  # gzip, bzip2, xz: what tar -z, -j and -J write
@@ -100,7 +104,7 @@ def unpack_archive(path: str, dest: str) -> None:
                 total += max(m.size, 0) if m.isfile() else 0
                 _check_member(m, name, seen, total)
                 norm = posixpath.normpath(m.name)
-                if norm in (".", ""):
+                if norm in (".", "") or norm.count("/") >= MAX_MEMBER_DEPTH:
                     continue
                 parent = os.path.realpath(os.path.join(dest, posixpath.dirname(norm)))
                 if not inside(parent):
@@ -129,8 +133,20 @@ def unpack_archive(path: str, dest: str) -> None:
                         shutil.copyfileobj(src, out)
     except InputError:
         raise
-    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
+    except OSError as e:
+        if e.errno in _NO_ROOM:
+            raise no_room(name, dest, e) from None
         raise _archive_error(path, name, e) from None
+    except (tarfile.TarError, EOFError, ValueError) as e:
+        raise _archive_error(path, name, e) from None
+
+
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)  # only writing fails so: the disk, not the archive
+
+
+def no_room(name: str, dest: str, e: OSError) -> InputError:
+    where = os.path.dirname(dest.rstrip(os.sep)) or dest
+    return InputError(f"{name}: cannot unpack it into {where}: {e.strerror or e} (set TMPDIR to a place with room)")
 
 
 def _archive_error(path: str, name: str, e: Exception) -> InputError:
@@ -161,15 +177,18 @@ ACCEPTED_KINDS = (
     ("a directory laid out like /", "a copy of /sys and /proc, or an unpacked snapshot archive"),
     ("a snapshot archive", "gdrcheck snapshot -o node.tar.gz"),
     ("an lspci tree", "lspci -tv (also -t, -tvv, -tvnn)"),
-    ("lspci details", "sudo lspci -vvv (also -vv, -nnvvv, -D, -s BDF, -xxx)"),
+    ("lspci details", "sudo lspci -vvv (also -vv, -nnvvv, -D, -s BDF, -xxx, or plain lspci)"),
+    ("ACS Control lines, beside a tree", "the ACSCtl lines of sudo lspci -vvv"),
     ("the driver's GPU list", "nvidia-smi -q, or nvidia-smi -q -x"),
     ("a topology matrix", "nvidia-smi topo -m, or nvidia-smi topo -mp"),
+    ("the driver's P2P status, with its command line", "nvidia-smi topo -p2p r (also w, rw, n)"),
     ("an NCCL topology XML", "NCCL_TOPO_DUMP_FILE=FILE"),
     ("an hwloc XML", "lstopo FILE.xml"),
+    ("a job's NCCL log", "NCCL_DEBUG=INFO (every rank's output, or several ranks' files)"),
 )
-FILE_KINDS_TEXT = ("lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidia-smi topo -m/-mp, "
-                   "NCCL topology XML (<system>), hwloc XML (<topology>), or a directory or snapshot archive "
-                   "(gdrcheck snapshot)")
+FILE_KINDS_TEXT = ("lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidia-smi topo -m/-mp/-p2p, "
+                   "NCCL topology XML (<system>), hwloc XML (<topology>), an NCCL_DEBUG=INFO log, or a directory or "
+                   "snapshot archive (gdrcheck snapshot)")
 
 
 def sniff(text: str) -> Optional[str]:
@@ -185,6 +204,11 @@ def sniff(text: str) -> Optional[str]:
             return "hwloc-xml"
         if body.startswith("<nvidia_smi_log"):
             return "nvidia-smi-q-xml"
+    from gdrcheck.collectors.pastes.nccl_log import looks_like_nccl_log
+
+    if looks_like_nccl_log(text):  # a host written <cluster_name> starts with '<' too
+        return "nccl-log"
+    if head.startswith("<"):
         return None
     if looks_like_lspci_tree(text):
         return "lspci"
@@ -228,20 +252,49 @@ def _skip_xml_prolog(text: str) -> str:
 
 def parse_single_file(path: str) -> Snapshot:
     """One file of an accepted kind, recognised by content."""
-    part = read_part(path)
-    if isinstance(part.data, Snapshot) and part.input_kind in ("lspci", "nccl-xml", "hwloc-xml"):
+    parts = read_parts(path)
+    part = parts[0]
+    if len(parts) == 1 and isinstance(part.data, Snapshot) and part.input_kind in ("lspci", "nccl-xml", "hwloc-xml"):
         return part.data
     from gdrcheck.collectors.pastes.merge import merge
 
-    return merge([part])
+    return merge(parts)
 
 
-def read_part(path: str):
-    """A single file, read and parsed by its kind: a :class:`gdrcheck.collectors.pastes.merge.Part`."""
+def read_parts(path: str) -> list:
+    """A single file as the parts it holds: one, or for a job's NCCL log pasted with the node's
+    ``nvidia-smi topo -m`` above it, the log and the matrix."""
     from gdrcheck.collectors.pastes.merge import Part
 
     name = os.path.basename(path)
     kind, text = _read_kind(path, name)
+    if kind == "nccl-log":
+        from gdrcheck.collectors.pastes.nccl_log import parse_nccl_log
+        from gdrcheck.collectors.pastes.topo_matrix import looks_like_topo_matrix
+
+        parts = [Part(name, kind, parse_nccl_log(text, name))]
+        if looks_like_topo_matrix(text):
+            from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrices
+
+            parts.append(Part(name, "topo-matrix", parse_topo_matrices(text, name)))
+        return parts
+    return [_part(name, kind, text)]
+
+
+def read_part(path: str):
+    """A single file, read and parsed by its kind: a :class:`gdrcheck.collectors.pastes.merge.Part`."""
+    name = os.path.basename(path)
+    kind, text = _read_kind(path, name)
+    return _part(name, kind, text)
+
+
+def _part(name: str, kind: str, text: str):
+    from gdrcheck.collectors.pastes.merge import Part
+
+    if kind == "nccl-log":
+        from gdrcheck.collectors.pastes.nccl_log import parse_nccl_log
+
+        return Part(name, kind, parse_nccl_log(text, name))
     if kind == "lspci":
         from gdrcheck.collectors.pastes.lspci_tree import parse_lspci_tree
 
@@ -258,6 +311,10 @@ def read_part(path: str):
         from gdrcheck.collectors.pastes.lspci_verbose import parse_lspci_verbose
 
         return Part(name, kind, parse_lspci_verbose(text, name))
+    if kind == "acsctl-grep":
+        from gdrcheck.collectors.pastes.lspci_verbose import parse_acsctl_grep
+
+        return Part(name, kind, parse_acsctl_grep(text, name))
     if kind == "topo-matrix":
         from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrices
 
@@ -300,23 +357,16 @@ def _read_kind(path: str, name: str):
     except UnicodeDecodeError:
         text = data.decode("latin-1")
     kind = sniff(text)
-    if kind == "acsctl-grep":
-        raise InputError(f"{name}: ACSCtl lines without the device lines they belong to; run "
-                         "\"sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'\" or pass the whole 'sudo lspci -vvv'")
     if kind is None:
         raise InputError(f"{name}: not one of the accepted kinds: {FILE_KINDS_TEXT}")
     return kind, text
 
 
-_TEMP_DIRS: set = set()
-
-
 def remove_temp_dirs() -> None:
-    """Remove unpacked archives now (the --timeout watchdog ends the process without unwinding)."""
-    import shutil
-    for d in list(_TEMP_DIRS):
-        shutil.rmtree(d, ignore_errors=True)
-        _TEMP_DIRS.discard(d)
+    """Remove unpacked archives and copied streams not yet removed (:mod:`gdrcheck.io.tempdirs`)."""
+    from gdrcheck.io import tempdirs
+
+    tempdirs.remove_all()
 
 
 def missing_why(path: str) -> str:
@@ -339,19 +389,16 @@ def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[o
         yield Source(from_path, live=False, label=from_path)
         return
     if _is_archive(from_path):
-        import shutil
-        import tempfile
+        from gdrcheck.io import tempdirs
 
-        tmp = tempfile.mkdtemp(prefix="gdrcheck-")
-        _TEMP_DIRS.add(tmp)
+        tmp = tempdirs.make()
         try:
             unpack_archive(from_path, tmp)
             root = _archive_root(tmp)
             require_machine(root, from_path)
             yield Source(root, live=False, label=os.path.basename(from_path))
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-            _TEMP_DIRS.discard(tmp)
+        finally:  # here, once unpacking and reading have stopped (a --timeout stops them first)
+            tempdirs.remove(tmp)
         return
     yield parse_single_file(from_path)
 
@@ -363,8 +410,9 @@ MANIFEST = "gdrcheck/manifest.json"
 def _inside(root: str, rel: str) -> Optional[str]:
     """``root/rel`` with every link resolved, or None when it dangles, loops or leaves ``root``."""
     real_root = os.path.realpath(root)
+    real = os.path.realpath(os.path.join(root, rel))
     try:
-        real = os.path.realpath(os.path.join(root, rel), strict=True)
+        os.stat(real)  # realpath(strict=True) is 3.10: a dangling or looping link fails here
     except (OSError, RuntimeError):
         return None
     if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
@@ -456,11 +504,9 @@ def streams_copied(from_path) -> Iterator[object]:
     if not once:
         yield from_path
         return
-    import shutil
-    import tempfile
+    from gdrcheck.io import tempdirs
 
-    tmp = tempfile.mkdtemp(prefix="gdrcheck-")
-    _TEMP_DIRS.add(tmp)
+    tmp = tempdirs.make()
     try:
         copied = {}
         for i, p in enumerate(once):
@@ -472,8 +518,7 @@ def streams_copied(from_path) -> Iterator[object]:
         out = [copied.get(p, p) for p in paths]
         yield out if isinstance(from_path, (tuple, list)) else out[0]
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        _TEMP_DIRS.discard(tmp)
+        tempdirs.remove(tmp)
 
 
 def _copy_stream(path: str, name: str, dest: str) -> None:
@@ -493,6 +538,8 @@ def _copy_stream(path: str, name: str, dest: str) -> None:
                     raise InputError(f"{name}: more than {MAX_STREAM_BYTES >> 20} MiB")
                 out.write(block)
     except OSError as e:
+        if e.errno in _NO_ROOM:
+            raise no_room(name, os.path.dirname(dest), e) from None
         raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
 
 
@@ -538,10 +585,11 @@ def load_many(paths, *, want_driver: bool = True, endpoint_config: bool = True, 
         elif not os.path.exists(p):
             raise InputError(f"{p or repr(p)}: {missing_why(p)}")
         else:
-            parts.append(read_part(p))
+            parts.extend(read_parts(p))
     seen = {}
     for part in parts:
-        if part.label in seen:
-            part.label = f"{part.label}#{seen[part.label] + 1}"
-        seen[part.label] = seen.get(part.label, 0) + 1
+        key = (part.label, part.input_kind)  # a log with the node's topo -m in it is two parts of one name
+        if key in seen:
+            part.label = f"{part.label}#{seen[key] + 1}"
+        seen[key] = seen.get(key, 0) + 1
     return merge(parts)

@@ -284,8 +284,14 @@ def _query_gpu(ask: _Asker, h: Any, index: int, names: bool, full: bool = True) 
                                        conv=int)
             if "remote" in lerr:
                 g["nvlink_error"] = lerr["remote"]
+            entry["version"] = ask({}, "version", "nvmlDeviceGetNvLinkVersion", h, link, conv=int)
         links.append(entry)
     g["nvlinks"] = links
+    from gdrcheck.collectors import nvml_fabric
+
+    g["fabric"] = nvml_fabric.ask_fabric(ask.nv, h)
+    if links:
+        g["nvlink_fields"] = nvml_fabric.ask_fields(ask.nv, h, [x["link"] for x in links])
     return g
 
 
@@ -475,7 +481,9 @@ def _gpu(g: Dict[str, Any], bdf: str) -> DriverGpu:
             name, user = (p.get(k) if isinstance(p.get(k), str) else None for k in ("name", "user"))
             procs.append(GpuProcess(pid=p["pid"], name=clip_name(name), user=clip_name(user),
                                     used_memory_bytes=_int(p.get("used_memory"))))
-    extra: Dict[str, Any] = {}
+    from gdrcheck.collectors.nvml_fabric import gpu_facts
+
+    extra: Dict[str, Any] = gpu_facts(g)
     if _errs(g.get("errors")):
         extra["nvml_errors"] = {k: str(_errs(v).get("error")) for k, v in g["errors"].items()}
     return DriverGpu(

@@ -86,7 +86,7 @@ def _sha256():
 
 
 def _digest(lines: Iterable[str]) -> str:
-    return _sha256()("\n".join(lines).encode()).hexdigest()
+    return _sha256()("\n".join(lines).encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate of an input
 
 
 def positions(topo) -> Dict[str, str]:
@@ -263,6 +263,11 @@ def one_line(evaluation, fp: Fingerprint) -> str:
                 c[k] = c.get(k, 0) + 1
         return ",".join(f"{k}:{n}" for k, n in sorted(c.items())) or "-"
 
+    from gdrcheck.reach import shows
+
+    def reach(fact: str, said: str) -> str:
+        return said if shows(evaluation.snap, fact) else "not-in-input"
+
     lines = dict(line.split("=", 1) for line in fp.shape_lines if line.startswith("host."))
     acs_values = {line.split("=", 1)[1] for line in fp.shape_lines if line.startswith("bridge[") and ".acs=" in line}
     redirect = {v for v in acs_values if any(x in v.split(",") for x in ("RR", "CR", "EC"))}
@@ -271,9 +276,10 @@ def one_line(evaluation, fp: Fingerprint) -> str:
             else lines.get("host.module.nvidia_peermem", "unknown"))
     parts = [
         f"shape={fp.shape[:23]}", f"topology={fp.topology[:23]}",
-        f"gpus={models('gpu')}", f"nics={models('nic')}", f"nvme={models('nvme')}",
-        f"gpu-gpu={classes('gpu-gpu')}", f"gpu-nic={classes('gpu-nic')}", f"gpu-nvme={classes('gpu-nvme')}",
-        f"acs={acs}", f"iommu={lines.get('host.iommu.mode', 'unknown')}", f"peermem={peer}",
+        f"gpus={models('gpu')}", f"nics={reach('nics', models('nic'))}", f"nvme={reach('nvme', models('nvme'))}",
+        f"gpu-gpu={classes('gpu-gpu')}", f"gpu-nic={reach('nics', classes('gpu-nic'))}",
+        f"gpu-nvme={reach('nvme', classes('gpu-nvme'))}", f"acs={reach('acs', acs)}",
+        f"iommu={reach('iommu', lines.get('host.iommu.mode', 'unknown'))}", f"peermem={reach('peer_memory', peer)}",
         f"driver={lines.get('host.driver.version', 'unknown')}",
     ]
     return " ".join(parts)

@@ -104,6 +104,11 @@ def nccl_doc(evaluation: Evaluation) -> Dict[str, Any]:
     doc["gpus"] = {b: {"gdr": g.gdr, "gdr_source": g.gdr_source, "sm": g.sm, "c2c": g.c2c}
                    for b, g in sorted(node.gpus.items())}
     doc["gpu_nics"] = _gpu_nics(evaluation)
+    from gdrcheck.rules.nccl_log import log_doc
+
+    log = log_doc(evaluation)
+    if log is not None:  # a job's NCCL log: what NCCL did, beside the prediction
+        doc["log"] = log
     doc["other_versions"] = other_versions(evaluation)
     return doc
 
@@ -149,6 +154,11 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> Dict[str, Any]:
         if fact is not None:  # the class an input stated (nvidia-smi topo -m), and the tree's when they differ
             pairs[-1]["path_source"] = {"input": fact.source, "class": fact.cls, "tree": fact.tree,
                                         "trusted": fact.source, "why": fact.why or None}
+    from gdrcheck.documents.expected import expected
+
+    ex = expected(evaluation, fail_on)
+    for p, row in zip(evaluation.pairs, pairs):
+        row["expected"] = ex.pairs[(p.a, p.b)]
     doc["pairs"] = pairs
     doc["findings"] = [f.to_doc() for f in evaluation.findings]
     doc["rules"] = rules_doc(evaluation)
@@ -161,7 +171,12 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> Dict[str, Any]:
     doc["collectors"] = collectors_doc(snap)
     if snap.notes:
         doc["notes"] = list(snap.notes)
+    from gdrcheck.reach import not_shown
+
+    doc["not_in_input"] = list(not_shown(snap))
     doc["status"] = node_status_word(evaluation, fail_on)
+    doc["expected_status"] = "fail" if doc["status"] == "fail" else ex.status
+    doc["assumes"] = ex.assumes
     doc["timed_out"] = timed_out(evaluation)
     doc["summary_line"] = summary_line(evaluation, fail_on)
     from gdrcheck.documents.fingerprint import fingerprint
@@ -202,8 +217,11 @@ def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
         for v in evaluation.verdicts.values():
             counts[v] = counts.get(v, 0) + 1
         topo = evaluation.topo
-        what = (f"{len(topo.of_kind('gpu'))} GPU, {len(topo.gpudirect_nics())} RDMA NIC, "
-                f"{len(topo.of_kind('nvme'))} NVMe: ")
+        from gdrcheck.reach import NOT_IN_INPUT, shows
+
+        nics = f"{len(topo.gpudirect_nics())} RDMA NIC" if shows(topo.snap, "nics") else f"NICs: {NOT_IN_INPUT}"
+        nvme = f"{len(topo.of_kind('nvme'))} NVMe" if shows(topo.snap, "nvme") else f"NVMe: {NOT_IN_INPUT}"
+        what = f"{len(topo.of_kind('gpu'))} GPU, {nics}, {nvme}: "
         # pairs can fail below --fail-on (a NIC that is not an RDMA device): the count says so
         parts = [f"{counts[v]} {v}" for v in ("ok", "degraded", "fail", "unknown") if counts.get(v)]
         return _fit("OK " + what + (", ".join(parts) if parts else "no pairs"))
@@ -218,7 +236,16 @@ def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
     from gdrcheck.rules import by_code
 
     rule = by_code().get(first.code)
-    return headline(first.code, rule.name if rule else first.severity, first.subject,
+    subject = tuple(first.subject)
+    if subject and subject[0] in evaluation.topo.by_bdf:
+        d = evaluation.topo.by_bdf[subject[0]]
+        if d.extra and d.extra.get("synthetic"):  # a made-up address: the name nvidia-smi gave it
+            from gdrcheck.rules.base import Context
+            from gdrcheck.rules.util import label
+
+            said = label(Context(snap=evaluation.snap, topo=evaluation.topo, pairs=()), subject[0])
+            subject = (said.replace(" ", ""),) + subject[1:]
+    return headline(first.code, rule.name if rule else first.severity, subject,
                     sum(f.weight for f in hits) - 1)
 
 

@@ -25,6 +25,8 @@ def names_doc(d) -> Dict[str, Any]:
         out["rdma_devices"] = list(d.rdma_devices)
     if d.nvme_names:
         out["nvme_names"] = list(d.nvme_names)
+    if d.extra and d.extra.get("synthetic"):
+        out["synthetic"] = True  # an address gdrcheck made up (a topo -m device without a bus id)
     return out
 
 
@@ -60,6 +62,8 @@ def device_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
     }
     if d.gpu_index is not None:
         doc["gpu_index"] = d.gpu_index
+    if doc["kind"] == "gpu":
+        doc.update(gpu_link_doc(topo, bdf))
     doc.update(names_doc(d))
     if doc["kind"] == "nic":
         doc.update(rdma_doc(topo, bdf))
@@ -72,6 +76,13 @@ def device_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
     if d.is_bridge and topo.device_kind[d.bdf] != "gpu":
         doc["acs"] = acs_doc(topo, d.bdf)
     return doc
+
+
+def gpu_link_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
+    """NVML's NVSwitch fabric state (``fabric``) and NVLink link state (``nvlink``) of a GPU, where shown."""
+    g = next((x for x in topo.snap.gpus if x.bdf == bdf), None)
+    extra = (g.extra or {}) if g is not None else {}
+    return {k: dict(extra[k]) for k in ("fabric", "nvlink") if isinstance(extra.get(k), dict)}
 
 
 def acs_doc(topo, bdf: str) -> Dict[str, Any]:

@@ -39,8 +39,12 @@ def summarize_command(paths: Sequence[str], expect: Optional[str], reference: Op
     fleet = Fleet()
     for item in reader.read_inputs(paths, input_format, stdin=sys.stdin.buffer):
         fleet.add(item)
+    # names and messages from the reports are shown as text shows an input's strings: never a terminal's
+    # escape sequences, never a line of their own
+    from gdrcheck.collectors.clip import printable
+
     for name in fleet.duplicates[:5]:
-        sys.stderr.write(f"gdrcheck: warning: more than one report for {_printable(name)}; the worst one is "
+        sys.stderr.write(f"gdrcheck: warning: more than one report for {printable(name)}; the worst one is "
                          "used\n")
     if len(fleet.duplicates) > 5:
         sys.stderr.write(f"gdrcheck: warning: {len(fleet.duplicates) - 5} more nodes reported more than once\n")
@@ -52,23 +56,9 @@ def summarize_command(paths: Sequence[str], expect: Optional[str], reference: Op
     else:
         from gdrcheck.fleet import render
 
-        shown = _printable(doc)  # names and messages from the reports, never a terminal's escape sequences
+        shown = printable(doc)
         text = render.render_md(shown) if fmt == "md" else render.render_text(shown)
     from gdrcheck.io.output import deliver
 
     deliver(text, output)
     return doc["exit_status"]
-
-
-def _printable(value):
-    """The document with every string as :func:`gdrcheck.collectors.clip.clip_name` shows a name: control
-    characters as '?', a line break or tab as a space (a host name cannot start a line of its own)."""
-    from gdrcheck.collectors.clip import clip_name
-
-    if isinstance(value, str):
-        return clip_name(value, limit=1 << 20)
-    if isinstance(value, dict):
-        return {k: _printable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_printable(v) for v in value]
-    return value

@@ -59,13 +59,11 @@ def node_name(path: str) -> str:
 
 
 def report_problem(doc) -> Optional[str]:
-    """None for a report ``fleet summarize`` can read; else the reason, in a few words."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("format_version"), str) \
-            or not isinstance(doc.get("findings"), list) or not isinstance(doc.get("pairs", []), list):
-        return "JSON but not a gdrcheck report"
-    if doc["format_version"].split(".")[0] != "1":
-        return f"format_version {doc['format_version'][:20]} not supported"
-    return None
+    """None for a report ``fleet summarize`` can read; else the reason, in a few words
+    (:mod:`gdrcheck.fleet.fields` checks every field the summary reads)."""
+    from gdrcheck.fleet.fields import report_problem as problem
+
+    return problem(doc)
 
 
 def _parse(raw: bytes) -> Tuple[Optional[dict], Optional[str]]:

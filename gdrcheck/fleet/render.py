@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gdrcheck.patterns import lazy_pattern
+
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
@@ -124,12 +126,33 @@ def render_text(doc: Dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+# what Markdown would read as markup in a cell: a cell boundary, emphasis, code, links, HTML, entities
+_MD_SPECIAL = "\\`*_[]<>|~&"
+
+
 def _cell(text: Any) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Text in a Markdown table cell (or a list item): every Markdown special escaped, so a name or a
+    message from a report is shown as it is, never read as markup or as the end of a cell."""
+    return "".join("\\" + c if c in _MD_SPECIAL else c for c in str(text).replace("\n", " "))
 
 
 def _code(text: str) -> str:
     return "`" + text.replace("`", "'") + "`" if text else ""
+
+
+def _code_cell(text: str) -> str:
+    """A code span in a table cell: there a '|' ends the cell even inside the span unless escaped (GFM), so
+    it is escaped, and shows as '|'."""
+    return _code(text).replace("|", "\\|")
+
+
+_TICKS = lazy_pattern("`+")
+
+
+def _fence(lines: List[str]) -> str:
+    """A code fence longer than any run of backticks in ``lines``, which therefore cannot close it."""
+    longest = max((len(m) for line in lines for m in _TICKS.findall(line)), default=0)
+    return "`" * max(3, longest + 1)
 
 
 def render_md(doc: Dict[str, Any]) -> str:
@@ -147,23 +170,26 @@ def render_md(doc: Dict[str, Any]) -> str:
         out += ["## Groups by shape fingerprint", "", f"Reference: {_cell(_reference_text(doc))}.", "",
                 "| group | shape | count | nodes | |", "|---|---|---:|---|---|"]
         for g in groups:
-            out.append(f"| {g['label']} | {_code(short(g['shape']))} | {g['count']} | {_code(g['nodes'])} | "
+            out.append(f"| {g['label']} | {_code_cell(short(g['shape']))} | {g['count']} | {_code_cell(g['nodes'])} | "
                        f"{'reference' if g['reference'] else ''} |")
         out.append("")
         for g in groups:
             if g["diff"]:
-                out += [f"### Group {g['label']}: what differs from the reference", "", "```"]
-                out += diff_lines(g["diff"], "key", DIFF_SHOWN) + ["```", ""]
+                lines = diff_lines(g["diff"], "key", DIFF_SHOWN)
+                out += [f"### Group {g['label']}: what differs from the reference", "", _fence(lines)]
+                out += lines + [_fence(lines), ""]
             for v in g["topology_variants"]:
-                out += [f"### Group {g['label']}: {RENUMBERED}", "", f"{_set(v)}: {_code(v['nodes'])}", "", "```"]
-                out += diff_lines(v["positions_diff"], "position", VARIANT_SHOWN) + ["```", ""]
+                lines = diff_lines(v["positions_diff"], "position", VARIANT_SHOWN)
+                out += [f"### Group {g['label']}: {RENUMBERED}", "", f"{_set(v)}: {_code(v['nodes'])}", "",
+                        _fence(lines)]
+                out += lines + [_fence(lines), ""]
     out += ["## Findings", ""]
     if doc["findings"]:
         out += ["| code | severity | rule | count | nodes | sample |", "|---|---|---|---:|---|---|"]
         for f in doc["findings"]:
             s = f["sample"]
-            out.append(f"| {f['code']} | {f['severity']} | {_cell(f['name'] or '')} | {f['count']} | "
-                       f"{_code(f['nodes'])} | {_cell(s['node'] + ': ' + s['message'])} |")
+            out.append(f"| {_cell(f['code'])} | {_cell(f['severity'])} | {_cell(f['name'] or '')} | {f['count']} | "
+                       f"{_code_cell(f['nodes'])} | {_cell(s['node'] + ': ' + s['message'])} |")
     else:
         out.append("None.")
     out.append("")

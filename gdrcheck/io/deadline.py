@@ -99,14 +99,40 @@ class Deadline:
         return self.begin(what, fn)()
 
 
-class Watchdog:
-    """Ends the process ``grace`` seconds after the deadline if the run is still going.
+class TimedOut(BaseException):
+    """Raised in the main thread when the watchdog has spoken: what it was doing stops, the blocks it is in
+    unwind (removing their temporary directories), and the run ends with ``status`` saying nothing more."""
 
-    ``last_words`` is called once (from the watchdog thread) to print what can be
-    said; then the process exits with status 3 without waiting for stuck threads.
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+_spoken: List[int] = []  # the status the watchdog ended the run with, once it has spoken
+_standing = [True]  # False once the run is ending on its own: the watchdog's signal then raises nothing
+
+
+def stand_down() -> Optional[int]:
+    """The run is ending: no TimedOut from here on. The watchdog's status if it has spoken (it wins: its
+    words are out), else None."""
+    _standing[0] = False
+    return _spoken[0] if _spoken else None
+
+
+class Watchdog:
+    """Ends the run ``grace`` seconds after the deadline if it is still going.
+
+    ``last_words`` is called once (from the watchdog thread) to say what can be said; it returns the exit
+    status (None: 3). Then the main thread is stopped (:class:`TimedOut`, by a signal, so a blocking call
+    is interrupted too) and ends the run itself, removing its temporary directories once it has stopped
+    writing into them. A main thread that has not ended ``stop_grace`` seconds later is stuck outside
+    Python: the watchdog removes what is left and ends the process.
     """
 
-    def __init__(self, deadline: Deadline, last_words: Callable[[], None], grace: float = 2.0) -> None:
+    SIGNAL = "SIGALRM"  # gdrcheck sets no alarm of its own
+
+    def __init__(self, deadline: Deadline, last_words: Callable[[], Optional[int]], grace: float = 2.0,
+                 stop_grace: float = 5.0) -> None:
         self._timer: Optional[threading.Timer] = None
         self._lock = None  # only a run with a deadline has a timer to race with
         self._done = False
@@ -115,24 +141,63 @@ class Watchdog:
         import threading
 
         self._lock = threading.Lock()
+        del _spoken[:]
+        self._stop_grace = stop_grace
+        self._main = self._catch_stop(threading)
         delay = deadline.remaining() + grace  # type: ignore[operator]
         self._last_words = last_words
         self._timer = threading.Timer(delay, self._fire)
         self._timer.daemon = True
         self._timer.start()
 
+    def _catch_stop(self, threading) -> Optional[int]:
+        """The main thread's id once the signal that stops it raises TimedOut there; None where it cannot be
+        (not called from the main thread)."""
+        import _signal
+
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        _standing[0] = True
+
+        def stop(signum, frame) -> None:
+            if _standing[0] and _spoken:
+                from gdrcheck.io.tempdirs import raise_or_hold
+
+                raise_or_hold(TimedOut(_spoken[0]))
+
+        try:
+            _signal.signal(getattr(_signal, self.SIGNAL), stop)
+        except (ValueError, OSError, AttributeError):
+            return None
+        return threading.get_ident()
+
     def _fire(self) -> None:
         with self._lock:
             if self._done:
                 return
             self._done = True
+        status = 3
         try:
-            self._last_words()
+            said = self._last_words()
+            status = 3 if said is None else said
             sys.stdout.flush()
             sys.stderr.flush()
         finally:
-            os._exit(3)
+            _spoken.append(status)
+            if self._main is not None and _standing[0]:
+                import _signal
 
+                try:
+                    _signal.pthread_kill(self._main, getattr(_signal, self.SIGNAL))
+                    time.sleep(self._stop_grace)
+                except (OSError, ValueError):
+                    pass
+            from gdrcheck.io.tempdirs import remove_all
+
+            try:
+                remove_all()
+            finally:
+                os._exit(status)
     def disarm(self) -> bool:
         """Stop the watchdog; False when it has already fired (the caller must not print)."""
         if self._lock is None:

@@ -1,12 +1,20 @@
 """Where a document goes: stdout, or a file replaced atomically (``--output``).
 
 A node_exporter textfile, an Ansible ``fetch`` or a Slurm sweep may read the
-file at any moment: it is written to a temporary file in the same directory and
-renamed over the target, so readers see the old content or the new, never half.
-A link to a file has the file it names replaced, and stays a link.
+file at any moment: it is written to a temporary file in the named file's own
+directory (created ``O_EXCL|O_NOFOLLOW``, so nothing already there is opened)
+and renamed over the named file, so readers see the old content or the new,
+never half. Nothing is created or renamed anywhere else.
 
-A target that is not a file (``/dev/null``, ``/dev/stdout``, a FIFO) is written
-in place, never replaced: a rename would put a file where the device was. The
+gdrcheck runs as root, often with its output in a directory anyone may write
+(``/tmp``, ``/var/tmp``, ``/dev/shm``), where another user can plant a link by
+the name it is about to write. A link named as the output is written through
+only when the caller owns it and it is not in a sticky or world-writable
+directory, each link of a chain alike (then the file it names is replaced and
+the link stays a link); any other link is refused (one line, exit 2), as
+``fs.protected_symlinks`` would refuse to follow it. Only a regular file is ever
+replaced: a target that is not one (``/dev/null``, a FIFO) is written in place,
+and only when it is the named path itself, never at the end of a link. The
 standard streams by name (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/1``)
 are written after what is already there, as a shell's ``>>`` would.
 """
@@ -14,6 +22,7 @@ are written after what is already there, as a shell's ``>>`` would.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import sys
@@ -22,11 +31,13 @@ from gdrcheck.errors import InputError
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
-    from typing import IO, Iterator, Optional
+    from typing import IO, Iterator, Optional, Tuple
 
 
 _STREAM_DIRS = ("/dev/fd/", "/proc/self/fd/")
 _STREAM_NAMES = ("/dev/stdin", "/dev/stdout", "/dev/stderr")
+MAX_LINK_HOPS = 40  # as the kernel's own limit on nested links
+_SHARED = stat.S_ISVTX | stat.S_IWOTH  # a directory others may write in (/tmp, /var/tmp, /dev/shm)
 
 
 def is_stream(path: str) -> bool:
@@ -39,32 +50,90 @@ def is_stream(path: str) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
-def in_place(path: str) -> bool:
-    """``path`` is written where it is, not replaced: ``-`` (stdout), a standard stream by name, or a stream
-    (:func:`is_stream`)."""
-    if path == "-" or os.path.abspath(path) in _STREAM_NAMES or os.path.abspath(path).startswith(_STREAM_DIRS):
+def _stream_name(path: str) -> bool:
+    """``-`` or a standard stream by name: the process's own descriptors, written where they are."""
+    if path == "-":
         return True
-    return is_stream(path)
+    name = os.path.abspath(path)
+    return name in _STREAM_NAMES or name.startswith(_STREAM_DIRS)
 
 
-def _replaced(path: str) -> str:
-    """The file a rename replaces for ``path``: the one a link names (the link stays), else ``path``."""
-    return os.path.realpath(path) if os.path.islink(path) else path
+def in_place(path: str) -> bool:
+    """``path`` is written where it is, not replaced: ``-`` (stdout), a standard stream by name, or a
+    device, FIFO or socket that is the named path itself."""
+    return _plan(path)[0] == "stream"
+
+
+def _plan(path: str) -> Tuple:
+    """How ``path`` is written: ``("stream", path)`` in place, or ``("file", directory, name, stat or None)``
+    for a regular file (existing or not) replaced by a rename in ``directory``. Links are followed one at a
+    time, each checked by :func:`_may_follow`. Raises :class:`InputError` for what cannot be written."""
+    if not path:
+        raise InputError("--output: an empty file name (- is stdout)")
+    if _stream_name(path):
+        return ("stream", path)
+    cur = os.path.abspath(path)
+    hops = 0
+    while True:
+        d, name = os.path.split(cur)
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            if not name:
+                raise InputError(f"{path}: is a directory (--output names the file to write)") from None
+            if not os.path.isdir(d):
+                raise InputError(f"{path}: directory {d} does not exist") from None
+            return ("file", d, name, None)
+        except OSError as e:
+            raise InputError(f"{path}: cannot write there ({e.strerror or e})") from None
+        if stat.S_ISLNK(st.st_mode):
+            _may_follow(path, cur, st)
+            hops += 1
+            if hops > MAX_LINK_HOPS:
+                raise InputError(f"{path}: too many levels of symbolic links")
+            try:
+                cur = os.path.join(d, os.readlink(cur))
+            except OSError as e:
+                raise InputError(f"{path}: cannot read the link ({e.strerror or e})") from None
+            continue
+        if stat.S_ISDIR(st.st_mode) or not name:
+            raise InputError(f"{path}: is a directory (--output names the file to write)")
+        if stat.S_ISREG(st.st_mode):
+            return ("file", d, name, st)
+        if hops:
+            raise InputError(f"{path}: a link to {cur}, which is not a regular file; gdrcheck replaces only "
+                             "files, and writes into a device or FIFO only when it is named itself")
+        return ("stream", cur)
+
+
+def _may_follow(shown: str, link: str, st: os.stat_result) -> None:
+    """Refuse a link the caller does not own, or one in a directory others may write in (sticky or
+    world-writable): another user may have planted it there to make a root run write elsewhere."""
+    me = os.geteuid()
+    what = "is a symbolic link" if link == os.path.abspath(shown) else f"leads through {link}, a symbolic link"
+    if st.st_uid != me:
+        raise InputError(f"{shown}: {what} owned by uid {st.st_uid}, not by this user "
+                         f"(uid {me}); gdrcheck does not write through another user's link: name the file "
+                         "itself")
+    d = os.path.dirname(link) or "."
+    try:
+        dmode = os.stat(d).st_mode
+    except OSError as e:
+        raise InputError(f"{shown}: cannot write there ({e.strerror or e})") from None
+    if dmode & _SHARED:
+        raise InputError(f"{shown}: {what} in {d}, a directory others may write in; "
+                         "gdrcheck does not write through a link there: name the file itself")
 
 
 def check_target(path: str) -> None:
     """Fail early (before the slow part of a run) when ``path`` cannot be written."""
-    if not path:
-        raise InputError("--output: an empty file name (- is stdout)")
-    if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory (--output names the file to write)")
-    if in_place(path):
-        if os.path.exists(path) and not os.access(path, os.W_OK):
+    plan = _plan(path)
+    if plan[0] == "stream":
+        target = plan[1]
+        if not _stream_name(target) and not os.access(target, os.W_OK):
             raise InputError(f"{path}: is not writable")
         return
-    d = os.path.dirname(os.path.abspath(_replaced(path))) or "."
-    if not os.path.isdir(d):
-        raise InputError(f"{path}: directory {d} does not exist")
+    d = plan[1]
     if not os.access(d, os.W_OK | os.X_OK):
         raise InputError(f"{path}: directory {d} is not writable")
 
@@ -73,74 +142,104 @@ def check_target(path: str) -> None:
 def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
                 mode: Optional[int] = 0o644) -> Iterator[IO]:
     """A file object whose content replaces ``path`` only once the block has finished without error:
-    a temporary file in the same directory, fsynced, then renamed. ``mode`` None keeps mkstemp's 0600.
-    A target written in place (:func:`in_place`) is opened and written, nothing else."""
-    if in_place(path):
-        with _written_in_place(path, binary) as f:
+    a temporary file in the same directory, fsynced, then renamed. ``mode`` None keeps the temporary
+    file's 0600. A target written in place (a stream, see the module) is opened and written, nothing else."""
+    plan = _plan(path)
+    if plan[0] == "stream":
+        with _written_in_place(plan[1], binary, path) as f:
             yield f
         return
-    import tempfile
-    shown, path = path, _replaced(path)
-    d = os.path.dirname(os.path.abspath(path)) or "."
-    if not os.path.isdir(d):
-        raise InputError(f"{shown}: directory {d} does not exist")
-    try:  # the temporary name stays within NAME_MAX however long the target's is
-        fd, tmp = tempfile.mkstemp(prefix=prefix or "." + os.path.basename(path)[:120] + ".", suffix=".tmp", dir=d)
-    except OSError as e:
-        raise InputError(f"{shown}: cannot write there ({e.strerror or e})") from None
+    _, d, name, st = plan
     try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        _take_over(tmp, path, mode)
-        os.replace(tmp, path)
-    except BaseException as e:
+        dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise InputError(f"{path}: cannot write there ({e.strerror or e})") from None
+    try:
+        fd, tmp = _temporary(path, dfd, prefix or "." + name[:120] + ".")
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise InputError(f"{shown}: cannot write ({e.strerror or e})") from None
-        raise
+            with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+                _take_over(f.fileno(), st, mode, os.fstat(dfd).st_mode & _SHARED)
+            _rename(path, dfd, tmp, name)
+        except BaseException as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            if isinstance(e, OSError):
+                raise InputError(f"{path}: cannot write ({e.strerror or e})") from None
+            raise
+    finally:
+        os.close(dfd)
 
 
-def _take_over(tmp: str, path: str, mode: Optional[int]) -> None:
-    """The new file gets what the file it replaces had (its mode, and as root its owner), so a textfile
-    collector's 0600 file owned by its user stays so; a new file gets ``mode`` less the umask, as ``open``
-    would give it. ``mode`` None keeps mkstemp's 0600 (a snapshot describes the machine)."""
+def _temporary(shown: str, dfd: int, prefix: str) -> Tuple[int, str]:
+    """A new file in the directory ``dfd``, opened without following a link and only if the name is free."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = f"{prefix}{os.urandom(4).hex()}.tmp"
+        try:
+            return os.open(tmp, flags, 0o600, dir_fd=dfd), tmp
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise InputError(f"{shown}: cannot write there ({e.strerror or e})") from None
+    raise InputError(f"{shown}: cannot write there (no free temporary name)")
+
+
+def _rename(shown: str, dfd: int, tmp: str, name: str) -> None:
+    """``tmp`` renamed over ``name`` in ``dfd``, unless ``name`` has meanwhile become something a rename must
+    not replace (a directory, a device, a FIFO). A link there now is replaced itself, never followed."""
+    try:
+        now = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        now = None
+    if now is not None and not (stat.S_ISREG(now) or stat.S_ISLNK(now)):
+        raise InputError(f"{shown}: became something other than a file while it was written; left as it is")
+    os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+
+
+def _take_over(fd: int, st: Optional[os.stat_result], mode: Optional[int], shared_dir: int) -> None:
+    """The new file gets what the file it replaces had (its mode, and as root its owner, except in a
+    directory others may write in), so a textfile collector's 0600 file owned by its user stays so; a new
+    file gets ``mode`` less the umask, as ``open`` would give it. ``mode`` None keeps 0600 (a snapshot
+    describes the machine)."""
     if mode is None:
         return
-    try:
-        st = os.stat(path)
-    except OSError:
-        st = None
-    if st is not None and stat.S_ISREG(st.st_mode):
-        os.chmod(tmp, stat.S_IMODE(st.st_mode))
-        if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
+    if st is not None:
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+        if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0) and not shared_dir:
             with contextlib.suppress(OSError):
-                os.chown(tmp, st.st_uid, st.st_gid)
+                os.fchown(fd, st.st_uid, st.st_gid)
         return
     mask = os.umask(0)
     os.umask(mask)
-    os.chmod(tmp, mode & ~mask)
+    os.fchmod(fd, mode & ~mask)
 
 
 @contextlib.contextmanager
-def _written_in_place(path: str, binary: bool) -> Iterator[IO]:
+def _written_in_place(path: str, binary: bool, shown: str) -> Iterator[IO]:
+    """A standard stream by name is opened as named (``/dev/stdout`` is a link to the process's own
+    descriptor) and appended to; a device or FIFO only as the path itself (``O_NOFOLLOW``), never created."""
     if path == "-":
         path = "/dev/stdout"
-    name = os.path.abspath(path)
-    append = name in _STREAM_NAMES or name.startswith(_STREAM_DIRS)
+    append = _stream_name(path)
     try:
-        with open(path, ("a" if append else "w") + ("b" if binary else ""),
-                  **({} if binary else {"encoding": "utf-8"})) as f:
+        if append:
+            f = open(path, "a" + ("b" if binary else ""), **({} if binary else {"encoding": "utf-8"}))
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC)
+            if stat.S_ISREG(os.fstat(fd).st_mode):  # replaced by a file since it was looked at
+                os.close(fd)
+                raise OSError(errno.EEXIST, "became a regular file while it was written")
+            f = os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"}))
+        with f:
             yield f
             f.flush()
     except BrokenPipeError:
         pass  # its reader has gone, as on stdout
     except OSError as e:
-        raise InputError(f"{path}: cannot write ({e.strerror or e})") from None
+        raise InputError(f"{shown}: cannot write ({e.strerror or e})") from None
 
 
 def write_atomic(path: str, text: str) -> None:

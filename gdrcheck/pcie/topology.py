@@ -55,8 +55,24 @@ class Topology:
         """A function's ACS, parsed from its config-space bytes once per topology."""
         st = self._acs.get(bdf)
         if st is None:
-            st = self._acs[bdf] = parse_acs(self.by_bdf[bdf].config)
+            st = parse_acs(self.by_bdf[bdf].config)
+            if not st.known:
+                st = self._acs_from_lines(st)
+            self._acs[bdf] = st
         return st
+
+    def _acs_from_lines(self, st: AcsState) -> AcsState:
+        """A bridge's ACS where its config space is not shown but ``lspci -vvv | grep ACSCtl`` of the node is:
+        when no line has a redirect bit, no bridge redirects (Control taken as every line's bits together)."""
+        f = self.snap.host.get("acsctl_lines")
+        v = f.value if f is not None and isinstance(f.value, dict) else None
+        if not v or v.get("redirect") or not v.get("values"):
+            return st
+        ctrl = 0
+        for x in v["values"]:
+            ctrl |= x
+        return AcsState(known=True, present=True, ctrl=ctrl, cap=ctrl,
+                        reason=f"{f.source}: no ACSCtl line of the node has a redirect bit")
 
     # -- kinds ---------------------------------------------------------------
 
@@ -152,7 +168,21 @@ class Topology:
         n = self.snap.root_numa.get(d.root)
         if n is not None:
             return n
+        n = self._bus_numa().get(d.bdf.rsplit(":", 1)[0])
+        if n is not None:  # a function beside it on the same bus (the other port of a NIC) says where it is
+            return n
         return self.single_numa
+
+    def _bus_numa(self) -> Dict[str, int]:
+        """``dddd:bb`` -> the NUMA node the functions on that bus that state one agree on (built once)."""
+        got = self.__dict__.get("_bus_numa_map")
+        if got is None:
+            seen: Dict[str, set] = {}
+            for d in self.snap.devices:
+                if d.numa_node is not None:
+                    seen.setdefault(d.bdf.rsplit(":", 1)[0], set()).add(d.numa_node)
+            got = self.__dict__["_bus_numa_map"] = {b: next(iter(n)) for b, n in seen.items() if len(n) == 1}
+        return got
 
     # -- path class ----------------------------------------------------------
 

@@ -87,6 +87,7 @@ class Cuda:
             "cuEventCreate": b("cuEventCreate", POINTER(CUevent), c_uint),
             "cuEventRecord": b("cuEventRecord", CUevent, CUstream),
             "cuEventSynchronize": b("cuEventSynchronize", CUevent),
+            "cuStreamWaitEvent": b("cuStreamWaitEvent", CUstream, CUevent, c_uint),
             "cuEventElapsedTime": b("cuEventElapsedTime", POINTER(c_float), CUevent, CUevent),
             "cuEventDestroy_v2": b("cuEventDestroy_v2", CUevent),
             "cuPointerSetAttribute": b("cuPointerSetAttribute", c_void_p, c_int, CUdeviceptr),
@@ -95,6 +96,7 @@ class Cuda:
         }
         self.version: Optional[int] = None
         self._retained: Dict[int, int] = {}
+        self.held: Dict[int, int] = {}  # primary contexts kept open for the worker's life
 
     # --- plumbing
     def error_name(self, code: int) -> str:
@@ -149,6 +151,14 @@ class Cuda:
         ctx = CUcontext()
         self.call("cuDevicePrimaryCtxRetain", byref(ctx), dev)
         self._retained[dev] = ctx.value or 0
+        return ctx.value or 0
+
+    def hold(self, dev: int) -> int:
+        """Retain a primary context for as long as the process lives (the checks' own retain and release
+        then cost nothing: the context is not created and destroyed per step)."""
+        ctx = CUcontext()
+        self.call("cuDevicePrimaryCtxRetain", byref(ctx), dev)
+        self.held[dev] = ctx.value or 0
         return ctx.value or 0
 
     def release(self, dev: int) -> None:

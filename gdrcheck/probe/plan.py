@@ -23,7 +23,9 @@ GEN_OF = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 EFFICIENCY = 0.85  # what a large pinned copy reaches of the raw rate (measured: Gen5 x16 ~53 GB/s)
 DEGRADED_BELOW = 0.75  # of the expected rate
 HOST_COPY_BYTES = 256 << 20
-P2P_COPY_BYTES = 64 << 20
+# 256 MiB per peer copy: on four NVSwitch H200s single copies reach 97% of their 1 GiB rate at 256 MiB and
+# 88% at 64 MiB (fixtures/nccl-runs-4gpu-vm/bandwidth.json); the probe queues several back to back
+P2P_COPY_BYTES = 256 << 20
 DEADLINES = {"cuda": 60.0, "host-bandwidth": 60.0, "p2p": 90.0, "rdma-register": 60.0,
              "rdma-loopback": 60.0, "gds-read": 90.0}
 
@@ -95,6 +97,47 @@ def link_expectation(topo, bdf: str) -> Dict[str, Any]:
             "basis": f"{int(EFFICIENCY * 100)}% of the raw rate of Gen{gen} x{width} "
                      f"({raw:.1f} GB/s; the lower of the GPU's and its port's maximum); "
                      f"degraded below {int(DEGRADED_BELOW * 100)}% of that"}
+
+
+def p2p_expectation(report, a: str, b: str) -> Dict[str, Any]:
+    """What a peer copy each way should reach: NVLink active links x the per-link rate NVML gives (the lower of
+    the two GPUs'), or over PCIe the lower of the two GPUs' expected host copy rates; degraded below 75%."""
+    topo, snap = report.topo, report.snap
+    n = topo.nvlink_count(a, b) if snap.shows_nvlink else None
+    if n:
+        nv = [((next((g for g in snap.gpus if g.bdf == x), None) or _NoGpu).extra or {}).get("nvlink") or {}
+              for x in (a, b)]
+        rates = [x.get("rate_gb_per_s") for x in nv]
+        basis = nv[0].get("rate_basis") or "NVML"
+        if any(not isinstance(r, (int, float)) for r in rates):
+            from gdrcheck.collectors.nvml_fabric import PART_NVLINK, RATE_BY_VERSION
+            from gdrcheck.device_models import nvlink_part
+
+            parts = {PART_NVLINK.get(nvlink_part(topo.by_bdf[x]) or "") for x in (a, b)}
+            if len(parts) == 1 and None not in parts:
+                version = parts.pop()[1]
+                rates = [RATE_BY_VERSION[version]]
+                basis = f"NVLink {version}'s per-link rate for this part (the input has no per-link speed)"
+        if any(not isinstance(r, (int, float)) for r in rates):
+            return {"link": f"NV{n}", "basis": f"NV{n}: the per-link rate is not known (NVML did not give it)"}
+        rate = min(rates)
+        want = round(n * rate, 1)
+        return {"link": f"NV{n}", "nvlinks": n, "rate_gb_per_s": rate, "gb_per_s": want,
+                "degraded_below_gb_per_s": round(want * DEGRADED_BELOW, 1),
+                "basis": f"{n} NVLinks x {rate:g} GB/s each way ({basis}); "
+                         f"degraded below {int(DEGRADED_BELOW * 100)}% of that"}
+    ea, eb = link_expectation(topo, a), link_expectation(topo, b)
+    if ea.get("h2d_gb_per_s") is None or eb.get("h2d_gb_per_s") is None:
+        return {"basis": "no NVLink shown, and the PCIe links' speed and width are not shown by the input"}
+    low = ea if ea["h2d_gb_per_s"] <= eb["h2d_gb_per_s"] else eb
+    want = low["h2d_gb_per_s"]
+    return {"link": f"PCIe {low['link']}", "gb_per_s": want, "degraded_below_gb_per_s": round(want * DEGRADED_BELOW, 1),
+            "basis": f"PCIe: the slower GPU link, {low['link']}, at {int(EFFICIENCY * 100)}% of its raw rate; "
+                     f"degraded below {int(DEGRADED_BELOW * 100)}% of that"}
+
+
+class _NoGpu:
+    extra: Dict[str, Any] = {}
 
 
 def _risky(report, a: str, b: str) -> List[str]:
@@ -187,10 +230,13 @@ def build_plan(report, risky: bool = False, force: bool = False, gds_path: Optio
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
             danger = _risky(report, a, b)
-            st = Step("p2p", (a, b), "planned", "every GPU pair, one at a time: peer access both ways, a "
-                      "verified copy, bandwidth beside the copy staged through host memory",
-                      predicted=_pair_pred(report, a, b, "p2p"),
-                      params={"gpus": [a, b], "bytes": min(copy_bytes, P2P_COPY_BYTES),
+            exp = p2p_expectation(report, a, b)
+            st = Step("p2p", (a, b), "planned", "every GPU pair (pairs over NVLink on other GPUs at the same "
+                      "time): peer access both ways, a "
+                      "verified copy each way, the rate each way and both at once against what the link should "
+                      "carry, beside the copy staged through host memory",
+                      predicted=_pair_pred(report, a, b, "p2p"), expected=exp,
+                      params={"gpus": [a, b], "bytes": min(copy_bytes, P2P_COPY_BYTES), "expected": exp,
                               "cpulist": topo.by_bdf[a].local_cpulist,
                               "numa_node": topo.numa(a)})
             if danger and not risky:

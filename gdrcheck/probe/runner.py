@@ -1,16 +1,20 @@
-"""Running each step in a spawned worker, with its own deadline.
+"""Running the steps in a spawned worker, each with its own deadline.
 
-The worker is a fresh interpreter (``python3 -m gdrcheck.probe.worker``) in a new
-session, so it and anything it starts form one process group: never a ``fork`` of
-a process that has CUDA or verbs loaded. When it overstays its deadline the
-group is killed; a process stuck inside the driver survives SIGKILL, and then the
-step says the GPU may need a reset.
+One worker serves a whole run (``gdrcheck/probe/worker.py``): a fresh interpreter, started isolated
+(``python3 -I``) by the module's own path with ``/`` as its working directory, in a new session, so it
+and anything it starts form one process group: never a ``fork`` of a process that has CUDA or verbs
+loaded. It initialises the driver once and opens every GPU's primary context once (all at the same
+time), which is most of what a step used to cost. A step that overstays its deadline has the group
+killed, and the run goes on in a fresh worker; a process stuck inside the driver survives SIGKILL, and
+then the step says the GPU may need a reset and no later step touches that GPU. The worker dies with
+this process (``PR_SET_PDEATHSIG``) and ends when its stdin closes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -23,16 +27,17 @@ from gdrcheck.probe.stages import stages_of
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
-    from typing import Any, Dict, Optional
+    from typing import Any, Dict, List, Optional
 
 KILL_WAIT_S = 5.0
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(gdrcheck.__file__)))
+WORKER_PATH = os.path.join(PACKAGE_ROOT, "gdrcheck", "probe", "worker.py")
+GPU_CHECKS = ("cuda", "host-bandwidth", "p2p")
+OPEN_DEADLINE_S = 60.0  # cuInit and every GPU's primary context, at once: the cuda check's deadline
 
 
 def worker_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     env = dict(os.environ)
-    pp = env.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + pp if pp else "")
     env.setdefault("CUDA_MODULE_LOADING", "LAZY")
     env.pop("CUDA_VISIBLE_DEVICES", None)  # the step names its GPU by bus id
     if extra:
@@ -40,26 +45,89 @@ def worker_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     return env
 
 
+def worker_argv(env: Dict[str, str]) -> List[str]:
+    """The isolated interpreter, the worker by its path, and the only directories it may import from: the
+    package's own parent first, then the absolute entries of ``PYTHONPATH`` (never an empty or relative
+    one, which would mean the working directory)."""
+    paths = [PACKAGE_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                              if p and os.path.isabs(p) and p != PACKAGE_ROOT]
+    if os.path.isfile(WORKER_PATH):
+        argv = [sys.executable, "-I", WORKER_PATH, "--parent", str(os.getpid())]
+    else:  # imported from inside an archive (gdrcheck.pyz with no cache directory): its path goes first, then -c
+        argv = [sys.executable, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[sys.argv.index('--path') + 1]); "
+                "from gdrcheck.probe.worker import main; sys.exit(main())", "--parent", str(os.getpid())]
+    for p in paths:
+        argv += ["--path", p]
+    return argv
+
+
 def _stages(err: str) -> list:
     return stages_of(err)
 
 
-def run_step(step: Dict[str, Any], deadline_s: float, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
-    """The worker's result for ``step``, or a ``fail`` saying it hung (and whether it could be killed)."""
-    t0 = time.monotonic()
-    with tempfile.TemporaryFile("w+") as err:
-        p = subprocess.Popen([sys.executable, "-m", "gdrcheck.probe.worker"], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=err, env=worker_env(env), start_new_session=True,
-                             text=True, close_fds=True)
+class Worker:
+    """One worker process; :meth:`ask` sends a step and waits for its result within the step's deadline."""
+
+    def __init__(self, env: Optional[Dict[str, str]] = None) -> None:
+        full = worker_env(env)
+        self.err = tempfile.TemporaryFile("w+b")
+        self.p = subprocess.Popen(worker_argv(full), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self.err, env=full, cwd="/", start_new_session=True, close_fds=True)
+        self.buf = b""
+        self.alive = True
+        self.killed: Optional[bool] = None  # after a hang: whether the group went
+        self.pending = (time.monotonic(), 0)  # when the step sent last was sent, and where its stderr begins
+
+    def _err_from(self, offset: int) -> str:
+        self.err.seek(offset)
+        return self.err.read().decode("utf-8", "replace")
+
+    def _readline(self, deadline_s: float) -> Optional[bytes]:
+        """The next line of stdout; None at the deadline; b'' when the worker closed it (ended)."""
+        fd = self.p.stdout.fileno()
+        end = time.monotonic() + deadline_s if deadline_s > 0 else None
+        while b"\n" not in self.buf:
+            wait = None if end is None else end - time.monotonic()
+            if wait is not None and wait <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return b""
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def send(self, step: Dict[str, Any]) -> None:
+        """Hand the worker a step without waiting: :meth:`receive` takes its result."""
+        self.pending = (time.monotonic(), os.fstat(self.err.fileno()).st_size)
         try:
-            out, _ = p.communicate(json.dumps(step), timeout=deadline_s if deadline_s > 0 else None)
-        except BaseException as e:
-            if not isinstance(e, subprocess.TimeoutExpired):  # Ctrl-C, SIGTERM: the worker goes too
-                _kill_group(p)
-                raise
-            killed = _kill_group(p)
-            err.seek(0)
-            stages = _stages(err.read())
+            self.p.stdin.write(json.dumps(step).encode() + b"\n")
+            self.p.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it has ended: the read says how
+        except BaseException:
+            self.kill()
+            raise
+
+    def ask(self, step: Dict[str, Any], deadline_s: float) -> Dict[str, Any]:
+        """The worker's result for ``step``, or a ``fail`` saying it hung (and whether it could be killed)."""
+        self.send(step)
+        return self.receive(deadline_s)
+
+    def receive(self, deadline_s: float) -> Dict[str, Any]:
+        """The result of the step sent last, within ``deadline_s`` of now."""
+        t0, offset = self.pending
+        try:
+            line = self._readline(deadline_s)
+        except BaseException:  # Ctrl-C, SIGTERM: the worker goes too
+            self.kill()
+            raise
+        if line is None:
+            killed = self.kill()
+            stages = _stages(self._err_from(offset))
             ev = {"hung": True, "deadline_s": deadline_s, "killed": killed, "stages": stages[-3:],
                   "error": f"no answer within {deadline_s:g} s"
                            + (f" (last stage: {stages[-1]})" if stages else "")
@@ -67,22 +135,61 @@ def run_step(step: Dict[str, Any], deadline_s: float, env: Optional[Dict[str, st
                               "; worker could not be killed (stuck in the driver): the GPU may need a reset")}
             return {"status": "fail", "measured": {"hung": True}, "evidence": ev,
                     "elapsed_s": round(time.monotonic() - t0, 3)}
-        err.seek(0)
-        errtext = err.read()
-    lines = [ln for ln in (out or "").splitlines() if ln.strip()]
+        try:
+            result = json.loads(line) if line.strip() else None
+        except ValueError:
+            result = None
+        if not isinstance(result, dict):
+            errtext = self._err_from(offset)
+            self.alive = False
+            try:
+                rc = self.p.wait(timeout=KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                rc = self.p.returncode
+            why = f"worker ended with status {rc}" if rc is not None and rc >= 0 else \
+                f"worker killed by signal {signal.Signals(-rc).name}" if rc is not None else "worker gave no answer"
+            tail = [ln for ln in errtext.splitlines() if ln.strip() and not ln.startswith(STAGE_PREFIX)][-3:]
+            return {"status": "fail", "measured": {}, "evidence": {"error": why, "stages": _stages(errtext)[-3:],
+                                                                   "stderr": tail},
+                    "elapsed_s": round(time.monotonic() - t0, 3)}
+        result["worker_s"] = result.get("elapsed_s")
+        result["elapsed_s"] = round(time.monotonic() - t0, 3)
+        return result
+
+    def kill(self) -> bool:
+        self.alive = False
+        self.killed = _kill_group(self.p)
+        return self.killed
+
+    def close(self) -> None:
+        """Close its stdin (it ends by itself, releasing what it holds); kill it if it does not."""
+        if self.alive:
+            self.alive = False
+            try:
+                self.p.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.p.wait(timeout=KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                _kill_group(self.p)
+        for f in (self.p.stdin, self.p.stdout):
+            try:
+                if f:
+                    f.close()
+            except OSError:
+                pass
+        self.err.close()
+
+
+def run_step(step: Dict[str, Any], deadline_s: float, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """One step in a worker of its own."""
+    w = Worker(env)
     try:
-        result = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        result = None
-    if not isinstance(result, dict):
-        why = f"worker ended with status {p.returncode}" if p.returncode >= 0 else \
-            f"worker killed by signal {signal.Signals(-p.returncode).name}"
-        tail = [ln for ln in errtext.splitlines() if ln.strip() and not ln.startswith(STAGE_PREFIX)][-3:]
-        return {"status": "fail", "measured": {}, "evidence": {"error": why, "stages": _stages(errtext)[-3:],
-                                                               "stderr": tail},
-                "elapsed_s": round(time.monotonic() - t0, 3)}
-    result["elapsed_s"] = round(time.monotonic() - t0, 3)
-    return result
+        return w.ask(step, deadline_s)
+    finally:
+        w.close()
 
 
 def _kill_group(p: subprocess.Popen) -> bool:
@@ -95,69 +202,204 @@ def _kill_group(p: subprocess.Popen) -> bool:
         p.wait(timeout=KILL_WAIT_S)
     except subprocess.TimeoutExpired:
         return False
-    for f in (p.stdin, p.stdout):
-        try:
-            if f:
-                f.close()
-        except OSError:
-            pass
     return True
 
 
+def _sample(nv, peer_reg_bytes, g: str) -> Dict[str, Any]:
+    return {**nv.sample(g), "peer_reg_bytes": peer_reg_bytes()}
+
+
+def _runs_beside(step) -> bool:
+    """A p2p step over NVLink: it shares no link with a p2p step on two other GPUs (each GPU's NVLinks are its
+    own, and NVSwitches are non-blocking), so such steps run at the same time. Pairs over PCIe may share a
+    switch's uplink or a root complex: they run alone."""
+    return (step.check == "p2p" and step.status == "planned" and not step.harmless_only
+            and bool((step.expected or {}).get("nvlinks")))
+
+
+def schedule(plan, serial: bool = False) -> List[List[int]]:
+    """The steps' indexes in the order they run, grouped: a group of more than one runs at the same time
+    (p2p steps over NVLink on disjoint GPUs, at most one per GPU); every other step runs alone, in plan order."""
+    steps = plan.steps
+    done: set = set()
+    out: List[List[int]] = []
+    for i, step in enumerate(steps):
+        if i in done:
+            continue
+        group = [i]
+        done.add(i)
+        if not serial and _runs_beside(step):
+            used = set(step.subjects)
+            for j in range(i + 1, len(steps)):
+                if j not in done and _runs_beside(steps[j]) and not used & set(steps[j].subjects):
+                    group.append(j)
+                    done.add(j)
+                    used |= set(steps[j].subjects)
+        out.append(group)
+    return out
+
+
+def start_early(env: Optional[Dict[str, str]] = None) -> Worker:
+    """A worker started before the facts are read, initialising the driver (``cuInit`` only: no context, so
+    a busy node that is then refused is not touched) while the facts are read; :func:`run_plan` takes it."""
+    w = Worker(env)
+    w.send({"check": "init"})
+    return w
+
+
 def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = None, env=None,
-             progress=None) -> list:
-    """Every planned step in order, BAR1 sampled around each; a GPU whose worker hung unkillably is left alone."""
+             progress=None, worker: Optional[Worker] = None) -> list:
+    """Every planned step in one worker (a fresh one after a hang), BAR1 sampled around each; a GPU whose
+    worker hung unkillably is left alone. P2P steps over NVLink on disjoint GPUs run at the same time
+    (:func:`schedule`; ``GDRCHECK_PROBE_SERIAL=1`` runs every step alone).
+
+    Before its first GPU step a worker opens every GPU's context (its own request, with the cuda check's
+    deadline: if it hangs, the worker is killed and each step opens its own GPU's context within the step's
+    deadline), and those contexts stay open to the end (a context holds hundreds of MiB of BAR1 on an
+    H200), so what a GPU holds is judged from before the contexts were opened to after the worker has
+    ended, on the GPU's last step; each step records its own before and after."""
     from gdrcheck.probe.nvml_state import KernelLog, NvmlState, left_behind, peer_reg_bytes
 
     if plan.refused:  # a busy node: not even the harmless calls
+        if worker is not None:
+            worker.close()
         return [None] * len(plan.steps)
+    early: Dict[str, Any] = {}
+    open_failed = False
+    if worker is not None:  # started early: its cuInit ran while the facts were read
+        got = worker.receive(OPEN_DEADLINE_S * deadline_scale)
+        early = {"cuinit_s": (got.get("measured") or {}).get("cuinit_s"), "error": (got.get("evidence") or {})
+                 .get("error")}
+        if (got.get("evidence") or {}).get("hung"):
+            open_failed = True  # cuInit did not answer: each step tries on its own, within its deadline
     nv = NvmlState()
     klog = KernelLog()
-    results: list = []
+    results: list = [None] * len(plan.steps)
     wedged: set = set()
+    first_before: Dict[str, Dict[str, Any]] = {}
+    last_step: Dict[str, int] = {}
+    to_open = []
+    for step in plan.steps:
+        if step.check in GPU_CHECKS and (step.status == "planned" or (step.harmless_only and step.check == "p2p")):
+            to_open.extend(s for s in step.subjects if s not in to_open)
+    fresh = True  # a new worker opens the contexts (of the GPUs not wedged) before its first GPU step
+    serial = (env or {}).get("GDRCHECK_PROBE_SERIAL", os.environ.get("GDRCHECK_PROBE_SERIAL", "")) == "1"
     try:
-        for step in plan.steps:
-            gpus = [s for s in step.subjects if s in nv.handles] or list(step.subjects[:1])
-            if step.status != "planned" and not (step.harmless_only and step.check == "p2p"):
-                results.append(None)
+        for group in schedule(plan, serial):
+            todo = []
+            for i in group:
+                step = plan.steps[i]
+                if step.status != "planned" and not (step.harmless_only and step.check == "p2p"):
+                    continue
+                if wedged & set(step.subjects):
+                    results[i] = {"status": "skipped", "reason": "an earlier step on this device could not be killed",
+                                  "measured": {}, "evidence": {}}
+                    continue
+                todo.append(i)
+            if not todo:
                 continue
-            if wedged & set(step.subjects):
-                results.append({"status": "skipped", "reason": "an earlier step on this device could not be killed",
-                                "measured": {}, "evidence": {}})
-                continue
+            steps = [plan.steps[i] for i in todo]
             if progress:
-                progress(f"{step.check} on {', '.join(step.subjects)}")
-            before = {g: {**nv.sample(g), "peer_reg_bytes": peer_reg_bytes()} for g in gpus}
+                progress("; ".join(f"{s.check} on {', '.join(s.subjects)}" for s in steps))
+            gpus_of = {i: [s for s in plan.steps[i].subjects if s in nv.handles] or list(plan.steps[i].subjects[:1])
+                       for i in todo}
+            opening = (worker is None or not worker.alive or fresh) and any(s.check in GPU_CHECKS for s in steps)
+            if opening:  # every GPU's start, before the worker opens their contexts
+                for g in to_open:
+                    if g in nv.handles and g not in wedged:
+                        first_before.setdefault(g, _sample(nv, peer_reg_bytes, g))
+            before = {g: _sample(nv, peer_reg_bytes, g) for i in todo for g in gpus_of[i]}
+            for i in todo:
+                for g in gpus_of[i]:
+                    first_before.setdefault(g, before[g])
+                    last_step[g] = max(last_step.get(g, -1), i)
             klog.mark()
-            payload = {"check": step.check, "params": step.params, "harmless_only": step.harmless_only}
-            deadline = step_timeout if step_timeout is not None else step.deadline_s * deadline_scale
-            r = run_step(payload, deadline, env)
-            if step.status == "skipped":  # harmless calls only: the step stays skipped, with what they said
-                r = {"status": "skipped", "reason": step.reason, "measured": r.get("measured") or {},
-                     "evidence": r.get("evidence") or {}, "elapsed_s": r.get("elapsed_s")}
-            ev = r.setdefault("evidence", {})
+            payloads = [{"check": s.check, "params": s.params, "harmless_only": s.harmless_only} for s in steps]
+            payload = payloads[0] if len(payloads) == 1 else {"check": "batch", "steps": payloads}
+            if worker is None or not worker.alive:
+                if worker is not None:
+                    worker.close()  # a killed one: its pipes and stderr file
+                worker = Worker(env)
+                fresh = True
+            opened: Dict[str, Any] = {}
+            if fresh and not open_failed and any(s.check in GPU_CHECKS for s in steps):
+                fresh = False
+                got = worker.ask({"check": "open", "gpus": [g for g in to_open if g not in wedged]},
+                                 OPEN_DEADLINE_S * deadline_scale)
+                opened = {**(got.get("measured") or {}), "elapsed_s": got.get("elapsed_s")}
+                if early:
+                    opened["started_early"] = {k: v for k, v in early.items() if v is not None}
+                    early = {}
+                if (got.get("evidence") or {}).get("hung"):
+                    open_failed = True  # each step then opens its own GPU's context, within its own deadline
+                    opened["error"] = got["evidence"]["error"]
+                    worker.close()
+                    worker = Worker(env)
+            deadline = step_timeout if step_timeout is not None else \
+                max(s.deadline_s for s in steps) * deadline_scale
+            got = worker.ask(payload, deadline)
+            if len(todo) == 1:
+                rs = [got]
+            elif isinstance(got.get("results"), list) and len(got["results"]) == len(todo):
+                rs = got["results"]
+                for r in rs:
+                    if isinstance(r, dict):
+                        r.setdefault("evidence", {})["ran_beside"] = [
+                            ", ".join(s.subjects) for s in steps if r is not rs[steps.index(s)]]
+            else:  # hung, or the worker died: every step of the group says so
+                rs = [json.loads(json.dumps(got)) for _ in todo]
+            if opened and isinstance(rs[0], dict):
+                rs[0].setdefault("evidence", {})["worker_opened"] = opened
             lines = klog.new_lines()
-            if lines:
-                ev["kernel_log"] = lines
-            if ev.get("hung") and not ev.get("killed"):
-                wedged.update(step.subjects)
-            after = {}
-            for g in gpus:
-                after[g] = {**nv.sample(g), "peer_reg_bytes": peer_reg_bytes()}
-                if left_behind(before[g], after[g]):  # the driver may release a moment after exit
-                    time.sleep(0.5)
-                    after[g] = {**nv.sample(g), "peer_reg_bytes": peer_reg_bytes()}
-            cleanup = {g: {"before": before[g], "after": after[g]} for g in gpus if before[g] or after[g]}
-            if cleanup:
-                ev["cleanup"] = cleanup
-                left = "; ".join(f"{g}: {x}" for g in gpus if (x := left_behind(before[g], after[g])))
-                if left:
-                    ev["left_behind"] = left
-                rc = [(before[g].get("replay_counter"), after[g].get("replay_counter")) for g in gpus]
+            for i, step, r in zip(todo, steps, rs):
+                if not isinstance(r, dict):
+                    r = {"status": "unknown", "measured": {}, "evidence": {"error": "no result from the worker"}}
+                if step.status == "skipped":  # harmless calls only: the step stays skipped, with what they said
+                    r = {"status": "skipped", "reason": step.reason, "measured": r.get("measured") or {},
+                         "evidence": r.get("evidence") or {}, "elapsed_s": r.get("elapsed_s")}
+                ev = r.setdefault("evidence", {})
+                if lines:
+                    ev["kernel_log"] = lines
+                if ev.get("hung") and not ev.get("killed"):
+                    wedged.update(step.subjects)
+                gpus = gpus_of[i]
+                _judge_cleanup(nv, peer_reg_bytes, left_behind, gpus, {g: before[g] for g in gpus}, r, judge=False)
+                rc = [(before[g].get("replay_counter"), (r.get("evidence", {}).get("cleanup", {}).get(g, {})
+                                                         .get("after") or {}).get("replay_counter")) for g in gpus]
                 if step.check == "host-bandwidth" and rc and None not in rc[0]:
                     r.setdefault("measured", {})["replay_counter_delta"] = rc[0][1] - rc[0][0]
-            results.append(r)
+                results[i] = r
     finally:
-        nv.close()
-        klog.close()
+        if worker is not None:
+            worker.close()
+        try:
+            for g, i in last_step.items():  # from before the GPU's first step to after the worker ended
+                r = results[i]
+                if isinstance(r, dict) and g not in wedged:
+                    _judge_cleanup(nv, peer_reg_bytes, left_behind, [g], {g: first_before[g]}, r)
+        finally:
+            nv.close()
+            klog.close()
     return results
+
+
+def _judge_cleanup(nv, peer_reg_bytes, left_behind, gpus, before, r, judge: bool = True) -> None:
+    """BAR1 and registered bytes after, against before (a moment's grace: the driver may release late).
+    ``judge`` False: recorded only (the step opened contexts that stay open to the end)."""
+    after = {}
+    for g in gpus:
+        after[g] = _sample(nv, peer_reg_bytes, g)
+        if judge and left_behind(before[g], after[g]):
+            time.sleep(0.5)
+            after[g] = _sample(nv, peer_reg_bytes, g)
+    ev = r.setdefault("evidence", {})
+    cleanup = {g: {"before": before[g], "after": after[g]} for g in gpus if before[g] or after[g]}
+    if cleanup:
+        ev.setdefault("cleanup", {}).update(cleanup)
+        if not judge:
+            return
+        left = "; ".join(f"{g}: {x}" for g in gpus if (x := left_behind(before[g], after[g])))
+        if left:
+            ev["left_behind"] = left
+        elif "left_behind" in ev and all(g in cleanup for g in gpus):
+            ev.pop("left_behind")

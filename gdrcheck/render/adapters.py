@@ -94,7 +94,13 @@ def check_text(doc: Dict[str, Any]) -> Tuple[str, int]:
     code = CONTRACT[doc["status"]]
     word = STATUS_WORDS[doc["status"]]
     host = doc.get("host") or "this input"
-    lines: List[str] = [f"gdrcheck {word} on {host}: {doc['summary_line']}"]
+    from gdrcheck.documents.expected import expected_if
+
+    exp = expected_if(doc)
+    if exp:
+        lines: List[str] = [f"gdrcheck {word} on {host}; {exp}", f"why {word}: {doc['summary_line']}"]
+    else:
+        lines = [f"gdrcheck {word} on {host}: {doc['summary_line']}"]
     c = _counts(doc)
     lines.append("pairs: " + ", ".join(f"{n} {v}" for v, n in c.items() if n) if doc["pairs"] else "pairs: none")
     shown = [f for f in doc["findings"] if f["severity"] != "info" or f.get("effect") == "unknown"]

@@ -44,6 +44,7 @@ def render_html(topology: Dict[str, Any], pairs: Dict[str, Any], bar1: Dict[str,
         _summary(topology, pairs),
         _tree(svgs, forest, topology),
         _matrix(pairs, names, topology),
+        _nccl_log(pairs, names),
         _bar1(bar1),
         *extra,
         _findings(pairs, bar1, rules),
@@ -89,7 +90,14 @@ def _header(topology, pairs, host: str) -> str:
             f'<p class="sub">gdrcheck {escape(str(pairs.get("gdrcheck_version", "")))}'
             + (f" \u00b7 read from {escape(source)}" if source else "") + "</p>"
             f'<div class="verdict v-{status}"><span class="word">{word}</span>'
-            f'<span class="line">{escape(line)}{aside}</span></div></header>')
+            f'<span class="line">{escape(line)}{aside}{_expected_aside(pairs)}</span></div></header>')
+
+
+def _expected_aside(pairs) -> str:
+    from gdrcheck.documents.expected import expected_if
+
+    said = expected_if(pairs)
+    return f'<span class="aside">{escape(said)}</span>' if said else ""
 
 
 def _fact_cell(facts: Dict[str, Any], key: str, show=None) -> str:
@@ -138,6 +146,7 @@ def _summary(topology, pairs) -> str:
                     f"{_n(len(topology.get('roots') or []), 'root bus', 'root buses')}"),
         ("NCCL rules", escape(f"{n.get('version', '?')}: GDR level {n.get('gdr_level', '?')}, "
                               f"P2P level {n.get('p2p_level', '?')}") if n else "not known"),
+        *((("NCCL log", escape(f"{n['log'].get('file')}: {n['log'].get('summary')}")),) if n.get("log") else ()),
         ("Pairs", f"{s.get('pairs', 0)}" + (f": {verdicts}" if verdicts else "")),
         ("Findings", f"{fc.get('error', 0)} error, {fc.get('warning', 0)} warning, {fc.get('info', 0)} info"),
         ("Overall verdict", f'<span class="chip v-{overall(pairs)}">{STATUS[overall(pairs)][0]}</span>'),
@@ -190,6 +199,15 @@ def _cell(p: Optional[Dict[str, Any]]) -> str:
     nccl = p.get("nccl") or {}
     said = nccl.get("gdr") or nccl.get("p2p")
     tip = f"{v}" + (f"; {codes}" if codes else "") + (f"; NCCL: {said}" if said else "")
+    obs = nccl.get("observed")
+    if obs:
+        tip += f"; the job's NCCL used {obs.get('transport')}"
+    e = p.get("expected") or {}
+    if v == "unknown" and e.get("verdict") in MARK:
+        tip += f"; expected {e['verdict']} if: " + ", ".join(a.get("brief") or a["fact"]
+                                                            for a in e.get("assumes") or ())
+        return (f'<td class="v-{escape(v)}" title="{escape(tip)}">{escape(e.get("path") or path)}*'
+                f'{MARK.get(e["verdict"], "")}</td>')
     return f'<td class="v-{escape(v)}" title="{escape(tip)}">{escape(path)}{MARK.get(v, "")}</td>'
 
 
@@ -211,7 +229,10 @@ def _matrix(pairs, names: Dict[str, str], topology) -> str:
            '<code>nvidia-smi topo -m</code> prints it (PIX one switch, PXB several switches, PHB one root complex, '
            'NODE two root complexes of one NUMA node, SYS across NUMA nodes, NV# NVLinks), coloured by verdict: '
            '<span class="chip v-ok">ok</span> <span class="chip v-degraded">degraded ~</span> '
-           '<span class="chip v-fail">fail !</span> <span class="chip v-unknown">unknown ?</span></p>']
+           '<span class="chip v-fail">fail !</span> <span class="chip v-unknown">unknown ?</span>'
+           + (' <span class="chip v-unknown">* undecided on this input: the class and mark expected if: '
+              + escape(", ".join(dict.fromkeys(a.get("brief") or a["fact"] for a in pairs.get("assumes") or ())))
+              + '</span>' if pairs.get("status") == "unknown" and pairs.get("assumes") else "") + '</p>']
     for kind, title in (("gpu", "GPU \u2013 GPU (peer-to-peer)"), ("nic", "GPU \u2013 NIC (GPUDirect RDMA)"),
                         ("nvme", "GPU \u2013 NVMe (GPUDirect Storage)")):
         cols = [d["bdf"] for d in devices if d.get("kind") == kind]
@@ -243,8 +264,61 @@ def _matrix(pairs, names: Dict[str, str], topology) -> str:
                      f"<td>{_numa(d.get('numa_node'))}</td></tr>")
     out.append('<table class="devices"><thead><tr><th>name</th><th>address</th><th>Linux names</th>'
                f'<th>device</th><th>NUMA</th></tr></thead><tbody>{"".join(lines)}</tbody></table>')
+    out.append(_links(topology, label))
     out.append("</section>")
     return "".join(out)
+
+
+def _nccl_log(pairs, names: Dict[str, str]) -> str:
+    """A job's NCCL log: per pair the prediction beside what NCCL used, and the likely cause where they differ."""
+    log = (pairs.get("nccl") or {}).get("log")
+    if not log:
+        return ""
+    rows = []
+    for p in pairs.get("pairs") or []:
+        n = p.get("nccl") or {}
+        obs = n.get("observed")
+        if not obs:
+            continue
+        key = "p2p" if p.get("kind") == "gpu-gpu" else "gdr"
+        agrees = obs.get("agrees")
+        word, cls = {True: ("agrees", "ok"), False: ("differs", "degraded"), None: ("settles it", "unknown")}[agrees]
+        via = f" via {names.get(obs['via'], obs['via'])}" if obs.get("via") else ""
+        rows.append(f"<tr><th>{escape(names.get(p['a'], p['a']))} \u2013 {escape(names.get(p['b'], p['b']))}</th>"
+                    f"<td>{escape(key.upper())} {escape(str(n.get(key)))}</td>"
+                    f"<td class=\"mono\">{escape(obs.get('transport', ''))}{escape(via)}</td>"
+                    f'<td><span class="chip v-{cls}">{word}</span> {escape(obs.get("cause", ""))}</td>'
+                    f'<td class="mono">{escape(obs.get("line", ""))}</td></tr>')
+    settings = ", ".join(f"{x['name']}={x['value']}" for x in log.get("settings") or [])
+    head = (f"<p>{escape(str(log.get('file')))}: NCCL {escape(str(log.get('version') or 'not shown'))}"
+            + (f", host {escape(str(log['host']))}" if log.get("host") else "") + f". {escape(log.get('summary', ''))}."
+            + (f" The job's settings: <code>{escape(settings)}</code>." if settings else "") + "</p>")
+    table = ('<table class="devices"><thead><tr><th>pair</th><th>predicted</th><th>NCCL used</th><th></th>'
+             f'<th>NCCL\'s line</th></tr></thead><tbody>{"".join(rows)}</tbody></table>') if rows else ""
+    return f'<section id="nccl-log"><h2>What NCCL did</h2>{head}{table}</section>'
+
+
+def _links(topology, label) -> str:
+    """Per GPU, NVML's NVLink state (active of the part's links, those down, version, per-link rate) and
+    NVSwitch fabric state; nothing when the input has neither."""
+    rows = []
+    for d in topology.get("devices") or []:
+        nvl, fab = d.get("nvlink") or {}, d.get("fabric") or {}
+        if d.get("kind") != "gpu" or not (nvl or fab):
+            continue
+        links = (f"{nvl.get('active')} of {nvl.get('links')} active" if nvl else "")
+        if nvl.get("down"):
+            links += ", down: " + ", ".join(str(x) for x in nvl["down"])
+        rate = f"{nvl['rate_gb_per_s']:g} GB/s" if isinstance(nvl.get("rate_gb_per_s"), (int, float)) else ""
+        fabric = (fab.get("error") or f"{fab.get('state')} / {fab.get('status')}") if fab else "not recorded"
+        rows.append(f"<tr><th>{escape(label(d['bdf']))}</th><td>{escape(links)}</td>"
+                    f"<td>{escape(str(nvl.get('version') or ''))}</td><td>{escape(rate)}</td>"
+                    f"<td>{escape(str(nvl.get('to_nvswitch') or ''))}</td><td>{escape(fabric)}</td></tr>")
+    if not rows:
+        return ""
+    return ('<h3 class="mcap">NVLink and NVSwitch fabric (NVML)</h3><table class="devices"><thead><tr><th>GPU</th>'
+            "<th>NVLinks</th><th>version</th><th>per link, each way</th><th>to NVSwitch</th>"
+            f"<th>fabric state / status</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
 def _numa(n) -> str:

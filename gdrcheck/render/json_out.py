@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from gdrcheck.patterns import lazy_pattern
+
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
     from typing import Any, Dict
@@ -12,7 +14,23 @@ if TYPE_CHECKING:
 def render_json(doc: Dict[str, Any], pretty: bool = False) -> str:
     """Compact (C encoder, fast) for pipes and files; indented when a person reads a terminal. A document is a
     tree (built fresh by gdrcheck.documents; parts may be shared, never contain themselves), so the encoder's
-    cycle check, a lookup per object of a large fabric's tens of thousands, is left out."""
+    cycle check, a lookup per object of a large fabric's tens of thousands, is left out. Strings are kept
+    exactly; every control character in them is written as an escape (see :func:`escape_controls`)."""
     if pretty:
-        return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False, check_circular=False) + "\n"
-    return json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"), check_circular=False) + "\n"
+        text = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False, check_circular=False) + "\n"
+    else:
+        text = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"), check_circular=False) + "\n"
+    return escape_controls(text)
+
+
+_RAW = lazy_pattern("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def escape_controls(text: str) -> str:
+    """JSON text with DEL, the C1 controls (U+0080-U+009F: a terminal may take U+009B for ESC [), the line
+    and paragraph separators and lone surrogates (which UTF-8 cannot carry) written as ``\\uXXXX``; ``json``
+    escapes only those below U+0020. Outside strings JSON text has none of them, so the result is the same
+    document."""
+    if not _RAW.search(text):
+        return text
+    return _RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -51,7 +51,8 @@ def render_pairs(doc, console) -> None:
         if not gpus or not cols or (kind == "gpu" and len(cols) < 2):
             continue
         blank(console)
-        put(console, Text(f"{title}  (path class; ~ degraded, ! fail, ? unknown)", style="bold"))
+        put(console, Text(f"{title}  (path class; ~ degraded, ! fail, ? unknown; * expected, see below)"
+                          if _assumed(doc) else f"{title}  (path class; ~ degraded, ! fail, ? unknown)", style="bold"))
         header = [""] + [names[c] for c in cols] + ["NUMA"]
         rows = [[(names[g], "")] + [_cell(cells, g, c) for c in cols] + [(_numa(doc, g), "")] for g in gpus]
         for i, block in enumerate(grid(header, rows, console.width, keys=1, tail=1)):
@@ -68,12 +69,20 @@ def render_pairs(doc, console) -> None:
         for d in legend:
             extra = ", ".join(d.get("rdma_devices", []) + d.get("netdevs", []) + d.get("nvme_names", []))
             head = f"  {names[d['bdf']]}: "
+            if d.get("synthetic"):  # a made-up address: say so instead, and not the made-up name either
+                put(console, head + "no bus id in this input" + (f", {extra}" if extra else "")
+                    + f"  NUMA {_numa(doc, d['bdf'])}", len(head))
+                continue
             put(console, head + d["bdf"] + (f" {extra}" if extra else "")
                 + (f"  {d['name']}" if d.get("name") else "") + f"  NUMA {_numa(doc, d['bdf'])}", len(head))
         if others:
             put(console, "  not GPUDirect NICs (no pairs): " + ", ".join(
                 d["bdf"] + (f" {d['netdevs'][0]}" if d.get("netdevs") else "")
                 + (f" ({d['rdma_basis']})" if d.get("rdma_basis") else "") for d in others), 4)
+    line = expected_legend(doc)
+    if line:
+        blank(console)
+        put(console, line, 2)
     _render_nccl(doc, console)
     _render_findings(doc, console)
     _render_summary(doc, console)
@@ -87,7 +96,25 @@ def _cell(cells, g: str, c: str):
     if p is None:
         return ("", "")
     path = p["path"] or "/".join(p["path_candidates"]) or "?"
+    e = p.get("expected")
+    if p["verdict"] == "unknown" and e and e.get("verdict") in MARK:
+        return ((e.get("path") or path) + "*" + MARK[e["verdict"]].strip(), STYLE["unknown"])
     return (path + MARK[p["verdict"]].strip(), STYLE[p["verdict"]])
+
+
+def _assumed(doc) -> bool:
+    return any(p["verdict"] == "unknown" and p.get("expected") for p in doc["pairs"])
+
+
+def expected_legend(doc) -> str:
+    """What ``*`` in a matrix means: the pair is undecided on this input, and what its class and mark assume."""
+    if not _assumed(doc):
+        return ""
+    from gdrcheck.documents.expected import expected_if
+
+    said = expected_if(doc)
+    briefs = said.split(": ", 1)[1] if ": " in said else "nothing"
+    return f"* undecided on this input; the class and mark shown are expected if: {briefs}"
 
 
 def _numa(doc, bdf: str) -> str:
@@ -119,10 +146,41 @@ def _render_nccl(doc, console) -> None:
                 for x in nics]
         if used:
             put(console, f"  {names.get(gpu, gpu)} sends through: {', '.join(used)}", 4)
+    _render_log(doc, console, names)
     job = sum(1 for p in doc["pairs"] if p["nccl"].get("depends_on"))
     if job:
         put(console, f"  {job} pair{'s' if job != 1 else ''} depend on the job (which GPUs share the communicator, its "
                      "environment): pairs --json gives depends_on", 4)
+
+
+def _render_log(doc, console, names) -> None:
+    """A job's NCCL log: the version and settings NCCL reported, then per pair what NCCL did beside the
+    prediction (each pair once; the same choice on many pairs is one line)."""
+    log = doc["nccl"].get("log")
+    if not log:
+        return
+    blank(console)
+    head = f"NCCL log {log['file']}: NCCL {log.get('version') or '?'}"
+    if log.get("host"):
+        head += f", host {log['host']}"
+    put(console, head + f": {log['summary']}")
+    if log["settings"]:
+        put(console, "  the job's settings (NCCL reported them set): "
+            + ", ".join(f"{s['name']}={s['value']}" for s in log["settings"]), 4)
+    rows: Dict[tuple, List[str]] = {}
+    for p in doc["pairs"]:
+        obs = p["nccl"].get("observed")
+        if not obs:
+            continue
+        key = "p2p" if p["kind"] == "gpu-gpu" else "gdr"
+        mark = {True: "agrees", False: "DIFFERS", None: "settles it"}[obs.get("agrees")]
+        said = (f"{key.upper()} predicted {p['nccl'].get(key)}, NCCL used {obs['transport']}"
+                + (f" via {names.get(obs['via'], obs['via'])}" if obs.get("via") else "") + f": {mark}"
+                + (f" ({obs['cause']})" if obs.get("cause") else ""))
+        rows.setdefault((mark != "agrees", said), []).append(f"{names.get(p['a'], p['a'])}-{names.get(p['b'], p['b'])}")
+    for (_differs, said), who in sorted(rows.items()):
+        shown = ", ".join(who[:PAIRS_SHOWN]) + (f" and {len(who) - PAIRS_SHOWN} more" if len(who) > PAIRS_SHOWN else "")
+        put(console, f"  {shown}: {said}", 4)
 
 
 def _render_findings(doc, console) -> None:
@@ -169,6 +227,12 @@ def _render_summary(doc, console) -> None:
     s = doc["summary"]
     blank(console)
     verdicts = ", ".join(f"{n} {v}" for v, n in sorted(s["verdicts"].items()))
+    exp: Dict[str, int] = {}
+    for p in doc["pairs"]:
+        if p["verdict"] == "unknown" and (p.get("expected") or {}).get("verdict"):
+            exp[p["expected"]["verdict"]] = exp.get(p["expected"]["verdict"], 0) + 1
+    if exp:
+        verdicts += " (expected: " + ", ".join(f"{n} {v}" for v, n in sorted(exp.items())) + ")"
     line = Text(f"{s['pairs']} pair{'' if s['pairs'] == 1 else 's'}: {verdicts or 'none'}; findings: "
                 f"{s['findings']['error']} error, {s['findings']['warning']} warning, {s['findings']['info']} info")
     put(console, line)

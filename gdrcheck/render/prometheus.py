@@ -57,13 +57,21 @@ def check_results(doc: Dict[str, Any]) -> Dict[str, str]:
     errors = {f["code"] for f in doc["findings"] if f["severity"] == "error"}
     unmet = {f["code"] for f in doc["findings"] if f["code"] in UNMET_CODES}
     out: Dict[str, str] = {}
+    nothing_read = bool(doc.get("timed_out")) and not doc["pairs"]  # the --timeout ran out before any pair
     for kind, cap in CAPABILITY.items():
         mine = [p for p in doc["pairs"] if p["kind"] == kind]
         severities = ["error" for p in mine for c in p["findings"] if c in errors]
         if unmet & UNMET_CODES_OF[cap]:
             severities.append("error")
-        out[cap] = node_status((p["verdict"] for p in mine), severities)
+        out[cap] = node_status((p["verdict"] for p in mine), severities, facts_missing=nothing_read)
+        if out[cap] == "pass" and REACH_OF[cap] & set(doc.get("not_in_input") or ()):
+            out[cap] = "unknown"  # the devices it needs are not in this input: not a pass
     return out
+
+
+_FACT_OF_KIND = {"gpu": "gpus", "nic": "nics", "nvme": "nvme"}
+# the facts (gdrcheck.reach) each capability's pairs need the input to show
+REACH_OF = {"gdr": {"gpus", "nics"}, "p2p": {"gpus"}, "gds": {"gpus", "nvme"}}
 
 
 # the requirement findings (gdrcheck.rules.requirements) that fail each capability's check
@@ -103,8 +111,9 @@ def render_prometheus(pairs: Dict[str, Any], bar1: Optional[Dict[str, Any]], top
     for d in topology["devices"]:
         if d["kind"] in kinds:
             kinds[d["kind"]] += 1
-    o.metric("gdrcheck_devices", "gauge", "GPUs, NICs and NVMe drives seen on PCIe.",
-             [({"kind": k}, n) for k, n in kinds.items()])
+    hidden = set(pairs.get("not_in_input") or ())  # a kind the input cannot show has no count, not 0
+    o.metric("gdrcheck_devices", "gauge", "GPUs, NICs and NVMe drives seen on PCIe (none for a kind the input "
+             "cannot show).", [({"kind": k}, n) for k, n in kinds.items() if _FACT_OF_KIND[k] not in hidden])
     counts: Dict[Tuple[str, str], int] = {}
     for p in pairs["pairs"]:
         key = (p["kind"], RESULT[p["verdict"]])

@@ -18,8 +18,12 @@ _FAMILIES: Tuple[str, ...] = (
     "gdrcheck.rules.link_nic",
     "gdrcheck.rules.bar1",
     "gdrcheck.rules.facts",
+    "gdrcheck.rules.reach_rules",
     "gdrcheck.rules.requirements",
     "gdrcheck.rules.probe_rules",
+    "gdrcheck.rules.nccl_log",
+    "gdrcheck.rules.fabric",
+    "gdrcheck.rules.gds_modules",
 )
 
 

@@ -105,6 +105,7 @@ class Options:
     min_bar1_bytes: int = 1 << 30
     bar1_used_max_pct: float = 90.0
     env: Mapping[str, str] = field(default_factory=dict)  # NCCL_* from the environment
+    job_gpus: Optional[int] = None  # how many of the node's GPUs the job's communicator holds, where known
 
 
 @record(frozen=True)

@@ -35,6 +35,7 @@ class Evaluation:
     whole: Optional["Evaluation"] = None  # for an evaluation restricted to some pair kinds: the node's full evaluation
     nccl_node: Any = None  # gdrcheck.rules.nccl.node.NodeNccl: NCCL's view of the node at the version judged
     nic_side: Tuple[Optional[bool], str] = (None, "")  # NCCL's NIC-side GDR flag for this node, and why
+    reconciled: Optional[Dict[str, Any]] = None  # a job's NCCL log held to the prediction (rules.nccl_log)
 
 
 PAIR_KIND_OF = {"gdr": "gpu-nic", "p2p": "gpu-gpu", "gds": "gpu-nvme"}
@@ -63,7 +64,7 @@ def restrict(evaluation: Evaluation, capabilities, required: bool = True) -> Eva
                       pair_findings={k: v for k, v in evaluation.pair_findings.items() if k in keep},
                       nccl_view={k: v for k, v in evaluation.nccl_view.items() if k in keep},
                       whole=evaluation.whole or evaluation, nccl_node=evaluation.nccl_node,
-                      nic_side=evaluation.nic_side)
+                      nic_side=evaluation.nic_side, reconciled=evaluation.reconciled)
 
 
 def build_pairs(topo: Topology) -> Tuple[PairInfo, ...]:
@@ -118,6 +119,9 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
                             nccl_node=node)
     for pair in pairs:
         evaluation.nccl_view[(pair.a, pair.b)] = nccl_pair_view(topo, pair, st, node)
+    from gdrcheck.rules.nccl_log import reconcile
+
+    evaluation.reconciled = reconcile(snap, topo, pairs, evaluation.nccl_view, node)  # what a job's NCCL log shows
     ctx = Context(snap=snap, topo=topo, pairs=pairs, options=options, nccl=st, nccl_view=evaluation.nccl_view)
     from gdrcheck.rules.peermem import nic_gdr
 
@@ -193,10 +197,12 @@ def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: 
     """NCCL's view of the node: the version judged (``--nccl-version``, else the newest found), its settings
     and every pair's decision (``gdrcheck.rules.nccl.node``)."""
     from gdrcheck.rules.nccl import node as nccl_node_mod
+    from gdrcheck.rules.nccl_log import job_options
 
     found = nccl_node_mod.versions_found(snap)
-    v, why = nccl_node_mod.choose_version(version or options.nccl_version, found)
-    return nccl_node_mod.build(snap, topo, pairs, options, v, why, found)
+    options, job_version, job_why = job_options(snap, options, version)  # a job's NCCL log: its version, settings
+    v, why = nccl_node_mod.choose_version(version or job_version or options.nccl_version, found)
+    return nccl_node_mod.build(snap, topo, pairs, options, v, job_why if job_version else why, found)
 
 
 def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=None) -> dict:

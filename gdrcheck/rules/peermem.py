@@ -85,6 +85,16 @@ def nic_gdr(ctx: Context) -> Tuple[Optional[bool], str]:
     return False, "none of " + ", ".join(files) + " exists and DMA-BUF is not available"
 
 
+def nccl_saw_gdr(ctx: Context, nic: str) -> bool:
+    """Whether NCCL's own topology dump says GPUDirect RDMA works for this NIC: ``<net gdr="1">``, which NCCL
+    writes when the network's ``ptrSupport`` has NCCL_PTR_CUDA or NCCL_PTR_DMABUF (v2.30.7 ``src/graph/topo.cc:
+    1651-1655``); the IB transport sets them when a peer-memory file exists or the DMA-BUF probe passes
+    (``net_ib/init.cc:546-553``)."""
+    d = ctx.topo.by_bdf.get(nic)
+    nets = d.extra.get("nccl_nets") if d is not None and d.extra else None
+    return any(n.get("gdr") == "1" for n in nets or ())
+
+
 def _check(ctx: Context) -> Iterable[Finding]:
     pairs = tuple((p.a, p.b) for p in ctx.pairs_of("gpu-nic"))
     pm = value(ctx, "peermem")
@@ -95,8 +105,11 @@ def _check(ctx: Context) -> Iterable[Finding]:
         return
     ok, why = nic_gdr(ctx)
     if ok is None:
-        yield Finding(PEER_MEMORY_UNKNOWN.code, "info", ("peer-memory",), f"peer-memory path unknown: {why}",
-                      pairs=pairs, effect="unknown", settle="run gdrcheck on the node or send a snapshot")
+        # NCCL's own dump: <net gdr="1"> is NCCL having found peer memory or DMA-BUF working for that NIC
+        pairs = tuple(k for k in pairs if not nccl_saw_gdr(ctx, k[1]))
+        if pairs:
+            yield Finding(PEER_MEMORY_UNKNOWN.code, "info", ("peer-memory",), f"peer-memory path unknown: {why}",
+                          pairs=pairs, effect="unknown", settle="run gdrcheck on the node or send a snapshot")
     elif ok is False:
         v = ".".join(map(str, ctx.nccl.version))
         if isinstance(pm, dict) and pm.get("nvidia_peermem_loaded"):

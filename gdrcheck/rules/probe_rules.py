@@ -141,11 +141,22 @@ LEFT_BEHIND = Rule(
     "registrations fail.",
     "Check `nvidia-smi -q -d MEMORY` (BAR1 used) against the start value; a leak that survives process exit "
     "is a driver bug: update the driver, and reset the GPU to reclaim it.")
+P2P_BELOW_LINK = Rule(
+    "GDR205", "probe-p2p-below-link-rate", "warning", "pair",
+    "Peer copies between two GPUs are well below what their link should carry",
+    "The expected rate is the pair's NVLinks times the per-link rate NVML gives (18 x 26.562 GB/s each way on "
+    "H100/H200 through NVSwitch), or over PCIe the slower GPU link at 85% of its raw rate; a healthy pair "
+    "reaches about 80% of the NVLink figure with large copies. Below 75% of it the pair runs on fewer links "
+    "than it has, the fabric has fallen back, or peer traffic goes another way (PCIe, host memory).",
+    "Compare `nvidia-smi nvlink -s` (per-link speed, inactive links) and `nvidia-smi topo -m` (NV# per pair) "
+    "with a healthy node of the model, check `nvidia-smi -q | grep -A6 Fabric` and the NVLink error counters "
+    "(`nvidia-smi nvlink -e`); `gdrcheck pairs` shows the links NVML reports down (GDR201).",
+    pair_kinds=("gpu-gpu",))
 
 CHECKS = tuple((r, None) for r in (
     CUDA_UNAVAILABLE, HOST_BANDWIDTH_LOW, HOST_COPY_MISMATCH, P2P_DATA_MISMATCH, P2P_SLOWER_THAN_STAGED,
     P2P_DENIED, PEERMEM_NOT_WORKING, DMABUF_NOT_WORKING, GDR_WORKS_NCCL_BLIND, REGISTRATION_ENOMEM,
-    LOOPBACK_FAILED, GDS_COMPAT_MODE, GDS_READ_FAILED, STEP_HUNG, LEFT_BEHIND))
+    LOOPBACK_FAILED, GDS_COMPAT_MODE, GDS_READ_FAILED, STEP_HUNG, LEFT_BEHIND, P2P_BELOW_LINK))
 PROBE_CODES = frozenset(r.code for r, _ in CHECKS)
 
 
@@ -185,6 +196,13 @@ def _p2p_slow(c):
     if c["check"] == "p2p" and m.get("p2p_gb_per_s") is not None and m.get("staged_gb_per_s") is not None \
             and m.get("verified") and m["p2p_gb_per_s"] < m["staged_gb_per_s"]:
         return f"peer copy {m['p2p_gb_per_s']} GB/s, staged through host {m['staged_gb_per_s']} GB/s"
+    return None
+
+
+def _p2p_below_link(c):
+    m = _m(c)
+    if c["check"] == "p2p" and m.get("verified") and m.get("below_expected"):
+        return "peer copy " + str(m["below_expected"])
     return None
 
 
@@ -278,7 +296,7 @@ DETECTORS: Tuple[Tuple[Rule, Detector], ...] = (
     (P2P_DATA_MISMATCH, _p2p_mismatch), (P2P_SLOWER_THAN_STAGED, _p2p_slow), (P2P_DENIED, _p2p_denied),
     (PEERMEM_NOT_WORKING, _peermem), (DMABUF_NOT_WORKING, _dmabuf), (GDR_WORKS_NCCL_BLIND, _blind),
     (REGISTRATION_ENOMEM, _enomem), (LOOPBACK_FAILED, _loopback), (GDS_COMPAT_MODE, _gds_compat),
-    (GDS_READ_FAILED, _gds_failed), (STEP_HUNG, _hung), (LEFT_BEHIND, _left))
+    (GDS_READ_FAILED, _gds_failed), (STEP_HUNG, _hung), (LEFT_BEHIND, _left), (P2P_BELOW_LINK, _p2p_below_link))
 
 
 def probe_findings(checks: Iterable[Dict[str, Any]]) -> List[Finding]:

@@ -53,14 +53,21 @@ def unmet(topo, capabilities: Iterable[str]) -> List[Finding]:
     if not gpus:
         out.append(Finding(NO_GPU.code, "error", ("host",), "no GPU in this input: nothing to check"))
         return out
-    if "gdr" in caps and not topo.gpudirect_nics():
+    from gdrcheck.reach import shows
+
+    # a device the input cannot show is not absent: GDR160 makes such a gate unknown, not failed
+    if "gdr" in caps and not topo.gpudirect_nics() and shows(topo.snap, "nics"):
         others = topo.of_kind("nic")
         out.append(Finding(NO_RDMA_NIC.code, "error", ("host",),
                            "no NIC that is or may be an RDMA device" +
                            (f" (not GPUDirect NICs: {', '.join(others)})" if others else " (no NIC at all)")))
     if "p2p" in caps and len(gpus) < 2:
         out.append(Finding(TOO_FEW_GPUS.code, "error", ("host",), f"{len(gpus)} GPU: no GPU pair for P2P"))
-    if "gds" in caps and not topo.of_kind("nvme"):
+    if "gds" in caps and not shows(topo.snap, "nvme"):
+        from gdrcheck.rules.reach_rules import not_in_input
+
+        out.append(not_in_input(topo.snap, "nvme"))
+    elif "gds" in caps and not topo.of_kind("nvme"):
         out.append(Finding(NO_NVME.code, "error", ("host",), "no NVMe drive: no GPU-NVMe pair for GPUDirect Storage"))
     return out
 

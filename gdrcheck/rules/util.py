@@ -42,10 +42,15 @@ def _label(topo, bdf: str) -> str:
     if d is None:
         return bdf
     kind = topo.device_kind.get(bdf)
+    made_up = bool(d.extra and d.extra.get("synthetic"))  # a topo -m device without a bus id: its name only
     if kind == "gpu":
+        if made_up and d.gpu_index is not None:
+            return f"GPU{d.gpu_index}"
         return f"GPU{d.gpu_index} ({bdf})" if d.gpu_index is not None else f"GPU {bdf}"
     if kind == "nic":
         names = d.rdma_devices or d.netdevs
+        if made_up:
+            return f"NIC {names[0]}" if names else (d.name or "NIC").split(" of ")[0]
         return f"NIC {names[0]} ({bdf})" if names else f"NIC {bdf}"
     if kind == "nvme":
         return f"NVMe {d.nvme_names[0]} ({bdf})" if d.nvme_names else f"NVMe {bdf}"

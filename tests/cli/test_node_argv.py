@@ -73,6 +73,8 @@ def test_the_timeout_callback_refuses_nan_as_clicks_does():
 
 # command lines the quick path reads (each must also be read so by click)
 ACCEPTED = [
+    ("pairs", "--env", "NCCL_P2P_LEVEL=SYS", "--env=CUDA_VISIBLE_DEVICES=0,1"),
+    ("check", "--env", "NCCL_NET_GDR_LEVEL=PHB"),
     ("topology",),
     ("topology", "--json"),
     ("topology", "--json", "--from", "/x"),
@@ -129,6 +131,7 @@ ACCEPTED = [
 
 # command lines click refuses (a usage error) and the quick path must decline
 REFUSED = [
+    ("pairs", "--env", "NOVALUE"),
     ("topology", "--format", "xml"),
     ("topology", "--format", "JSON"),
     ("topology", "--format", "dot", "--json"),

@@ -46,7 +46,7 @@ ATTRIBUTE = {
 
 def _unpack(archive: Path, dest: Path) -> Path:
     with tarfile.open(archive) as tar:
-        tar.extractall(dest, filter="data")
+        tar.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     if (dest / "sys").is_dir():
         return dest
     (top,) = [p for p in dest.iterdir() if p.is_dir()]

@@ -160,20 +160,27 @@ def test_p2pdma_from_config_gz(tmp_path):
     assert facts["p2pdma_config"].source == "/proc/config.gz"
 
 
-def test_p2pdma_broken_gzip_falls_through_to_kallsyms(tmp_path):
-    files = base_host(**{"proc/config.gz": b"not gzip at all",
-                         "proc/kallsyms": "0000000000000000 T _text\n0000000000000000 d p2pdma_pgmap_ops\n"})
+def test_p2pdma_from_the_config_under_lib_modules(tmp_path):
+    """Fedora and RHEL install the .config as /lib/modules/<release>/config too."""
+    files = base_host(**{"lib/modules/6.8.0-45-generic/config": "CONFIG_PCI_P2PDMA=y\n"})
     del files["boot/config-6.8.0-45-generic"]
     facts, _ = facts_of(tmp_path, files)
     assert facts["p2pdma_config"].value is True
-    assert "p2pdma_pgmap_ops" in facts["p2pdma_config"].source
+    assert facts["p2pdma_config"].source == "/lib/modules/6.8.0-45-generic/config"
 
 
-def test_p2pdma_kallsyms_without_symbols_is_false(tmp_path):
-    files = base_host(**{"proc/kallsyms": "0000000000000000 T _text\n0000000000000000 T pci_enable_device\n"})
+def test_p2pdma_never_reads_the_symbol_table(tmp_path):
+    """/proc/kallsyms holds the kernel's addresses: a broken config.gz is unknown, not a look at the symbols
+    (which a snapshot would then carry)."""
+    files = base_host(**{"proc/config.gz": b"not gzip at all",
+                         "proc/kallsyms": "ffffffffa1000000 T _text\nffffffffa1234560 d p2pdma_pgmap_ops\n"})
     del files["boot/config-6.8.0-45-generic"]
-    facts, _ = facts_of(tmp_path, files)
-    assert facts["p2pdma_config"].value is False
+    make_tree(tmp_path, files)
+    src = Source(str(tmp_path), live=False, record=True)
+    facts, _ = collect_host(src, [])
+    f = facts["p2pdma_config"]
+    assert not f.known and "/proc/config.gz (not gzip)" in f.reason and "kallsyms" not in f.reason + f.source
+    assert not any("kallsyms" in p for p in src.recorded)
 
 
 def test_p2pdma_p2pmem_dir_proves_it(tmp_path):

@@ -76,7 +76,7 @@ def unpacked(tmp_path_factory):
         if name not in _CACHE:
             dest = tmp_path_factory.mktemp(name.replace("+", "_"))
             with tarfile.open(HWLOC_LINUX / f"{name}.tar.bz2") as tar:
-                tar.extractall(dest, filter="data")
+                tar.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
             (root,) = [p for p in dest.iterdir() if p.is_dir()]
             env = {k: v for k, v in os.environ.items() if not k.startswith("HWLOC_")}
             env.update(HWLOC_FSROOT=str(root), HWLOC_COMPONENTS="-x86")

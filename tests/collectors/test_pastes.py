@@ -345,21 +345,25 @@ def test_lspci_xxx_dump_is_read_as_config_space(tmp_path):
 
 
 def test_one_paste_of_topo_m_mp_and_p2p():
-    """The H200 VMs' capture: topo -m (NV18), then -mp (the PCIe class under the NVLinks), then -p2p (skipped)."""
+    """The H200 VMs' capture: topo -m (NV18), then -mp (the PCIe class under the NVLinks), then -p2p r, w and n:
+    the driver's P2P status per pair, under the capability each command names."""
     from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrices
 
     text = (FIX / "h200-x4-vm" / "nvidia-smi-topo.txt").read_text()
     ms = parse_topo_matrices(text, "t.txt")
-    assert [m.pcie_only for m in ms] == [False, True]
+    assert [m.pcie_only for m in ms if m.p2p is None] == [False, True]
+    assert [m.p2p for m in ms if m.p2p is not None][:3] == ["read", "write", "nvlink"]
     snap, doc, _t = _docs(FIX / "h200-x4-vm" / "snapshot.tar.gz", FIX / "h200-x4-vm" / "nvidia-smi-topo.txt")
     gg = [p for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
     assert len(gg) == 6 and all(p["path"] == "NV18" and p["pcie_path"] == ms[1].code("GPU0", "GPU1") for p in gg)
-    assert any("-p2p matrices" in n for n in doc["notes"])
+    assert not any("-p2p matrices" in n for n in doc["notes"])  # read, not skipped
+    assert not any("GDR008" in p["findings"] for p in gg)
     assert sum("GPUs matched by bus id" in n for n in doc["notes"]) == 1
 
 
 def test_p2p_matrix_alone_is_refused_with_what_to_pass(tmp_path):
-    """Hand-written: a 'nvidia-smi topo -p2p r' paste on its own."""
+    """Hand-written: a 'nvidia-smi topo -p2p r' paste on its own, without the command: which capability it shows
+    (read, write, NVLink) is not known."""
     f = tmp_path / "p2p.txt"
     f.write_text("\tGPU0\tGPU1\t\nGPU0\tX\tOK\t\nGPU1\tOK\tX\t\n")
     p = run("pairs", "--from", f)

@@ -22,7 +22,8 @@ def test_a_code_said_of_many_pairs_is_one_finding_naming_the_first(realworld):
     doc = _doc(realworld / "gengwg-dgx1" / "nvidia-smi-topo-mp.txt")
     sys3 = [f for f in doc["findings"] if f["code"] == "GDR003"]
     assert len(sys3) == 1 and sys3[0]["folded"] == 16 and len(sys3[0]["pairs"]) == 16
-    assert sys3[0]["message"].startswith("GPU0 (ffff:00:00.0) and GPU4 (ffff:04:00.0) are on different NUMA nodes")
+    # made-up addresses (a matrix without bus ids) are named as nvidia-smi names them
+    assert sys3[0]["message"].startswith("GPU0 and GPU4 are on different NUMA nodes")
     assert sys3[0]["message"].endswith("(and 15 more pairs like it)")
     assert sys3[0]["subject"][:2] == ["ffff:00:00.0", "ffff:04:00.0"]  # the first pair's, then the others
     # every pair still names the code; the counts count what was said, folded or not
@@ -38,7 +39,7 @@ def test_engines_count_the_pairs_of_a_folded_finding(realworld):
     prom = run("check", "--format", "prometheus", "--from", path).stdout
     assert 'gdrcheck_findings{code="GDR003",severity="warning"} 32' in prom
     text = run("check", "--from", path).stdout
-    assert "GPU0 (ffff:00:00.0) and GPU4 (ffff:04:00.0) are on different NUMA nodes (SYS) (+15 more like it)" in text
+    assert "GPU0 and GPU4 are on different NUMA nodes (SYS) (+15 more like it)" in text
 
 
 def test_a_code_said_of_few_pairs_stays_one_finding_per_pair(realworld):

@@ -1,4 +1,4 @@
-"""Every probe finding (GDR140-GDR154) has a case that fires it and one that does not.
+"""Every probe finding (GDR140-GDR154, GDR205) has a case that fires it and one that does not.
 
 A case is a step run in a worker over scripted libraries (tests/support/probe_fakes.py) with what ``pairs``
 predicted for its subjects; the finding comes from the check document as ``gdrcheck probe`` builds it.
@@ -17,6 +17,8 @@ TESTS = Path(__file__).resolve().parents[1]
 GPU0, GPU1, NIC = "0000:03:00.0", "0000:04:00.0", "0000:05:00.0"
 HOST = ("host-bandwidth", {"gpu": GPU0, "bytes": 4 << 20, "expected": {"degraded_below_gb_per_s": 40.0}})
 P2P = ("p2p", {"gpus": [GPU0, GPU1], "bytes": 4 << 20})
+P2P_NV18 = ("p2p", {"gpus": [GPU0, GPU1], "bytes": 4 << 20,
+                    "expected": {"link": "NV18", "gb_per_s": 478.1, "degraded_below_gb_per_s": 358.6}})
 REG = ("rdma-register", {"gpu": GPU0, "nic": NIC, "rdma_devices": ["mlx5_0"]})
 CUDA = ("cuda", {"gpu": GPU0})
 LOOP = ("rdma-loopback", {"gpu": GPU0, "nic": NIC, "rdma_devices": ["mlx5_0"], "bytes": 1 << 20})
@@ -44,6 +46,7 @@ CASES = {
     "GDR150": ((LOOP, "port-active,loopback-prot-err", {}), (LOOP, "port-active", {})),
     "GDR151": (("gds", "", {}), ("gds", "p2pdma", {})),
     "GDR152": (("gds", "cufile-corrupt", {}), ("gds", "", {})),
+    "GDR205": ((P2P_NV18, "p2p-slow", {}), (P2P_NV18, "", {})),
     "GDR153": ((("host-bandwidth", {"gpu": GPU0, "bytes": 1 << 20}), "hang", {}), (HOST, "", {})),
 }
 

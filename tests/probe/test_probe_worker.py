@@ -380,3 +380,23 @@ def test_ctrl_c_during_a_step_takes_its_worker_down(monkeypatch):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
     assert started and not alive, "the worker outlived the interrupted probe"
+
+
+def test_p2p_each_way_and_both_at_once_held_to_the_link():
+    exp = {"link": "NV18", "gb_per_s": 478.1, "degraded_below_gb_per_s": 358.6}
+    r = _run("p2p", {"gpus": [GPU0, GPU1], "bytes": SMALL, "expected": exp})
+    m = r["measured"]
+    assert r["status"] == "ok" and m["verified"] and m["small_verified"]
+    assert m["a_to_b_gb_per_s"] > 0 and m["b_to_a_gb_per_s"] > 0 and m["bidir_gb_per_s"] > 0
+    assert m["p2p_gb_per_s"] == min(m["a_to_b_gb_per_s"], m["b_to_a_gb_per_s"])
+    assert m["expected_gb_per_s"] == 478.1 and "below_expected" not in m
+    slow = _run("p2p", {"gpus": [GPU0, GPU1], "bytes": SMALL, "expected": exp}, "p2p-slow")
+    assert slow["status"] == "degraded" and "below 358.6 GB/s" in slow["measured"]["below_expected"]
+
+
+def test_a_copy_wrong_in_one_chunk_is_found_where_it_differs():
+    from gdrcheck.probe.checks_gpu import pattern_block
+
+    block = pattern_block(7)
+    assert len(block) == 1 << 20
+    assert all(block[i] == (i * 131 + 7 * 17 + (i >> 8)) & 0xFF for i in range(0, 1 << 20, 4099))

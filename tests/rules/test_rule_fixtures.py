@@ -7,6 +7,7 @@ no captured machine gave us) and real inputs from ../shared/realworld.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from support.cli_util import run
@@ -52,6 +53,9 @@ CASES = {
     "GDR107": ("gpu-missing-from-nvml", "healthy-gdr-node", ()),
     "GDR123": ("snapshot-without-pci-tree", "healthy-gdr-node", ()),
     "GDR124": ("real:aws-g5-48xlarge/nccl-topo.xml", "healthy-gdr-node", ()),
+    "GDR160": ("fixture:nvidia-smi-q/h100-sxm-550.txt", "healthy-gdr-node", ()),
+    "GDR206": ("nvidia-fs-nvme-unregistered", "nvidia-fs-nvme-registered", ()),
+    "GDR207": ("nvidia-fs-idle", "nvidia-fs-nvme-registered", ()),
 }
 # the gate's own findings: a requirement of `check --require` that nothing on the node can satisfy
 # code -> (case, --require that fires it, --require that does not)
@@ -77,6 +81,8 @@ def _input(case, tmp_path, realworld_dir):
         path = tmp_path / f"{case[6:]}.txt"
         path.write_text(LSPCI_CASES[case[6:]])
         return path
+    if case.startswith("fixture:"):
+        return Path(__file__).resolve().parents[2] / "fixtures" / case[8:]
     if case.startswith("real:"):
         if not realworld_dir.is_dir():
             pytest.skip("../shared/realworld is not present")
@@ -104,10 +110,16 @@ def test_rule_fires_and_stays_quiet(code, tmp_path):
     assert code not in got, (code, quiet, sorted(got))
 
 
+FABRIC_CODES = {"GDR200", "GDR201", "GDR202"}
+
+
 def test_every_rule_outside_bar1_has_cases():
+    from gdrcheck.rules.nccl_log import LOG_CODES  # fire on a job's log: tests/rules/test_nccl_log_reconcile.py
     from gdrcheck.rules.probe_rules import PROBE_CODES  # fire on probe results: tests/probe/test_probe_rules.py
 
-    codes = {r.code for r in all_rules() if not ("GDR100" <= r.code <= "GDR106") and r.code not in PROBE_CODES}
+    codes = {r.code for r in all_rules() if not ("GDR100" <= r.code <= "GDR106") and r.code not in PROBE_CODES
+             and r.code not in LOG_CODES}
+    codes -= FABRIC_CODES  # fire on NVML answers of a captured NVSwitch node: tests/rules/test_fabric.py
     assert codes <= set(CASES) | set(REQUIREMENT_CASES), sorted(codes - set(CASES) - set(REQUIREMENT_CASES))
 
 

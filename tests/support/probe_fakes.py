@@ -5,7 +5,8 @@ the node's libraries. ``GDRCHECK_FAKE`` names what goes wrong (comma-separated):
 
 - ``no-cuda``: libcuda.so.1 is missing; ``cuinit-no-device``: cuInit answers CUDA_ERROR_NO_DEVICE
 - ``h2d-corrupt``: host-to-device copies flip a byte; ``p2p-zeros``: peer copies leave the destination untouched
-- ``hang``: stream and event synchronisation never return (the worker must be killed)
+- ``hang``: stream and event synchronisation never return (the worker must be killed); ``open-hang``: opening
+  the contexts in the worker's threads never returns (a step's own retain, on its main thread, does)
 - ``slow-link``: copies take 10x as long as a Gen5 x16 link would
 - ``no-peer``: cuDeviceCanAccessPeer answers 0; ``p2p-slow``: peer copies slower than staged ones
 - ``verbs-real``: the real libibverbs.so.1 (Debian's, with no device), not the fake
@@ -23,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import threading
 import time
 
 GEN5_X16 = 53.5e9  # bytes per second a healthy link reaches
@@ -54,9 +56,17 @@ class FakeCuda:
         self.f = faults
         self.gpus = [g for g in os.environ.get("GDRCHECK_FAKE_GPUS", "").split(",") if g]
         self.buffers = {}
-        self.clock = 0.0  # simulated seconds of copying, for events
+        self._tl = threading.local()  # simulated seconds of copying, for events: one clock per thread
         self.events = {}
         self.next_handle = 0x1000
+
+    @property
+    def clock(self) -> float:
+        return getattr(self._tl, "clock", 0.0)
+
+    @clock.setter
+    def clock(self, v: float) -> None:
+        self._tl.clock = v
 
     def _handle(self) -> int:
         self.next_handle += 0x10
@@ -101,6 +111,8 @@ class FakeCuda:
         return 0
 
     def cuDevicePrimaryCtxRetain(self, ref, dev):
+        if "open-hang" in self.f and threading.current_thread() is not threading.main_thread():
+            time.sleep(3600)  # the worker's opening of every context (one thread each) never returns
         _set(ref, 0x100 + dev)
         return 0
 
@@ -204,6 +216,9 @@ class FakeCuda:
 
     def cuEventElapsedTime(self, ref, a, b):
         _set(ref, (self.events[_addr(b)] - self.events[_addr(a)]) * 1e3)
+        return 0
+
+    def cuStreamWaitEvent(self, s, e, flags):
         return 0
 
     def cuEventDestroy_v2(self, e):

@@ -55,9 +55,16 @@ io.open = _wrap_open(io.open)
 _os_open = os.open
 
 
+def _at(path, dir_fd):
+    """The path an *at() call names: relative to the directory ``dir_fd`` is open on."""
+    if dir_fd is None or isinstance(path, int) or os.path.isabs(os.fsdecode(path)):
+        return path
+    return os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), os.fsdecode(path))
+
+
 def _guarded_os_open(path, flags, *a, dir_fd=None, **k):
-    if flags & _WRITE_FLAGS and dir_fd is None:
-        _check("os.open", path)
+    if flags & _WRITE_FLAGS:
+        _check("os.open", _at(path, dir_fd))
     return _os_open(path, flags, *a, dir_fd=dir_fd, **k)
 
 
@@ -68,8 +75,11 @@ def _wrap_paths(name, npaths):
     orig = getattr(os, name)
 
     def guarded(*a, **k):
-        if k.get("dir_fd") is None and k.get("src_dir_fd") is None:
-            _check(f"os.{name}", *a[:npaths])
+        if npaths == 2:
+            paths = [_at(p, k.get(fd)) for p, fd in zip(a[:2], ("src_dir_fd", "dst_dir_fd"))]
+        else:
+            paths = [_at(p, k.get("dir_fd")) for p in a[:npaths]]
+        _check(f"os.{name}", *paths)
         return orig(*a, **k)
     setattr(os, name, guarded)
 

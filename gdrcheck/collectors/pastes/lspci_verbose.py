@@ -141,6 +141,9 @@ _SUB = lazy_pattern(r"^(DevCap|DevCtl|DevSta|LnkCap|LnkCtl|LnkSta|SltCap|SltCtl|
 def looks_like_lspci_verbose(text: str) -> bool:
     """True when a device line is followed by indented detail lines within the first lines."""
     lines = text[:256 << 10].lstrip("\ufeff").split("\n")[:_SNIFF_LINES]
+    body = [ln.rstrip() for ln in lines if ln.strip() and not _PROMPT.match(ln)]
+    if len(body) >= 2 and all(_DEVLINE.match(ln) for ln in body):  # plain lspci: one line per function
+        return True
     for i, ln in enumerate(lines):
         if _DEVLINE.match(ln.rstrip()):
             for nxt in lines[i + 1:i + 3]:
@@ -155,6 +158,21 @@ def looks_like_acsctl_grep(text: str) -> bool:
     """``lspci -vvv | grep ACSCtl``: only ACSCtl lines, no device lines to say whose."""
     body = [x.strip() for x in text.split("\n") if x.strip() and not _PROMPT.match(x)]
     return bool(body) and all(x.startswith("ACSCtl:") for x in body)
+
+
+def parse_acsctl_grep(text: str, label: str) -> Tuple[int, ...]:
+    """``sudo lspci -vvv | grep ACSCtl``: each line's ACS Control bits, whose function the paste does not say."""
+    from gdrcheck.errors import InputError
+
+    out = []
+    for n, x in enumerate(text.lstrip("\ufeff").split("\n"), 1):
+        if not x.strip() or _PROMPT.match(x):
+            continue
+        bits = _flags(x)
+        if bits is None:
+            raise InputError(f"{label}: line {n}: an ACSCtl line without its flags (SrcValid-, ReqRedir-, ...)")
+        out.append(bits)
+    return tuple(out)
 
 
 def _size(num: str, unit: str) -> int:

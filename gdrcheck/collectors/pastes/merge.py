@@ -20,6 +20,10 @@ At most one input draws the PCIe tree (a directory, a snapshot archive, an
   tree, the matrix's devices are shown at synthetic addresses in domain
   ``ffff``, with a note.
 
+* a job's NCCL log (``NCCL_DEBUG=INFO``, :mod:`gdrcheck.collectors.pastes.nccl_log`): kept whole as the host
+  fact ``nccl_log`` with the host of the log that is this node (several ranks' files are one log); given
+  alone, its ranks' GPUs at the bus ids NCCL printed.
+
 Where the matrix and the tree disagree on a class, the matrix's class decides
 the pair (nvidia-smi classified it on the node itself, from the PCIe tree as
 the kernel sees it; a pasted tree may be another node's, cut, or hand-edited)
@@ -34,6 +38,7 @@ from gdrcheck.errors import InputError
 from gdrcheck.model import (
     CollectorStatus,
     DriverGpu,
+    Fact,
     Link,
     NvLink,
     PathFact,
@@ -44,6 +49,7 @@ from gdrcheck.model import (
     root_of,
 )
 from gdrcheck.patterns import lazy_pattern
+from gdrcheck.pcie.acs import ACS_REDIRECT_MASK
 from gdrcheck.pcie.kinds import base_kind
 from gdrcheck.record import replace
 
@@ -114,6 +120,22 @@ class _Merge:
         self.numa_facts = False
         self.facts: Dict[Tuple[str, str], PathFact] = dict(base.path_facts) if base else {}
         self.statuses: List[CollectorStatus] = list(base.collectors) if base else []
+        self.log_fact = None  # a job's NCCL log (gdrcheck.collectors.pastes.nccl_log): the host fact nccl_log
+        self.p2p: Dict[Tuple[str, str, str], str] = dict(base.p2p_status) if base else {}
+        self.host_extra: Dict[str, Fact] = {}
+
+    def add_acsctl(self, part: Part) -> None:
+        """``lspci -vvv | grep ACSCtl``: the ACS Control of the node's bridges, whose is which not said."""
+        values = tuple(part.data)
+        prev = self.host_extra.get("acsctl_lines")
+        if prev is not None:
+            values = tuple(prev.value["values"]) + values
+        redirect = sum(1 for v in values if v & ACS_REDIRECT_MASK)
+        self.host_extra["acsctl_lines"] = Fact({"values": values, "redirect": redirect}, source=part.label)
+        self.note(part.label, f"{len(part.data)} ACSCtl line(s) without their functions: "
+                  + ("none has a redirect bit (ReqRedir, CmpltRedir, EgressCtrl), so no bridge of the node "
+                     "redirects" if not redirect else f"{redirect} with a redirect bit, on bridges the paste does "
+                     "not name"))
 
     def note(self, label: str, text: str) -> None:
         line = f"{label}: {text}" if self.many else text
@@ -170,6 +192,8 @@ class _Merge:
         # a bus holding a host bridge or a root port is a root bus; in a whole listing (it shows a host
         # bridge) so is every bus that no bridge leads to, as lspci -t draws it
         whole = any(self.devs[b].class_code is not None and self.devs[b].class_code >> 8 == 0x0600 for b in new)
+        # ... where each bridge says which bus it leads to (plain lspci does not: then no bus is known to be a root)
+        whole = whole and all(d.secondary_bus is not None for d in self.devs.values() if d.is_bridge)
         secondaries = {(k[0], k[1]) for k in by_sec}
         for b in new:
             if self._is_root_bus_device(self.devs[b]) or (whole and bdf_key(b)[:2] not in secondaries):
@@ -291,7 +315,8 @@ class _Merge:
                 continue
             bdf = _synthetic_bdf(i)
             self.devs[bdf] = PciFunction(bdf=bdf, root=_bus_of(bdf), kind_hint="gpu",
-                                         name=f"{g} of nvidia-smi topo -m", gpu_index=int(g[3:]))
+                                         name=f"{g} of nvidia-smi topo -m", gpu_index=int(g[3:]),
+                                         extra=frozen_map({"synthetic": True}))
             gmap[g] = bdf
             made.append(f"{g}={bdf}")
             self.unplaced.append(bdf)
@@ -302,13 +327,15 @@ class _Merge:
             name = m.rdma_name(c)
             self.devs[bdf] = PciFunction(bdf=bdf, root=_bus_of(bdf), kind_hint="nic",
                                          name=f"{c} of nvidia-smi topo -m",
-                                         rdma_devices=(name,) if not name.startswith("NIC") else ())
+                                         rdma_devices=(name,) if not name.startswith("NIC") else (),
+                                         extra=frozen_map({"synthetic": True}))
             nmap[c] = bdf
             made.append(f"{c}={bdf}")
             self.unplaced.append(bdf)
         if made:
-            self.note(label, "the matrix gives no bus ids; its devices are shown at synthetic addresses in domain "
-                             f"ffff: {', '.join(made)}")
+            self.note(label, "the matrix gives no bus ids; its devices are named as nvidia-smi names them "
+                             f"({', '.join(m.split('=')[0] for m in made)}), at synthetic addresses in domain ffff in "
+                             "--json (\"synthetic\": true)")
 
     def add_matrix(self, part: Part) -> None:
         m = part.data
@@ -349,7 +376,32 @@ class _Merge:
             d = self.devs[b]
             if not d.rdma_devices and not name.startswith("NIC"):
                 self.devs[b] = replace(d, rdma_devices=(name,))
+        if m.p2p is not None:
+            self._p2p(m, label, gmap)
+            return
         self._classes(m, label, gmap, nmap)
+
+    def _p2p(self, m, label: str, gmap: Dict[str, str]) -> None:
+        """A ``-p2p`` matrix: the driver's P2P status per GPU pair for its capability (what NCCL reads from NVML)."""
+        caps = m.p2p.split("+")
+        gpus = [g for g in m.gpus if g in gmap]
+        n = 0
+        for i, g in enumerate(gpus):
+            for h in gpus[i + 1:]:
+                code = m.code(g, h)
+                if code is None or code == "X":
+                    continue
+                for cap in caps:
+                    key = (gmap[g], gmap[h], cap)
+                    prev = self.p2p.get(key) or self.p2p.get((gmap[h], gmap[g], cap))
+                    if prev is not None and prev != code:
+                        self.note(label, f"{g}-{h}: P2P {cap} {code} here, {prev} in another input; {prev} kept")
+                        continue
+                    self.p2p[key] = code
+                    n += 1
+        if n:
+            self.note(label, f"the driver's P2P {m.p2p.replace('+', ' and ')} status of {len(gpus)} GPU(s) read "
+                             "from nvidia-smi topo -p2p")
 
     def _classes(self, m, label: str, gmap: Dict[str, str], nmap: Dict[str, str]) -> None:
         from gdrcheck.pcie.topology import Topology
@@ -395,6 +447,35 @@ class _Merge:
                       + "; ".join(disagree[:4]) + ("; ..." if len(disagree) > 4 else "")
                       + f". Verdicts use the matrix's class: {TRUST_MATRIX}")
 
+    # -- a job's NCCL log -------------------------------------------------------------
+
+    def add_logs(self, parts: Sequence[Part]) -> None:
+        """One job's log (several ranks' files are one log); of its hosts, one is this node's."""
+        from gdrcheck.collectors.pastes.nccl_log import choose_host, merge_logs
+        from gdrcheck.model import Fact
+
+        log = merge_logs([p.data for p in parts])
+        label = log.label
+        gpus = {b for b, d in self.devs.items() if base_kind(d) == "gpu"}
+        host, why = choose_host(log, gpus, self.base.hostname if self.base else None)
+        if not self.devs:  # the log alone: its ranks' GPUs, by the bus ids NCCL printed
+            from gdrcheck.collectors.pastes.nccl_log import bus_ids_shown
+
+            new = []
+            for bdf, what in bus_ids_shown(log, host):
+                if bdf not in self.devs:
+                    self.devs[bdf] = PciFunction(bdf=bdf, root=_bus_of(bdf), vendor=0x10DE, kind_hint="gpu",
+                                                 name=f"{what} of the NCCL log")
+                    new.append(bdf)
+            self._place(new, label)
+        said = f"NCCL {log.version or '(version not shown)'} log of {len(log.ranks) or 'no'} rank(s)"
+        if log.hosts:
+            said += f" on {len(log.hosts)} host(s) ({', '.join(log.hosts[:4])}{', ...' if len(log.hosts) > 4 else ''})"
+        if host is not None and len(log.hosts) > 1:
+            said += f"; only host {host}'s ranks are this node's ({why})"
+        self.note(label, said)
+        self.log_fact = Fact({"log": log, "host": host, "host_reason": why}, source=label)
+
     # -- result -------------------------------------------------------------------
 
     def snapshot(self, with_facts: bool = True) -> Snapshot:
@@ -407,6 +488,9 @@ class _Merge:
         kinds = [p.input_kind for p in self.parts]
         kind = base.input_kind if base else (kinds[0] if len(kinds) == 1 else "pastes")
         host = dict(base.host) if base else {}
+        if self.log_fact is not None:
+            host["nccl_log"] = self.log_fact
+        host.update(self.host_extra)
         return Snapshot(
             input_kind=kind,
             label=" + ".join(p.label for p in self.parts),
@@ -414,20 +498,31 @@ class _Merge:
             root_numa=base.root_numa if base else frozen_map({}),
             numa_known=(base.numa_known if base else False) or self.numa_facts,
             shows_nvlink=self.shows_nvlink, nvlinks=tuple(self.nvlinks), gpus=self.gpus,
-            p2p_status=base.p2p_status if base else frozen_map({}),
+            p2p_status=frozen_map(self.p2p),
             host=frozen_map(host), collectors=tuple(self.statuses),
             hostname=base.hostname if base else None,
             notes=tuple(self.notes),
             path_facts=frozen_map(self.facts if with_facts else {}),
             unplaced=tuple(self.unplaced),
+            input_kinds=tuple(dict.fromkeys(kinds)),
         )
 
 
 def merge(parts: Sequence[Part]) -> Snapshot:
-    """One node's facts from its inputs (already parsed), in the order: tree, lspci -vvv, nvidia-smi -q, matrices."""
+    """One node's facts from its inputs (already parsed), in the order: tree, lspci -vvv, nvidia-smi -q, matrices,
+    a job's NCCL log (what NCCL chose, for :mod:`gdrcheck.rules.nccl_log` to hold beside the prediction)."""
     mg = _Merge(parts)
-    rank = {"lspci-vvv": 0, "nvidia-smi-q": 1, "topo-matrix": 2}
-    for p in sorted((p for p in parts if p.input_kind not in BASE_KINDS), key=lambda p: rank[p.input_kind]):
+    rank = {"lspci-vvv": 0, "nvidia-smi-q": 1, "topo-matrix": 2, "acsctl-grep": 3}
+    logs = [p for p in parts if p.input_kind == "nccl-log"]
+    if all(p.input_kind == "acsctl-grep" for p in parts):
+        raise InputError(f"{parts[0].label}: ACSCtl lines without the device lines they belong to show no device; "
+                         "pass them beside the tree (--from lspci-tv.txt --from this file), or run "
+                         "\"sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'\"")
+    for p in sorted((p for p in parts if p.input_kind not in BASE_KINDS and p.input_kind != "nccl-log"),
+                    key=lambda p: rank[p.input_kind]):
+        if p.input_kind == "acsctl-grep":
+            mg.add_acsctl(p)
+            continue
         if p.input_kind == "lspci-vvv":
             mg.add_verbose(p)
         elif p.input_kind == "nvidia-smi-q":
@@ -435,4 +530,6 @@ def merge(parts: Sequence[Part]) -> Snapshot:
         else:
             for m in (p.data if isinstance(p.data, (list, tuple)) else [p.data]):
                 mg.add_matrix(Part(p.label, p.input_kind, m))
+    if logs:
+        mg.add_logs(logs)
     return mg.snapshot()

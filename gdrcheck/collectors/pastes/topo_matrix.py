@@ -53,6 +53,9 @@ class TopoMatrix:
     legend: Dict[str, str] = field(default_factory=dict)  # NICn -> RDMA device name
     pcie_only: bool = False  # a -mp matrix (no NV# anywhere and a legend without NV#)
     notes: Tuple[str, ...] = ()
+    # a -p2p matrix: the driver's P2P status per pair (OK, NS, CNS, GNS, TNS, DR, U) for the capability named
+    # before it ("read", "write", "nvlink", "atomics"; "read+write" for rw; "" where the paste does not say)
+    p2p: Optional[str] = None
 
     @property
     def gpus(self) -> List[str]:
@@ -122,10 +125,11 @@ def parse_topo_matrices(text: str, label: str) -> List[TopoMatrix]:
     for k, i in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else len(lines)
         seg = "\n" * i + "\n".join(lines[i:end])  # keeps the line numbers of the whole text
+        before = "\n" * max(0, i - 3) + "\n".join(lines[max(0, i - 3):i])  # the title line naming a -p2p one
         try:
-            m = parse_topo_matrix(seg, label)
+            m = parse_topo_matrix(seg, label, p2p_title=before)
         except InputError as e:
-            if "-p2p matrix" in str(e):
+            if "-p2p matrix" in str(e):  # one whose command is not in the paste: which capability is not known
                 skipped.append(i + 1)
                 continue
             raise
@@ -135,7 +139,7 @@ def parse_topo_matrices(text: str, label: str) -> List[TopoMatrix]:
     if skipped:
         out[0] = TopoMatrix(**{**out[0].__dict__, "notes": out[0].notes + (
             f"{len(skipped)} nvidia-smi topo -p2p matri{'x' if len(skipped) == 1 else 'ces'} (first at line "
-            f"{skipped[0]}) not read: P2P status comes from the driver view",)})
+            f"{skipped[0]}) not read: no title line says which capability (r, w, n) it shows",)})
     return out
 
 
@@ -172,11 +176,35 @@ def _int_or_none(tok: Optional[str]) -> Optional[int]:
     return int(tok)
 
 
-def parse_topo_matrix(text: str, label: str) -> TopoMatrix:
-    """Parse one matrix; raise :class:`InputError` ``"<label>: line N: <what>"`` where its meaning is lost."""
+_P2P_TITLE = lazy_pattern(r"topo\s+-p2p\s*(rw|r|w|n|a|p)\b|-p2p\s*(rw|r|w|n|a|p)\b")
+_P2P_CAPS = {"r": "read", "w": "write", "rw": "read+write", "n": "nvlink", "a": "atomics", "p": "prop"}
+
+
+def p2p_capability(text: str) -> str:
+    """The capability a ``-p2p`` matrix shows, from the last command line before it that names one; ''."""
+    got = ""
+    for m in _P2P_TITLE.finditer(text):
+        got = _P2P_CAPS[m.group(1) or m.group(2)]
+    return got
+
+
+def _is_p2p(lines: List[str], header: List[str]) -> bool:
+    """Whether the first row under the header holds P2P statuses (OK, NS, ...) rather than path classes."""
+    for ln in lines:
+        toks = ln.split()
+        if toks and toks[0] in header:
+            codes = toks[1:len(header) + 1]
+            return bool(codes) and all(_P2P.match(c) for c in codes) and any(c != "X" for c in codes)
+    return False
+
+
+def parse_topo_matrix(text: str, label: str, p2p_title: str = "") -> TopoMatrix:
+    """Parse one matrix; raise :class:`InputError` ``"<label>: line N: <what>"`` where its meaning is lost.
+    ``p2p_title``: the lines before it, where a ``-p2p`` matrix's command names its capability."""
     if not text.strip():
         raise InputError(f"{label}: empty input")
     lines = _unwrap([_clean(x) for x in text.lstrip("\ufeff").split("\n")])
+    p2p: Optional[str] = None
     header: Optional[List[str]] = None
     header_line = 0
     extras: List[str] = []
@@ -198,6 +226,8 @@ def parse_topo_matrix(text: str, label: str) -> TopoMatrix:
             if head is not None:
                 header, header_line = head, n
                 extras = [h for h in _MULTI if re.search(r"\s+".join(h.split()), ln)]
+                if _is_p2p(lines[n:n + 4], head):
+                    p2p = p2p_capability(p2p_title + "\n" + "\n".join(lines[:n]))
             else:
                 ignored.append(n)
             continue
@@ -212,7 +242,7 @@ def parse_topo_matrix(text: str, label: str) -> TopoMatrix:
         if in_legend:
             if s.startswith("NV#"):
                 nv_in_legend = True
-            if re.match(r"^(X|SYS|NODE|PHB|PXB|PIX|NV#|SOC|PCI|CPU)\s*=", s):
+            if re.match(r"^(X|SYS|NODE|PHB|PXB|PIX|NV#|SOC|PCI|CPU|OK|CNS|GNS|TNS|NS|DR|U)\s*=", s):
                 continue
             ignored.append(n)
             continue
@@ -230,7 +260,8 @@ def parse_topo_matrix(text: str, label: str) -> TopoMatrix:
             raise InputError(f"{label}: line {n}: row {row} is already given at line {rows_seen[row]}")
         rows_seen[row] = n
         vals = toks[1:]
-        for col, code in zip(header, _row_codes(label, n, row, header, vals)):
+        for col, code in zip(header, _row_codes(label, n, row, header, vals) if p2p is None
+                             else _p2p_codes(label, n, row, header, vals)):
             cells[(row, col)] = code
         rest = vals[len(header):]
         if row.startswith("GPU") and rest:
@@ -255,8 +286,21 @@ def parse_topo_matrix(text: str, label: str) -> TopoMatrix:
     lost = [c for c in nic_cols if c not in legend]
     if nic_cols and lost:
         notes.append(f"the NIC legend does not name {', '.join(lost)}; their RDMA device names are unknown")
+    if p2p == "":
+        first = min(rows_seen.values()) if rows_seen else header_line
+        raise InputError(f"{label}: line {first}: an nvidia-smi topo -p2p matrix (P2P status, not path classes) "
+                         "without the command that printed it: put 'nvidia-smi topo -p2p r' (or w, n) on the line "
+                         "before it, or pass 'nvidia-smi topo -m' (or -mp)")
+    if p2p is not None:
+        return TopoMatrix(label=label, devices=tuple(header), cells=cells, legend=legend, notes=tuple(notes),
+                          p2p=p2p)
     return TopoMatrix(label=label, devices=tuple(header), cells=cells, cpu_affinity=cpu, numa_affinity=numa,
                       gpu_numa_id=gnuma, legend=legend, pcie_only=pcie_only, notes=tuple(notes))
+
+
+def _p2p_codes(label: str, n: int, row: str, header: List[str], vals: List[str]) -> List[str]:
+    """The P2P statuses of one row of a ``-p2p`` matrix, one per header column."""
+    return _cells(label, n, row, header, vals, _P2P, "a P2P status (X, OK, NS, CNS, GNS, TNS, DR, U)", "statuses")
 
 
 def _row_codes(label: str, n: int, row: str, header: List[str], vals: List[str]) -> List[str]:
@@ -265,11 +309,18 @@ def _row_codes(label: str, n: int, row: str, header: List[str], vals: List[str])
     if codes and all(_P2P.match(c) for c in codes) and any(c != "X" for c in codes):
         raise InputError(f"{label}: line {n}: an nvidia-smi topo -p2p matrix (P2P status, not path classes); "
                          "pass 'nvidia-smi topo -m' (or -mp)")
-    if len(codes) < len(header) or not all(CODE.match(c) for c in codes):
-        bad = next((c for c in codes if not CODE.match(c)), None)
-        what = (f"{len(codes)} of {len(header)} codes" if bad is None
-                else f"{bad!r} is not a path code (X, PIX, PXB, PHB, NODE, SYS, NV#)")
-        raise InputError(f"{label}: line {n}: row {row}: {what}; the row's cells cannot be told apart")
+    return _cells(label, n, row, header, vals, CODE, "a path code (X, PIX, PXB, PHB, NODE, SYS, NV#)", "codes",
+                  "; the row's cells cannot be told apart")
+
+
+def _cells(label: str, n: int, row: str, header: List[str], vals: List[str], pattern, what_one: str,
+           what_many: str, tail: str = "") -> List[str]:
+    """One cell per header column, each matching ``pattern``, X on the diagonal only."""
+    codes = vals[:len(header)]
+    if len(codes) < len(header) or not all(pattern.match(c) for c in codes):
+        bad = next((c for c in codes if not pattern.match(c)), None)
+        what = f"{len(codes)} of {len(header)} {what_many}" if bad is None else f"{bad!r} is not {what_one}"
+        raise InputError(f"{label}: line {n}: row {row}: {what}{tail}")
     for col, code in zip(header, codes):
         if (col == row) != (code == "X"):
             raise InputError(f"{label}: line {n}: row {row}, column {col}: {code!r} "

@@ -66,7 +66,39 @@ def node_cpu(snap) -> Tuple[Optional[str], str]:
         kind = kinds.pop()
         vid = sorted(v for _, v in seen)[0]
         return kind, f"host bridge / root port vendor 0x{vid:04x} in the PCI tree"
+    named = root_complex_names(snap)
+    if named is not None:
+        return named
     return None, "the input shows no /proc/cpuinfo, no NCCL <cpu> and no host bridge of a known CPU vendor"
+
+
+# what lspci calls the function at 00.0 of a root bus (the root complex) on each CPU vendor's parts
+_ROOT_NAMES = (("Advanced Micro Devices", "amd"), ("Intel Corporation", "intel"), ("IBM", "power"),
+               ("Ampere Computing", "arm"), ("Huawei", "arm"))
+_NOT_ROOT = ("[AMD/ATI]", "Ethernet", "Network", "NVMe", "Non-Volatile", "VGA", "Display", "3D")
+
+
+def root_complex_names(snap) -> Optional[Tuple[str, str]]:
+    """(kind, why) from the names an lspci tree gives the function at 00.0 of each root bus (``Advanced Micro
+    Devices, Inc. [AMD] Device 14a4``, ``Intel Corporation Sky Lake-E DMI3 Registers``), where the input
+    has no ids; None where they do not agree or name no CPU vendor, or in a virtual machine, whose emulated
+    chipset (QEMU's Intel Q35) says nothing of the host's CPU, which is what NCCL reads."""
+    from gdrcheck.device_models import virtual_platform
+
+    got = set()
+    shown = ""
+    for d in snap.devices:
+        if d.parent is not None or d.vendor is not None or not d.name or not d.bdf.endswith(":00.0"):
+            continue
+        if any(w in d.name for w in _NOT_ROOT):
+            continue
+        for word, kind in _ROOT_NAMES:
+            if d.name.startswith(word):
+                got.add(kind)
+                shown = shown or f"{d.bdf} {d.name!r}"
+    if len(got) != 1 or virtual_platform(snap.devices):
+        return None
+    return got.pop(), f"the root complex's name in the lspci tree ({shown})"
 
 
 # ncclTopoGetInterCpuBw, GB/s (v2.30.7 src/graph/topo.cc:60-83, topo.h:25-38; v2.26.2 topo.cc:68-88;

@@ -115,6 +115,7 @@ class NodeNccl:
     gdr_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
     p2p_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
     types: Dict[Tuple[str, str], tuple] = field(default_factory=dict)  # pair -> pair_type(): asked once
+    job_gpus: Optional[int] = None  # the node's GPUs in the job's communicator, where known
 
 
 # ---------------------------------------------------------------------------
@@ -123,9 +124,30 @@ class NodeNccl:
 
 def versions_found(snap) -> List[Dict[str, object]]:
     f = snap.host.get("nccl_versions")
-    if f is None or not getattr(f, "known", False) or not isinstance(f.value, dict):
-        return []
-    return [dict(e) for e in f.value.get("found", ())]
+    out: List[Dict[str, object]] = []
+    if f is not None and getattr(f, "known", False) and isinstance(f.value, dict):
+        out = [dict(e) for e in f.value.get("found", ())]
+    # NVIDIA's containers record the NCCL they ship as NCCL_VERSION in their environment
+    env = _recorded_env(snap)
+    v = env.get("NCCL_VERSION") if env else None
+    if v and not any(str(e.get("version")) == v for e in out):
+        try:
+            parse_version(v)
+        except ValueError:
+            return out
+        out.append({"version": v, "kind": "environment", "where": "NCCL_VERSION in the environment"})
+    return out
+
+
+def _recorded_env(snap) -> Dict[str, str]:
+    conf = snap.host.get("nccl_conf")
+    if conf is not None and getattr(conf, "known", False) and isinstance(conf.value, dict) \
+            and isinstance(conf.value.get("env"), dict):
+        return conf.value["env"]
+    fact = snap.host.get("nccl_env")
+    if fact is not None and isinstance(fact.value, dict):
+        return {k: str(v["value"]) if isinstance(v, dict) and "value" in v else str(v) for k, v in fact.value.items()}
+    return {}
 
 
 def choose_version(requested: Optional[str], found: List[Dict[str, object]]) -> Tuple[Version, str]:
@@ -151,7 +173,7 @@ def choose_version(requested: Optional[str], found: List[Dict[str, object]]) -> 
 
 
 def settings_for(snap, version: Version, options_env: Mapping[str, str], cpu: Optional[str], n_gpus: int,
-                 version_reason: str) -> NcclSettings:
+                 version_reason: str, job_gpus: Optional[int] = None) -> NcclSettings:
     conf = snap.host.get("nccl_conf")
     if conf is not None and getattr(conf, "known", False) and isinstance(conf.value, dict):
         v = conf.value
@@ -168,7 +190,8 @@ def settings_for(snap, version: Version, options_env: Mapping[str, str], cpu: Op
                 sources[k] = val.get("source", "") if isinstance(val, dict) else ""
         for k, val in options_env.items():
             env[k], sources[k] = val, "gdrcheck options"
-    return settings(version, env, cpu, n_gpus, sources=sources, version_reason=version_reason, files_read=read)
+    return settings(version, env, cpu, n_gpus, sources=sources, version_reason=version_reason, files_read=read,
+                    job_gpus=job_gpus)
 
 
 # ---------------------------------------------------------------------------
@@ -502,16 +525,22 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
           found: List[Dict[str, object]]) -> NodeNccl:
     gpus_bdf = topo.of_kind("gpu")
     cpu, cpu_src = node_cpu(snap)
-    st = settings_for(snap, version, dict(options.env), cpu, len(gpus_bdf), version_reason)
+    st = settings_for(snap, version, dict(options.env), cpu, len(gpus_bdf), version_reason,
+                      getattr(options, "job_gpus", None))
     tree: dict = {}
     topo_gpu, topo_net, topo_applied = topo_file_attrs(snap, st, tree)
+    from gdrcheck.rules.nccl_log import hca_evidence
+
+    for name, gdr in hca_evidence(snap).items():  # a job's NCCL log: each HCA's flag as NCCL set it
+        topo_net.setdefault(name, gdr)
     pf = snap.host.get("nccl_versions")
     plugins = tuple(pf.value.get("net_plugins", ())) if pf is not None and isinstance(pf.value, dict) else ()
     rf = snap.host.get("rdma_port_rates")
     rates = rf.value if rf is not None and isinstance(rf.value, dict) else {}
     gpus = {b: gpu_info(snap, topo, b, cpu, topo_gpu) for b in gpus_bdf}
     nics = {b: nic_info(snap, topo, b, rates, topo_net) for b in topo.of_kind("nic")}
-    node = NodeNccl(version, version_reason, found, st, cpu, cpu_src, gpus, nics, plugins, topo_applied)
+    node = NodeNccl(version, version_reason, found, st, cpu, cpu_src, gpus, nics, plugins, topo_applied,
+                    job_gpus=getattr(options, "job_gpus", None))
     node.data_direct = data_direct_functions(snap)
     from gdrcheck.rules.base import Context
     from gdrcheck.rules.link_nic import rdma_capable
@@ -837,7 +866,7 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
 
 def _decide_p2p(node: NodeNccl, snap, topo, pairs, types) -> None:
     st, v = node.st, node.version
-    default = p2p_rules.default_p2p_level(v, cpu_kind(node.cpu), len(node.gpus))
+    default = p2p_rules.default_p2p_level(v, cpu_kind(node.cpu), len(node.gpus), node.job_gpus)
     nets: Dict[str, Tuple[float, bool]] = {}  # GPU -> _best_net(), asked for each of its pairs
     for p in pairs:
         if p.kind != "gpu-gpu":

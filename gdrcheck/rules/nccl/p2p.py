@@ -43,10 +43,18 @@ class DefaultLevel:
     alternatives: Tuple[Tuple[str, str], ...] = ()  # (level, the condition under which NCCL uses it)
 
 
-def default_p2p_level(version: Version, cpu: Optional[str], n_gpus: int) -> DefaultLevel:
+def default_p2p_level(version: Version, cpu: Optional[str], n_gpus: int,
+                      job_gpus: Optional[int] = None) -> DefaultLevel:
+    """NCCL's default P2P level. ``job_gpus``: how many of the node's GPUs the job's communicator holds, where
+    that is known (``None``: any number up to ``n_gpus``)."""
     v = ".".join(map(str, version))
     if version >= PXB_DEFAULT_FROM:
         amd_sys = ("SYS", "x86 AMD CPU and at most 2 GPUs of the communicator on this node")
+        if job_gpus is not None and job_gpus > 2 and cpu in (None, "amd"):
+            return DefaultLevel("PXB", f"NCCL {v} default (PXB: the communicator holds {job_gpus} GPUs of this "
+                                       "node, more than 2, on any CPU)")
+        if job_gpus is not None and cpu == "amd":
+            return DefaultLevel("SYS", f"NCCL {v} default on x86 AMD with {job_gpus} GPUs in the communicator (SYS)")
         if cpu is None:
             return DefaultLevel(None, f"NCCL {v} default: PXB, SYS on x86 AMD with at most 2 GPUs; the CPU "
                                       "vendor is not shown",

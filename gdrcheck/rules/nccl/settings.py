@@ -208,8 +208,9 @@ def gdr_default_level(version: Version, env: Mapping[str, str]) -> Tuple[str, st
 
 def settings(version: Version, env: Mapping[str, str], cpu_vendor: Optional[str] = None,
              n_gpus: int = 0, sources: Optional[Mapping[str, str]] = None, version_reason: str = "",
-             files_read: Sequence[str] = ()) -> NcclSettings:
-    """The settings of ``version`` given the values in force (``env``: NAME -> value, files applied)."""
+             files_read: Sequence[str] = (), job_gpus: Optional[int] = None) -> NcclSettings:
+    """The settings of ``version`` given the values in force (``env``: NAME -> value, files applied);
+    ``job_gpus``: the node's GPUs in the job's communicator, where known."""
     from gdrcheck.rules.nccl.cpu import cpu_kind
     from gdrcheck.rules.nccl.p2p import default_p2p_level
 
@@ -236,7 +237,7 @@ def settings(version: Version, env: Mapping[str, str], cpu_vendor: Optional[str]
     if user_p2p:
         p2p_level = user_p2p
     else:
-        d = default_p2p_level(version, cpu_kind(cpu_vendor), n_gpus)
+        d = default_p2p_level(version, cpu_kind(cpu_vendor), n_gpus, job_gpus)
         p2p_level = d.level or "|".join(sorted({lv for lv, _ in d.alternatives}))
         p2p_src = d.reason
     gdr_read = env.get("NCCL_NET_GDR_READ")

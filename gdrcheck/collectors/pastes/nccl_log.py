@@ -1,0 +1,416 @@
+"""An NCCL log (``NCCL_DEBUG=INFO``) as an input: what NCCL chose for one job.
+
+Recognised by content: lines carrying ``NCCL INFO`` or ``NCCL WARN``, with NCCL's prefix
+``host:pid:tid [cudaDev]`` (v2.28.9 ``src/debug.cc:347-363``; the host is cut at its first dot) or
+without it, anywhere in a line (``mpirun --tag-output``, ``torchrun`` prefixes), between any other
+program output, from one process or from several ranks' files given together.
+
+What is read, with the NCCL line that says it (v2.28.9 unless named):
+
+* the version, ``NCCL version 2.28.9+cuda13.0``, and ``cudaDriverVersion 13000`` (``misc/cudawrap.cc:273``);
+* the settings NCCL took, ``NCCL_P2P_LEVEL set by environment to LOC`` (``graph/paths.cc:247``; settings files
+  are applied to the environment first, so ``/etc/nccl.conf`` and ``NCCL_CONF_FILE`` values read the same),
+  numeric ones ``... set by environment to 1.`` (``misc/param.cc:89``);
+* the network: ``NET/Plugin: Loaded net plugin NAME (vN)``, ``Using network IB``, and the devices opened,
+  ``NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE ; OOB ...`` (``transport/net_ib.cc:839``);
+* per HCA, ``NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'`` (``graph/topo.cc:1357``; ``(no module)``
+  from the IB transport up to 2.18), and per GPU and HCA ``GPU Direct RDMA Enabled for GPU 0 / HCA 2
+  (distance 4 <= 5)`` (``graph/paths.cc:473, 483``; the GPU is a bus id up to 2.23, a rank from 2.24;
+  TRACE only in 2.30);
+* each rank: ``rank 0 nranks 4 cudaDev 0 nvmlDev 0 busId 18000 ... Init START`` (``init.cc:1574``; no
+  ``nvmlDev`` before 2.18) and the host and process of its lines;
+* per channel, each connection: ``Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM`` (``transport/p2p.cc:386-406``),
+  ``via SHM/direct/direct`` (``transport/shm.cc:128``), ``[send] via NET/IB/1(2)/GDRDMA``
+  (``transport/net.cc:313-359``; ``(2)`` the PXN proxy rank); the bracket is the nvmlDev from 2.18.3, the
+  bus id before;
+* ``NCCL WARN`` lines.
+
+The parser is pure: text in, :class:`NcclLog` out.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gdrcheck.errors import InputError
+from gdrcheck.patterns import lazy_pattern
+from gdrcheck.record import fields_of, record
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
+
+KIND = "nccl-log"
+MAX_KEPT = 4000  # connections, warnings: a long job's log repeats them per communicator
+
+# NCCL's prefix (optional) then the level; anything before it is another tool's prefix
+_LINE = lazy_pattern(r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) )?\[(?P<dev>\d+)\] "
+                     r"(?:(?P<where>\S+:\d+) )?NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
+_BARE = lazy_pattern(r"(?:^|\s)NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
+_VERSION = lazy_pattern(r"^NCCL version (\d+\.\d+\.\d+)(?:[-+]cuda(\d+\.\d+))?")
+_DRIVER = lazy_pattern(r"^cudaDriverVersion (\d+)")
+_SET = lazy_pattern(r"^(NCCL_[A-Z0-9_]+) set by environment to (.*?)\s*$")
+_RANK = lazy_pattern(r"\brank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-fA-F]+)"
+                     r"(?: commId (0x[0-9a-fA-F]+))?")
+_NNODES = lazy_pattern(r"\brank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)")
+_PLUGIN = lazy_pattern(r"^(?:NET/Plugin ?: Loaded net plugin (.+?) \(v\d+\)|Plugin Path : (\S+)|P2P plugin (\S+))")
+_NETWORK = lazy_pattern(r"^Using network (.+?)\s*$")
+_USING = lazy_pattern(r"^NET/(\S+) : Using (.*?)\s*(?:; OOB (\S+))?\s*$")
+_USING_DEV = lazy_pattern(r"\[(\d+)\]([^\s\[\]]+)")
+_HCA_GDR = lazy_pattern(r"^NET/(\S+) : GPU Direct RDMA (Enabled|Disabled) for HCA (\d+) '([^']*)'\s*(.*)$")
+_PAIR_GDR = lazy_pattern(r"^GPU Direct RDMA (Enabled|Disabled) for GPU ([0-9a-fA-F]+) / HCA ([0-9a-fA-F]+) "
+                         r"\(distance (\d+) ([<>]=?) (-?\d+)\)(?:, read (\d+))?(?: mode (\S+))?")
+_DMABUF = lazy_pattern(r"^DMA-BUF is available on GPU device (\d+)")
+_CONN = lazy_pattern(r"^(?:Channel|Ring) (\d+)(?:/(\d+))? : (\d+)(?:\[([0-9a-fA-F]+)\])? -> (\d+)"
+                     r"(?:\[([0-9a-fA-F]+)\])? (?:\[(send|receive)\] )?via (.+?)\s*$")
+
+
+@record(frozen=True)
+class LogRank:
+    rank: int
+    nranks: int
+    cuda_dev: int
+    nvml_dev: Optional[int]
+    bdf: str
+    host: Optional[str]
+    pid: Optional[int]
+    comm: str
+    line: str
+
+
+@record(frozen=True)
+class Connection:
+    """One ``Channel .. : a[x] -> b[y] via T`` line: ``src`` sends to ``dst``; ``local`` is the rank whose
+    process printed it (the sender, or for ``[receive]`` the receiver)."""
+
+    channel: int
+    src: int
+    dst: int
+    src_dev: Optional[str]  # the bracket as printed: nvmlDev (2.18.3+) or bus id (hex)
+    dst_dev: Optional[str]
+    side: str  # "", "send", "receive"
+    transport: str
+    host: Optional[str]
+    pid: Optional[int]
+    cuda_dev: Optional[int]
+    line: str
+
+    @property
+    def local(self) -> int:
+        return self.dst if self.side == "receive" else self.src
+
+
+@record(frozen=True)
+class HcaGdr:
+    net: str
+    index: int
+    name: str
+    enabled: bool
+    detail: str
+    host: Optional[str]
+    line: str
+
+
+@record(frozen=True)
+class PairGdr:
+    gpu: str  # a rank (2.24+) or a bus id (hex, up to 2.23), as printed
+    hca: int
+    enabled: bool
+    distance: int
+    level: int
+    read: Optional[int]
+    mode: Optional[str]
+    host: Optional[str]
+    cuda_dev: Optional[int]
+    line: str
+
+
+@record(frozen=True)
+class NcclLog:
+    label: str
+    version: Optional[str]
+    cuda: Optional[str]  # the CUDA NCCL was built with (+cudaX.Y)
+    cuda_driver: Optional[str]  # cudaDriverVersion, as X.Y
+    settings: Tuple[Tuple[str, str, str], ...]  # (name, value as NCCL reported it, line), first report wins
+    plugin: Optional[str]  # an external net plugin NCCL loaded
+    network: Optional[str]  # Using network NAME
+    nics: Tuple[Tuple[Optional[str], str, int, str, str], ...]  # (host, transport, index, device text, line)
+    hca_gdr: Tuple[HcaGdr, ...]
+    pair_gdr: Tuple[PairGdr, ...]
+    dmabuf: Tuple[Tuple[Optional[str], int], ...]  # (host, cudaDev) with DMA-BUF available
+    ranks: Tuple[LogRank, ...]
+    nnodes: Optional[int]
+    connections: Tuple[Connection, ...]
+    warnings: Tuple[Tuple[Optional[str], str], ...]  # (host, message with NCCL's file:line)
+    hosts: Tuple[str, ...]
+    lines: int  # NCCL lines read
+    other_lines: int  # lines of other program output between them
+
+    def setting(self, name: str) -> Optional[str]:
+        for n, v, _line in self.settings:
+            if n == name:
+                return v
+        return None
+
+
+def bdf_of_busid(text: str) -> Optional[str]:
+    """NCCL's int64 bus id printed with %lx (``18000``, ``1b000``) as ``dddd:bb:dd.f``: the hex digits of the
+    address without its separators (``busIdToInt64``), so the last five are bus, device, function."""
+    s = text.lower()
+    if not re.fullmatch(r"[0-9a-f]{1,16}", s):
+        return None
+    s = s.rjust(9, "0")
+    dom, bus, dev, fn = s[:-5], s[-5:-3], s[-3:-1], s[-1]
+    if int(fn, 16) > 7:
+        return None
+    return f"{int(dom, 16):04x}:{bus}:{dev}.{fn}"
+
+
+def nccl_lines(text: str):
+    """``(host, pid, cudaDev, level, message, where, line)`` for each NCCL line; other lines as None."""
+    for raw in text.splitlines():
+        line = raw.rstrip("\r")
+        i = line.find("NCCL ")
+        if i < 0 or ("NCCL INFO" not in line and "NCCL WARN" not in line):
+            # up to 2.2x rank 0 prints the version without NCCL's prefix (init.cc, showVersion)
+            v = _VERSION.match(line.strip()) if i >= 0 else None
+            yield (None, None, None, "INFO", line.strip(), None, line.strip()) if v else None
+            continue
+        m = _LINE.search(line)
+        if m:
+            yield (m.group("host"), int(m.group("pid")) if m.group("pid") else None, int(m.group("dev")),
+                   m.group("level"), m.group("msg"), m.group("where"), line.strip())
+            continue
+        b = _BARE.search(line)
+        if b:
+            yield (None, None, None, b.group("level"), b.group("msg"), None, line.strip())
+        else:
+            yield None
+
+
+def looks_like_nccl_log(text: str) -> bool:
+    """At least two NCCL lines, or one that names the version or a connection."""
+    head = text[:1 << 20]
+    if "NCCL INFO" not in head and "NCCL WARN" not in head:
+        return False
+    n = 0
+    for got in nccl_lines(head):
+        if got is None:
+            continue
+        n += 1
+        msg = got[4]
+        if n >= 2 or _VERSION.match(msg) or _CONN.match(msg):
+            return True
+    return False
+
+
+def _numeric(value: str) -> str:
+    """``1.`` (NCCL's numeric report, ``%lld.``) as ``1``; other values as printed."""
+    m = re.fullmatch(r"(-?\d+)\.", value)
+    return m.group(1) if m else value
+
+
+def parse_nccl_log(text: str, label: str) -> NcclLog:
+    version = cuda = driver = plugin = plugin_path = network = None
+    nnodes: Optional[int] = None
+    settings: Dict[str, Tuple[str, str]] = {}
+    nics: List[tuple] = []
+    nic_seen = set()
+    hca: List[HcaGdr] = []
+    pair_gdr: List[PairGdr] = []
+    dmabuf: List[tuple] = []
+    ranks: Dict[tuple, LogRank] = {}
+    conns: List[Connection] = []
+    conn_seen = set()
+    warns: List[tuple] = []
+    warn_seen = set()
+    hosts: List[str] = []
+    n = other = 0
+    for got in nccl_lines(text):
+        if got is None:
+            other += 1
+            continue
+        host, pid, dev, level, msg, where, line = got
+        n += 1
+        if host and host not in hosts:
+            hosts.append(host)
+        if level == "WARN":
+            if len(warns) < MAX_KEPT and (host, msg) not in warn_seen:  # every rank repeats the same warning
+                warn_seen.add((host, msg))
+                warns.append((host, f"{where} NCCL WARN {msg}" if where else msg))
+            continue
+        m = _CONN.match(msg)
+        if m:
+            key = (host, pid, m.group(1), m.group(3), m.group(5), m.group(7), m.group(8))
+            if key not in conn_seen and len(conns) < MAX_KEPT:
+                conn_seen.add(key)
+                conns.append(Connection(int(m.group(1)), int(m.group(3)), int(m.group(5)), m.group(4), m.group(6),
+                                        m.group(7) or "", m.group(8), host, pid, dev, line))
+            continue
+        m = _RANK.search(msg) if "Init" in msg else None  # not Destroy/Abort COMPLETE, which name no commId
+        if m:
+            bdf = bdf_of_busid(m.group(5))
+            r = int(m.group(1))
+            comm = m.group(6) or ""
+            if bdf and (comm, r) not in ranks:
+                ranks[(comm, r)] = LogRank(r, int(m.group(2)), int(m.group(3)),
+                                           int(m.group(4)) if m.group(4) is not None else None, bdf, host, pid,
+                                           comm, line)
+            continue
+        m = _NNODES.search(msg)
+        if m:
+            nnodes = max(nnodes or 0, int(m.group(3)))
+            continue
+        m = _VERSION.match(msg)
+        if m:
+            version = version or m.group(1)
+            cuda = cuda or m.group(2)
+            continue
+        m = _DRIVER.match(msg)
+        if m:
+            v = int(m.group(1))
+            driver = driver or f"{v // 1000}.{v % 1000 // 10}"
+            continue
+        m = _SET.match(msg)
+        if m:
+            settings.setdefault(m.group(1), (_numeric(m.group(2)), line))
+            continue
+        m = _PLUGIN.match(msg)
+        if m:
+            if m.group(2):
+                plugin_path = plugin_path or m.group(2)
+            else:
+                plugin = plugin or m.group(1) or m.group(3)
+            continue
+        m = _NETWORK.match(msg)
+        if m:
+            network = network or m.group(1)
+            continue
+        m = _HCA_GDR.match(msg)
+        if m:
+            hca.append(HcaGdr(m.group(1), int(m.group(3)), m.group(4), m.group(2) == "Enabled",
+                              m.group(5).strip(), host, line))
+            continue
+        m = _PAIR_GDR.match(msg)
+        if m:
+            pair_gdr.append(PairGdr(m.group(2), int(m.group(3), 16) & ((1 << 56) - 1), m.group(1) == "Enabled",
+                                    int(m.group(4)), int(m.group(6)),
+                                    int(m.group(7)) if m.group(7) is not None else None, m.group(8), host, dev, line))
+            continue
+        m = _DMABUF.match(msg)
+        if m:
+            dmabuf.append((host, int(m.group(1))))
+            continue
+        m = _USING.match(msg)
+        if m:
+            for d in _USING_DEV.finditer(m.group(2)):
+                k = (host, m.group(1), int(d.group(1)))
+                if k not in nic_seen:
+                    nic_seen.add(k)
+                    nics.append((host, m.group(1), int(d.group(1)), d.group(2), line))
+    if n == 0:
+        raise InputError(f"{label}: no NCCL INFO or WARN line")
+    return NcclLog(label=label, version=version, cuda=cuda, cuda_driver=driver,
+                   settings=tuple((k, v, ln) for k, (v, ln) in settings.items()), plugin=plugin or plugin_path,
+                   network=network,
+                   nics=tuple(nics), hca_gdr=_dedup(hca), pair_gdr=_dedup(pair_gdr),
+                   dmabuf=tuple(dict.fromkeys(dmabuf)),
+                   ranks=tuple(ranks.values()), nnodes=nnodes, connections=tuple(conns), warnings=tuple(warns),
+                   hosts=tuple(hosts), lines=n, other_lines=other)
+
+
+def _dedup(items):
+    """One of each fact: every rank of a host prints the same per-HCA line."""
+    out, seen = [], set()
+    for x in items:
+        k = tuple(getattr(x, f) for f in fields_of(x) if f != "line")
+        if k not in seen:
+            seen.add(k)
+            out.append(x)
+    return tuple(out)
+
+
+def choose_host(log: NcclLog, node_gpus, hostname: Optional[str]) -> Tuple[Optional[str], str]:
+    """Which of the log's hosts is the node: the only one; the node's host name; else the host whose ranks'
+    GPUs the node shows most, then the one with most ranks, then the first in the log."""
+    hosts = log.hosts
+    if not hosts:
+        return None, "the log's lines name no host"
+    if len(hosts) == 1:
+        return hosts[0], "the only host in the log"
+    if hostname and hostname.split(".")[0] in hosts:
+        return hostname.split(".")[0], "the node's host name"
+
+    def score(h):
+        rs = [r for r in log.ranks if r.host == h]
+        n = len(rs) or len({c.local for c in log.connections if c.host == h})  # no Init lines: ranks that printed
+        return (sum(1 for r in rs if r.bdf in node_gpus), n, -hosts.index(h))
+
+    best = max(hosts, key=score)
+    s = score(best)
+    if s[0] and sum(1 for h in hosts if score(h)[0] == s[0]) == 1:
+        return best, "the host whose GPUs' bus ids the node shows"
+    if sum(1 for h in hosts if score(h)[1] == s[1]) == 1:
+        return best, "the host with the most ranks"
+    return best, "the first host in the log (hosts with as many ranks tie; the node's input names none of them)"
+
+
+def bus_ids_shown(log: NcclLog, host: Optional[str]) -> List[Tuple[str, str]]:
+    """(bus id, how NCCL named it) of each GPU of ``host`` the log names: the ranks' Init lines, else the bus ids
+    of connection lines before 2.18.3."""
+    out: Dict[str, str] = {}
+    for r in log.ranks:
+        if host is None or r.host in (host, None):
+            out.setdefault(r.bdf, f"rank {r.rank}, cudaDev {r.cuda_dev}")
+    if not out:
+        for c in log.connections:
+            if host is not None and c.host not in (host, None):
+                continue
+            for rank, dev in ((c.src, c.src_dev), (c.dst, c.dst_dev)):
+                if dev and (len(dev) >= 4 or re.search(r"[a-fA-F]", dev)):
+                    bdf = bdf_of_busid(dev)
+                    if bdf:
+                        out.setdefault(bdf, f"rank {rank}")
+    from gdrcheck.model import bdf_key
+
+    return sorted(out.items(), key=lambda kv: bdf_key(kv[0]))
+
+
+def nic_device(text: str) -> Tuple[str, Optional[str], Optional[str]]:
+    """``mlx5_0:1/IB`` -> (``mlx5_0``, ``1``, ``IB``); ``eth0:192.0.2.2<0>`` -> (``eth0``, None, None)."""
+    m = re.fullmatch(r"([^:/\s]+):(\d+)/(\w+)", text)
+    if m:
+        return m.group(1), m.group(2), m.group(3)
+    return text.split(":", 1)[0], None, None
+
+
+def merge_logs(logs: List[NcclLog]) -> NcclLog:
+    """Several ranks' files of one job as one log."""
+    if len(logs) == 1:
+        return logs[0]
+    first = logs[0]
+
+    def cat(name):
+        out = []
+        for lg in logs:
+            out.extend(getattr(lg, name))
+        return tuple(out)
+
+    settings: Dict[str, tuple] = {}
+    for lg in logs:
+        for k, v, ln in lg.settings:
+            settings.setdefault(k, (k, v, ln))
+    return NcclLog(
+        label=" + ".join(lg.label for lg in logs),
+        version=next((lg.version for lg in logs if lg.version), None),
+        cuda=next((lg.cuda for lg in logs if lg.cuda), None),
+        cuda_driver=next((lg.cuda_driver for lg in logs if lg.cuda_driver), None),
+        settings=tuple(settings.values()), plugin=next((lg.plugin for lg in logs if lg.plugin), None),
+        network=next((lg.network for lg in logs if lg.network), None),
+        nics=tuple(dict.fromkeys(cat("nics"))), hca_gdr=_dedup(cat("hca_gdr")), pair_gdr=_dedup(cat("pair_gdr")),
+        dmabuf=tuple(dict.fromkeys(cat("dmabuf"))),
+        ranks=tuple({(r.comm, r.rank): r for r in reversed(cat("ranks"))}.values())[::-1],
+        nnodes=max((lg.nnodes or 0 for lg in logs), default=0) or first.nnodes,
+        connections=cat("connections"), warnings=tuple(dict.fromkeys(cat("warnings"))),
+        hosts=tuple(dict.fromkeys(cat("hosts"))), lines=sum(lg.lines for lg in logs),
+        other_lines=sum(lg.other_lines for lg in logs))

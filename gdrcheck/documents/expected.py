@@ -1,0 +1,333 @@
+"""The answer an expert gives from an input that does not show everything: each pair's verdict and NCCL's
+decision with every fact the input does not show taken at the value a node set up for GPUDirect has.
+
+Pure: the rules are not repeated here. The facts are frozen records, so the facts the input lacks are filled
+into a copy (peer memory usable, IOMMU off, ACS redirect off, the driver's P2P status OK, NVLink between
+SXM/OAM parts, the job using every GPU of the node, each undecided NUMA node on its own node, which is the
+worse answer) and :func:`gdrcheck.rules.engine.evaluate` runs again on the copy. Nothing is assumed against
+evidence the input carries: only a fact that is missing is filled. What still stays open after that (a finding
+no assumption settles) is left out of the expected verdict and listed as assumed with what settles it; an NCCL
+decision that still rests on the job is taken as ``disabled``, the worse answer.
+
+An assumption never changes ``status`` or the exit status: :mod:`gdrcheck.documents.pairs` writes the answer
+beside the pair's own, as ``expected``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from gdrcheck.model import Fact, NvLink, frozen_map
+from gdrcheck.record import record, replace
+from gdrcheck.status import worst_verdict
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
+
+
+@record(frozen=True)
+class Assumption:
+    """One fact taken at its GPUDirect-ready value: what it is, the value assumed, the command that settles it.
+    ``codes``: the findings (effect unknown) it settles; ``words``: what NCCL's reason or ``depends_on`` says
+    when NCCL's decision rested on it."""
+
+    key: str
+    fact: str
+    assumed: str
+    settle: str
+    codes: Tuple[str, ...] = ()
+    words: Tuple[str, ...] = ()
+    brief: str = ""  # how a one-line verdict names it ("peer memory loaded")
+
+    def to_doc(self) -> Dict[str, str]:
+        return {"fact": self.fact, "assumed": self.assumed, "settle": self.settle, "brief": self.brief}
+
+
+PEER_MEMORY = Assumption(
+    "peer_memory", "peer memory", "nvidia_peermem loaded (or DMA-BUF usable)",
+    "lsmod | grep nvidia_peermem; ls /sys/kernel/mm/memory_peers (or run gdrcheck on the node)",
+    ("GDR021",), ("peer-memory", "peer memory", "DMA-BUF"), brief="peer memory loaded")
+IOMMU = Assumption(
+    "iommu", "IOMMU", "off or passthrough",
+    "cat /proc/cmdline; cat /sys/kernel/iommu_groups/*/type (identity = passthrough)", ("GDR043",),
+    brief="IOMMU off or passthrough")
+ACS = Assumption(
+    "acs", "ACS redirect", "off on the path's bridges",
+    "sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'", ("GDR041",), brief="ACS redirect off")
+P2P_STATUS = Assumption(
+    "p2p_status", "driver P2P status", "OK (read and write)",
+    "nvidia-smi topo -p2p r; nvidia-smi topo -p2p w", ("GDR008",), ("NVML",), brief="driver P2P status OK")
+NVLINK = Assumption(
+    "nvlink", "NVLink", "present between the SXM/OAM GPUs (all to all, as through NVSwitch)",
+    "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), ("NVLink",), brief="NVLink between the SXM/OAM GPUs")
+NUMA = Assumption(
+    "numa", "NUMA node", "the undecided pairs on different NUMA nodes (SYS: the worse answer)",
+    "nvidia-smi topo -m, or cat /sys/bus/pci/devices/<bdf>/numa_node", ("GDR004",),
+    ("where the two GPUs meet",), brief="undecided NUMA nodes taken as different (SYS)")
+JOB = Assumption(
+    "job", "the job's GPUs", "the job uses every GPU of the node",
+    "CUDA_VISIBLE_DEVICES of the job (gdrcheck --env CUDA_VISIBLE_DEVICES=...)", (),
+    ("communicator",), brief="the job uses every GPU")
+NVIDIA_FS = Assumption(
+    "nvidia_fs", "GPUDirect Storage", "nvidia-fs loaded", "lsmod | grep nvidia_fs; gdscheck -p", ("GDR063",),
+    brief="nvidia-fs loaded")
+
+_REACH_BRIEF = {"nics": "RDMA NICs beside the GPUs (NICs are not in this input)",
+                "nvme": "NVMe drives as GPUDirect Storage needs them (not in this input)"}
+KNOWN = (PEER_MEMORY, IOMMU, ACS, P2P_STATUS, NVLINK, NUMA, JOB, NVIDIA_FS)
+SETTLE_ALL = "run gdrcheck on the node"
+
+# typical NVLink count between two GPUs of an NVSwitch system, by model (what nvidia-smi topo -m prints)
+_NV_COUNT = (("H100", 18), ("H200", 18), ("H800", 8), ("GH200", 18), ("B200", 18), ("B100", 18), ("GB200", 18),
+             ("A100", 12), ("A800", 8), ("V100 SXM3", 6), ("V100", 2), ("P100", 1), ("sm_90", 18), ("sm_100", 18),
+             ("sm_80", 12), ("sm_70", 2))
+
+
+@record
+class Expected:
+    """The expected answers of one evaluation: per pair ``{verdict, path, nccl, assumes}``, and the node's."""
+
+    pairs: Dict[Tuple[str, str], Dict[str, Any]]
+    status: str  # pass or fail
+    assumes: List[Dict[str, Any]]  # each assumption once, with how many pairs rest on it
+
+
+def _acs_off_config(config: Optional[bytes]) -> bytes:
+    """The function's config space as read, extended to 4 KiB with one ACS capability whose Control is 0."""
+    head = (config or b"")[:0x100]
+    head = head + bytes(0x100 - len(head))
+    ext = struct.pack("<IHH", 0x000D | (1 << 16), 0, 0)  # ACS, version 1, last in the list; Capability, Control 0
+    return head + ext + bytes(0x1000 - 0x100 - len(ext))
+
+
+def _nv_count(part: str) -> int:
+    for word, n in _NV_COUNT:
+        if word in part:
+            return n
+    return 1
+
+
+def assumed_facts(evaluation) -> Tuple[Any, Any, Tuple[Assumption, ...]]:
+    """(a copy of the snapshot with the facts it lacks filled in, the options to judge it with, the assumptions
+    made)."""
+    from gdrcheck.collectors.host_peermem import ALL_NCCL_PEERMEM_FILES
+    from gdrcheck.device_models import link_word, nvlink_part
+
+    snap, topo = evaluation.snap, evaluation.topo
+    made: List[Assumption] = []
+    host = dict(snap.host)
+    pm = host.get("peermem")
+    if not (pm is not None and isinstance(pm.value, dict) and isinstance(pm.value.get("nccl_files"), dict)):
+        host["peermem"] = Fact({"nvidia_peermem_loaded": True, "nv_peer_mem_loaded": False,
+                                "nccl_files": {f: True for f in ALL_NCCL_PEERMEM_FILES}}, source="assumed")
+        made.append(PEER_MEMORY)
+    io = host.get("iommu_devices")
+    per_dev = dict(io.value) if io is not None and isinstance(io.value, dict) else {}
+    missing = [d.bdf for d in snap.devices if per_dev.get(d.bdf) in (None, "unknown")]
+    if missing:
+        per_dev.update({b: "off" for b in missing})
+        host["iommu_devices"] = Fact(per_dev, source="assumed")
+        made.append(IOMMU)
+    nvfs = host.get("nvidia_fs")
+    if topo.of_kind("nvme") and (nvfs is None or nvfs.value is None):
+        host["nvidia_fs"] = Fact({"loaded": True}, source="assumed")
+        made.append(NVIDIA_FS)
+    devices = list(snap.devices)
+    for i, d in enumerate(devices):
+        if d.is_bridge and topo.device_kind.get(d.bdf) != "gpu" and not topo.acs(d.bdf).known:
+            devices[i] = replace(d, config=_acs_off_config(d.config))
+            if ACS not in made:
+                made.append(ACS)
+    changes: Dict[str, Any] = {"host": frozen_map(host), "devices": tuple(devices)}
+    gpus = topo.of_kind("gpu")
+    status = dict(snap.p2p_status)
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            for cap in ("read", "write"):
+                if (a, b, cap) not in status and (b, a, cap) not in status:
+                    status[(a, b, cap)] = "OK"
+                    if P2P_STATUS not in made:
+                        made.append(P2P_STATUS)
+    changes["p2p_status"] = frozen_map(status)
+    links = []
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            if topo.nvlink_unseen(a, b):
+                part = nvlink_part(topo.by_bdf[a]) or ""
+                xgmi = link_word(topo.by_bdf[a]) == "xGMI"
+                links.append(NvLink(a, b, 1 if xgmi else _nv_count(part), source="xgmi" if xgmi else "assumed"))
+    if links:
+        changes["nvlinks"] = tuple(snap.nvlinks) + tuple(links)
+        changes["shows_nvlink"] = True
+        made.append(NVLINK)
+    open_roots = [r for r in snap.roots if snap.root_numa.get(r) is None]
+    if any(p.pcie_path is None and set(p.candidates) == {"NODE", "SYS"} for p in evaluation.pairs) and open_roots:
+        numa = dict(snap.root_numa)
+        used = {n for n in numa.values() if n is not None} | {d.numa_node for d in snap.devices
+                                                               if d.numa_node is not None}
+        nxt = max(used, default=-1) + 1
+        for r in open_roots:
+            numa[r] = nxt
+            nxt += 1
+        changes["root_numa"] = frozen_map(numa)
+        changes["numa_known"] = True
+        made.append(NUMA)
+    options = evaluation.options
+    if len(gpus) > 1 and getattr(options, "job_gpus", None) is None:
+        options = replace(options, job_gpus=len(gpus))
+        made.append(JOB)
+    return replace(snap, **changes), options, tuple(made)
+
+
+def _word(kind: str) -> Optional[str]:
+    return "gdr" if kind == "gpu-nic" else "p2p" if kind == "gpu-gpu" else None
+
+
+def _own(evaluation, pair) -> Dict[str, Any]:
+    from gdrcheck.documents.pairs import nccl_decision
+
+    word = _word(pair.kind)
+    view = nccl_decision(evaluation, pair)
+    return {"verdict": evaluation.verdicts[(pair.a, pair.b)], "path": pair.path,
+            "nccl": {word: view.get(word)} if word else {}, "assumes": []}
+
+
+def _unknown_codes(evaluation) -> Dict[Tuple[str, str], List[Any]]:
+    out: Dict[Tuple[str, str], List[Any]] = {}
+    for f in evaluation.findings:
+        if f.effect == "unknown":
+            for k in f.pairs:
+                out.setdefault(k, []).append(f)
+    return out
+
+
+def _said(view: Dict[str, Any]) -> str:
+    return " ".join([str(view.get("reason") or "")] + [str(d) for d in view.get("depends_on") or ()])
+
+
+def expected(evaluation, fail_on: str = "error") -> Expected:
+    """Each pair's expected answer (the pairs of ``evaluation``; the node's facts are judged whole)."""
+    from gdrcheck.documents.pairs import nccl_decision
+    from gdrcheck.rules.engine import evaluate, restrict
+
+    whole = evaluation.whole or evaluation
+    before = _unknown_codes(evaluation)
+    open_pairs = [p for p in evaluation.pairs
+                  if (p.a, p.b) in before or evaluation.verdicts[(p.a, p.b)] == "unknown"
+                  or (_word(p.kind) and nccl_decision(evaluation, p).get(_word(p.kind)) == "unknown")]
+    out: Dict[Tuple[str, str], Dict[str, Any]] = {(p.a, p.b): _own(evaluation, p) for p in evaluation.pairs}
+    node_open = [f for f in evaluation.findings if f.effect == "unknown" and not f.pairs]
+    if not open_pairs and not node_open:
+        return Expected(out, _status(evaluation, out, fail_on), [])
+    snap2, options2, made = assumed_facts(whole)
+    again = evaluate(snap2, options2)
+    if evaluation.whole is not None:  # a gate restricted to some capabilities: the same restriction
+        kinds = {p.kind for p in evaluation.pairs}
+        caps = [c for c, k in (("gdr", "gpu-nic"), ("p2p", "gpu-gpu"), ("gds", "gpu-nvme")) if k in kinds]
+        again = restrict(again, caps, required=False)
+    after = _unknown_codes(again)
+    effects_of: Dict[Tuple[str, str], List[str]] = {}  # pair -> the effects of its findings, once for all pairs
+    for f in again.findings:
+        if f.effect is not None and f.effect != "unknown":
+            for k in f.pairs:
+                effects_of.setdefault(k, []).append(f.effect)
+    by_key = {(p.a, p.b): p for p in again.pairs}
+    for p in open_pairs:
+        key = (p.a, p.b)
+        q = by_key.get(key)
+        if q is None:
+            continue
+        word = _word(p.kind)
+        own_view = nccl_decision(evaluation, p)
+        view = nccl_decision(again, q)
+        assumes: List[Dict[str, str]] = []
+        codes = {f.code for f in before.get(key, ())}
+        said = _said(own_view) if word and own_view.get(word) == "unknown" else ""
+        job_level = "|" in str(evaluation.settings.p2p_level)  # NCCL's default P2P level rests on the job
+        for a in made:
+            if codes & set(a.codes) or (said and any(w in said for w in a.words)) \
+                    or (a is JOB and said and p.kind == "gpu-gpu" and job_level):
+                assumes.append(a.to_doc())
+        verdict = again.verdicts[key]
+        if verdict == "unknown":
+            verdict = worst_verdict(effects_of.get(key, ()))
+            for f in after.get(key, ()):
+                assumes.append({"fact": f"{f.code}: {f.fold or f.message}", "assumed": "not in the way",
+                                "settle": f.settle or SETTLE_ALL, "brief": f"{f.code} not in the way"})
+        nccl: Dict[str, Any] = {}
+        if word:
+            decided = view.get(word)
+            if decided not in ("enabled", "disabled"):
+                decided = "disabled"
+                assumes.append({"fact": f"NCCL's decision: {_said(view).strip() or 'not shown by the input'}",
+                                "assumed": "NCCL does not use it (the worse answer)", "settle": SETTLE_ALL,
+                                "brief": "NCCL's open choices taken as off"})
+            nccl = {word: decided}
+        if not assumes and made:  # NCCL's answer moved with an assumption its words do not name
+            if verdict != out[key]["verdict"] or nccl != out[key]["nccl"]:
+                assumes = [a.to_doc() for a in made]
+        out[key] = {"verdict": verdict, "path": q.path, "nccl": nccl, "assumes": _unique(assumes)}
+    status = _status(evaluation, out, fail_on)
+    if status == "pass" and _finding_fails(again, fail_on):
+        status = "fail"
+    node = _node_assumes(out)
+    for f in node_open:  # what no assumption settles and concerns no pair (a timeout, functions of no kind)
+        if f.effect == "unknown" and not f.pairs:
+            brief = _REACH_BRIEF.get(f.subject[0], "") if f.code == "GDR160" else ""
+            brief = brief or f"{f.code} not in the way"
+            node.append({"fact": f"{f.code}: {f.fold or f.message}", "assumed": "not in the way",
+                         "settle": f.settle or SETTLE_ALL, "brief": brief, "pairs": 0})
+    return Expected(out, status, node)
+
+
+def _finding_fails(evaluation, fail_on: str) -> bool:
+    from gdrcheck.status import SEVERITY_RANK
+
+    return any(SEVERITY_RANK[f.severity] >= SEVERITY_RANK[fail_on] for f in evaluation.findings)
+
+
+def _unique(items: List[Dict[str, str]]) -> List[Dict[str, str]]:
+    seen, out = set(), []
+    for i in items:
+        k = (i["fact"], i["assumed"])
+        if k not in seen:
+            seen.add(k)
+            out.append(i)
+    return out
+
+
+def _status(evaluation, out, fail_on: str) -> str:
+    """``fail`` where the node fails or a pair's expected verdict does, else ``pass``."""
+    from gdrcheck.documents.pairs import node_status_word
+
+    if node_status_word(evaluation, fail_on) == "fail":
+        return "fail"
+    return "fail" if any(e["verdict"] == "fail" for e in out.values()) else "pass"
+
+
+def _node_assumes(out) -> List[Dict[str, Any]]:
+    counts: Dict[Tuple[str, str, str, str], int] = {}
+    for e in out.values():
+        for a in e["assumes"]:
+            k = (a["fact"], a["assumed"], a["settle"], a.get("brief", ""))
+            counts[k] = counts.get(k, 0) + 1
+    order = {a.brief: i for i, a in enumerate(KNOWN)}
+    keys = sorted(counts, key=lambda k: (order.get(k[3], len(order)), k[3]))
+    return [{"fact": f, "assumed": v, "settle": s, "brief": b, "pairs": counts[(f, v, s, b)]} for f, v, s, b in keys]
+
+
+def expected_if(doc: Dict[str, Any]) -> str:
+    """``expected PASS if: peer memory loaded, IOMMU off or passthrough (run gdrcheck on the node)``: what a
+    document's ``expected_status`` rests on, in one line; '' where the document assumed nothing."""
+    if doc.get("status") != "unknown" or not doc.get("expected_status"):
+        return ""
+    briefs: List[str] = []
+    for a in doc.get("assumes") or ():
+        b = a.get("brief") or a["fact"]
+        if b not in briefs:
+            briefs.append(b)
+    word = doc["expected_status"].upper()
+    if not briefs:
+        return f"expected {word}"
+    return f"expected {word} {'if' if word == 'PASS' else 'even if'}: {', '.join(briefs)} ({SETTLE_ALL})"

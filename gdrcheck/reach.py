@@ -1,0 +1,80 @@
+"""What each kind of input can show: the one table of input kinds against facts.
+
+A fact outside an input's reach is "not in this input": never a count of 0, never ``off``, ``none`` or
+``pass``. Collectors name the kind of every input they read (``Snapshot.input_kind``, and ``input_kinds``
+for several merged); documents, rules and renderers ask this table, never the kind's name, what it can show.
+Whether a fact an input *can* show was actually in it (an lspci tree without NVMe drives, a snapshot taken
+without root) is for the facts themselves to say; this table says only where a fact cannot be at all.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, FrozenSet, Iterable, Tuple
+
+# fact -> how it is said where an input cannot show it
+FACTS: Dict[str, str] = {
+    "tree": "the PCIe tree",
+    "gpus": "GPUs",
+    "nics": "NICs",
+    "nvme": "NVMe drives",
+    "numa": "NUMA nodes",
+    "acs": "ACS",
+    "iommu": "the IOMMU mode",
+    "peer_memory": "peer memory",
+    "p2p_status": "the driver's P2P status",
+    "nvlink": "NVLink",
+    "gpu_model": "the GPU model",
+    "cpu_vendor": "the CPU vendor",
+    "nccl": "NCCL's settings and version",
+    "bar1": "BAR1",
+}
+_ALL = frozenset(FACTS)
+
+# input kind -> the facts it can show (docs/inputs.md says the same in words)
+SHOWS: Dict[str, FrozenSet[str]] = {
+    "live": _ALL,
+    "snapshot": _ALL,
+    # a copy of /sys and /proc is read as / is: what it lacks, its facts say
+    "sysfs": _ALL,
+    # lspci -t / -tv: the tree, and what each function is by its name or ids (root complexes name the CPU)
+    "lspci": frozenset({"tree", "gpus", "nics", "nvme", "gpu_model", "cpu_vendor"}),
+    # plain lspci or lspci -vvv: each function's class, ids, NUMA node, config space (ACS as root)
+    "lspci-vvv": frozenset({"gpus", "nics", "nvme", "numa", "acs", "gpu_model", "cpu_vendor"}),
+    # NCCL's own dump: its PCI tree of GPUs and NICs, NVLink, the CPU, and per NIC whether GPUDirect works
+    "nccl-xml": frozenset({"tree", "gpus", "nics", "numa", "nvlink", "gpu_model", "cpu_vendor", "peer_memory"}),
+    "hwloc-xml": frozenset({"tree", "gpus", "nics", "nvme", "numa", "gpu_model", "cpu_vendor"}),
+    # nvidia-smi topo -m / -mp / -p2p: classes, NVLink (-m), NUMA affinity, RDMA NICs, P2P status (-p2p)
+    "topo-matrix": frozenset({"gpus", "nics", "numa", "nvlink", "p2p_status"}),
+    "nvidia-smi-q": frozenset({"gpus", "gpu_model", "bar1"}),
+    # lspci -vvv | grep ACSCtl: the ACS Control of every bridge that has it, not whose
+    "acsctl-grep": frozenset({"acs"}),
+}
+
+
+def kinds_of(snap) -> Tuple[str, ...]:
+    """The kinds of the inputs a snapshot was read from."""
+    kinds = tuple(getattr(snap, "input_kinds", ()) or ())
+    return kinds or (snap.input_kind,)
+
+
+def shown(snap) -> FrozenSet[str]:
+    """The facts at least one of the snapshot's inputs can show (an unknown kind: every fact)."""
+    out: FrozenSet[str] = frozenset()
+    for k in kinds_of(snap):
+        out = out | SHOWS.get(k, _ALL)
+    return out
+
+
+def shows(snap, fact: str) -> bool:
+    return fact in shown(snap)
+
+
+def not_shown(snap, facts: Iterable[str] = FACTS) -> Tuple[str, ...]:
+    """Of ``facts``, those no input of the snapshot can show, in the table's order."""
+    have = shown(snap)
+    return tuple(f for f in facts if f not in have)
+
+
+NOT_IN_INPUT = "not in this input"

@@ -1,0 +1,566 @@
+"""What NCCL did, from a job's NCCL log, held to what gdrcheck predicts for the node.
+
+The log (``gdrcheck.collectors.pastes.nccl_log``, the host fact ``nccl_log``) is the job's: its NCCL version
+and the settings NCCL reported as set replace the node's defaults and ``--nccl-version``
+(:func:`job_options`, used by ``gdrcheck.rules.engine.nccl_node``). :func:`reconcile` then puts NCCL's choice
+beside the prediction of every pair the log shows (``pairs[].nccl.observed``): for a GPU pair the transport of
+its connections (``P2P/...`` is P2P, ``SHM/...`` or ``NET/...`` is not; v2.28.9 ``transport/p2p.cc:386-406``,
+``shm.cc:128``, ``net.cc:313-359``), for a GPU and a NIC whether its ``NET/<net>/<dev>`` connections carry
+``/GDRDMA``, or NCCL's own ``GPU Direct RDMA Enabled|Disabled for GPU .. / HCA ..`` line (up to 2.29,
+``graph/paths.cc:473, 483`` at v2.28.9). Each disagreement is a finding with its most likely cause.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gdrcheck.record import replace
+from gdrcheck.rules.base import Finding, Rule
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+P2P_DIFFERS = Rule(
+    "GDR180", "nccl-log-p2p-differs", "warning", "pair",
+    "NCCL connected a GPU pair otherwise than gdrcheck predicts for the node",
+    "The job's NCCL log says how NCCL connected each GPU pair (P2P, SHM or the network). Where that differs "
+    "from what NCCL's rules give on this node with the job's version and settings, something the node's "
+    "facts do not show decided: a setting of the job gdrcheck does not model or cannot read (a topology "
+    "file not in the input), GPUs hidden by CUDA_VISIBLE_DEVICES, or gdrcheck's model is wrong here.",
+    "Compare the job's environment (`env | grep NCCL_`, `CUDA_VISIBLE_DEVICES`, the container's /etc/nccl.conf) "
+    "with the node's; rerun the job with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P,SHM,NET,GRAPH and pass "
+    "that log with `gdrcheck snapshot` of the node.",
+    pair_kinds=("gpu-gpu",))
+GDR_DIFFERS = Rule(
+    "GDR181", "nccl-log-gdr-differs", "warning", "pair",
+    "NCCL used GPUDirect RDMA on a GPU-NIC pair otherwise than gdrcheck predicts for the node",
+    "The job's NCCL log shows whether each network connection carried /GDRDMA (or NCCL's own 'GPU Direct RDMA "
+    "Enabled/Disabled' line for the GPU and HCA). Where that differs from the prediction, the job saw "
+    "something the node does not show: a container without the peer-memory module, an external net plugin "
+    "that decides GPUDirect RDMA itself, a setting of the job, or gdrcheck's model is wrong here.",
+    "Inside the job's container check `ls /sys/kernel/mm/memory_peers/nv_mem/version` or `lsmod | grep "
+    "nvidia_peermem` and NCCL_NET_PLUGIN; compare the job's NCCL_* settings with the node's.",
+    pair_kinds=("gpu-nic",))
+LOG_WARNED = Rule(
+    "GDR182", "nccl-log-warned", "warning", "host",
+    "NCCL warned in the job's log",
+    "A line with NCCL WARN is NCCL reporting an error or a fallback (a failed connection, a transport it could "
+    "not use, a setting it ignored); it often names why GPUDirect was not used.",
+    "Read the WARN line and the INFO lines before it; NCCL's troubleshooting guide lists the usual causes "
+    "(docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html).")
+OTHER_HOSTS = Rule(
+    "GDR183", "nccl-log-other-hosts", "info", "host",
+    "The job's NCCL log holds ranks of other hosts, kept apart",
+    "A log of a multi-node job holds every node's lines; only one host's GPUs are this node's. The other hosts' "
+    "GPU pairs are not judged here, and their connections to this host's ranks count as network connections.",
+    "Pass each node's own inputs with the log to judge another host (`gdrcheck pairs --from <that node's "
+    "snapshot> --from job.log`).")
+NOT_THIS_NODE = Rule(
+    "GDR184", "nccl-log-gpus-not-on-node", "warning", "host",
+    "GPUs of the job's NCCL log are not on this node",
+    "NCCL names each rank's GPU by its PCI bus id; a bus id the node's input does not show means the log is of "
+    "another node (or of a virtual machine or container that numbers the bus otherwise), and its connections "
+    "cannot be held to this node.",
+    "Pass the log with the inputs of the node it ran on; in a virtual machine or container take `gdrcheck "
+    "snapshot` inside it.")
+VERSION_NOT_ON_NODE = Rule(
+    "GDR185", "nccl-log-version-not-on-node", "info", "host",
+    "The job ran an NCCL version the node does not carry",
+    "The job's NCCL (a container image, a virtual environment, a build of its own) is not among the versions "
+    "found on the node; the job's version decides, and versions decide differently (docs/nccl.md).",
+    "Nothing to fix if that is intended; judge the node for the job's version with `--nccl-version`.")
+PEERMEM_DIFFERS = Rule(
+    "GDR186", "nccl-log-hca-gdr-differs", "warning", "device",
+    "NCCL's view of a NIC's GPUDirect RDMA support differs from the node's",
+    "NCCL logs per HCA whether the NIC can register GPU memory (peer memory or DMA-BUF, v2.28.9 "
+    "graph/topo.cc:1357). 'Disabled' where the node has the peer-memory module or DMA-BUF means the job did not "
+    "see them (a container without /sys/kernel/mm/memory_peers, an old rdma-core inside the image, "
+    "NCCL_DMABUF_ENABLE=0); 'Enabled' where the node shows neither means the input misses a path NCCL found.",
+    "Inside the job's container check `ls /sys/kernel/mm/memory_peers/nv_mem/version`, `lsmod | grep "
+    "nvidia_peermem` and the rdma-core version; mount what is missing into the container.")
+
+LOG_CODES = frozenset(r.code for r in (P2P_DIFFERS, GDR_DIFFERS, LOG_WARNED, OTHER_HOSTS, NOT_THIS_NODE,
+                                       VERSION_NOT_ON_NODE, PEERMEM_DIFFERS))
+MODEL_WRONG = "gdrcheck's model is wrong here"
+# settings that change NCCL's transport choice and that gdrcheck's rules do not model (docs/nccl.md)
+UNMODELLED = ("NCCL_TOPO_FILE", "NCCL_NET_DISABLE_INTRA", "NCCL_CUMEM_ENABLE", "NCCL_P2P_NET_CHUNKSIZE",
+              "NCCL_NVB_DISABLE", "NCCL_P2P_USE_CUDA_MEMCPY", "NCCL_PXN_DISABLE", "NCCL_NET_GDR_READ",
+              "NCCL_IB_HCA", "NCCL_NET", "NCCL_NET_PLUGIN", "NCCL_IB_DISABLE", "NCCL_SHM_DISABLE")
+
+
+def job_log(snap) -> Optional[Dict[str, Any]]:
+    f = snap.host.get("nccl_log")
+    return f.value if f is not None and isinstance(f.value, dict) else None
+
+
+def job_options(snap, options, version: Optional[str] = None) -> Tuple[Any, Optional[str], str]:
+    """The options with the job's settings (every NCCL_* the log reports as set, under the options' own
+    ``--env``), the job's NCCL version to judge with (None: the log names none) and why."""
+    job = job_log(snap)
+    if job is None:
+        return options, None, ""
+    log = job["log"]
+    env = {name: value for name, value, _line in log.settings}
+    env.update(options.env)
+    options = replace(options, env=env)
+    if version is not None or not log.version:
+        return options, None, ""
+    from gdrcheck.rules.nccl.core import OLDEST, version_str
+
+    why = f"the job's NCCL log ({log.label}): NCCL {log.version}"
+    v = tuple(int(x) for x in log.version.split("."))
+    if v < OLDEST:
+        return options, version_str(OLDEST), (f"{why}, older than the oldest rules gdrcheck models: judged with "
+                                              f"{version_str(OLDEST)}")
+    if options.nccl_version and options.nccl_version != log.version:
+        why += f" (instead of --nccl-version {options.nccl_version}: the log says what the job ran)"
+    return options, log.version, why
+
+
+def hca_evidence(snap) -> Dict[str, str]:
+    """RDMA device -> "1"/"0": NCCL's ``GPU Direct RDMA Enabled|Disabled for HCA n 'name'`` lines of this node's
+    host (v2.28.9 ``graph/topo.cc:1357``, the NIC's ``net.gdr``, which NCCL sets from the plugin's ptrSupport:
+    peer memory or DMA-BUF as NCCL found them in the job's environment)."""
+    job = job_log(snap)
+    if job is None:
+        return {}
+    from gdrcheck.collectors.pastes.nccl_log import nic_device
+
+    out: Dict[str, str] = {}
+    for h in job["log"].hca_gdr:
+        if h.host in (job["host"], None) and h.net != "Socket":
+            out.setdefault(nic_device(h.name)[0], "1" if h.enabled else "0")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# which GPU each rank is, which NIC each network device is
+
+
+def _node_gpus(topo) -> Dict[str, Any]:
+    return {b: topo.by_bdf[b] for b in topo.of_kind("gpu")}
+
+
+def rank_map(job, topo) -> Tuple[Dict[int, Tuple[Optional[str], Optional[str], Optional[int]]], List[str]]:
+    """rank -> (host, bus id, cudaDev) of the communicator with the most ranks; and what was assumed."""
+    log = job["log"]
+    notes: List[str] = []
+    by_comm: Dict[str, List[Any]] = {}
+    for r in log.ranks:
+        by_comm.setdefault(r.comm, []).append(r)
+    out: Dict[int, Tuple[Optional[str], Optional[str], Optional[int]]] = {}
+    if by_comm:
+        comm = max(by_comm, key=lambda c: len(by_comm[c]))
+        for r in by_comm[comm]:
+            out[r.rank] = (r.host, r.bdf, r.cuda_dev)
+        if len(by_comm) > 1:
+            notes.append(f"{len(by_comm)} communicators in the log; ranks as in the largest "
+                         f"({len(by_comm[comm])} ranks)")
+    return out, notes
+
+
+def _bdf_of_bracket(text: Optional[str], topo, version) -> Optional[str]:
+    """A connection line's bracket: the bus id up to 2.18.1, the nvmlDev from 2.18.3 (NVML's index, which is
+    nvidia-smi's: the driver view's index, else PCI bus order)."""
+    from gdrcheck.collectors.pastes.nccl_log import bdf_of_busid
+
+    if text is None:
+        return None
+    if (version is not None and version < (2, 18, 3)) or len(text) >= 4 or re.search(r"[a-f]", text, re.I):
+        return bdf_of_busid(text)
+    idx = int(text)
+    gpus = topo.of_kind("gpu")
+    by_index = {topo.by_bdf[b].gpu_index: b for b in gpus if topo.by_bdf[b].gpu_index is not None}
+    if by_index:
+        return by_index.get(idx)
+    from gdrcheck.model import bdf_key
+
+    ordered = sorted(gpus, key=bdf_key)
+    return ordered[idx] if idx < len(ordered) else None
+
+
+def _nic_of(job, topo, host, net: str, dev: int) -> Optional[str]:
+    """The NIC of network device ``dev`` as the log's ``NET/<net> : Using [dev]name`` line names it."""
+    log = job["log"]
+    names = [d for h, t, i, d, _l in log.nics if i == dev and (h == host or h is None or host is None)
+             and (t == net or net.startswith(t))]
+    if not names:
+        return None
+    from gdrcheck.collectors.pastes.nccl_log import nic_device
+
+    name = nic_device(names[0])[0]
+    for b in topo.of_kind("nic"):
+        d = topo.by_bdf[b]
+        if name in d.rdma_devices or name in d.netdevs:
+            return b
+    return None
+
+
+_NET = re.compile(r"^NET/(.+?)/(\d+)(?:\((\d+)\))?((?:/[^/]+)*)$")
+
+
+# ---------------------------------------------------------------------------
+# reconcile
+
+
+def reconcile(snap, topo, pairs, views: Dict[Tuple[str, str], dict], node) -> Optional[Dict[str, Any]]:
+    """Put ``observed`` into the view of every pair the log shows; the summary of what agreed and what not."""
+    job = job_log(snap)
+    if job is None:
+        return None
+    log, host = job["log"], job["host"]
+    version = node.version if node is not None else None
+    try:
+        logv = tuple(int(x) for x in log.version.split(".")) if log.version else version
+    except ValueError:
+        logv = version
+    ranks, notes = rank_map(job, topo)
+    gpus = set(topo.of_kind("gpu"))
+    local_host = host
+
+    def is_local(rank: int) -> Optional[bool]:
+        h = ranks.get(rank, (None,))[0]
+        if local_host is None or h is None:
+            return None if len(log.hosts) > 1 else True
+        return h == local_host
+
+    def gpu_of(rank: int, bracket: Optional[str]) -> Optional[str]:
+        got = ranks.get(rank)
+        if got is not None and got[1]:
+            return got[1]
+        return _bdf_of_bracket(bracket, topo, logv)
+
+    missing = sorted({r[1] for r in ranks.values() if r[1] and (r[0] == local_host or local_host is None)} - gpus)
+    gg: Dict[Tuple[str, str], List[Any]] = {}
+    gn: Dict[Tuple[str, str], List[Tuple[Any, dict]]] = {}
+    for c in log.connections:
+        if c.host != local_host and local_host is not None and c.host is not None:
+            continue
+        mine = ranks.get(c.local)
+        if mine is not None and c.cuda_dev is not None and mine[2] is not None and mine[2] != c.cuda_dev:
+            continue  # a line of another communicator, whose ranks are numbered otherwise
+        a = gpu_of(c.src, c.src_dev)
+        b = gpu_of(c.dst, c.dst_dev)
+        peer = c.dst if c.local == c.src else c.src
+        net = _NET.match(c.transport)
+        if net:
+            g = a if c.local == c.src else b
+            nic = _nic_of(job, topo, c.host, net.group(1), int(net.group(2))) if g in gpus else None
+            if nic is not None:
+                flags = net.group(4) or ""
+                via = gpu_of(int(net.group(3)), None) if net.group(3) else None
+                gn.setdefault((g, nic), []).append((c, {"gdrdma": "/GDRDMA" in flags, "via": via}))
+            if is_local(peer) is not True:
+                continue
+        if is_local(peer) is False or a is None or b is None or a == b or a not in gpus or b not in gpus:
+            continue
+        from gdrcheck.model import bdf_key
+
+        key = (a, b) if bdf_key(a) <= bdf_key(b) else (b, a)
+        gg.setdefault(key, []).append(c)
+    for pg in log.pair_gdr:
+        if pg.host != local_host and local_host is not None and pg.host is not None:
+            continue
+        g = None
+        if logv is not None and logv >= (2, 24, 0) and len(pg.gpu) < 4:
+            g = gpu_of(int(pg.gpu), None)
+        else:
+            from gdrcheck.collectors.pastes.nccl_log import bdf_of_busid
+
+            g = bdf_of_busid(pg.gpu)
+        net_name = next((t for _h, t, i, _d, _l in log.nics if i == pg.hca and t != "Socket"), log.network or "IB")
+        nic = _nic_of(job, topo, pg.host, net_name, pg.hca)
+        if g in gpus and nic is not None and (pg.read in (None, 0) or not pg.enabled):
+            gn.setdefault((g, nic), []).append((pg, {"gdrdma": pg.enabled, "via": None, "pair_line": True}))
+    summary = {"log": log.label, "host": host, "host_reason": job.get("host_reason"), "notes": notes,
+               "gpus_not_on_node": missing, "pairs": 0, "agree": 0, "differ": 0, "settled": 0,
+               "connections": 0, "agree_connections": 0}
+    node_env = _node_env(snap, node)
+    for p in pairs:
+        key = (p.a, p.b)
+        view = views.get(key)
+        if view is None:
+            continue
+        if p.kind == "gpu-gpu" and key in gg:
+            obs = _observed_p2p(gg[key], view, job, node_env, topo, ranks)
+        elif p.kind == "gpu-nic" and key in gn:
+            obs = _observed_gdr(gn[key], view, job, node_env, snap, topo, p.b)
+        else:
+            continue
+        view = dict(view, observed=obs)
+        if isinstance(view.get("reason"), str) and '> in the input' in view["reason"] and p.kind == "gpu-nic":
+            line = next((h.line for h in log.hca_gdr if h.host in (host, None)
+                         and _nic_of(job, topo, h.host, h.net, h.index) == p.b), None)
+            if line:
+                view["reason"] = view["reason"].split(": <net gdr=")[0] + ": NCCL's own line in the job's log (" \
+                    + line.split("NCCL INFO ", 1)[-1] + ")"
+        views[key] = view
+        summary["pairs"] += 1
+        summary["connections"] += obs["connections"]
+        if obs["agrees"] is True:
+            summary["agree"] += 1
+            summary["agree_connections"] += obs["connections"]
+        elif obs["agrees"] is False:
+            summary["differ"] += 1
+        else:
+            summary["settled"] += 1
+    return summary
+
+
+def _node_env(snap, node) -> Dict[str, str]:
+    """The settings the node itself gives NCCL (its environment capture and settings files), without the log."""
+    if node is None:
+        return {}
+    from gdrcheck.rules.nccl.node import settings_for
+
+    st = settings_for(snap, node.version, {}, node.cpu, len(node.gpus), "")
+    return dict(st.env)
+
+
+def _job_setting_cause(job, node_env: Dict[str, str], names: Iterable[str]) -> Optional[str]:
+    log = job["log"]
+    for name, value, _line in log.settings:
+        if name in names and node_env.get(name) != value:
+            extra = (" (the file is not in this input)" if name == "NCCL_TOPO_FILE"
+                     else ", which gdrcheck's rules do not model")
+            return f"a setting in the job that the node does not have: {name}={value}{extra}"
+    return None
+
+
+def _kind_word(transport: str) -> str:
+    return transport.split("/", 1)[0]
+
+
+def _observed_p2p(conns, view: dict, job, node_env, topo, ranks) -> dict:
+    transports = sorted({c.transport for c in conns})
+    p2p = all(_kind_word(t) == "P2P" for t in transports)
+    mixed = not p2p and any(_kind_word(t) == "P2P" for t in transports)
+    said = "enabled" if p2p else "disabled"
+    obs: Dict[str, Any] = {"p2p": "mixed" if mixed else said, "transport": ", ".join(transports),
+                           "line": conns[0].line, "connections": len(conns)}
+    pred = view.get("p2p")
+    if pred not in ("enabled", "disabled") or mixed:
+        obs["agrees"] = None
+        return obs
+    obs["agrees"] = pred == said
+    if not obs["agrees"]:
+        obs["cause"] = _p2p_cause(view, job, node_env, topo, ranks)
+    return obs
+
+
+def _p2p_cause(view: dict, job, node_env, topo, ranks) -> str:
+    via = view.get("nvb_via")
+    if via and via not in {r[1] for r in ranks.values()}:
+        return (f"a CUDA_VISIBLE_DEVICES subset: the GPU NCCL would relay through (NVB, {via}) is not in the job's "
+                "communicator")
+    got = _job_setting_cause(job, node_env, UNMODELLED)
+    if got:
+        return got
+    log = job["log"]
+    if not log.version:
+        return "another NCCL version: the log does not say which NCCL ran, the node's was judged"
+    return MODEL_WRONG
+
+
+def _observed_gdr(items, view: dict, job, node_env, snap, topo, nic: str) -> dict:
+    lines = [it for it, _o in items]
+    used = [o["gdrdma"] for _it, o in items]
+    vias = sorted({o["via"] for _it, o in items if o.get("via")})
+    # the receive side decides (net.cc: recv setup passes read=0); send lines count where no receive line is
+    recv = [o["gdrdma"] for it, o in items if getattr(it, "side", "") == "receive" or o.get("pair_line")]
+    basis = recv or used
+    gdr = "enabled" if all(basis) else "disabled" if not any(basis) else "mixed"
+    transports = sorted({getattr(it, "transport", None) or ("GDR " + ("Enabled" if o["gdrdma"] else "Disabled"))
+                         for it, o in items})
+    obs: Dict[str, Any] = {"gdr": gdr, "transport": ", ".join(transports), "line": lines[0].line,
+                           "connections": len(items)}
+    if vias:
+        obs["via"] = vias[0]
+    pred = view.get("gdr")
+    if pred not in ("enabled", "disabled") or gdr == "mixed":
+        obs["agrees"] = None
+        return obs
+    obs["agrees"] = pred == gdr
+    if not obs["agrees"]:
+        obs["cause"] = _gdr_cause(view, gdr, job, node_env, snap, topo, nic)
+    return obs
+
+
+def _gdr_cause(view: dict, gdr: str, job, node_env, snap, topo, nic: str) -> str:
+    log = job["log"]
+    if log.plugin:
+        return f"an external net plugin ({log.plugin}) decides GPUDirect RDMA itself"
+    relay = view.get("via")
+    if relay and relay not in {r.bdf for r in log.ranks if r.host in (job["host"], None)} and log.ranks:
+        return (f"a CUDA_VISIBLE_DEVICES subset: the GPU NCCL would relay through (PXN, {relay}) is not in the "
+                "job's communicator")
+    if gdr == "disabled" and any(not h.enabled and _nic_of(job, topo, h.host, h.net, h.index) == nic
+                                 for h in log.hca_gdr if h.host in (job["host"], None)):
+        return ("a container without the peer-memory module: NCCL found no peer memory or DMA-BUF for the HCA "
+                "(its 'GPU Direct RDMA Disabled for HCA' line) where the node has one")
+    got = _job_setting_cause(job, node_env, UNMODELLED + ("NCCL_NET_GDR_LEVEL",))
+    if got:
+        return got
+    if not log.version:
+        return "another NCCL version: the log does not say which NCCL ran, the node's was judged"
+    return MODEL_WRONG
+
+
+def log_doc(evaluation) -> Optional[Dict[str, Any]]:
+    """The top-level ``nccl.log`` object: what the job's log says, which host is the node, and how the
+    log's connections compare with the prediction, in one sentence (``summary``)."""
+    job = job_log(evaluation.snap)
+    summary = evaluation.reconciled
+    if job is None or summary is None:
+        return None
+    log = job["log"]
+    host = job["host"]
+    doc: Dict[str, Any] = {
+        "file": log.label, "version": log.version, "cuda": log.cuda, "cuda_driver": log.cuda_driver,
+        "host": host, "host_reason": job.get("host_reason"), "hosts": list(log.hosts),
+        "settings": [{"name": n, "value": v, "line": ln} for n, v, ln in log.settings],
+        "net_plugin": log.plugin, "network": log.network,
+        "nics": [{"host": h, "net": t, "dev": i, "device": d} for h, t, i, d, _l in log.nics
+                 if h in (host, None)],
+        "hca_gdr": [{"net": x.net, "dev": x.index, "name": x.name, "enabled": x.enabled, "line": x.line}
+                    for x in log.hca_gdr if x.host in (host, None)],
+        "ranks": [{"rank": r.rank, "host": r.host, "bdf": r.bdf, "cuda_dev": r.cuda_dev, "nvml_dev": r.nvml_dev}
+                  for r in log.ranks],
+        "warnings": len(log.warnings),
+        "pairs_observed": summary["pairs"], "pairs_agree": summary["agree"], "pairs_differ": summary["differ"],
+        "pairs_settled": summary["settled"], "connections": summary["connections"],
+    }
+    if summary["notes"]:
+        doc["notes"] = list(summary["notes"])
+    doc["summary"] = summary_sentence(summary)
+    return doc
+
+
+def summary_sentence(s: Dict[str, Any]) -> str:
+    n, agree, differ, settled = s["pairs"], s["agree"], s["differ"], s["settled"]
+    if not n:
+        return "the log shows no connection between devices of this node"
+    judged = agree + differ
+    if not judged:
+        return (f"the prediction leaves the {settled} pair{'s' if settled != 1 else ''} the log shows open: "
+                "NCCL's choice settles them")
+    if not differ:
+        head = (f"NCCL did what the node predicts: {agree} of {judged} pair{'s' if judged != 1 else ''} "
+                f"({s['agree_connections']} connection{'s' if s['agree_connections'] != 1 else ''})")
+    else:
+        head = (f"NCCL differs from the prediction on {differ} of {judged} pair{'s' if judged != 1 else ''} "
+                f"(GDR180/GDR181 give the likely cause); agrees on {agree}")
+    if settled:
+        head += f"; {settled} pair{'s' if settled != 1 else ''} the prediction left open, the log settles"
+    return head
+
+
+# ---------------------------------------------------------------------------
+# findings
+
+
+def check(ctx) -> Iterable[Finding]:
+    job = job_log(ctx.snap)
+    if job is None:
+        return
+    log, host = job["log"], job["host"]
+    names = _labels(ctx.topo)
+    for key, view in ctx.nccl_view.items():
+        obs = view.get("observed")
+        if not obs or obs.get("agrees") is not False:
+            continue
+        a, b = key
+        kind = "p2p" if "p2p" in obs else "gdr"
+        cause = obs.get("cause", MODEL_WRONG)
+        setting = cause.startswith("a setting in the job")
+        worse = obs[kind] == "disabled"
+        effect = "degraded" if worse and not setting else None
+        what = "P2P" if kind == "p2p" else "GPUDirect RDMA"
+        msg = (f"{names.get(a, a)}-{names.get(b, b)}: NCCL {'did not use' if worse else 'used'} {what} "
+               f"({obs['transport']}), gdrcheck predicts {view.get(kind)} ({view.get('reason', '')}); most likely "
+               f"cause: {cause}")
+        code = P2P_DIFFERS.code if kind == "p2p" else GDR_DIFFERS.code
+        yield Finding(code, "warning" if effect else "info", (a, b), msg, pairs=((a, b),), effect=effect,
+                      evidence=obs.get("line", ""))
+    for h, w in log.warnings[:20]:
+        if host is None or h in (host, None):
+            yield Finding(LOG_WARNED.code, "warning", ("host",), f"NCCL WARN{f' on {h}' if h else ''}: {w}",
+                          evidence=w)
+    others = [h for h in log.hosts if h != host]
+    if host is not None and others:
+        n_other = sum(1 for r in log.ranks if r.host != host) or \
+            len({c.local for c in log.connections if c.host not in (host, None)})
+        yield Finding(OTHER_HOSTS.code, "info", ("host",),
+                      f"the log holds {len(log.hosts)} hosts; host {host} is this node ({job.get('host_reason')}); "
+                      f"{n_other} rank(s) on {', '.join(others[:4])}{', ...' if len(others) > 4 else ''} are not "
+                      "judged here")
+    gpus = set(ctx.topo.of_kind("gpu"))
+    missing = sorted({r.bdf for r in log.ranks if (r.host == host or host is None)} - gpus)
+    if missing:
+        yield Finding(NOT_THIS_NODE.code, "warning", ("host",),
+                      f"the log's ranks on {host or 'this host'} use GPUs at {', '.join(missing[:4])}"
+                      f"{', ...' if len(missing) > 4 else ''}, which this input does not show: their connections "
+                      "are not held to the node", settle="pass the inputs of the node the job ran on")
+    node = _found_versions(ctx.snap)
+    if log.version and node and log.version not in node:
+        yield Finding(VERSION_NOT_ON_NODE.code, "info", ("host",),
+                      f"the job ran NCCL {log.version}; the node carries {', '.join(sorted(node))}: the job's "
+                      "version is judged")
+    yield from _hca_findings(ctx, job, names)
+
+
+def _found_versions(snap) -> List[str]:
+    f = snap.host.get("nccl_versions")
+    if f is None or not isinstance(f.value, dict):
+        return []
+    return [str(e.get("version")) for e in f.value.get("found", ())]
+
+
+def _hca_findings(ctx, job, names) -> Iterable[Finding]:
+    """NCCL's per-HCA GPUDirect RDMA line against the node's peer-memory facts (through the NIC-side flag
+    gdrcheck derives for the node, ``rules.peermem.nic_gdr``)."""
+    from gdrcheck.rules.peermem import nic_gdr
+
+    log, host = job["log"], job["host"]
+    if not log.hca_gdr:
+        return
+    ok, why = nic_gdr(ctx)
+    for h in log.hca_gdr:
+        if h.host not in (host, None) or h.net == "Socket":
+            continue
+        nic = _nic_of(job, ctx.topo, h.host, h.net, h.index)
+        subject = nic or h.name
+        if ok is True and not h.enabled:
+            yield Finding(PEERMEM_DIFFERS.code, "warning", (subject,),
+                          f"{h.name}{f' ({nic})' if nic else ''}: NCCL says GPU Direct RDMA Disabled for the HCA"
+                          f"{' ' + h.detail if h.detail else ''}, the node has it ({why}): the job did not see the "
+                          "peer-memory module or DMA-BUF (a container without them?)", evidence=h.line)
+        elif ok is False and h.enabled:
+            yield Finding(PEERMEM_DIFFERS.code, "warning", (subject,),
+                          f"{h.name}{f' ({nic})' if nic else ''}: NCCL says GPU Direct RDMA Enabled for the HCA, the "
+                          f"node's input says it cannot be ({why}): the input misses what NCCL found",
+                          evidence=h.line)
+
+
+def _labels(topo) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for b in topo.of_kind("gpu"):
+        d = topo.by_bdf[b]
+        out[b] = f"GPU{d.gpu_index}" if d.gpu_index is not None else b
+    for b in topo.of_kind("nic"):
+        d = topo.by_bdf[b]
+        if d.rdma_devices:
+            out[b] = f"{d.rdma_devices[0]} ({b})"
+    return out
+
+
+CHECKS = (
+    (P2P_DIFFERS, check),
+    (GDR_DIFFERS, None),
+    (LOG_WARNED, None),
+    (OTHER_HOSTS, None),
+    (NOT_THIS_NODE, None),
+    (VERSION_NOT_ON_NODE, None),
+    (PEERMEM_DIFFERS, None),
+)

@@ -1,0 +1,48 @@
+"""Facts the input cannot show at all (``gdrcheck.reach``): a verdict that needs them is not a pass."""
+
+from __future__ import annotations
+
+from gdrcheck.reach import FACTS, not_shown
+from gdrcheck.rules.base import Context, Finding, Rule
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Iterable
+
+NOT_IN_INPUT = Rule(
+    "GDR160", "not-in-this-input", "info", "host",
+    "The input cannot show devices GPUDirect needs",
+    "Each kind of input shows some facts and not others: an `nvidia-smi -q` shows GPUs and BAR1 but no NIC, "
+    "NVMe drive or PCIe bridge; a `topo -m` matrix shows no NVMe drive. A device the input cannot show is not "
+    "absent: the pairs it would make are not judged, and the node cannot pass on such an input.",
+    "Give gdrcheck an input that shows the whole node: run it there, or pass a snapshot "
+    "(`gdrcheck snapshot -o node.tar.gz`), or `lspci -tv` beside the file given.")
+
+_SETTLE = {"nics": "lspci -tv, or nvidia-smi topo -m (its NIC columns), or run gdrcheck on the node",
+           "nvme": "lspci -tv, or run gdrcheck on the node"}
+
+
+def _check(ctx: Context) -> Iterable[Finding]:
+    if not ctx.topo.of_kind("gpu"):
+        return
+    # NICs: every GPU node gate judges GPUDirect RDMA; NVMe drives only where GDS is required (unmet_reach)
+    for fact in not_shown(ctx.snap, ("nics",)):
+        yield not_in_input(ctx.snap, fact)
+
+
+def not_in_input(snap, fact: str) -> Finding:
+    what = "GPUDirect RDMA (GPU-NIC pairs)" if fact == "nics" else "GPUDirect Storage (GPU-NVMe pairs)"
+    return Finding(NOT_IN_INPUT.code, "info", (fact,),
+                   f"{FACTS[fact]}: not in this input ({' + '.join(_kinds(snap))}); {what} not judged",
+                   effect="unknown", settle=_SETTLE[fact])
+
+
+def _kinds(snap):
+    from gdrcheck.reach import kinds_of
+
+    return kinds_of(snap)
+
+
+CHECKS = (
+    (NOT_IN_INPUT, _check),
+)
