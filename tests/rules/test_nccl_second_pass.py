@@ -108,7 +108,7 @@ def test_gdr007_on_a_pcie_pair_is_degraded(tmp_path, case, kw, effect):
 
 
 @pytest.mark.parametrize("case,version,word,path_type", [
-    ("nvb-vs-pix-2.30.7-best-type-paths.cc:80-83@v2.30.7", "2.30.7", "enabled", "NVB"),
+    ("nvb-vs-pix-2.30.7-best-type-paths.cc:96-99@v2.30.7", "2.30.7", "enabled", "NVB"),
     ("nvb-vs-pix-2.30.4-fewest-hops-then-bw-paths.cc:80@v2.30.4", "2.30.4", "disabled", "PIX"),
     ("nvb-vs-pix-2.28.9-fewest-hops-then-bw", "2.28.9", "disabled", "PIX"),
 ])
@@ -180,7 +180,7 @@ BDW = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 79
 
 
 @pytest.mark.parametrize("case,cpu,cpuinfo,rate,version,word", [
-    # Sapphire Rapids (model 143): 22 GB/s from 2.26 (topo.cc:72-76@v2.26.2), 10 before: a 100 Gb/s NIC is slower
+    # Sapphire Rapids (model 143): 22 GB/s from 2.26 (topo.cc:80-85@v2.26.2), 10 before: a 100 Gb/s NIC is slower
     ("cpu-bw-spr-2.30-topo.cc:70-74@v2.30.7", "GenuineIntel", None, "100 Gb/sec (4X EDR)", "2.30.7", "enabled"),
     ("cpu-bw-spr-2.25-topo.cc:62-80@v2.25.1", "GenuineIntel", None, "100 Gb/sec (4X EDR)", "2.25.1", "disabled"),
     ("cpu-bw-broadwell-2.30", "GenuineIntel", BDW, "56 Gb/sec (4X FDR)", "2.30.7", "disabled"),

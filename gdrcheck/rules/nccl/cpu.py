@@ -101,11 +101,11 @@ def root_complex_names(snap) -> Optional[Tuple[str, str]]:
     return got.pop(), f"the root complex's name in the lspci tree ({shown})"
 
 
-# ncclTopoGetInterCpuBw, GB/s (v2.30.7 src/graph/topo.cc:60-83, topo.h:25-38; v2.26.2 topo.cc:68-88;
+# ncclTopoGetInterCpuBw, GB/s (v2.30.7 src/graph/topo.cc:60-83, topo.h:25-38; v2.26.2 topo.cc:70-92;
 # v2.18.6 topo.cc:62-80): LOC_BW (5000) where no branch matches
 LOC_BW = 5000.0
 AMD_BW_FROM = (2, 19, 0)  # v2.19.1 topo.h AMD_BW 16; v2.18.6 has no AMD branch (LOC_BW)
-SRP_ERP_FROM = (2, 26, 0)  # v2.26.2 topo.cc:72-76: Sapphire and Emerald Rapids
+SRP_ERP_FROM = (2, 26, 0)  # v2.26.2 topo.cc:80-85: Sapphire and Emerald Rapids
 
 
 def cpu_model(snap) -> Tuple[Optional[int], Optional[int]]:
@@ -127,7 +127,7 @@ def inter_cpu_bw(version, kind: Optional[str], family: Optional[int], model: Opt
     """NCCL's CPU-to-CPU bandwidth: every value it may take (one where the input shows the model) and why.
     Intel: Emerald Rapids (family 6, model >= 0xCF) 40, Sapphire Rapids (>= 0x8F) 22 (both from 2.26),
     Skylake (>= 0x55) 10, older 6; AMD 16 from 2.19 (before: LOC_BW); Zhaoxin Yongfeng (7, 0x5B) 9, else 6;
-    ARM 6; POWER 32; other x86 vendors LOC_BW (topo.cc:724-760@v2.30.7 sets the model)."""
+    ARM 6; POWER 32; other x86 vendors LOC_BW (topo.cc:745-756@v2.30.7 sets the model)."""
     v = ".".join(map(str, version))
     if kind == "intel":
         if family is None or model is None:

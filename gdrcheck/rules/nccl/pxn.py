@@ -98,7 +98,7 @@ class Relays:
         return self._memo[key]
 
     def local_net(self, g: str, c: int) -> Optional[str]:
-        """``ncclTopoGetLocalNet`` (v2.30.7 ``topo.cc:2043-2074``, default ``NCCL_NETDEVS_POLICY``)."""
+        """``ncclTopoGetLocalNet`` (v2.30.7 ``topo.cc:2039-2074``, default ``NCCL_NETDEVS_POLICY``)."""
         nets = self.local_nets(g)
         if not nets:
             return None
@@ -175,15 +175,15 @@ class Relays:
         return None if any(s is None for s in seen) else False
 
 
-BEST_TYPE_FROM = (2, 30, 7)  # v2.30.7 paths.cc:80-83: the best type wins; before, fewest hops then bandwidth
+BEST_TYPE_FROM = (2, 30, 7)  # v2.30.7 paths.cc:96-99: the best type wins; before, fewest hops then bandwidth
 
 
 def nvb_or_pcie(version, t_pcie: Optional[str], nvb_bw: Optional[float], pcie_bw: Optional[float]) \
         -> Tuple[Optional[str], str]:
     """Which path NCCL keeps between two GPUs that an NVB path (through a third GPU) and a PCIe path join.
 
-    v2.30.7 ``paths.cc:80-83`` keeps the better type (NVB). Up to v2.30.4 (``paths.cc:80``, and v2.28.9
-    ``paths.cc:74``) a path replaces the one found first only with no more hops and strictly more bandwidth:
+    v2.30.7 ``paths.cc:96-99`` keeps the better type (NVB). Up to v2.30.4 (``paths.cc:80``, and v2.28.9
+    ``paths.cc:73``) a path replaces the one found first only with no more hops and strictly more bandwidth:
     under one PCIe switch (PIX) both paths have the same hop count (GPU, switch, GPU against GPU, GPU, GPU;
     with 2.30's DEV nodes one more on each side of both), so the wider one wins; a PCIe path through more
     switches or a CPU is longer and NVB stays. Returns (the type kept, why) or (None, why) where a bandwidth is
