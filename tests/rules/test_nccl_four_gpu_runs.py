@@ -60,7 +60,7 @@ def settings_of(run: Path) -> dict:
 def snapshot(tmp_path_factory):
     root = tmp_path_factory.mktemp("four-gpu-node")
     with tarfile.open(RUNS / "snapshot.tar.gz") as t:
-        t.extractall(root, filter="data")
+        t.extractall(root, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     return root
 
 
