@@ -173,6 +173,9 @@ def _cpu(ctx: HostCtx) -> Dict[str, Fact]:
         fam = fields.get("cpu family", "")
         out["cpu_family"] = (Fact(int(fam), source=path) if fam.isdigit()
                              else unknown("no 'cpu family' in /proc/cpuinfo", source=path))
+        mod = fields.get("model", "")  # NCCL's inter-CPU bandwidth keys on it (rules/nccl/cpu.py)
+        out["cpu_model"] = (Fact(int(mod), source=path) if mod.isdigit()
+                            else unknown("no 'model' in /proc/cpuinfo", source=path))
         flags = fields.get("flags")
         out["cpu_hypervisor_flag"] = (Fact("hypervisor" in flags.split(), source=path) if flags is not None
                                       else unknown("no flags line", source=path))

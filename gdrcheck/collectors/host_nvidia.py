@@ -108,7 +108,23 @@ def nvidia_facts(ctx: HostCtx) -> Dict[str, Fact]:
         out["peer_mapping_override"] = Fact(dwords.get("PeerMappingOverride") == 1,
                                             source=f"{PARAMS} (RegistryDwords)")
     out["nvidia_fs"] = _nvidia_fs(ctx)
+    out["nvidia_gpu_models"] = _gpu_models(ctx)
     return out
+
+
+GPUS_DIR = "/proc/driver/nvidia/gpus"
+_MODEL = lazy_pattern(r"^Model:\s*(.*?)\s*$", re.M)
+
+
+def _gpu_models(ctx: HostCtx) -> Fact:
+    """``{bus id: model}`` from the driver's ``/proc/driver/nvidia/gpus/*/information`` (no CUDA, no NVML):
+    the GPU's model where NVML does not answer (rules/nccl/node.py, the GPU's GPUDirect RDMA flag)."""
+    out: Dict[str, str] = {}
+    for bus in ctx.src.listdir(GPUS_DIR):
+        m = _MODEL.search(ctx.src.read_text(f"{GPUS_DIR}/{bus}/information", 4096) or "")
+        if m and m.group(1):
+            out[norm_bdf(bus) or bus.lower()] = m.group(1)
+    return Fact(out, source=f"{GPUS_DIR}/*/information")
 
 
 def _nvidia_fs(ctx: HostCtx) -> Fact:

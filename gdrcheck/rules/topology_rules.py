@@ -268,7 +268,10 @@ def _check_p2p_status(ctx: Context) -> Iterable[Finding]:
             continue
         bad = {k: v for k, v in got.items() if v != "OK"}
         if bad:
-            worst = "fail" if p.nvlinks or ctx.nccl.ignore_disabled_p2p == 0 else "degraded"
+            # NCCL aborts only on an NVLink path (<= PATH_NVB) with NCCL_IGNORE_DISABLED_P2P unset; on PCIe it
+            # sets p2p = 0 and runs the pair over shared memory (v2.30.7 paths.cc:373-410): degraded, not failed
+            nvb = (ctx.nccl_view.get((p.a, p.b)) or {}).get("path_type") == "NVB"
+            worst = "fail" if (p.nvlinks or nvb) and ctx.nccl.ignore_disabled_p2p == 0 else "degraded"
             yield Finding(P2P_DISABLED.code, "error", (p.a, p.b),
                           f"driver P2P status between {pair_label(ctx, p)}: "
                           + ", ".join(f"{k} {v}" for k, v in sorted(bad.items())),

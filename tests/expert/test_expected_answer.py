@@ -77,7 +77,7 @@ MATRICES = ("gengwg-dgx1/nvidia-smi-topo-mp.txt", "gengwg-dgx-a100-ash6/nvidia-s
 @pytest.mark.parametrize("rel", MATRICES)
 def test_matrix_expected_decisions_follow_ncclS_levels(realworld, rel):
     """More than two GPUs: NCCL's default P2P level is PXB on any CPU, and its GDR level PXB (P2C); P2P goes over
-    NVLink or through one NVLinked GPU (NVB), GDR through an NVLinked GPU close to the NIC (PXN)."""
+    NVLink or through one NVLinked GPU (NVB), GDR through the NIC's local GPU over NVLink (PXN)."""
     doc, _ev = _doc(realworld / rel)
     _names, cls, nv = _classes(doc)
     gpus = [d["bdf"] for d in doc["devices"] if d["kind"] == "gpu"]
@@ -90,7 +90,13 @@ def test_matrix_expected_decisions_follow_ncclS_levels(realworld, rel):
             want = frozenset((a, b)) in nv or nvb or p["pcie_path"] in close
             assert (p["expected"]["nccl"]["p2p"] == "enabled") == want, (rel, p)
         elif p["kind"] == "gpu-nic":
-            pxn = any(frozenset((a, k)) in nv and cls.get((k, b)) in close for k in gpus if k != a)
+            # PXN relays only through the NIC's one local GPU (ncclTopoGetLocalGpu, v2.30.7 topo.cc:2110-2134):
+            # the first, in bus order, of the GPUs closest to the NIC
+            order = ("PIX", "PXB", "PHB", "NODE", "SYS")
+            rank = {k: order.index(cls[(k, b)]) for k in gpus if cls.get((k, b)) in order}
+            local = [k for k in gpus if rank and rank.get(k) == min(rank.values())]
+            relay = local[0] if local and cls[(local[0], b)] in close else None
+            pxn = relay not in (None, a) and frozenset((a, relay)) in nv
             want = p["pcie_path"] in close or pxn
             assert (p["expected"]["nccl"]["gdr"] == "enabled") == want, (rel, p)
 

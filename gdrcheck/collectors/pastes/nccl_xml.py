@@ -345,7 +345,8 @@ def _walk(ctx: _Ctx, system: ET.Element) -> None:
         cpus += 1
         _check_text(ctx, cpu)
         if ctx.first_cpu is None:
-            ctx.first_cpu = {"arch": cpu.get("arch"), "vendor": cpu.get("vendor"), "line": ctx.line(cpu)}
+            ctx.first_cpu = {"arch": cpu.get("arch"), "vendor": cpu.get("vendor"), "familyid": cpu.get("familyid"),
+                             "modelid": cpu.get("modelid"), "line": ctx.line(cpu)}
         numa = ctx.int_attr(cpu, "numaid")
         if numa is not None and numa < 0:
             numa = None

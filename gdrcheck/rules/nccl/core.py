@@ -4,7 +4,8 @@ Sources (``NVIDIA/nccl`` tags; line numbers at the tag named):
 * path type names: ``topoPathTypeStr`` v2.8.4 ``src/graph/topo.cc:24`` (LOC NVL NVB PIX PXB PHB SYS),
   v2.12.7 ``topo.cc:24`` (+PXN), v2.26.2 ``topo.cc:26`` (+C2C), v2.27.3 ``topo.cc:24`` (+P2C after PXN),
   v2.27.5 ``topo.cc:24`` (P2C before PXN), v2.30.7 ``topo.cc:34``.
-* peer-memory files: v2.21.5 ``src/transport/net_ib.cc:558-568``, v2.22.3 ``net_ib.cc:610-620``,
+* peer-memory files: v2.9.6 ``src/transport/net_ib.cc:223`` (``nv_mem`` only), v2.9.8 ``net_ib.cc:224-226``
+  (+ ``nvidia-peermem``), v2.21.5 ``src/transport/net_ib.cc:558-568``, v2.22.3 ``net_ib.cc:610-620``,
   v2.23.4 ``net_ib.cc:690-704``, v2.30.7 ``src/transport/net_ib/gdr.cc:14-29``.
 * Broadcom flattening: v2.30.7 ``src/graph/topo.cc:194-268``, taken step for step in ``bcm.py``.
 """
@@ -30,7 +31,8 @@ OLDEST: Version = (2, 8, 3)  # the first tag whose path types (v2.8.3 graph.h) g
 # files NCCL tests with access(F_OK) to decide that a peer-memory module is loaded
 # (docs/nccl.md, "GPU-NIC GPUDirect RDMA")
 PEERMEM_FILES = (
-    ((0, 0, 0), (2, 21, 99), ("/sys/kernel/mm/memory_peers/nv_mem/version",
+    ((0, 0, 0), (2, 9, 7), ("/sys/kernel/mm/memory_peers/nv_mem/version",)),  # v2.9.6 net_ib.cc:223
+    ((2, 9, 8), (2, 21, 99), ("/sys/kernel/mm/memory_peers/nv_mem/version",
                               "/sys/kernel/mm/memory_peers/nvidia-peermem/version")),
     ((2, 22, 0), (2, 22, 99), ("/sys/kernel/mm/memory_peers/nv_mem/version",
                                "/sys/kernel/mm/memory_peers/nv_mem_nc/version")),

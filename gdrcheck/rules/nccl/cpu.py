@@ -99,3 +99,60 @@ def root_complex_names(snap) -> Optional[Tuple[str, str]]:
     if len(got) != 1 or virtual_platform(snap.devices):
         return None
     return got.pop(), f"the root complex's name in the lspci tree ({shown})"
+
+
+# ncclTopoGetInterCpuBw, GB/s (v2.30.7 src/graph/topo.cc:60-83, topo.h:25-38; v2.26.2 topo.cc:70-92;
+# v2.18.6 topo.cc:62-80): LOC_BW (5000) where no branch matches
+LOC_BW = 5000.0
+AMD_BW_FROM = (2, 19, 0)  # v2.19.1 topo.h AMD_BW 16; v2.18.6 has no AMD branch (LOC_BW)
+SRP_ERP_FROM = (2, 26, 0)  # v2.26.2 topo.cc:80-85: Sapphire and Emerald Rapids
+
+
+def cpu_model(snap) -> Tuple[Optional[int], Optional[int]]:
+    """(cpuid family, model) of the first CPU: /proc/cpuinfo, else the NCCL XML's ``<cpu familyid modelid>``."""
+    fam, mod = snap.host.get("cpu_family"), snap.host.get("cpu_model")
+    if fam is not None and mod is not None and getattr(fam, "known", False) and getattr(mod, "known", False):
+        return fam.value, mod.value
+    x = snap.host.get("nccl_cpu")
+    if x is not None and isinstance(x.value, dict):
+        try:
+            return int(str(x.value.get("familyid")), 0), int(str(x.value.get("modelid")), 0)
+        except ValueError:
+            pass
+    return None, None
+
+
+def inter_cpu_bw(version, kind: Optional[str], family: Optional[int], model: Optional[int]) \
+        -> Tuple[Tuple[float, ...], str]:
+    """NCCL's CPU-to-CPU bandwidth: every value it may take (one where the input shows the model) and why.
+    Intel: Emerald Rapids (family 6, model >= 0xCF) 40, Sapphire Rapids (>= 0x8F) 22 (both from 2.26),
+    Skylake (>= 0x55) 10, older 6; AMD 16 from 2.19 (before: LOC_BW); Zhaoxin Yongfeng (7, 0x5B) 9, else 6;
+    ARM 6; POWER 32; other x86 vendors LOC_BW (topo.cc:745-756@v2.30.7 sets the model)."""
+    v = ".".join(map(str, version))
+    if kind == "intel":
+        if family is None or model is None:
+            bws = (6.0, 10.0, 22.0, 40.0) if version >= SRP_ERP_FROM else (6.0, 10.0)
+            return bws, f"NCCL {v} on Intel: {'/'.join(f'{b:g}' for b in bws)} GB/s by CPU model (not shown)"
+        if family == 6 and model >= 0xCF and version >= SRP_ERP_FROM:
+            return (40.0,), f"NCCL {v}: Intel Emerald Rapids (model 0x{model:x}), 40 GB/s"
+        if family == 6 and model >= 0x8F and version >= SRP_ERP_FROM:
+            return (22.0,), f"NCCL {v}: Intel Sapphire Rapids (model 0x{model:x}), 22 GB/s"
+        if family == 6 and model >= 0x55:
+            return (10.0,), f"NCCL {v}: Intel Skylake or newer (model 0x{model:x}), 10 GB/s"
+        return (6.0,), f"NCCL {v}: Intel Broadwell or older (family {family}, model 0x{model:x}), 6 GB/s"
+    if kind == "amd":
+        if version >= AMD_BW_FROM:
+            return (16.0,), f"NCCL {v}: AMD, 16 GB/s"
+        return (LOC_BW,), f"NCCL {v} has no AMD inter-CPU figure (LOC_BW)"
+    if kind == "zhaoxin":
+        if family is None or model is None:
+            return (6.0, 9.0), f"NCCL {v} on Zhaoxin: 6 or 9 GB/s (Yongfeng) by CPU model (not shown)"
+        return ((9.0,), f"NCCL {v}: Zhaoxin Yongfeng, 9 GB/s") if (family, model) == (7, 0x5B) else \
+            ((6.0,), f"NCCL {v}: Zhaoxin, 6 GB/s")
+    if kind == "arm":
+        return (6.0,), f"NCCL {v}: ARM, 6 GB/s"
+    if kind == "power":
+        return (32.0,), f"NCCL {v}: POWER, 32 GB/s"
+    if kind is None:
+        return (6.0, 9.0, 10.0, 16.0, 22.0, 32.0, 40.0, LOC_BW), "the CPU is not shown"
+    return (LOC_BW,), f"NCCL {v}: {kind} CPU, no inter-CPU figure (LOC_BW)"

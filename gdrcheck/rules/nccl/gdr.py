@@ -26,6 +26,7 @@ Sources (``NVIDIA/nccl``):
 
 from __future__ import annotations
 
+from gdrcheck.patterns import lazy_pattern
 from gdrcheck.rules.nccl.core import rank_in, version_str, within
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 READ_NEEDS_NVLINK_ALL_ARCH_UNTIL = (2, 19, 0)
 DMABUF_FROM = (2, 13, 4)
 PXN_FROM = (2, 12, 7)
-MLOPART_FROM = (2, 30, 0)
+MLOPART_FROM = (2, 30, 7)  # v2.30.7 paths.cc:466, 487; absent from v2.30.3 and v2.30.4 paths.cc
 
 
 def gdr_level(version: Version, st) -> Tuple[str, str]:
@@ -205,3 +206,23 @@ def dmabuf_flag(version: Version, st, dmabuf: Optional[dict], driver_version: Op
     gpu_side = "the driver's CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 1, read by gdrcheck snapshot" \
         if gpu_dmabuf else "the GPU's DMA-BUF attribute"
     return True, f"DMA-BUF (NCCL's ibv_reg_dmabuf_mr probe and {gpu_side})"
+
+
+_VGPU = lazy_pattern(r"\bGRID\b|\bvGPU\b|-\d+[ABCQ]\b")  # vGPU profile names: GRID A100-40C, NVIDIA H100XM-80C
+_NO_MODEL = lazy_pattern(r"^(NVIDIA )?(Graphics Device|Device [0-9a-fA-F]{4})$")
+
+
+def model_cannot_say(name: str) -> str:
+    """Why the model name cannot tell ``cudaDevAttrGPUDirectRDMASupported`` (a vGPU profile, whose answer the
+    host's vGPU configuration sets; a part the name does not identify), or ''."""
+    if _VGPU.search(name):
+        return f"{name} is a vGPU profile: its GPUDirect RDMA support is the vGPU configuration's, not the model's"
+    if _NO_MODEL.match(name.strip()):
+        return f"{name!r} does not name the part"
+    return ""
+
+
+def proc_model(snap, bdf: str) -> Optional[str]:
+    """The driver's own model name (``/proc/driver/nvidia/gpus/<bdf>/information``), where collected."""
+    f = snap.host.get("nvidia_gpu_models")
+    return f.value.get(bdf) if f is not None and isinstance(f.value, dict) else None

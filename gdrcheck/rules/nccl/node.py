@@ -12,8 +12,11 @@ from collections import abc
 from gdrcheck.device_models import gpu_model, grace_part
 from gdrcheck.record import field, record
 from gdrcheck.rules.nccl import bcm
+from gdrcheck.rules.nccl import cpu as cpu_rules
 from gdrcheck.rules.nccl import gdr as gdr_rules
+from gdrcheck.rules.nccl import ib as ib_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
+from gdrcheck.rules.nccl import pxn as pxn_rules
 from gdrcheck.rules.nccl.core import (
     NEWEST,
     nccl_type,
@@ -33,8 +36,6 @@ if TYPE_CHECKING:
     from gdrcheck.rules.nccl.core import Version
 
 SPEED_CODES = ((2.5, 15), (5.0, 30), (8.0, 60), (16.0, 120), (32.0, 240), (64.0, 480))  # topo.cc:545-556
-# CPU-to-CPU bandwidth in GB/s (v2.30.7 src/graph/topo.h:25-35, topo.cc:60-83)
-SYS_BW = {"intel": 10.0, "amd": 16.0, "arm": 6.0, "power": 32.0, "zhaoxin": 6.0, "other": 5000.0}
 NVLINK_BW = ((100, 40.1), (90, 20.6), (87, 20.0), (86, 12.0), (80, 20.0), (70, 20.0), (60, 18.0))  # topo.h:274-282
 NIC_RDMA_DRIVER = {"mlx5_core": "mlx5_ib", "bnxt_en": "bnxt_re", "ice": "irdma", "i40e": "irdma", "efa": "efa",
                    "ionic": "ionic"}
@@ -243,7 +244,7 @@ def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, st
     dg = _driver_gpu(snap, bdf)
     attrs, cuda_driver = cuda_attrs(snap)
     cuda = attrs.get(bdf)
-    name = (dg.name if dg is not None and dg.name else None) or d.name
+    name = (dg.name if dg is not None and dg.name else None) or gdr_rules.proc_model(snap, bdf) or d.name
     known = gpu_model(d)  # "Device 2335" (an lspci with an older pci.ids) is an H200 SXM by its id
     if known and not (dg is not None and dg.name):
         name = f"{name} [{known}]" if name else known
@@ -297,7 +298,7 @@ def _gdr_flag(name: Optional[str], cuda: Optional[dict], cuda_driver: Optional[i
     replay says what the live run says wherever the two agree."""
     read = cuda.get("gdr") if cuda and (cuda_driver is None or cuda_driver >= 11030) else None
     model: Optional[bool] = None
-    if name:
+    if name and not gdr_rules.model_cannot_say(name):
         model = not ("GeForce" in name or "TITAN" in name.upper())
     if read in (0, 1) and (model is None or (read == 1) != model):
         said = f"the driver's cudaDevAttrGPUDirectRDMASupported = {read}, read by gdrcheck snapshot"
@@ -308,7 +309,8 @@ def _gdr_flag(name: Optional[str], cuda: Optional[dict], cuda_driver: Optional[i
                        f"the model{settle})")
     if model:
         return True, f"the GPU supports GPUDirect RDMA ({name}; from the model{settle})"
-    return None, "the GPU's GPUDirect RDMA attribute (its model is not shown)"
+    why = gdr_rules.model_cannot_say(name) if name else "the GPU's GPUDirect RDMA attribute (its model is not shown)"
+    return None, why + "; the driver's cudaDevAttrGPUDirectRDMASupported decides (gdrcheck snapshot reads it)"
 
 
 def nic_info(snap, topo, bdf: str, rates: Mapping[str, Mapping[str, str]], topo_net: Mapping[str, str]) -> NicInfo:
@@ -331,22 +333,6 @@ def nic_info(snap, topo, bdf: str, rates: Mapping[str, Mapping[str, str]], topo_
             xml_gdr = topo_net[dev] not in ("0", "")
     rdma_driver = NIC_RDMA_DRIVER.get(d.driver or "")
     return NicInfo(bdf, tuple(d.rdma_devices), d.driver, rdma_driver, best, xml_gdr)
-
-
-def _hca_match(spec: str, names: Tuple[str, ...]) -> Optional[bool]:
-    """``NCCL_IB_HCA``: ``^`` excludes, ``=`` exact names, else prefixes; ``name:port`` (ports ignored here)."""
-    s = spec
-    exclude = s.startswith("^")
-    if exclude:
-        s = s[1:]
-    exact = s.startswith("=")
-    if exact:
-        s = s[1:]
-    items = [i.split(":")[0] for i in s.split(",") if i]
-    if not names:
-        return None
-    hit = any((n == i if exact else n.startswith(i)) for n in names for i in items)
-    return (not hit) if exclude else hit
 
 
 def net_selection(st: NcclSettings, plugins: Tuple[str, ...]) -> Tuple[Optional[str], str]:
@@ -384,11 +370,11 @@ def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Option
         return None, why, ["the net plugin's ptrSupport (NCCL_PTR_CUDA / NCCL_PTR_DMABUF)"]
     hca = st.env.get("NCCL_IB_HCA")
     if hca:
-        used = _hca_match(hca, nic.rdma)
+        used = ib_rules.hca_match(hca, nic.rdma, ib_rules.port_states(snap))
         if used is False:
             names = ", ".join(nic.rdma) or nic.bdf
             return False, f"NCCL_IB_HCA={hca} leaves {names} out: NCCL does not use this NIC", []
-    down = _ports_down(snap, nic.rdma)
+    down = ib_rules.ports_down(snap, nic.rdma)
     if down:
         return False, (f"no port of {down} is ACTIVE: NCCL's IB transport lists only ACTIVE ports "
                        "(v2.30.7 net_ib/init.cc:363), so it does not use this NIC"), []
@@ -421,16 +407,6 @@ def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Option
         return None, "peer-memory files not shown" + (f"; {dwhy}" if ok is None else ""), \
             ["peer-memory module files (/sys/module/nvidia_peermem, /sys/kernel/mm/memory_peers)"]
     return None, f"no peer-memory file of NCCL {version_str(node.version)}; {dwhy}", []
-
-
-def _ports_down(snap, rdma: Tuple[str, ...]) -> str:
-    """The NIC's RDMA ports and their states, when every port is shown and none is ACTIVE; else ''."""
-    f = snap.host.get("rdma_port_states")
-    states = f.value if f is not None and isinstance(f.value, dict) else {}
-    seen = [(dev, port, s) for dev in rdma for port, s in sorted((states.get(dev) or {}).items())]
-    if not rdma or not seen or any(dev not in states for dev in rdma) or any(s == "ACTIVE" for _d, _p, s in seen):
-        return ""
-    return ", ".join(f"{dev} port {port} ({s})" for dev, port, s in seen)
 
 
 # ---------------------------------------------------------------------------
@@ -575,6 +551,7 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     node.rdma = {b: rdma_capable(ctx, b) for b in nics}
     file_cls, file_flat = topo_file_classes(tree, topo, pairs, node.topo_files, version) if tree else ({}, frozenset())
     types = pair_types(topo, pairs, version, st, file_cls, file_flat)
+    _path_choice(node, topo, pairs, types)
     node.types = types
     node.file_classes = file_cls
     node.file_flat = file_flat
@@ -583,6 +560,22 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     if file_cls:
         _say_file_tree(node, tree["path"], types, file_cls, pairs)
     return node
+
+
+def _path_choice(node: NodeNccl, topo, pairs, types) -> None:
+    """NVB against a PCIe switch path up to 2.30.4 (:func:`pxn.nvb_or_pcie`)."""
+    for p in pairs:
+        t, cands, flat, via = types.get((p.a, p.b), (None,) * 4)
+        if t != "NVB" or node.version >= pxn_rules.BEST_TYPE_FROM:
+            continue
+        sm = node.gpus[p.a].sm
+        per = next((bw for s, bw in NVLINK_BW if sm is not None and sm >= s), None)
+        links = [_nvl(topo, p.a, via), _nvl(topo, via, p.b)]
+        nvb_bw = min(links) * per if per and all(links) else None
+        pcie = nccl_type(p.pcie_path, None, flat)
+        kept, why = pxn_rules.nvb_or_pcie(node.version, pcie, nvb_bw, _pcie_bw(topo, p.a, p.b, p.bridges))
+        if kept != "NVB":
+            types[(p.a, p.b)] = (kept, (pcie, "NVB") if kept is None else cands, flat, None)
 
 
 def _say_file_tree(node: NodeNccl, path: str, types, file_cls, pairs) -> None:
@@ -780,7 +773,8 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
     order = rank_in(v)
     single = len(node.gpus) == 1
     pxn_off = v < gdr_rules.PXN_FROM or st.param("NCCL_PXN_DISABLE", 0) == 1
-    pxn_type = "P2C" if v >= (2, 28, 0) and st.param("NCCL_PXN_C2C", 1) else "PXB"
+    # NCCL_PXN_C2C: default 0 in 2.27.x (v2.27.3 paths.cc:609), 1 from 2.28.3 (paths.cc:620)
+    pxn_type = "P2C" if v >= (2, 27, 0) and st.param("NCCL_PXN_C2C", int(v >= (2, 28, 0))) else "PXB"
     mine = [p for p in pairs if p.kind == "gpu-nic" and p.b in node.nics]  # the GPU-NIC pairs NCCL decides
     by_nic: Dict[str, List] = {}
     for p in mine:
@@ -793,63 +787,63 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
         if key not in asked:
             asked[key] = nic_flag(node, snap, node.nics[p.b], g)
         flags[(p.a, p.b)] = asked[key]
-    # the GPUs that could relay for each NIC (PXN): close enough to it, able to do GDR with it; whether the
-    # GPU that wants the NIC is NVLinked to one of them is asked per pair below
-    relays: Dict[str, List[Tuple[str, str, bool]]] = {}
-    for n, qs in by_nic.items():
-        for q in qs:
-            qt = gdr_rules.distance(v, st, types[(q.a, q.b)][0], node.gpus[q.a].c2c)[0]
-            if qt is None or order.get(qt, 99) > order.get(pxn_type, order["PXB"]):
-                continue
-            if node.gpus[q.a].gdr is False or flags[(q.a, q.b)][0] is False:
-                continue
-            # 2.30 asks ncclTopoCheckGdr(peer, read=1) too (paths.cc:825-830): its level and send side
-            usable = not (v >= (2, 30, 0) and (gdr_rules.read_side(v, st, node.gpus[q.a].sm, True, single)["gdr_read"]
-                                                == "disabled" or not within(qt, st.gdr_level, v)))
-            relays.setdefault(n, []).append((q.a, qt, usable))
+    # PXN: NCCL's one relay GPU per NIC (pxn.Relays.local_gpu, v2.30.7 paths.cc:812-843), if close enough to
+    # the NIC and able to do GDR with it; whether its path to the GPU that wants the NIC is NVLink after NCCL's
+    # P2P decision (paths.cc:761-773, 832) is asked per pair below
+    rl = pxn_rules.Relays(node, snap, topo, pairs, types)
+    relay: Dict[str, Tuple[str, str, bool]] = {}
+    for n in by_nic:
+        q = rl.local_gpu(n)
+        if q is None or (q, n) not in flags:
+            continue
+        qt = gdr_rules.distance(v, st, types[(q, n)][0], node.gpus[q].c2c)[0]
+        raw = "P2C" if qt == "C2C" and types[(q, n)][0] == "PHB" else qt  # NCCL compares the path's own type
+        if raw is None or order.get(raw, 99) > order.get(pxn_type, order["PXB"]):
+            continue
+        if node.gpus[q].gdr is False or flags[(q, n)][0] is False:
+            continue
+        # 2.30 asks ncclTopoCheckGdr(peer, read=1) too (paths.cc:825-830): its level and send side
+        usable = not (v >= (2, 30, 0) and (gdr_rules.read_side(v, st, node.gpus[q].sm, rl.nvlink_peer(q), single)
+                                           ["gdr_read"] == "disabled" or not within(qt, st.gdr_level, v)))
+        if usable:
+            relay[n] = (q, qt)
     nvpeers: Dict[str, Optional[bool]] = {}
     # gdr_rules.decide by what it reads (the NIC flag by identity: one object per answer in ``asked``); the
     # pairs of a large node ask it a few distinct questions thousands of times
     decided: Dict[tuple, Dict[str, object]] = {}
     read_sides: Dict[tuple, Dict[str, object]] = {}  # gdr_rules.read_side by (sm, NVLink peer)
     distances: Dict[tuple, Optional[str]] = {}  # gdr_rules.distance's type by (path type, C2C)
-    shows = topo.snap.shows_nvlink
     for p in mine:
         g = node.gpus[p.a]
         t, cands, _flat, _ = types[(p.a, p.b)]
-        if (t, g.c2c) in distances:
-            d_own = distances[(t, g.c2c)]
+        c2c = g.c2c and rl.p2c_local(p.a, p.b)  # from 2.29.2 P2C only for the GPU's local NICs
+        if (t, c2c) in distances:
+            d_own = distances[(t, c2c)]
         else:
-            d_own = distances[(t, g.c2c)] = gdr_rules.distance(v, st, t, g.c2c)[0]
+            d_own = distances[(t, c2c)] = gdr_rules.distance(v, st, t, c2c)[0]
         pxn = None
         maybe_pxn = None  # a relay NCCL would take if NVLink joins them, in an input that cannot show NVLink
-        if not pxn_off and (d_own is None or order.get(d_own, 99) > order["PXB"]):
-            best = None
-            for qa, qt, usable in relays.get(p.b, ()):
-                if qa == p.a:
-                    continue
-                if not (shows and _nvl(topo, p.a, qa)):
-                    if maybe_pxn is None and topo.nvlink_unseen(p.a, qa):
-                        maybe_pxn = qa
-                    continue
-                if usable and (best is None or order[qt] < order[best[1]]):
-                    best = (qa, qt)
-            pxn = best
+        r = relay.get(p.b)
+        if not pxn_off and r is not None and r[0] != p.a and (d_own is None or order.get(d_own, 99) > order["PXB"]):
+            linked = rl.nvlinked(p.a, r[0])
+            pxn = r if linked else None
+            maybe_pxn = r[0] if linked is None else None
         nic = flags[(p.a, p.b)]
-        said = (t, cands, id(nic), g.gdr, g.gdr_source, g.c2c, pxn, g.mlopart, g.mlopart_source)
+        said = (t, cands, id(nic), g.gdr, g.gdr_source, c2c, pxn, g.mlopart, g.mlopart_source)
         view = decided.get(said)
         if view is None:
             view = decided[said] = gdr_rules.decide(v, st, t=t, candidates=cands, nic_flag=nic,
-                                                    gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=g.c2c, pxn=pxn,
+                                                    gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=c2c, pxn=pxn,
                                                     mlopart=g.mlopart, mlopart_why=g.mlopart_source)
         view = dict(view)  # each pair's own: what follows adds to it
         if maybe_pxn and pxn is None and view["gdr"] == "disabled" and d_own is not None \
                 and not within(d_own, st.gdr_level, v):
             view["gdr"] = "unknown"
-            view["reason"] = (f"{view.get('reason', '')}; but if NVLink joins this GPU and {maybe_pxn} (the input "
-                              "cannot show it), NCCL reaches the NIC through that GPU (PXN, paths.cc:812-843)")
+            view["reason"] = (f"{view.get('reason', '')}; but if NCCL keeps an NVLink path between this GPU and "
+                              f"{maybe_pxn}, the NIC's local GPU (the input cannot show it), NCCL reaches the NIC "
+                              "through that GPU (PXN, paths.cc:812-843)")
             view["depends_on"] = list(view.get("depends_on", ())) + [
-                f"whether NVLink joins {p.a} and {maybe_pxn} (nvidia-smi topo -m, NVML)"]
+                f"whether NVLink joins {p.a} and {maybe_pxn} and NCCL keeps P2P on it (nvidia-smi topo -m, NVML)"]
         dd = data_direct(node, snap, node.nics[p.b]) if node.data_direct else ""
         mlo_block = g.mlopart and v >= gdr_rules.MLOPART_FROM and not st.param("NCCL_NET_GDR_MLOPART", 0)
         if dd and flags[(p.a, p.b)][0] is not False and g.gdr is not False and not mlo_block:
@@ -862,7 +856,7 @@ def _decide_gdr(node: NodeNccl, snap, topo, pairs, types) -> None:
                 f"{(node.nics[p.b].rdma or ('<dev>',))[0]}'; then NCCL_TOPO_DUMP_FILE shows the _dma device's "
                 "PCI path; NCCL_IB_DATA_DIRECT=0 turns it off)"]
         if p.a not in nvpeers:
-            nvpeers[p.a] = any(_nvl(topo, p.a, o) for o in node.gpus if o != p.a) if topo.snap.shows_nvlink else None
+            nvpeers[p.a] = rl.nvlink_peer(p.a)  # NVLink after NCCL's P2P decision (paths.cc:497-503, 761-773)
         nvpeer = nvpeers[p.a]
         if view["gdr"] == "enabled":
             side = read_sides.get((g.sm, nvpeer))
@@ -880,14 +874,8 @@ def _decide_p2p(node: NodeNccl, snap, topo, pairs, types) -> None:
         if p.kind != "gpu-gpu":
             continue
         t, cands, _flat, via = types[(p.a, p.b)]
-        hops = [(p.a, via), (via, p.b)] if via else [(p.a, p.b)]
-        nvml = []
-        for x, y in hops:
-            r = snap.p2p_status.get((x, y, "read")) or snap.p2p_status.get((y, x, "read"))
-            w = snap.p2p_status.get((x, y, "write")) or snap.p2p_status.get((y, x, "write"))
-            nvml.append((f"{x}-{y}", r, w))
         faster, detail = _net_faster(node, topo, p, t, nets)
-        facts = p2p_rules.PairFacts(t, cands, via, tuple(nvml), faster, detail)
+        facts = p2p_rules.PairFacts(t, cands, via, pxn_rules.nvml_hops(snap, p.a, p.b, via), faster, detail)
         view = p2p_rules.decide(v, st, default, facts)
         if t is None and getattr(p, "nvlink_unknown", "") and view["p2p"] == "unknown":
             view["reason"] = f"{p.nvlink_unknown}; NCCL decides P2P over NVLink or over PCIe ({', '.join(cands)})"
@@ -943,8 +931,11 @@ def _net_faster(node: NodeNccl, topo, p, t: Optional[str],
         speed = (p.nvlinks or 1) * per if per else None
     else:
         speed = _pcie_bw(topo, p.a, p.b, p.bridges)
-        if speed is not None and t == "SYS":
-            speed = min(speed, SYS_BW.get(node.cpu or "other", 5000.0))
+        if speed is not None and t == "SYS":  # the CPU link caps it (cpu.inter_cpu_bw: per CPU model and version)
+            bws, why = cpu_rules.inter_cpu_bw(node.version, cpu_kind(node.cpu), *cpu_rules.cpu_model(topo.snap))
+            if len({min(best_net(p.a)[0], best_net(p.b)[0]) > min(speed, b) for b in bws}) > 1:
+                return None, f"NCCL's CPU-to-CPU bandwidth decides: {why}"
+            speed = min(speed, bws[0])
     n1, u1 = best_net(p.a)
     n2, u2 = best_net(p.b)
     if speed is not None and n1 > speed and n2 > speed:

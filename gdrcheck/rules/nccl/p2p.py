@@ -13,7 +13,8 @@ Sources (``NVIDIA/nccl``):
   check); v2.12.7-v2.18.6 ``paths.cc:314-330`` (a bad status on PCIe only logs when the setting is 0, and
   the transport's ``cudaDeviceCanAccessPeer`` decides); no NVML check before v2.12.7.
 * the network preferred over P2P: ``ncclTopoCheckNet`` v2.30.7 ``paths.cc:599-631`` (since v2.18.1
-  ``paths.cc:415``; first in v2.14.3 ``paths.cc:402-434``), called by the P2P transport (``p2p.cc:130-210``).
+  ``paths.cc:415``; first in v2.14.3 ``paths.cc:402-434``), called by the P2P transport (``p2p.cc:130-210``)
+  after an NVB path has returned (``p2p.cc:138-141``): NVB pairs never take the network.
 """
 
 from __future__ import annotations
@@ -178,7 +179,8 @@ def _after_level(version: Version, st, f: PairFacts, t: str, reason: str, depend
                     "depends_on": ["cudaDeviceCanAccessPeer between the two GPUs"]}
     else:
         reason += "; NVML check skipped (NCCL_IGNORE_DISABLED_P2P=2)"
-    if version >= CHECK_NET_FROM and st.param("NCCL_NET_DISABLE_INTRA", 0) != 1:
+    # an NVB path returns before ncclTopoCheckNet (p2p.cc:138-141@v2.30.7, p2p.cc:116-119@v2.18.6)
+    if version >= CHECK_NET_FROM and st.param("NCCL_NET_DISABLE_INTRA", 0) != 1 and t != "NVB":
         if f.net_faster:
             return {"p2p": "disabled", "reason": f"{reason}, but the network is faster ({f.net_detail}): "
                                                 "ncclTopoCheckNet makes NCCL use the NIC, not P2P "

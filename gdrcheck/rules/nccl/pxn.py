@@ -1,0 +1,199 @@
+"""PXN's one relay GPU and what NCCL's P2P decision leaves of the NVLink paths.
+
+Sources (``NVIDIA/nccl``; line numbers at the tag named):
+* the relay: ``ncclTopoComputePaths`` v2.30.7 ``src/graph/paths.cc:812-843``: for NIC ``n`` and GPU ``g`` the
+  only candidate is ``ncclTopoGetLocalGpu(n)`` (v2.30.7 ``src/graph/topo.cc:2110-2134``; v2.18.6
+  ``topo.cc:719-733``), used when it is not ``g``, reaches the NIC at PXB (P2C with ``NCCL_PXN_C2C``) or closer
+  and its path to ``g`` is NVLink (``paths[GPU][g].type <= PATH_NVL``, ``paths.cc:832``).
+* that path is NVLink only if P2P stays: ``paths.cc:761-773`` reroutes every GPU pair whose
+  ``ncclTopoCheckP2p`` is 0 (``NCCL_P2P_DISABLE=1``, ``NCCL_P2P_LEVEL=LOC``, NVML refusing P2P) through the CPU
+  before the PXN loop; the read side's NVLink peer (``paths.cc:501``) reads the same rewritten paths.
+* ``ncclTopoGetLocalGpu``: the first of the NIC's local GPUs (``ncclTopoGetLocal``, best bandwidth then best
+  type, ``topo.cc:1943-1971``; from v2.19.1 ``topo.cc:753-775``; before, every GPU) whose
+  ``ncclTopoGetLocalNet`` names the NIC on the lowest channel: ``net = dev`` (``% localGpuCount`` from v2.30.7
+  ``topo.cc:2070``; not in v2.30.4), bits mirrored when the GPU's local NIC count is a power of two,
+  ``+ channel % DIVUP(localNets, localGpus)`` (v2.18.6 ``topo.cc:701-717``).
+
+gdrcheck orders GPUs and NICs by PCI bus id (NCCL's CUDA device numbers and node order on a node whose
+devices are enumerated in that order) and compares path types only (equal bandwidth; NCCL takes the higher
+bandwidth first).
+"""
+
+from __future__ import annotations
+
+from gdrcheck.rules.nccl import gdr as gdr_rules
+from gdrcheck.rules.nccl import p2p as p2p_rules
+from gdrcheck.rules.nccl.core import rank_in
+from gdrcheck.rules.nccl.cpu import cpu_kind
+
+TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
+
+LOCAL_GPUS_OF_NIC_FROM = (2, 19, 0)  # v2.19.1 topo.cc:753-775: the NIC's local GPUs only
+DEV_MOD_FROM = (2, 30, 7)  # v2.30.7 topo.cc:2070: dev % localGpuCount
+MAXCHANNELS = 64
+P2C_LOCAL_FROM = (2, 29, 2)  # v2.30.7 src/include/device.h:91
+
+
+def nvml_hops(snap, a: str, b: str, via: Optional[str]) -> Tuple[Tuple[str, Optional[str], Optional[str]], ...]:
+    """NVML's P2P read and write status per hop of the pair (through ``via`` for an NVB path)."""
+    hops = [(a, via), (via, b)] if via else [(a, b)]
+    out = []
+    for x, y in hops:
+        r = snap.p2p_status.get((x, y, "read")) or snap.p2p_status.get((y, x, "read"))
+        w = snap.p2p_status.get((x, y, "write")) or snap.p2p_status.get((y, x, "write"))
+        out.append((f"{x}-{y}", r, w))
+    return tuple(out)
+
+
+def _mirror(val: int, pow2: int) -> int:
+    """``mirrorBits`` (v2.30.7 ``src/graph/topo.h:288-294``)."""
+    m, b, mb = 0, 1, pow2 >> 1
+    while b < pow2:
+        if val & b:
+            m |= mb
+        b, mb = b << 1, mb >> 1
+    return m
+
+
+class Relays:
+    """NCCL's GPU-NIC relay choice and kept NVLink paths for one node at one version."""
+
+    def __init__(self, node, snap, topo, pairs, types) -> None:
+        self.node, self.snap, self.topo, self.types = node, snap, topo, types
+        v = node.version
+        self.order = rank_in(v)
+        self.gpus = sorted(node.gpus)
+        self.nics = sorted(n for n in node.nics if node.rdma.get(n) is not False)
+        self.gg = {frozenset((p.a, p.b)): p for p in pairs if p.kind == "gpu-gpu"}
+        self.default = p2p_rules.default_p2p_level(v, cpu_kind(node.cpu), len(node.gpus))
+        self._kept: Dict[frozenset, str] = {}
+        self._local: Dict[str, Optional[str]] = {}
+        self._memo: Dict[tuple, Optional[List[str]]] = {}
+        self._index = {g: i for i, g in enumerate(self.gpus)}
+
+    # -- the path types NCCL compares
+    def gn_type(self, g: str, n: str) -> Optional[str]:
+        t = (self.types.get((g, n)) or (None,))[0]
+        d = gdr_rules.distance(self.node.version, self.node.st, t, self.node.gpus[g].c2c)[0]
+        return "P2C" if d == "C2C" and t == "PHB" else d
+
+    def _best(self, items: List[Tuple[str, Optional[str]]]) -> Optional[List[str]]:
+        if not items or any(t is None or t not in self.order for _, t in items):
+            return None
+        low = min(self.order[t] for _, t in items)
+        return [x for x, t in items if self.order[t] == low]
+
+    def local_nets(self, g: str) -> Optional[List[str]]:
+        key = ("nets", g)
+        if key not in self._memo:
+            self._memo[key] = self._best([(n, self.gn_type(g, n)) for n in self.nics])
+        return self._memo[key]
+
+    def local_gpus(self, n: str) -> Optional[List[str]]:
+        key = ("gpus", n)
+        if key not in self._memo:
+            self._memo[key] = self._best([(g, self.gn_type(g, n)) for g in self.gpus])
+        return self._memo[key]
+
+    def local_net(self, g: str, c: int) -> Optional[str]:
+        """``ncclTopoGetLocalNet`` (v2.30.7 ``topo.cc:2039-2074``, default ``NCCL_NETDEVS_POLICY``)."""
+        nets = self.local_nets(g)
+        if not nets:
+            return None
+        lg = self.local_gpus(nets[0])
+        if not lg:
+            return None
+        dev = self._index[g]
+        net = dev % len(lg) if self.node.version >= DEV_MOD_FROM else dev
+        if len(nets) & (len(nets) - 1) == 0:
+            net = _mirror(net, len(nets))
+        net += c % (-(-len(nets) // len(lg)))
+        return nets[net % len(nets)]
+
+    def local_gpu(self, n: str) -> Optional[str]:
+        """``ncclTopoGetLocalGpu``: the one GPU that relays for NIC ``n``; None where NCCL finds none or the
+        input does not show the paths it compares."""
+        if n in self._local:
+            return self._local[n]
+        cands = self.local_gpus(n) if self.node.version >= LOCAL_GPUS_OF_NIC_FROM else self.gpus
+        got = None
+        if cands and all(self.local_nets(g) is not None for g in cands):
+            got = next((g for c in range(MAXCHANNELS) for g in cands if self.local_net(g, c) == n), None)
+        self._local[n] = got
+        return got
+
+    def p2c_local(self, g: str, n: str) -> bool:
+        """From 2.29.2 a NIC on the GPU's own Grace CPU is P2C only when it is one of the GPU's local NICs
+        (``ncclTopoGetLocal`` on the path types before the P2C update, v2.29.2 ``paths.cc:703-720``); before,
+        every such NIC (v2.28.9 ``paths.cc:699-712``). True where the input does not show the types."""
+        if self.node.version < P2C_LOCAL_FROM:
+            return True
+        raw = [(m, (self.types.get((g, m)) or (None,))[0]) for m in self.nics]
+        best = self._best(raw)
+        return best is None or n in best
+
+    # -- NCCL's P2P decision in ncclTopoComputePaths (level and NVML; the transport's checks come later)
+    def kept(self, a: str, b: str) -> str:
+        """``enabled`` when ``ncclTopoCheckP2p`` keeps the pair's path, ``disabled`` when NCCL reroutes it
+        through the CPU (``paths.cc:761-773``), ``unknown``."""
+        key = frozenset((a, b))
+        got = self._kept.get(key)
+        if got is None:
+            p = self.gg.get(key)
+            if p is None:
+                got = "unknown"
+            else:
+                t, cands, _flat, via = self.types[(p.a, p.b)]
+                hops = nvml_hops(self.snap, p.a, p.b, via)
+                if t in ("NVL", "NVB") and not self.node.st.ignore_disabled_p2p:
+                    # a refusing NVML status on an NVLink path aborts NCCL's init (paths.cc:394-399): in a job
+                    # that runs, a status the input does not show was OK
+                    hops = tuple((h, r or "OK", w or "OK") for h, r, w in hops)
+                facts = p2p_rules.PairFacts(t, cands, via, hops, False, "")
+                got = p2p_rules.decide(self.node.version, self.node.st, self.default, facts)["p2p"]
+            self._kept[key] = got
+        return got
+
+    def nvlinked(self, a: str, b: str) -> Optional[bool]:
+        """The pair's path is NVLink after NCCL's P2P decision (``<= PATH_NVL``); None: not known."""
+        if not self.topo.snap.shows_nvlink:
+            return None if self.topo.nvlink_unseen(a, b) else False
+        if not self.topo.nvlink_count(a, b):
+            return False
+        k = self.kept(a, b)
+        return True if k == "enabled" else False if k == "disabled" else None
+
+    def nvlink_peer(self, g: str) -> Optional[bool]:
+        """The read side's NVLink peer (``paths.cc:497-503``): another GPU whose path is still NVLink."""
+        if not self.topo.snap.shows_nvlink:
+            return None
+        seen = [self.nvlinked(g, o) for o in self.gpus if o != g]
+        if any(seen):
+            return True
+        return None if any(s is None for s in seen) else False
+
+
+BEST_TYPE_FROM = (2, 30, 7)  # v2.30.7 paths.cc:96-99: the best type wins; before, fewest hops then bandwidth
+
+
+def nvb_or_pcie(version, t_pcie: Optional[str], nvb_bw: Optional[float], pcie_bw: Optional[float]) \
+        -> Tuple[Optional[str], str]:
+    """Which path NCCL keeps between two GPUs that an NVB path (through a third GPU) and a PCIe path join.
+
+    v2.30.7 ``paths.cc:96-99`` keeps the better type (NVB). Up to v2.30.4 (``paths.cc:80``, and v2.28.9
+    ``paths.cc:73``) a path replaces the one found first only with no more hops and strictly more bandwidth:
+    under one PCIe switch (PIX) both paths have the same hop count (GPU, switch, GPU against GPU, GPU, GPU;
+    with 2.30's DEV nodes one more on each side of both), so the wider one wins; a PCIe path through more
+    switches or a CPU is longer and NVB stays. Returns (the type kept, why) or (None, why) where a bandwidth is
+    not shown."""
+    if version >= BEST_TYPE_FROM or t_pcie != "PIX":
+        return "NVB", ""
+    if nvb_bw is None or pcie_bw is None:
+        return None, ("NCCL up to 2.30.4 keeps the wider of the NVB path and the PCIe switch path (same hop "
+                      "count, paths.cc:80@v2.30.4); a bandwidth is not shown")
+    if pcie_bw > nvb_bw:
+        return "PIX", (f"the PCIe switch path ({pcie_bw:g} GB/s) is wider than the NVB path ({nvb_bw:g} GB/s) "
+                       "and as short: NCCL up to 2.30.4 keeps it (paths.cc:80@v2.30.4)")
+    return "NVB", ""
