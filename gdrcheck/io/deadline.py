@@ -112,10 +112,16 @@ _spoken: List[int] = []  # the status the watchdog ended the run with, once it h
 _standing = [True]  # False once the run is ending on its own: the watchdog's signal then raises nothing
 
 
+_armed: List["Watchdog"] = []  # the run's watchdogs: stand_down disarms each, whatever path the run ended by
+
+
 def stand_down() -> Optional[int]:
-    """The run is ending: no TimedOut from here on. The watchdog's status if it has spoken (it wins: its
-    words are out), else None."""
+    """The run is ending: no TimedOut from here on, and no watchdog left to fire later (a run ended by an
+    error never reached its own disarm; in a process that goes on, as under a test runner, it would end that
+    process). The watchdog's status if it has spoken (it wins: its words are out), else None."""
     _standing[0] = False
+    while _armed:
+        _armed.pop().disarm()
     return _spoken[0] if _spoken else None
 
 
@@ -150,6 +156,7 @@ class Watchdog:
         self._last_words = last_words
         self._timer = threading.Timer(delay, self._fire)
         self._timer.daemon = True
+        _armed.append(self)
         self._timer.start()
 
     def _catch_stop(self, threading) -> Optional[int]:

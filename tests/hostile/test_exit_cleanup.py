@@ -233,3 +233,24 @@ def test_no_space_left_while_unpacking_says_so(tmp_path, monkeypatch):
     msg = str(e.value)
     assert "No space left on device" in msg and "damaged" not in msg and str(tmp_path) in msg
     assert os.listdir(tmp_path) == []
+
+
+def test_a_run_ended_by_bad_input_leaves_no_watchdog_behind(tmp_path, capsys):
+    """--from has a deadline, so its run arms a watchdog; a run ended by an error never reaches its own disarm.
+    In a process that goes on (a test runner, anything that calls gdrcheck in-process) the watchdog would fire
+    22 s later and end that process with status 3: the end of every run disarms it."""
+    import threading
+
+    from gdrcheck.cli.entry import run_command_line
+    from gdrcheck.io import deadline
+
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not an input gdrcheck reads\n")
+    with pytest.raises(SystemExit) as e:
+        run_command_line(["pairs", "--from", str(bad)])
+    assert e.value.code == 2 and "gdrcheck: error:" in capsys.readouterr().err
+    assert not deadline._armed
+    timers = [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
+    for t in timers:
+        t.join(1)
+    assert not [t for t in timers if t.is_alive()]
