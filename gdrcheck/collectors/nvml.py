@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 
 from gdrcheck.collectors.clip import clip_name
+from gdrcheck.collectors.nvml_errors import error_doc
 from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, NvLink, bdf_key, frozen_map, norm_bdf
 from gdrcheck.record import field, record
@@ -36,12 +37,6 @@ NVLINK_GPU, NVLINK_IBMNPU, NVLINK_SWITCH = 0, 1, 2
 MAX_LINKS = 36
 _NO_LINK = ("NotSupported", "InvalidArgument")
 
-_CODE_NAMES = {
-    1: "Uninitialized", 2: "InvalidArgument", 3: "NotSupported", 4: "NoPermission", 6: "NotFound",
-    8: "InsufficientPower", 9: "DriverNotLoaded", 10: "Timeout", 11: "IrqIssue", 12: "LibraryNotFound",
-    13: "FunctionNotFound", 14: "CorruptedInforom", 15: "GpuIsLost", 16: "ResetRequired", 17: "OperatingSystem",
-    18: "LibRmVersionMismatch", 20: "Memory", 999: "Unknown",
-}
 
 # error name -> (status, what it means, what to do)
 _ERRORS: Dict[str, Tuple[str, str, str]] = {
@@ -96,23 +91,6 @@ class NvmlFacts:
 
 # ---------------------------------------------------------------------------
 # errors
-
-
-def error_doc(e: BaseException) -> Dict[str, Any]:
-    """A JSON-able description of an NVML (or any) exception."""
-    cls = type(e).__name__
-    code = getattr(e, "value", None)
-    if cls.startswith("NVMLError_"):
-        name = cls[len("NVMLError_"):]
-    elif isinstance(code, int) and code in _CODE_NAMES:
-        name = _CODE_NAMES[code]
-    else:
-        name = cls
-    try:
-        msg = str(e)
-    except Exception:  # noqa: BLE001 - NVMLError.__str__ calls into the library
-        msg = ""
-    return {"error": name, "code": code if isinstance(code, int) else None, "message": msg or name}
 
 
 def explain(err: Dict[str, Any]) -> Tuple[str, str, str]:

@@ -52,7 +52,7 @@ def ask_fabric(nv: Any, h: Any) -> Dict[str, Any]:
     call has crashed a process when handed its struct any other way."""
     import ctypes
 
-    from gdrcheck.collectors.nvml import error_doc
+    from gdrcheck.collectors.nvml_errors import error_doc
 
     st = getattr(nv, "c_nvmlGpuFabricInfo_t", None)
     fn = getattr(nv, "nvmlDeviceGetGpuFabricInfo", None)
@@ -70,7 +70,7 @@ def ask_fabric(nv: Any, h: Any) -> Dict[str, Any]:
 
 def ask_fields(nv: Any, h: Any, links: List[int]) -> Dict[str, Any]:
     """Field values: ``{"<field>" or "<field>:<link>": {"ret": n, "value": v}}`` or ``{"error": ...}``."""
-    from gdrcheck.collectors.nvml import error_doc
+    from gdrcheck.collectors.nvml_errors import error_doc
 
     ids = [(FI_LINK_COUNT, 0), (FI_SWITCH_LINKS, 0), (FI_SPEED_COMMON, 0)]
     ids += [(FI_GET_SPEED, i) for i in links]

@@ -16,6 +16,7 @@ import re
 
 from gdrcheck.record import replace
 from gdrcheck.rules.base import Finding, Rule
+from gdrcheck.rules.nccl.job_log import hca_evidence, job_log  # noqa: F401 - hca_evidence: this module's API too
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
 if TYPE_CHECKING:
@@ -89,11 +90,6 @@ UNMODELLED = ("NCCL_TOPO_FILE", "NCCL_NET_DISABLE_INTRA", "NCCL_CUMEM_ENABLE", "
               "NCCL_IB_HCA", "NCCL_NET", "NCCL_NET_PLUGIN", "NCCL_IB_DISABLE", "NCCL_SHM_DISABLE")
 
 
-def job_log(snap) -> Optional[Dict[str, Any]]:
-    f = snap.host.get("nccl_log")
-    return f.value if f is not None and isinstance(f.value, dict) else None
-
-
 def job_options(snap, options, version: Optional[str] = None) -> Tuple[Any, Optional[str], str]:
     """The options with the job's settings (every NCCL_* the log reports as set, under the options' own
     ``--env``), the job's NCCL version to judge with (None: the log names none) and why."""
@@ -116,22 +112,6 @@ def job_options(snap, options, version: Optional[str] = None) -> Tuple[Any, Opti
     if options.nccl_version and options.nccl_version != log.version:
         why += f" (instead of --nccl-version {options.nccl_version}: the log says what the job ran)"
     return options, log.version, why
-
-
-def hca_evidence(snap) -> Dict[str, str]:
-    """RDMA device -> "1"/"0": NCCL's ``GPU Direct RDMA Enabled|Disabled for HCA n 'name'`` lines of this node's
-    host (v2.28.9 ``graph/topo.cc:1357``, the NIC's ``net.gdr``, which NCCL sets from the plugin's ptrSupport:
-    peer memory or DMA-BUF as NCCL found them in the job's environment)."""
-    job = job_log(snap)
-    if job is None:
-        return {}
-    from gdrcheck.collectors.pastes.nccl_log import nic_device
-
-    out: Dict[str, str] = {}
-    for h in job["log"].hca_gdr:
-        if h.host in (job["host"], None) and h.net != "Socket":
-            out.setdefault(nic_device(h.name)[0], "1" if h.enabled else "0")
-    return out
 
 
 # ---------------------------------------------------------------------------

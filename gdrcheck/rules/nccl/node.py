@@ -531,7 +531,7 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
                       getattr(options, "job_gpus", None))
     tree: dict = {}
     topo_gpu, topo_net, topo_applied = topo_file_attrs(snap, st, tree)
-    from gdrcheck.rules.nccl_log import hca_evidence
+    from gdrcheck.rules.nccl.job_log import hca_evidence
 
     for name, gdr in hca_evidence(snap).items():  # a job's NCCL log: each HCA's flag as NCCL set it
         topo_net.setdefault(name, gdr)
