@@ -5,7 +5,7 @@ from __future__ import annotations
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
 from gdrcheck.model import bdf_key
 from gdrcheck.rules.engine import Evaluation, other_versions
-from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, node_status
+from gdrcheck.status import SEVERITY_RANK, node_status
 from gdrcheck.units import natural_key
 
 TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
@@ -211,8 +211,8 @@ def timed_out(evaluation: Evaluation) -> bool:
 
 def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
     """One line, code first, at most 80 bytes: what an NHC drain reason or an NPD condition shows."""
-    code, _missing = exit_status(evaluation, fail_on)
-    if code == 0:
+    word = node_status_word(evaluation, fail_on)
+    if word == "pass":
         counts: Dict[str, int] = {}
         for v in evaluation.verdicts.values():
             counts[v] = counts.get(v, 0) + 1
@@ -225,7 +225,7 @@ def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
         # pairs can fail below --fail-on (a NIC that is not an RDMA device): the count says so
         parts = [f"{counts[v]} {v}" for v in ("ok", "degraded", "fail", "unknown") if counts.get(v)]
         return _fit("OK " + what + (", ".join(parts) if parts else "no pairs"))
-    if code == 1:
+    if word == "fail":
         threshold = SEVERITY_RANK[fail_on]
         hits = [f for f in evaluation.findings if SEVERITY_RANK[f.severity] >= threshold]
         hits.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.code))
@@ -276,14 +276,14 @@ def node_status_word(evaluation: Evaluation, fail_on: str = "error") -> str:
                        facts_missing=missing)
 
 
-def exit_status(evaluation: Evaluation, fail_on: str = "error") -> Tuple[int, List[str]]:
-    """The contract's exit status, and for status 3 the facts that were missing."""
+def status_and_missing(evaluation: Evaluation, fail_on: str = "error") -> Tuple[str, List[str]]:
+    """The node's status word, and when it is unknown the facts that were missing."""
     word = node_status_word(evaluation, fail_on)
     if word != "unknown":
-        return EXIT_OF_STATUS[word], []
+        return word, []
     if timed_out(evaluation):
         f = evaluation.snap.host["run_deadline"]
-        return 3, [f"GDR122: the --timeout ran out before {', '.join(map(str, f.value.get('missed', ())))} "
-                   "answered"]
+        return word, [f"GDR122: the --timeout ran out before {', '.join(map(str, f.value.get('missed', ())))} "
+                      "answered"]
     missing = sorted({f"{f.code}: {f.settle or f.message}" for f in evaluation.findings if f.effect == "unknown"})
-    return 3, missing
+    return word, missing

@@ -123,7 +123,7 @@ class Watchdog:
     """Ends the run ``grace`` seconds after the deadline if it is still going.
 
     ``last_words`` is called once (from the watchdog thread) to say what can be said; it returns the exit
-    status (None: 3). Then the main thread is stopped (:class:`TimedOut`, by a signal, so a blocking call
+    status (None: unknown's). Then the main thread is stopped (:class:`TimedOut`, by a signal, so a blocking call
     is interrupted too) and ends the run itself, removing its temporary directories once it has stopped
     writing into them. A main thread that has not ended ``stop_grace`` seconds later is stuck outside
     Python: the watchdog removes what is left and ends the process.
@@ -179,13 +179,15 @@ class Watchdog:
                 return
             self._done = True
             writing = self._writing
-        status = 3
+        from gdrcheck.status import exit_status
+
+        status = exit_status("unknown")
         try:
             if writing:  # part of the answer is out: one line on stderr, nothing more on stdout
                 os.write(2, f"gdrcheck: the output was not written within {self.seconds:g} s\n".encode())
             else:
                 said = self._last_words()
-                status = 3 if said is None else said
+                status = exit_status("unknown") if said is None else said
                 sys.stdout.flush()
                 sys.stderr.flush()
         finally:
