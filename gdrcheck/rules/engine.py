@@ -96,17 +96,6 @@ def build_pairs(topo: Topology) -> Tuple[PairInfo, ...]:
     return tuple(out)
 
 
-def nccl_env(snap: Snapshot, options: Options) -> Dict[str, str]:
-    """NCCL settings in force: the node's (environment, /etc/nccl.conf) then the options'."""
-    env: Dict[str, str] = {}
-    fact = snap.host.get("nccl_env")
-    if fact is not None and isinstance(fact.value, dict):
-        for k, v in fact.value.items():
-            env[k] = str(v["value"]) if isinstance(v, dict) and "value" in v else str(v)
-    env.update(options.env)
-    return env
-
-
 def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
     from gdrcheck.rules import registry
 
