@@ -13,7 +13,7 @@ from here, so the same node gets the same answer everywhere:
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Iterable, Optional
 

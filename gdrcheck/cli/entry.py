@@ -7,7 +7,7 @@ import sys
 
 from gdrcheck.status import exit_status
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 
@@ -151,12 +151,12 @@ def _terminate(signum, frame) -> None:
 def _end_on_sigterm() -> None:
     """SIGTERM ends the run as Ctrl-C does: what it unpacked or copied is removed, a probe's worker is
     killed, one line says so, and the status is the shell's for that signal. A SIGTERM the caller set to be
-    ignored stays ignored. (``_signal``, the module behind ``signal``, spares that module's enum classes.)"""
-    import _signal
+    ignored stays ignored."""
+    import signal
 
     try:
-        if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:
-            _signal.signal(_signal.SIGTERM, _terminate)
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _terminate)
     except (ValueError, OSError):  # not the main thread, or no such signal here
         pass
 

@@ -8,7 +8,7 @@ from gdrcheck.errors import InputError
 from gdrcheck.status import exit_status
 from gdrcheck.units import parse_size
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional, Sequence
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from importlib import import_module
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional, Sequence, Tuple
 

@@ -20,7 +20,7 @@ from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, NvLink, bdf_key, frozen_map, norm_bdf
 from gdrcheck.record import field, record
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional, Tuple
 

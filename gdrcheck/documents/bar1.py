@@ -5,7 +5,7 @@ from __future__ import annotations
 from gdrcheck.documents.topology import collectors_doc, header_doc
 from gdrcheck.rules.bar1 import GpuBar1, gpu_views
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Iterable, List
 

@@ -8,7 +8,7 @@ from gdrcheck.rules.engine import Evaluation, other_versions
 from gdrcheck.status import SEVERITY_RANK, node_status
 from gdrcheck.units import natural_key
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Tuple
 

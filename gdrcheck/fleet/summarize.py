@@ -14,7 +14,7 @@ from gdrcheck.fleet.reader import Item
 from gdrcheck.status import SEVERITIES, SEVERITY_RANK, STATUSES, exit_status, node_status
 from gdrcheck.units import natural_key
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 

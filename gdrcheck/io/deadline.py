@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import threading
     from typing import Callable, List, Optional, TypeVar
@@ -155,7 +155,7 @@ class Watchdog:
     def _catch_stop(self, threading) -> Optional[int]:
         """The main thread's id once the signal that stops it raises TimedOut there; None where it cannot be
         (not called from the main thread)."""
-        import _signal
+        import signal
 
         if threading.current_thread() is not threading.main_thread():
             return None
@@ -168,7 +168,7 @@ class Watchdog:
                 raise_or_hold(TimedOut(_spoken[0]))
 
         try:
-            _signal.signal(getattr(_signal, self.SIGNAL), stop)
+            signal.signal(getattr(signal, self.SIGNAL), stop)
         except (ValueError, OSError, AttributeError):
             return None
         return threading.get_ident()
@@ -193,10 +193,10 @@ class Watchdog:
         finally:
             _spoken.append(status)
             if self._main is not None and _standing[0]:
-                import _signal
+                import signal
 
                 try:
-                    _signal.pthread_kill(self._main, getattr(_signal, self.SIGNAL))
+                    signal.pthread_kill(self._main, getattr(signal, self.SIGNAL))
                     time.sleep(self._stop_grace)
                 except (OSError, ValueError):
                     pass

@@ -16,7 +16,7 @@ from gdrcheck.model import PciFunction, Snapshot, bdf_key, bus_order
 from gdrcheck.pcie.acs import AcsState, parse_acs
 from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 

@@ -12,7 +12,7 @@ import time
 
 from gdrcheck.probe.cuda import CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, Cuda, CudaError, version_text
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional, Tuple
 

@@ -14,7 +14,7 @@ from ctypes import POINTER, byref, c_char, c_char_p, c_float, c_int, c_size_t, c
 from gdrcheck.cuda_attr import ATTR
 from gdrcheck.probe.libs import bind, load
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, Optional
 

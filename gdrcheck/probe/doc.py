@@ -5,7 +5,7 @@ from __future__ import annotations
 from gdrcheck.probe.plan import DEGRADED_BELOW, Plan
 from gdrcheck.status import SEVERITY_RANK
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from gdrcheck.status import STATUS_WORDS
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Tuple
 

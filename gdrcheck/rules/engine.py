@@ -13,7 +13,7 @@ from gdrcheck.rules import nccl
 from gdrcheck.rules.base import Context, Finding, Options, PairInfo, folded_suffix
 from gdrcheck.status import severity_for, worst_verdict
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 

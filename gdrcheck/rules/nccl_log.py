@@ -17,7 +17,7 @@ import re
 from gdrcheck.record import replace
 from gdrcheck.rules.base import Finding, Rule
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Iterable, List, Optional, Tuple
 
