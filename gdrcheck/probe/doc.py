@@ -1,4 +1,4 @@
-"""The ``probe`` document (schema: ``gdrcheck/schemas/probe.schema.json``) and its exit status."""
+"""The ``probe`` document (schema: ``gdrcheck/schemas/probe.schema.json``) and its status word."""
 
 from __future__ import annotations
 
