@@ -119,6 +119,9 @@ def main(argv: List[str]) -> int:
     print(f"arrows from a lower stage to a higher one: {len(upward)}")
     for m, d in upward:
         print(f"  {m} ({stage_of(m)}) -> {d} ({stage_of(d)})")
+    print("longest modules:")
+    for lines, m in sorted(((len(p.read_text().splitlines()), m) for m, p in files.items()), reverse=True)[:12]:
+        print(f"  {lines:4d}  {m}")
     print("longest functions:")
     for lines, fn in longest_functions(files):
         print(f"  {lines:4d}  {fn}")

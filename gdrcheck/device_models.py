@@ -12,7 +12,7 @@ import re
 from gdrcheck.model import PciFunction
 from gdrcheck.patterns import lazy_pattern
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Iterable, Optional, Tuple
 

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import field, record
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 

@@ -9,7 +9,7 @@ without root) is for the facts themselves to say; this table says only where a f
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, FrozenSet, Iterable, Tuple
 

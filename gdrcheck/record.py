@@ -12,12 +12,18 @@ through a generic one): a run pays only for what it uses.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Tuple
 
 
 __all__ = ["record", "field", "replace", "fields_of", "FrozenInstanceError"]
+
+if TYPE_CHECKING:  # type checkers read @record as a dataclass; at run time the decorator is left as it is
+    from typing_extensions import dataclass_transform
+else:
+    def dataclass_transform(**_kw):
+        return lambda f: f
 
 
 class FrozenInstanceError(AttributeError):
@@ -148,6 +154,7 @@ def _stub(cls, name: str):
     return first_use
 
 
+@dataclass_transform(field_specifiers=(field,))
 def record(cls=None, *, frozen: bool = False):
     """Make ``cls`` a record: ``@record`` (mutable, unhashable) or ``@record(frozen=True)``."""
     def wrap(c):

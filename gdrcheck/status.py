@@ -7,12 +7,13 @@ from here, so the same node gets the same answer everywhere:
   ``degraded`` a ``warning``); a finding that only informs keeps its rule's severity;
 * a pair's verdict is the worst effect of its findings (``fail`` > ``unknown`` > ``degraded`` > ``ok``);
 * a node is ``fail`` when a pair fails or a finding reaches ``--fail-on``, else ``unknown`` when a pair is
-  unknown or a needed fact is missing, else ``pass``; the exit status is 1, 3 or 0 accordingly.
+  unknown or a needed fact is missing, else ``pass``;
+* the exit status follows from the status word and the engine that reads it (:func:`exit_status`).
 """
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Iterable, Optional
 
@@ -23,20 +24,27 @@ SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 SEVERITY_OF_EFFECT = {"fail": "error", "degraded": "warning"}
 STATUSES = ("pass", "fail", "unknown")
-EXIT_OF_STATUS = {"pass": 0, "fail": 1, "unknown": 3}
-STATUS_OF_EXIT = {code: word for word, code in EXIT_OF_STATUS.items()}
-EXIT_PASS, EXIT_FAIL, EXIT_UNKNOWN = EXIT_OF_STATUS["pass"], EXIT_OF_STATUS["fail"], EXIT_OF_STATUS["unknown"]
-EXIT_USAGE = 2  # bad usage or unreadable input
-EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
-EXIT_TERMINATED = 143  # SIGTERM, as a shell reports it
-# the one-line engines' own codes: NPD treats anything but 0/1 as unknown and documents 2 for it;
-# Nagios plugins: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
-NPD_EXIT_OF_STATUS = {"pass": 0, "fail": 1, "unknown": 2}
-NAGIOS_UNKNOWN = 3
-NAGIOS_OF_STATUS = {"pass": ("OK", 0), "fail": ("CRITICAL", 2), "unknown": ("UNKNOWN", NAGIOS_UNKNOWN)}
-NAGIOS_WARNING = ("WARNING", 1)  # a passing node with warnings below --fail-on
+# The exit status of every run, by its status word and the engine that reads it; :func:`exit_status` is the
+# one place a word becomes a number. Besides a node's pass, fail and unknown: ``usage`` (bad usage or
+# unreadable input), ``interrupted`` (Ctrl-C, as a shell reports SIGINT), ``terminated`` (SIGTERM, as a shell
+# reports it) and Nagios' ``warning`` (a passing node with warnings below --fail-on).
+_EXIT_STATUS = {
+    "contract": {"pass": 0, "fail": 1, "usage": 2, "unknown": 3, "interrupted": 130, "terminated": 143},
+    # NPD treats anything but 0/1 as unknown and documents 2 for it
+    "npd": {"unknown": 2, "usage": 2},
+    # Nagios plugins: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; a broken invocation is UNKNOWN, not CRITICAL
+    "nagios": {"warning": 1, "fail": 2, "usage": 3},
+}
+NAGIOS_STATES = {"pass": "OK", "warning": "WARNING", "fail": "CRITICAL", "unknown": "UNKNOWN"}
 STATUS_WORDS = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN"}
 _VERDICT_RANK = {v: i for i, v in enumerate(VERDICTS)}
+
+
+def exit_status(word: str, engine: str = "contract") -> int:
+    """The exit status of a run whose status word is ``word``, for the engine that reads it (``nhc``, ``npd``,
+    ``nagios``; any other output, text and JSON included, has the contract's)."""
+    own = _EXIT_STATUS.get(engine, {})
+    return own[word] if word in own else _EXIT_STATUS["contract"][word]
 
 
 def severity_for(effect: Optional[str], declared: str) -> str:

@@ -16,7 +16,7 @@ import click
 from gdrcheck import __version__
 from gdrcheck.cli import node_commands, views
 from gdrcheck.cli.run import Run, fmt_of, run_view
-from gdrcheck.status import EXIT_PASS
+from gdrcheck.status import exit_status
 
 FROM_HELP = ("read facts from PATH instead of this machine; repeat it for several files of one node "
              "(merged): a directory laid out like / or a snapshot archive (gdrcheck snapshot), "
@@ -131,7 +131,7 @@ def pairs(**params):
 def rules(as_json):
     """List every rule gdrcheck applies, with its code and severity."""
     Run(watch=False).deliver(views.rules_listing(as_json))
-    return EXIT_PASS
+    return exit_status("pass")
 
 
 @cli.command()
@@ -139,7 +139,7 @@ def rules(as_json):
 def explain(code):
     """Explain one rule: why it matters and the exact fix."""
     Run(watch=False).deliver(views.explanation(code))
-    return EXIT_PASS
+    return exit_status("pass")
 
 
 @cli.command()
@@ -255,7 +255,7 @@ def fingerprint(**params):
 def schema(document):
     """Print the JSON Schema of a document (pairs, topology, bar1, fleet, probe)."""
     Run(watch=False).deliver(views.schema_text(document))
-    return EXIT_PASS
+    return exit_status("pass")
 
 
 @cli.group()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import sys
 
-from gdrcheck.status import EXIT_INTERRUPTED, EXIT_PASS, EXIT_TERMINATED, EXIT_UNKNOWN, EXIT_USAGE, NAGIOS_UNKNOWN
+from gdrcheck.status import exit_status
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 
@@ -21,7 +21,7 @@ def main(argv=None) -> None:
         from gdrcheck import __version__
 
         sys.stdout.write(f"gdrcheck {__version__}\n")
-        sys.exit(EXIT_PASS)
+        sys.exit(exit_status("pass"))
     if argv is None and _command(args) in DRIVER_COMMANDS:  # the console script running a node command
         _no_cycle_collection()
         _begin_driver_early(args)
@@ -84,12 +84,12 @@ def _leave(code) -> None:
     from gdrcheck.io.output import stdout_closed
 
     if code is None:
-        status = EXIT_PASS
+        status = exit_status("pass")
     elif isinstance(code, int):
         status = code
-    else:  # what sys.exit("text") does
+    else:  # what sys.exit("text") does: the text on stderr, and Python's status for it (the contract's fail)
         sys.stderr.write(f"{code}\n")
-        status = 1
+        status = exit_status("fail")
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -128,14 +128,14 @@ def _engine_format(argv) -> Optional[str]:
 
 
 def _usage_status(argv, message: str = "") -> int:
-    """2 by the contract; 3 (UNKNOWN) under --format nagios, so a broken invocation does not page as
-    CRITICAL. NPD and Nagios read stdout: they get one line saying why too."""
+    """The status of bad usage, as the engine asked for reads it (under --format nagios UNKNOWN, so a broken
+    invocation does not page as CRITICAL). NPD and Nagios read stdout: they get one line saying why too."""
     fmt = _engine_format(argv)
     if fmt is not None:
         from gdrcheck.render.adapters import usage_line
 
         sys.stdout.write(usage_line(fmt, message))
-    return NAGIOS_UNKNOWN if fmt == "nagios" else EXIT_USAGE
+    return exit_status("usage", fmt or "contract")
 
 
 class Terminated(BaseException):
@@ -151,12 +151,12 @@ def _terminate(signum, frame) -> None:
 def _end_on_sigterm() -> None:
     """SIGTERM ends the run as Ctrl-C does: what it unpacked or copied is removed, a probe's worker is
     killed, one line says so, and the status is the shell's for that signal. A SIGTERM the caller set to be
-    ignored stays ignored. (``_signal``, the module behind ``signal``, spares that module's enum classes.)"""
-    import _signal
+    ignored stays ignored."""
+    import signal
 
     try:
-        if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:
-            _signal.signal(_signal.SIGTERM, _terminate)
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _terminate)
     except (ValueError, OSError):  # not the main thread, or no such signal here
         pass
 
@@ -180,10 +180,10 @@ def _run_to_status(argv) -> int:
         return _status(_run(argv))
     except KeyboardInterrupt:
         sys.stderr.write("gdrcheck: interrupted\n")
-        return EXIT_INTERRUPTED
+        return exit_status("interrupted")
     except Terminated:
         sys.stderr.write("gdrcheck: terminated\n")
-        return EXIT_TERMINATED
+        return exit_status("terminated")
     except Exception as e:  # noqa: BLE001 - the contract promises no traceback
         return _error_status(e, argv)
 
@@ -202,12 +202,12 @@ def _run(argv):
     args = sys.argv[1:] if argv is None else list(argv)
     if args in ([], ["fleet"]):  # a bare group prints its help, exit 2: click 8.2 does so, 8.1 (Python 3.9) exits 0
         cli.main(args=[*args, "--help"], prog_name="gdrcheck", standalone_mode=False)
-        return EXIT_USAGE
+        return exit_status("usage")
     return cli.main(args=argv, prog_name="gdrcheck", standalone_mode=False)
 
 
 def _status(rv) -> int:
-    return rv if isinstance(rv, int) else EXIT_PASS
+    return rv if isinstance(rv, int) else exit_status("pass")
 
 
 def _error_status(e: Exception, argv) -> int:
@@ -219,21 +219,21 @@ def _error_status(e: Exception, argv) -> int:
     no_args = getattr(click, "exceptions", None) and getattr(click.exceptions, "NoArgsIsHelpError", None)
     if no_args is not None and isinstance(e, no_args):  # a bare `gdrcheck` or `gdrcheck fleet`: its help
         sys.stdout.write(e.format_message().rstrip("\n") + "\n")
-        return EXIT_USAGE
+        return exit_status("usage")
     if click is not None and isinstance(e, click.ClickException):
         msg = " ".join(e.format_message().split())  # one line: click lists a choice's values one a line
         ctx = getattr(e, "ctx", None)
         if isinstance(e, click.UsageError) and ctx is not None:
             msg = f"{msg} (try '{ctx.command_path} --help')"
         sys.stderr.write(f"gdrcheck: error: {msg}\n")
-        if isinstance(e, click.UsageError) or e.exit_code == EXIT_USAGE:
+        if isinstance(e, click.UsageError) or e.exit_code == exit_status("usage"):
             return _usage_status(argv, _one_line(msg))
         return e.exit_code
     if click is not None and isinstance(e, click.exceptions.Exit):
         return e.exit_code
     if click is not None and isinstance(e, click.exceptions.Abort):
         sys.stderr.write("gdrcheck: interrupted\n")
-        return EXIT_INTERRUPTED
+        return exit_status("interrupted")
     if isinstance(e, InputError):
         sys.stderr.write(f"gdrcheck: error: {_one_line(str(e))}\n")
         return _usage_status(argv, _one_line(str(e)))
@@ -241,10 +241,10 @@ def _error_status(e: Exception, argv) -> int:
         from gdrcheck.io.output import stdout_closed
 
         stdout_closed()
-        return EXIT_PASS
+        return exit_status("pass")
     if isinstance(e, RecursionError):
         sys.stderr.write("gdrcheck: error: input nests too deeply\n")
-        return EXIT_USAGE
+        return exit_status("usage")
     if isinstance(e, MemoryError):  # the input asked for more memory than the run may have
         msg = "input too large for the memory available"
         sys.stderr.write(f"gdrcheck: error: {msg}\n")
@@ -253,7 +253,7 @@ def _error_status(e: Exception, argv) -> int:
         raise e
     sys.stderr.write(f"gdrcheck: internal error: {e.__class__.__name__}: {_one_line(str(e))} "
                      "(GDRCHECK_DEBUG=1 shows where)\n")
-    return EXIT_UNKNOWN
+    return exit_status("unknown")
 
 
 def _one_line(text: str) -> str:

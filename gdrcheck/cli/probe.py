@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 from gdrcheck.errors import InputError
-from gdrcheck.status import EXIT_UNKNOWN
+from gdrcheck.status import exit_status
 from gdrcheck.units import parse_size
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional, Sequence
 
@@ -19,7 +19,7 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
     import os
 
     from gdrcheck.cli.run import Run, end_progress, progress_reporter
-    from gdrcheck.probe.doc import exit_code, probe_doc
+    from gdrcheck.probe.doc import probe_doc, probe_status
     from gdrcheck.probe.plan import build_plan
     from gdrcheck.rules.base import Options
     from gdrcheck.rules.engine import evaluate
@@ -49,7 +49,7 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
         run = Run(fmt, output, from_path, None, redact)
         evaluation = evaluate(run.load(), Options(nccl_version=nccl_version))
         if not run.stop_watching():
-            return EXIT_UNKNOWN  # it has already spoken
+            return exit_status("unknown")  # it has already spoken
         live_state = None
         if from_path is None:
             from gdrcheck.probe.nvml_state import NvmlState
@@ -82,10 +82,10 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
         render_probe(d, console)
 
     run.emit(doc, text)
-    code = exit_code(doc, fail_on)
-    if code == EXIT_UNKNOWN:
+    word = probe_status(doc, fail_on)
+    if word == "unknown":
         import sys
 
         sys.stderr.write(f"gdrcheck: {doc['summary_line']}\n")
-    return code
+    return exit_status(word)
 

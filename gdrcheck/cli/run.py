@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
@@ -158,7 +158,7 @@ class Run:
         format asked, to ``--output`` (so a textfile collector's file says unknown, not the last good
         answer) or stdout; its exit status. The main thread is stopped after, and removes what it unpacked."""
         from gdrcheck.documents.pairs import timeout_doc
-        from gdrcheck.status import EXIT_UNKNOWN, NPD_EXIT_OF_STATUS
+        from gdrcheck.status import exit_status
 
         host = None
         if self.live:  # the facts were never read: the name the node goes by
@@ -193,11 +193,14 @@ class Run:
                     sys.stderr.write(f"gdrcheck: error: {e}\n")
             else:
                 sys.stdout.write(text)
-        return NPD_EXIT_OF_STATUS["unknown"] if self.fmt == "npd" else EXIT_UNKNOWN
+        return exit_status("unknown", self.fmt)
 
 
 def run_view(view, run: Run, options: Any = None) -> int:
-    """load -> evaluate -> document -> emit, the one way every node command goes; the exit status."""
+    """load -> evaluate -> document -> emit, the one way every node command goes; the exit status, from the
+    view's status word and the engine that reads it."""
+    from gdrcheck.status import exit_status
+
     facts = run.load(want_driver=view.want_driver, endpoint_config=view.endpoint_config,
                      while_waiting=view.prepare)
     subject = view.subject(facts, options)
@@ -206,7 +209,7 @@ def run_view(view, run: Run, options: Any = None) -> int:
         run.deliver(out, view.redact_text)
     else:
         run.emit(out, view.render_text)
-    return view.status(subject, out)
+    return exit_status(view.status(subject, out), view.engine)
 
 
 def progress_reporter():
@@ -231,7 +234,7 @@ def capture_to(output: str, redact: bool) -> int:
     """``gdrcheck snapshot``: everything gdrcheck reads on this machine, into one archive."""
     from gdrcheck.collectors.capture import capture, write_archive
     from gdrcheck.io.output import check_target
-    from gdrcheck.status import EXIT_PASS
+    from gdrcheck.status import exit_status
 
     check_target(output)  # a link it must not write through is refused before the machine is read
     progress = progress_reporter()
@@ -246,4 +249,4 @@ def capture_to(output: str, redact: bool) -> int:
         sys.stderr.write(f"gdrcheck: wrote the snapshot to stdout ({count} entries)\n")
     else:
         sys.stderr.write(f"gdrcheck: wrote {output} ({count} entries); replay with: gdrcheck pairs --from {output}\n")
-    return EXIT_PASS
+    return exit_status("pass")

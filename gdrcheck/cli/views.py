@@ -1,5 +1,6 @@
 """What differs between the commands that read a node: which facts, which document, which text, which
-exit status. :func:`gdrcheck.cli.run.run_view` takes one of these and does the rest the one way.
+status word (and the engine that reads it). :func:`gdrcheck.cli.run.run_view` takes one of these and does
+the rest the one way.
 
 Also the small decisions behind options (an NCCL version, a size, ``--require``), so that
 :mod:`gdrcheck.cli.commands` only declares commands and options.
@@ -10,9 +11,7 @@ from __future__ import annotations
 import sys
 from importlib import import_module
 
-from gdrcheck.status import EXIT_PASS, EXIT_UNKNOWN
-
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional, Sequence, Tuple
 
@@ -107,26 +106,27 @@ def requirements_of(text: Optional[str]) -> Sequence[str]:
     return caps
 
 
-def pairs_status(evaluation, fail_on: str) -> int:
-    """The contract's exit status of an evaluation; on unknown, what is missing goes to stderr."""
-    from gdrcheck.documents.pairs import exit_status
+def pairs_status(evaluation, fail_on: str) -> str:
+    """The status word of an evaluation; on unknown, what is missing goes to stderr."""
+    from gdrcheck.documents.pairs import status_and_missing
 
-    code, missing = exit_status(evaluation, fail_on)
-    if code == EXIT_UNKNOWN:
+    word, missing = status_and_missing(evaluation, fail_on)
+    if word == "unknown":
         from gdrcheck.collectors.clip import printable
 
         missing = printable(missing)
         sys.stderr.write("gdrcheck: could not decide every verdict; missing: " + "; ".join(missing[:5])
                          + (f"; and {len(missing) - 5} more" if len(missing) > 5 else "") + "\n")
-    return code
+    return word
 
 
 class View:
-    """The defaults: the facts with the driver's, evaluated by the rules; exit 0."""
+    """The defaults: the facts with the driver's, evaluated by the rules; status pass, read by no engine."""
 
     want_driver = True
     endpoint_config = False
     redact_text: Optional[bool] = None  # None: as --redact says
+    engine = "contract"  # who reads the exit status (gdrcheck.status.exit_status)
 
     def subject(self, facts, options):
         from gdrcheck.rules.engine import evaluate
@@ -150,8 +150,8 @@ class View:
     def render_text(self, doc, console) -> None:
         raise NotImplementedError
 
-    def status(self, subject, out) -> int:
-        return EXIT_PASS
+    def status(self, subject, out) -> str:
+        return "pass"
 
 
 class TopologyView(View):
@@ -199,7 +199,7 @@ class PairsView(View):
 
         render_pairs(doc, console)
 
-    def status(self, evaluation, doc) -> int:
+    def status(self, evaluation, doc) -> str:
         return pairs_status(evaluation, self.fail_on)
 
 
@@ -219,16 +219,16 @@ class Bar1View(View):
 
         render_bar1(doc, console)
 
-    def status(self, evaluation, doc) -> int:
-        from gdrcheck.documents.bar1 import bar1_exit, is_bar1_code
+    def status(self, evaluation, doc) -> str:
+        from gdrcheck.documents.bar1 import bar1_status, is_bar1_code
 
         findings = [f for f in evaluation.findings if is_bar1_code(f.code)]
-        code, why = bar1_exit(doc, evaluation.snap, evaluation.topo, findings, self.fail_on)
+        word, why = bar1_status(doc, evaluation.snap, evaluation.topo, findings, self.fail_on)
         if why:
             from gdrcheck.collectors.clip import printable
 
             sys.stderr.write(f"gdrcheck: {printable(why)}\n")
-        return code
+        return word
 
 
 class CheckView(View):
@@ -238,7 +238,8 @@ class CheckView(View):
         self.fmt, self.per_pair, self.fail_on = fmt, per_pair, fail_on
         self.caps, self.required = requirements(require), require is not None
         self.endpoint_config = fmt == "prometheus"
-        self.code = EXIT_PASS
+        self.engine = fmt  # nhc, npd and nagios read the exit status their own way
+        self.word = "pass"
 
     def subject(self, facts, options):
         from gdrcheck.rules.engine import restrict
@@ -246,12 +247,12 @@ class CheckView(View):
         return restrict(super().subject(facts, options), self.caps, required=self.required)
 
     def document(self, gate, run):
-        from gdrcheck.documents.pairs import exit_status, pairs_doc
+        from gdrcheck.documents.pairs import pairs_doc
 
         doc = pairs_doc(gate, self.fail_on)
         if self.fmt in ("json", "jsonl"):
             return doc
-        self.code = exit_status(gate, self.fail_on)[0]
+        self.word = doc["status"]
         from gdrcheck.collectors.clip import printable
 
         if self.fmt == "prometheus":
@@ -266,16 +267,16 @@ class CheckView(View):
                                      time.monotonic() - run.started, time.time(), per_pair=self.per_pair)
         from gdrcheck.render import adapters
 
-        text, self.code = {"text": adapters.check_text, "nhc": adapters.nhc, "npd": adapters.npd,
+        text, self.word = {"text": adapters.check_text, "nhc": adapters.nhc, "npd": adapters.npd,
                            "nagios": adapters.nagios}[self.fmt](printable(doc))
         return text
 
-    def status(self, gate, out) -> int:
+    def status(self, gate, out) -> str:
         if self.fmt in ("json", "jsonl"):
             return pairs_status(gate, self.fail_on)
-        if self.fmt == "text" and self.code == EXIT_UNKNOWN:
+        if self.fmt == "text" and self.word == "unknown":
             pairs_status(gate, self.fail_on)  # a person reads it: stderr says what is missing, as pairs does
-        return self.code
+        return self.word
 
 
 class FingerprintView(View):
@@ -304,13 +305,13 @@ class FingerprintView(View):
             return "\n".join(printable(fp.topology_lines if self.addresses else fp.shape_lines)) + "\n"
         return printable(one_line(evaluation, fp)) + "\n"
 
-    def status(self, evaluation, out) -> int:
+    def status(self, evaluation, out) -> str:
         from gdrcheck.documents.pairs import timed_out
 
         if timed_out(evaluation):
             sys.stderr.write("gdrcheck: the --timeout ran out; the fingerprint is of what was read in time\n")
-            return EXIT_UNKNOWN
-        return EXIT_PASS
+            return "unknown"
+        return "pass"
 
 
 class HtmlView(View):
@@ -344,7 +345,7 @@ class HtmlView(View):
         docs = printable(node_documents(evaluation, self.fail_on, describe_input=True))
         return render_html(docs["topology"], docs["pairs"], docs["bar1"], docs["rules"], self.extra)
 
-    def status(self, evaluation, out) -> int:
+    def status(self, evaluation, out) -> str:
         from gdrcheck.cli.run import end_progress
 
         if self.progress:

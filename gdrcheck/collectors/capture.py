@@ -21,7 +21,7 @@ from gdrcheck import __version__
 from gdrcheck.io.redact import redact_file
 from gdrcheck.io.source import COMMANDS_FILE, Source
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, Tuple
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from gdrcheck.patterns import lazy_pattern
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 

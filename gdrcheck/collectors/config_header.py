@@ -46,7 +46,7 @@ import struct
 
 from gdrcheck.pcie.caps import CAP_ID_PCIE, walk_caps
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, Optional
 

@@ -19,7 +19,7 @@ import json
 
 from gdrcheck.cuda_attr import ATTR
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 

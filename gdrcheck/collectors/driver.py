@@ -11,7 +11,7 @@ from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, DriverGpu, NvLink, PciFunction, bdf_key, frozen_map
 from gdrcheck.record import field, record, replace
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Sequence, Tuple
 

@@ -10,7 +10,7 @@ from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, Fact, Snapshot, frozen_map, unknown
 from gdrcheck.patterns import lazy_pattern
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Dict, List, Optional
 

@@ -24,7 +24,7 @@ from gdrcheck.collectors.host_util import HostCtx
 from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, Fact, PciFunction, unknown
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Dict, List, Sequence, Tuple
 

@@ -7,7 +7,7 @@ from collections import Counter
 from gdrcheck.collectors.host_util import HostCtx, listdir_kept
 from gdrcheck.model import Fact, unknown
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 

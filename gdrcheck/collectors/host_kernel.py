@@ -8,7 +8,7 @@ from gdrcheck.collectors.host_util import WATCHED_MODULES, HostCtx, failed
 from gdrcheck.model import Fact, unknown
 from gdrcheck.patterns import lazy_pattern
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 

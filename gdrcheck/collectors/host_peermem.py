@@ -15,7 +15,7 @@ from gdrcheck.collectors.host_util import HostCtx, failed, listdir_kept, version
 from gdrcheck.model import Fact
 from gdrcheck.patterns import lazy_pattern
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Mapping, Optional, Tuple
 

@@ -8,7 +8,7 @@ from gdrcheck.io.source import Source
 from gdrcheck.model import Fact, PciFunction, unknown
 from gdrcheck.record import field, record
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Sequence, Set, Tuple
 

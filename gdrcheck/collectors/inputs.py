@@ -24,7 +24,7 @@ from gdrcheck.io.source import Source
 from gdrcheck.model import Snapshot
 from gdrcheck.patterns import lazy_pattern
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import tarfile
     from typing import Callable, Iterator, Optional

@@ -14,7 +14,7 @@ from gdrcheck.collectors.clip import clip_name
 from gdrcheck.io.source import Source
 from gdrcheck.model import PciFunction
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, Sequence
 

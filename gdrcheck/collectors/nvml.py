@@ -21,7 +21,7 @@ from gdrcheck.io.source import Source
 from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, NvLink, bdf_key, frozen_map, norm_bdf
 from gdrcheck.record import field, record
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -32,7 +32,6 @@ RECORD_VERSION = 1
 P2P_CAPS: Tuple[Tuple[str, int], ...] = (("read", 0), ("write", 1), ("nvlink", 2), ("atomics", 3), ("prop", 4))
 # nvmlGpuP2PStatus_t -> the letters of ``nvidia-smi topo -p2p``
 P2P_LETTERS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
-TOPOLOGY_LEVELS = {0: "INTERNAL", 10: "SINGLE", 20: "MULTIPLE", 30: "HOSTBRIDGE", 40: "NODE", 50: "SYSTEM"}
 NVLINK_GPU, NVLINK_IBMNPU, NVLINK_SWITCH = 0, 1, 2
 MAX_LINKS = 36
 _NO_LINK = ("NotSupported", "InvalidArgument")

@@ -12,7 +12,7 @@ snapshot replays them; :func:`gpu_facts` turns them into the plain dicts the rul
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 

@@ -33,7 +33,7 @@ from gdrcheck.io.source import Source
 from gdrcheck.model import Bar, CollectorStatus, Link, PciFunction, is_bdf, norm_bdf
 from gdrcheck.patterns import lazy_pattern
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, FrozenSet, List, Optional, Tuple
 

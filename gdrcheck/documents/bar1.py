@@ -5,7 +5,7 @@ from __future__ import annotations
 from gdrcheck.documents.topology import collectors_doc, header_doc
 from gdrcheck.rules.bar1 import GpuBar1, driver_answered, gpu_views
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Iterable, List
 
@@ -77,18 +77,18 @@ def bar1_doc(snap, topo, findings: Iterable) -> Dict[str, Any]:
     return doc
 
 
-def bar1_exit(doc: Dict[str, Any], snap, topo, findings: Iterable, fail_on: str) -> "tuple[int, str]":
-    """The exit status of ``gdrcheck bar1`` and, when it is not a plain pass or fail, the line saying why."""
-    from gdrcheck.status import EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN, reaches
+def bar1_status(doc: Dict[str, Any], snap, topo, findings: Iterable, fail_on: str) -> "tuple[str, str]":
+    """The status word of ``gdrcheck bar1`` and, when it is not a plain pass or fail, the line saying why."""
+    from gdrcheck.status import reaches
 
     if any(reaches(f.severity, fail_on) for f in findings):
-        return EXIT_FAIL, ""
+        return "fail", ""
     gpus = topo.of_kind("gpu")
     if gpus and any(g.get("bar1_total_bytes") is None for g in doc.get("gpus", [])) or (gpus and not doc.get("gpus")):
-        return EXIT_UNKNOWN, "could not decide: BAR1 figures not available (NVML and nvidia-smi unavailable)"
+        return "unknown", "could not decide: BAR1 figures not available (NVML and nvidia-smi unavailable)"
     if not gpus:
         why = "; ".join(f"{c.name}: {c.detail}" for c in snap.collectors if c.name in ("nvml", "nvidia-smi")
                         and c.status != "ok")
-        code = EXIT_UNKNOWN if snap.input_kind in ("live", "snapshot") and why else EXIT_PASS
-        return code, "no GPU found" + (f" ({why})" if why else "")
-    return EXIT_PASS, ""
+        word = "unknown" if snap.input_kind in ("live", "snapshot") and why else "pass"
+        return word, "no GPU found" + (f" ({why})" if why else "")
+    return "pass", ""

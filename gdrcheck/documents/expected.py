@@ -21,7 +21,7 @@ from gdrcheck.model import Fact, NvLink, frozen_map
 from gdrcheck.record import record, replace
 from gdrcheck.status import worst_verdict
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 

@@ -18,7 +18,7 @@ from gdrcheck.model import bdf_key
 from gdrcheck.pcie.kinds import BRIDGE_KINDS
 from gdrcheck.units import speed_text
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, Iterable, List, Optional, Tuple
 

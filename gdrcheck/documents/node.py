@@ -8,7 +8,7 @@ from gdrcheck.documents.pairs import pairs_doc
 from gdrcheck.documents.rules import rules_part
 from gdrcheck.documents.topology import topology_doc
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional
 

@@ -6,9 +6,9 @@ from gdrcheck.documents.labels import device_labels
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
 from gdrcheck.model import bdf_key
 from gdrcheck.rules.engine import Evaluation, other_versions
-from gdrcheck.status import EXIT_OF_STATUS, SEVERITY_RANK, STATUS_WORDS, node_status
+from gdrcheck.status import SEVERITY_RANK, STATUS_WORDS, node_status
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Tuple
 
@@ -193,8 +193,8 @@ def timed_out(evaluation: Evaluation) -> bool:
 
 def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
     """One line, code first, at most 80 bytes: what an NHC drain reason or an NPD condition shows."""
-    code, _missing = exit_status(evaluation, fail_on)
-    if code == 0:
+    word = node_status_word(evaluation, fail_on)
+    if word == "pass":
         counts: Dict[str, int] = {}
         for v in evaluation.verdicts.values():
             counts[v] = counts.get(v, 0) + 1
@@ -209,10 +209,10 @@ def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
         return _fit("OK " + what + (", ".join(parts) if parts else "no pairs"))
     # the most severe finding first (what moves pairs furthest, then by code); the count is every other
     # finding of the document's list, as its summary counts them
-    timeout = [f for f in evaluation.findings if f.code == "GDR122"] if code != 1 else []
+    timeout = [f for f in evaluation.findings if f.code == "GDR122"] if word != "fail" else []
     hits = timeout or sorted(evaluation.findings, key=_lead_key)
     if not hits:
-        return _fit(f"{STATUS_WORDS[node_status_word(evaluation, fail_on)]} no finding")
+        return _fit(f"{STATUS_WORDS[word]} no finding")
     first = hits[0]
     from gdrcheck.rules import by_code
 
@@ -273,14 +273,14 @@ def node_status_word(evaluation: Evaluation, fail_on: str = "error") -> str:
                        facts_missing=missing)
 
 
-def exit_status(evaluation: Evaluation, fail_on: str = "error") -> Tuple[int, List[str]]:
-    """The contract's exit status, and for status 3 the facts that were missing."""
+def status_and_missing(evaluation: Evaluation, fail_on: str = "error") -> Tuple[str, List[str]]:
+    """The node's status word, and when it is unknown the facts that were missing."""
     word = node_status_word(evaluation, fail_on)
     if word != "unknown":
-        return EXIT_OF_STATUS[word], []
+        return word, []
     if timed_out(evaluation):
         f = evaluation.snap.host["run_deadline"]
-        return 3, [f"GDR122: the --timeout ran out before {', '.join(map(str, f.value.get('missed', ())))} "
-                   "answered"]
+        return word, [f"GDR122: the --timeout ran out before {', '.join(map(str, f.value.get('missed', ())))} "
+                      "answered"]
     missing = sorted({f"{f.code}: {f.settle or f.message}" for f in evaluation.findings if f.effect == "unknown"})
-    return 3, missing
+    return word, missing

@@ -3,7 +3,7 @@ gives it, so that renderers read documents, never the registry."""
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Iterable
 

@@ -6,7 +6,7 @@ from gdrcheck import FORMAT_VERSION, __version__
 from gdrcheck.model import Bar, bdf_key
 from gdrcheck.pcie.topology import Topology
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 

@@ -8,7 +8,7 @@ Markdown; ``nodeset`` folds node names (``gpu[001-076,078]``).
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional, Sequence
 

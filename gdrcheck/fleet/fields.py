@@ -9,7 +9,7 @@ The reason names a list item as ``[]``, so one kind of damage folds into one lin
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 

@@ -15,7 +15,7 @@ from itertools import product
 
 from gdrcheck.patterns import lazy_pattern
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, Iterable, List, Tuple
 

@@ -11,10 +11,10 @@ import re
 
 from gdrcheck.fleet.nodeset import fold
 from gdrcheck.fleet.reader import Item
-from gdrcheck.status import SEVERITIES, SEVERITY_RANK, STATUS_OF_EXIT, STATUSES, node_status
+from gdrcheck.status import SEVERITIES, SEVERITY_RANK, STATUSES, exit_status, node_status
 from gdrcheck.units import natural_key
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
@@ -155,17 +155,17 @@ class Fleet:
         missing = sorted(set(expected) - reported) if expected is not None else []
         unexpected = sorted(reported - set(expected)) if expected is not None else []
         if outliers or by_status["fail"]:
-            code = 1
+            word = "fail"
         elif missing or unknown or unreadable or not self.nodes:
-            code = 3
+            word = "unknown"
         else:
-            code = 0
+            word = "pass"
         return {
             "format_version": FLEET_FORMAT_VERSION,
             "document": "fleet",
             "gdrcheck_version": __version__,
-            "status": STATUS_OF_EXIT[code],
-            "exit_status": code,
+            "status": word,
+            "exit_status": exit_status(word),
             "outliers": outliers,
             "nodes": {
                 "expected": len(expected) if expected is not None else None,

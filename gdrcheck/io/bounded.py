@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from gdrcheck.errors import InputError
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import BinaryIO, Optional
 

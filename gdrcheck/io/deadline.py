@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import threading
     from typing import Callable, List, Optional, TypeVar
@@ -129,7 +129,7 @@ class Watchdog:
     """Ends the run ``grace`` seconds after the deadline if it is still going.
 
     ``last_words`` is called once (from the watchdog thread) to say what can be said; it returns the exit
-    status (None: 3). Then the main thread is stopped (:class:`TimedOut`, by a signal, so a blocking call
+    status (None: unknown's). Then the main thread is stopped (:class:`TimedOut`, by a signal, so a blocking call
     is interrupted too) and ends the run itself, removing its temporary directories once it has stopped
     writing into them. A main thread that has not ended ``stop_grace`` seconds later is stuck outside
     Python: the watchdog removes what is left and ends the process.
@@ -162,7 +162,7 @@ class Watchdog:
     def _catch_stop(self, threading) -> Optional[int]:
         """The main thread's id once the signal that stops it raises TimedOut there; None where it cannot be
         (not called from the main thread)."""
-        import _signal
+        import signal
 
         if threading.current_thread() is not threading.main_thread():
             return None
@@ -175,7 +175,7 @@ class Watchdog:
                 raise_or_hold(TimedOut(_spoken[0]))
 
         try:
-            _signal.signal(getattr(_signal, self.SIGNAL), stop)
+            signal.signal(getattr(signal, self.SIGNAL), stop)
         except (ValueError, OSError, AttributeError):
             return None
         return threading.get_ident()
@@ -186,22 +186,24 @@ class Watchdog:
                 return
             self._done = True
             writing = self._writing
-        status = 3
+        from gdrcheck.status import exit_status
+
+        status = exit_status("unknown")
         try:
             if writing:  # part of the answer is out: one line on stderr, nothing more on stdout
                 os.write(2, f"gdrcheck: the output was not written within {self.seconds:g} s\n".encode())
             else:
                 said = self._last_words()
-                status = 3 if said is None else said
+                status = exit_status("unknown") if said is None else said
                 sys.stdout.flush()
                 sys.stderr.flush()
         finally:
             _spoken.append(status)
             if self._main is not None and _standing[0]:
-                import _signal
+                import signal
 
                 try:
-                    _signal.pthread_kill(self._main, getattr(_signal, self.SIGNAL))
+                    signal.pthread_kill(self._main, getattr(signal, self.SIGNAL))
                     time.sleep(self._stop_grace)
                 except (OSError, ValueError):
                     pass

@@ -29,7 +29,7 @@ import sys
 
 from gdrcheck.errors import InputError
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import IO, Iterator, Optional, Tuple
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import stat
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import List, Optional
 
@@ -65,22 +65,22 @@ def remove(d: str) -> None:
 def _hold_ctrl_c():
     """Ctrl-C's default handler raises at once; during a removal it is held like SIGTERM. The handler it
     replaced, or None (not the main thread, or a handler of the caller's own)."""
-    import _signal
+    import signal
 
     try:
-        if _signal.getsignal(_signal.SIGINT) is not _signal.default_int_handler:
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
             return None
-        _signal.signal(_signal.SIGINT, lambda signum, frame: raise_or_hold(KeyboardInterrupt()))
+        signal.signal(signal.SIGINT, lambda signum, frame: raise_or_hold(KeyboardInterrupt()))
     except (ValueError, OSError):
         return None
-    return _signal.default_int_handler
+    return signal.default_int_handler
 
 
 def _restore_ctrl_c(handler) -> None:
-    import _signal
+    import signal
 
     try:
-        _signal.signal(_signal.SIGINT, handler)
+        signal.signal(signal.SIGINT, handler)
     except (ValueError, OSError):
         pass
 

@@ -15,7 +15,7 @@ import struct
 from gdrcheck.pcie.caps import CONFIG_SPACE_SIZE, EXT_CAP_ID_ACS, EXT_CAP_START, has_pcie_cap, walk_ext_caps
 from gdrcheck.record import field, record
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Mapping, Optional, Tuple
 

@@ -12,7 +12,7 @@ from gdrcheck.model import PciFunction
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.pcie.caps import pcie_port_type
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 

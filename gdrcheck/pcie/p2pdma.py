@@ -10,7 +10,7 @@ from __future__ import annotations
 from gdrcheck.pcie.acs import AcsState, redirects
 from gdrcheck.record import record
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 

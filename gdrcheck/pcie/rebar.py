@@ -24,7 +24,7 @@ from gdrcheck.model import Bar, PciFunction
 from gdrcheck.pcie.caps import EXT_CAP_ID_REBAR, find_ext_cap
 from gdrcheck.record import record
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional, Tuple
 

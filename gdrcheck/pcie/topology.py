@@ -16,7 +16,7 @@ from gdrcheck.model import PciFunction, Snapshot, bdf_key, bus_order
 from gdrcheck.pcie.acs import AcsState, parse_acs
 from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 
@@ -39,7 +39,7 @@ class Topology:
         self._classify()
         self._number_gpus()
         self._anc: Dict[str, Tuple[str, ...]] = {}
-        self._anc_set: Dict[str, frozenset] = {}  # bdf -> its ancestors as a set (common_bridge's lookups)
+        self._anc_set: Dict[str, frozenset] = {}  # bdf -> its ancestors as a set (path lookups)
         self._paths: Dict[Tuple[str, str], Tuple[Optional[str], Tuple[str, ...]]] = {}  # (a, b) -> (lca, bridges)
         self._rdma: Dict[str, Tuple[Optional[bool], str]] = {}  # NIC -> rdma()'s answer
         self._links: Optional["_LinkIndex"] = None  # the snapshot's NVLinks by pair, built on first use
@@ -200,9 +200,6 @@ class Topology:
         bridges = aa + bb if lca is None else aa[: aa.index(lca) + 1] + bb[: bb.index(lca)]
         got = self._paths[(a, b)] = (lca, bridges)
         return got
-
-    def common_bridge(self, a: str, b: str) -> Optional[str]:
-        return self._path(a, b)[0]
 
     def path_bridges(self, a: str, b: str) -> Tuple[str, ...]:
         """Bridges on the path from ``a`` to ``b`` through their lowest common bridge."""

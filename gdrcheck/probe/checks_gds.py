@@ -16,7 +16,7 @@ from gdrcheck.probe.checks_gpu import Cleanup, fill_pattern, first_difference, s
 from gdrcheck.probe.cuda import Cuda, CudaError
 from gdrcheck.probe.libs import LibraryMissing, bind, load
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional
 

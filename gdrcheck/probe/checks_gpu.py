@@ -10,9 +10,9 @@ from __future__ import annotations
 import ctypes
 import time
 
-from gdrcheck.probe.cuda import Cuda, CudaError, version_text
+from gdrcheck.probe.cuda import CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, Cuda, CudaError, version_text
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -287,7 +287,7 @@ def check_p2p(cu: Cuda, params: Dict[str, Any], harmless_only: bool = False,
             try:
                 cu.call("cuCtxEnablePeerAccess", other, 0)
             except CudaError as e:
-                if e.code != 704:  # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+                if e.code != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
                     m["enable_peer_access_error"] = e.name
                     raise
             c.push(lambda mine=mine, other=other: (cu.set_current(mine), cu.call("cuCtxDisablePeerAccess", other)))

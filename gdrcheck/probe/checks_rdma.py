@@ -26,7 +26,7 @@ from gdrcheck.probe.verbs import (
     rdma_device_of,
 )
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict
 

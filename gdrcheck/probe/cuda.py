@@ -14,7 +14,7 @@ from ctypes import POINTER, byref, c_char, c_char_p, c_float, c_int, c_size_t, c
 from gdrcheck.cuda_attr import ATTR
 from gdrcheck.probe.libs import bind, load
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, Optional
 
@@ -31,13 +31,13 @@ CU_STREAM_NON_BLOCKING = 0x1
 CU_POINTER_ATTRIBUTE_SYNC_MEMOPS = 6
 CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD = 1
 CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
-CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705
 DMABUF_MIN_DRIVER = 11070  # cuMemGetHandleForAddressRange: CUDA 11.7
 ERROR_NAMES = {0: "CUDA_SUCCESS", 1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY",
                3: "CUDA_ERROR_NOT_INITIALIZED", 35: "CUDA_ERROR_INSUFFICIENT_DRIVER", 100: "CUDA_ERROR_NO_DEVICE",
                101: "CUDA_ERROR_INVALID_DEVICE", 201: "CUDA_ERROR_INVALID_CONTEXT",
                217: "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
-               700: "CUDA_ERROR_ILLEGAL_ADDRESS", 704: "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+               700: "CUDA_ERROR_ILLEGAL_ADDRESS",
+               CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
                705: "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", 801: "CUDA_ERROR_NOT_SUPPORTED",
                803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", 999: "CUDA_ERROR_UNKNOWN"}
 
@@ -117,9 +117,6 @@ class Cuda:
         rc = f(*args)
         if rc != 0:
             raise CudaError(name, rc, self.error_name(rc))
-
-    def has(self, name: str) -> bool:
-        return self._f.get(name) is not None
 
     # --- the calls the checks use
     def init(self) -> int:

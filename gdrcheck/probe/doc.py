@@ -1,11 +1,11 @@
-"""The ``probe`` document (schema: ``gdrcheck/schemas/probe.schema.json``) and its exit status."""
+"""The ``probe`` document (schema: ``gdrcheck/schemas/probe.schema.json``) and its status word."""
 
 from __future__ import annotations
 
 from gdrcheck.probe.plan import DEGRADED_BELOW, Plan
-from gdrcheck.status import SEVERITY_RANK, STATUS_OF_EXIT
+from gdrcheck.status import SEVERITY_RANK
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
@@ -62,27 +62,27 @@ def probe_doc(report, plan: Plan, results: Optional[List[Dict[str, Any]]], dry_r
     doc["summary"] = {"checks": len(checks), "statuses": counts,
                       "findings": {s: sum(1 for f in findings if f.severity == s)
                                    for s in ("error", "warning", "info")}}
-    code = exit_code(doc, fail_on)
-    doc["status"] = "planned" if dry_run else STATUS_OF_EXIT[code]
+    doc["status"] = "planned" if dry_run else probe_status(doc, fail_on)
     doc["summary_line"] = summary_line(doc, fail_on)
     if elapsed_s is not None:
         doc["elapsed_s"] = round(elapsed_s, 2)
     return doc
 
 
-def exit_code(doc: Dict[str, Any], fail_on: str = "error") -> int:
-    """0 nothing at the threshold; 1 a finding at it or a failed check; 3 nothing measured or a check unknown."""
+def probe_status(doc: Dict[str, Any], fail_on: str = "error") -> str:
+    """pass: nothing at the threshold (or only a plan); fail: a finding at it or a failed check; unknown:
+    nothing measured or a check unknown."""
     if doc.get("dry_run"):
-        return 0
+        return "pass"
     threshold = SEVERITY_RANK[fail_on]
     statuses = [c["status"] for c in doc["checks"]]
     if any(SEVERITY_RANK[f["severity"]] >= threshold for f in doc["findings"]) or "fail" in statuses:
-        return 1
+        return "fail"
     if fail_on == "warning" and "degraded" in statuses:
-        return 1
+        return "fail"
     if "unknown" in statuses or doc.get("refused") or not any(s in ("ok", "degraded") for s in statuses):
-        return 3
-    return 0
+        return "unknown"
+    return "pass"
 
 
 def summary_line(doc: Dict[str, Any], fail_on: str = "error") -> str:
@@ -97,11 +97,11 @@ def summary_line(doc: Dict[str, Any], fail_on: str = "error") -> str:
                     + (" (node busy: refused without --force)" if doc.get("refused") else ""))
     if doc.get("refused"):
         return _fit("REFUSED node busy: " + (doc.get("busy") or ["?"])[0])
-    code = exit_code(doc, fail_on)
-    if code == 0:
+    word = probe_status(doc, fail_on)
+    if word == "pass":
         return _fit("OK probe: " + counts)
     hits = sorted(doc["findings"], key=lambda f: (-SEVERITY_RANK[f["severity"]], f["code"]))
-    if code == 1 and hits:
+    if word == "fail" and hits:
         f = hits[0]
         rule = by_code().get(f["code"])
         head = f"{f['code']} {rule.name if rule else f['severity']} " + ",".join(f["subject"][:1])

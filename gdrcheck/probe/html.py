@@ -7,7 +7,7 @@ from html import escape
 
 from gdrcheck.errors import InputError
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List
 

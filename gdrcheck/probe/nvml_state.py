@@ -12,7 +12,7 @@ import glob
 
 from gdrcheck.model import norm_bdf
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional
 

@@ -25,7 +25,7 @@ import gdrcheck
 from gdrcheck.probe.stages import PREFIX as STAGE_PREFIX
 from gdrcheck.probe.stages import stages_of
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 

@@ -28,7 +28,7 @@ from ctypes import (
 
 from gdrcheck.probe.libs import bind, load
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Tuple
 

@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
@@ -241,10 +241,10 @@ def die_with_parent(parent: int) -> None:
     except (OSError, AttributeError):
         pass
     if parent and os.getppid() != parent:
-        os._exit(1)
+        os.kill(os.getpid(), signal.SIGKILL)  # as PR_SET_PDEATHSIG would have
 
 
-def serve(inp=None, out=None) -> int:
+def serve(inp=None, out=None) -> None:
     """One result line per step line, until stdin closes."""
     inp = inp or sys.stdin
     out = out or sys.stdout
@@ -261,10 +261,9 @@ def serve(inp=None, out=None) -> int:
         out.write(json.dumps(result) + "\n")
         out.flush()
     session.close()
-    return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[List[str]] = None) -> None:
     """``worker.py [--parent PID] [--path DIR]...``: the paths go first on sys.path, in order."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parent = 0
@@ -279,8 +278,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 paths.append(p)
     sys.path[:0] = [p for p in paths if p not in sys.path[:len(paths)]]
     die_with_parent(parent)
-    return serve()
+    serve()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,8 +1,8 @@
 """One-line outputs for the engines that run gdrcheck: NHC/Slurm, Node Problem Detector, Nagios.
 
 Each is a pure function of the ``pairs`` document (the same one ``--json``
-prints) and returns ``(text, exit status)``: the contract's status mapped to
-the engine's convention (docs/fleet.md has the table).
+prints) and returns ``(text, status word)``; :func:`gdrcheck.status.exit_status`
+maps the word to the engine's exit status (docs/fleet.md has the table).
 
 * NHC: silent on success, one line on failure, code first (it becomes the Slurm
   drain reason ``NHC: check_gdr: GDR040 ...``); the contract's status is kept and
@@ -15,22 +15,20 @@ the engine's convention (docs/fleet.md has the table).
 
 from __future__ import annotations
 
-from gdrcheck.status import EXIT_OF_STATUS as CONTRACT
-from gdrcheck.status import NPD_EXIT_OF_STATUS, STATUS_WORDS
+from gdrcheck.status import STATUS_WORDS
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Tuple
 
 
-def nhc(doc: Dict[str, Any]) -> Tuple[str, int]:
-    code = CONTRACT[doc["status"]]
-    return ("" if code == 0 else doc["summary_line"] + "\n"), code
+def nhc(doc: Dict[str, Any]) -> Tuple[str, str]:
+    word = doc["status"]
+    return ("" if word == "pass" else doc["summary_line"] + "\n"), word
 
 
-def npd(doc: Dict[str, Any]) -> Tuple[str, int]:
-    code = NPD_EXIT_OF_STATUS[doc["status"]]
-    return doc["summary_line"] + "\n", code
+def npd(doc: Dict[str, Any]) -> Tuple[str, str]:
+    return doc["summary_line"] + "\n", doc["status"]
 
 
 def _counts(doc: Dict[str, Any]) -> Dict[str, int]:
@@ -38,16 +36,15 @@ def _counts(doc: Dict[str, Any]) -> Dict[str, int]:
     return {v: int(verdicts.get(v, 0)) for v in ("ok", "degraded", "fail", "unknown")}
 
 
-def nagios(doc: Dict[str, Any]) -> Tuple[str, int]:
+def nagios(doc: Dict[str, Any]) -> Tuple[str, str]:
     sev = {s: sum(f.get("folded", 1) for f in doc["findings"] if f["severity"] == s)
            for s in ("error", "warning", "info")}
     # the node's status decides (fail: CRITICAL, unknown: UNKNOWN); a passing node with warnings below
     # --fail-on is Nagios' WARNING
-    from gdrcheck.status import NAGIOS_OF_STATUS, NAGIOS_WARNING
+    from gdrcheck.status import NAGIOS_STATES
 
-    state, code = NAGIOS_OF_STATUS[doc["status"]]
-    if doc["status"] == "pass" and sev["warning"]:
-        state, code = NAGIOS_WARNING
+    word = "warning" if doc["status"] == "pass" and sev["warning"] else doc["status"]
+    state = NAGIOS_STATES[word]
     headline = doc["summary_line"]
     if state == "WARNING" and doc["status"] == "pass":
         headline = _headline([f for f in doc["findings"] if f["severity"] == "warning"], doc.get("rules") or {})
@@ -57,7 +54,7 @@ def nagios(doc: Dict[str, Any]) -> Tuple[str, int]:
     lines = [f"GDRCHECK {state} - {headline} | {perf}"]
     lines += [f"{f['code']} {f['severity']}: {f['message']}" for f in doc["findings"]
               if f["severity"] in ("error", "warning")]
-    return "\n".join(lines) + "\n", code
+    return "\n".join(lines) + "\n", word
 
 
 def _headline(findings: List[Dict[str, Any]], rules: Dict[str, Any]) -> str:
@@ -89,9 +86,8 @@ def _first_said(f: Dict[str, Any]) -> str:
     return msg[: -len(suffix)] if suffix and msg.endswith(suffix) else msg
 
 
-def check_text(doc: Dict[str, Any]) -> Tuple[str, int]:
+def check_text(doc: Dict[str, Any]) -> Tuple[str, str]:
     """The gate as a person reads it: the verdict line, then each finding with where to read the fix."""
-    code = CONTRACT[doc["status"]]
     word = STATUS_WORDS[doc["status"]]
     host = doc.get("host") or "this input"
     from gdrcheck.documents.expected import expected_if
@@ -117,4 +113,4 @@ def check_text(doc: Dict[str, Any]) -> Tuple[str, int]:
         lines.append(f"  ({quiet} informational finding{'s' if quiet > 1 else ''}: gdrcheck pairs shows them)")
     if shown:
         lines.append("fixes: gdrcheck explain CODE")
-    return "\n".join(lines) + "\n", code
+    return "\n".join(lines) + "\n", doc["status"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gdrcheck.render import tree_model as tm
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional
 

@@ -14,7 +14,7 @@ from html import escape
 from gdrcheck.render import tree_model as tm
 from gdrcheck.units import human_bytes
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Iterable, List, Optional
 

@@ -9,7 +9,7 @@ data, never markup.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import List, Optional, Sequence, Tuple, Union
     Cell = Tuple[str, str]

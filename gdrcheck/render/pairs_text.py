@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gdrcheck.render.layout import blank, grid, put
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List
 

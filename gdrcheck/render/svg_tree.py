@@ -14,7 +14,7 @@ from html import escape
 from gdrcheck.record import field, record
 from gdrcheck.render import tree_model as tm
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gdrcheck.render.layout import put, wrap
 from gdrcheck.units import human_bytes, speed_text
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 

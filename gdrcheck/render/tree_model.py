@@ -10,7 +10,7 @@ from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import field, record
 from gdrcheck.units import speed_text
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 

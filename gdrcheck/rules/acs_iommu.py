@@ -6,7 +6,7 @@ from gdrcheck.pcie.acs import AcsState, format_acs, redirects
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import label, value
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, Iterable, List, Tuple
 

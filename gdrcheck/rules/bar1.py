@@ -17,7 +17,7 @@ from gdrcheck.record import field, record
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.units import human_bytes, size_range_text
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Iterator, List, Optional, Tuple
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from gdrcheck.record import field, record
 from gdrcheck.status import EFFECTS, SEVERITIES  # noqa: F401 - the one vocabulary, re-exported for rules
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
     Check = Callable[["Context"], Iterable["Finding"]]

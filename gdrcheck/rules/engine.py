@@ -13,7 +13,7 @@ from gdrcheck.rules import nccl
 from gdrcheck.rules.base import Context, Finding, Options, PairInfo, folded_suffix
 from gdrcheck.status import severity_for, worst_verdict
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 
@@ -94,17 +94,6 @@ def build_pairs(topo: Topology) -> Tuple[PairInfo, ...]:
         for b in nvmes:
             out.append(endpoint_pair(a, b, "gpu-nvme"))
     return tuple(out)
-
-
-def nccl_env(snap: Snapshot, options: Options) -> Dict[str, str]:
-    """NCCL settings in force: the node's (environment, /etc/nccl.conf) then the options'."""
-    env: Dict[str, str] = {}
-    fact = snap.host.get("nccl_env")
-    if fact is not None and isinstance(fact.value, dict):
-        for k, v in fact.value.items():
-            env[k] = str(v["value"]) if isinstance(v, dict) and "value" in v else str(v)
-    env.update(options.env)
-    return env
 
 
 def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:

@@ -6,7 +6,7 @@ from gdrcheck.pcie.p2pdma import device_chain, kernel_p2pdma_verdict, root_ids_f
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import pair_label, value
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Iterable, List, Tuple
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gdrcheck.rules.base import Finding, Rule
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
     Detector = Callable[[Dict[str, Any]], Optional[str]]

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from gdrcheck.model import Fact
-
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional
-
-
-def fact(ctx, name: str) -> Fact:
-    return ctx.snap.fact(name)
 
 
 def value(ctx, name: str, key: Optional[str] = None) -> Any:

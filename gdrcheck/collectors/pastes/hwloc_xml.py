@@ -43,7 +43,7 @@ from gdrcheck.errors import InputError
 from gdrcheck.model import CollectorStatus, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map, norm_bdf
 from gdrcheck.patterns import lazy_pattern
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 

@@ -67,7 +67,7 @@ from gdrcheck.model import PciFunction, Snapshot, norm_bdf, root_of
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.pcie.kinds import kind_from_name
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 

@@ -40,7 +40,7 @@ from gdrcheck.patterns import lazy_pattern
 from gdrcheck.pcie.acs import ACS_BITS
 from gdrcheck.record import field, record
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 

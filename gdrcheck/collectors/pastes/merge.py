@@ -53,7 +53,7 @@ from gdrcheck.pcie.acs import ACS_REDIRECT_MASK
 from gdrcheck.pcie.kinds import base_kind
 from gdrcheck.record import replace
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Sequence, Tuple
 

@@ -22,7 +22,7 @@ from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, frozen_map, n
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import field, record
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 

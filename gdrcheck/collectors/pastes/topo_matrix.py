@@ -26,7 +26,7 @@ from gdrcheck.errors import InputError
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import field, record
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 
