@@ -185,7 +185,7 @@ def _word(kind: str) -> Optional[str]:
 
 
 def _own(evaluation, pair) -> Dict[str, Any]:
-    from gdrcheck.documents.pairs import nccl_decision
+    from gdrcheck.documents.decisions import nccl_decision
 
     word = _word(pair.kind)
     view = nccl_decision(evaluation, pair)
@@ -208,7 +208,7 @@ def _said(view: Dict[str, Any]) -> str:
 
 def expected(evaluation, fail_on: str = "error") -> Expected:
     """Each pair's expected answer (the pairs of ``evaluation``; the node's facts are judged whole)."""
-    from gdrcheck.documents.pairs import nccl_decision
+    from gdrcheck.documents.decisions import nccl_decision
     from gdrcheck.rules.engine import evaluate, restrict
 
     whole = evaluation.whole or evaluation
@@ -299,7 +299,7 @@ def _unique(items: List[Dict[str, str]]) -> List[Dict[str, str]]:
 
 def _status(evaluation, out, fail_on: str) -> str:
     """``fail`` where the node fails or a pair's expected verdict does, else ``pass``."""
-    from gdrcheck.documents.pairs import node_status_word
+    from gdrcheck.documents.decisions import node_status_word
 
     if node_status_word(evaluation, fail_on) == "fail":
         return "fail"

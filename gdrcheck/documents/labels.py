@@ -5,7 +5,7 @@ from __future__ import annotations
 from gdrcheck.model import bdf_key
 from gdrcheck.units import natural_key
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from gdrcheck.documents.decisions import nccl_decision, node_status_word, timed_out  # noqa: F401 - API here too
 from gdrcheck.documents.labels import device_labels
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
 from gdrcheck.model import bdf_key
 from gdrcheck.rules.engine import Evaluation, other_versions
-from gdrcheck.status import SEVERITY_RANK, STATUS_WORDS, node_status
+from gdrcheck.status import SEVERITY_RANK, STATUS_WORDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,24 +41,6 @@ def rules_doc(evaluation: Evaluation) -> Dict[str, Any]:
         if r is not None:
             out[code] = {"name": r.name, "title": r.title, "origin": ORIGIN_WORDS[r.origin], "fix": r.fix(virtual)}
     return out
-
-
-def nccl_decision(evaluation: Evaluation, pair) -> Dict[str, Any]:
-    """NCCL's predicted decision for the pair (``gdr`` or ``p2p``), with the reason and what the job decides:
-    the evaluation's own view where it holds the decision (shared, not copied: read it, do not change it)."""
-    view = evaluation.nccl_view.get((pair.a, pair.b))
-    if view is not None and ("gdr" in view if pair.kind == "gpu-nic" else
-                             "p2p" in view if pair.kind == "gpu-gpu" else True):
-        return view
-    view = dict(view or {})
-    if pair.kind == "gpu-nic" and "gdr" not in view:
-        # a NIC NCCL would never enumerate (not an RDMA device) or an evaluation built without NCCL's view
-        ok, why = evaluation.nic_side
-        view["gdr"] = "disabled" if ok is False else "unknown"
-        view["reason"] = why or "not an RDMA device NCCL's IB transport would use"
-    elif pair.kind == "gpu-gpu" and "p2p" not in view:
-        view["p2p"], view["reason"] = "unknown", "NCCL's view was not computed"
-    return view
 
 
 def nccl_doc(evaluation: Evaluation) -> Dict[str, Any]:
@@ -186,11 +169,6 @@ def timeout_doc(seconds, host=None) -> Dict[str, Any]:
     }
 
 
-def timed_out(evaluation: Evaluation) -> bool:
-    f = evaluation.snap.host.get("run_deadline")
-    return f is not None and bool(f.value)
-
-
 def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
     """One line, code first, at most 80 bytes: what an NHC drain reason or an NPD condition shows."""
     word = node_status_word(evaluation, fail_on)
@@ -264,13 +242,6 @@ def _fit(text: str, tail: str = "") -> str:
     if len(raw) > room:
         text = raw[:room - 3].decode("utf-8", "ignore").rstrip() + "..."
     return text + tail
-
-
-def node_status_word(evaluation: Evaluation, fail_on: str = "error") -> str:
-    """pass, fail or unknown: the one answer for this node (see :mod:`gdrcheck.status`)."""
-    missing = timed_out(evaluation) or any(f.effect == "unknown" and not f.pairs for f in evaluation.findings)
-    return node_status(evaluation.verdicts.values(), (f.severity for f in evaluation.findings), fail_on,
-                       facts_missing=missing)
 
 
 def status_and_missing(evaluation: Evaluation, fail_on: str = "error") -> Tuple[str, List[str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import pair_label
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Iterable
 

@@ -99,7 +99,7 @@ def _check_links(ctx: Context) -> Iterable[Finding]:
         if want is None:
             yield Finding(LINK_WIDTH.code, "info", (bdf,),
                           f"{label(ctx, bdf)} link x{cur}, the device capable of x{own}; the upstream port's "
-                          f"maximum is not in this {ctx.snap.input_kind} input, so whether the slot allows more is "
+                          f"maximum is not in this input, so whether the slot allows more is "
                           f"unknown (`lspci -vv -s <port> | grep LnkCap` on the node shows it)",
                           evidence=f"/sys/bus/pci/devices/{bdf}/current_link_width")
             continue
@@ -114,7 +114,7 @@ def _check_links(ctx: Context) -> Iterable[Finding]:
         if want_s is None:
             yield Finding(LINK_SPEED.code, "info", (bdf,),
                           f"{label(ctx, bdf)} link at {cur_s:g} GT/s, the device capable of {own_s:g} GT/s (normal "
-                          f"when idle); the upstream port's maximum is not in this {ctx.snap.input_kind} input")
+                          f"when idle); the upstream port's maximum is not in this input")
             continue
         yield Finding(LINK_SPEED.code, "info", (bdf,),
                       f"{label(ctx, bdf)} link at {cur_s:g} GT/s, both ends capable of {want_s:g} GT/s "

@@ -94,7 +94,7 @@ def _snapshot(tmp: Path):
             dst.addfile(m, io.BytesIO(data) if data is not None else None)
     unpacked = tmp / "node"  # what --from makes of the archive, once rather than in every command
     with tarfile.open(out) as t:
-        t.extractall(unpacked, filter="tar")
+        t.extractall(unpacked, **({"filter": "tar"} if hasattr(tarfile, "data_filter") else {}))
     return [str(unpacked)], ["PIX" + ESC]
 
 

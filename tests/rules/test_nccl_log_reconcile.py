@@ -29,7 +29,7 @@ def node(tmp_path_factory):
     """The 4-GPU node's snapshot, unpacked once."""
     d = tmp_path_factory.mktemp("snap")
     with tarfile.open(RUNS / "snapshot.tar.gz") as t:
-        t.extractall(d, filter="data")
+        t.extractall(d, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     kids = [p for p in d.iterdir()]
     return kids[0] if len(kids) == 1 and kids[0].is_dir() and not (d / "sys").exists() else d
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.rules.nccl.core import rank_in, version_str, within
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 

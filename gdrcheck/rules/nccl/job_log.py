@@ -4,7 +4,7 @@ Read by NCCL's node model (:mod:`gdrcheck.rules.nccl.node`) and by the reconcili
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional
 

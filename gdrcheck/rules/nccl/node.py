@@ -29,7 +29,7 @@ from gdrcheck.rules.nccl.core import (
 from gdrcheck.rules.nccl.cpu import cpu_kind, node_cpu
 from gdrcheck.rules.nccl.settings import NcclSettings, effective_env, param, settings
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Mapping, Optional, Tuple
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from gdrcheck.record import record
 from gdrcheck.rules.nccl.core import within
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 

@@ -26,7 +26,7 @@ from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl.core import rank_in
 from gdrcheck.rules.nccl.cpu import cpu_kind
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from gdrcheck.rules.nccl.core import NEWEST
 
-TYPE_CHECKING = False  # typing names are for annotations only: see README, "Speed"
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 

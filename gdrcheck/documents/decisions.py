@@ -1,0 +1,42 @@
+"""What a pairs document reads off an evaluation for each pair and for the node: NCCL's decision and the node's
+status word. Used by the document (:mod:`gdrcheck.documents.pairs`) and by the expected answer
+(:mod:`gdrcheck.documents.expected`), which the document holds: so they sit below both."""
+
+from __future__ import annotations
+
+from gdrcheck.rules.engine import Evaluation
+from gdrcheck.status import node_status
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict
+
+
+def nccl_decision(evaluation: Evaluation, pair) -> Dict[str, Any]:
+    """NCCL's predicted decision for the pair (``gdr`` or ``p2p``), with the reason and what the job decides:
+    the evaluation's own view where it holds the decision (shared, not copied: read it, do not change it)."""
+    view = evaluation.nccl_view.get((pair.a, pair.b))
+    if view is not None and ("gdr" in view if pair.kind == "gpu-nic" else
+                             "p2p" in view if pair.kind == "gpu-gpu" else True):
+        return view
+    view = dict(view or {})
+    if pair.kind == "gpu-nic" and "gdr" not in view:
+        # a NIC NCCL would never enumerate (not an RDMA device) or an evaluation built without NCCL's view
+        ok, why = evaluation.nic_side
+        view["gdr"] = "disabled" if ok is False else "unknown"
+        view["reason"] = why or "not an RDMA device NCCL's IB transport would use"
+    elif pair.kind == "gpu-gpu" and "p2p" not in view:
+        view["p2p"], view["reason"] = "unknown", "NCCL's view was not computed"
+    return view
+
+
+def timed_out(evaluation: Evaluation) -> bool:
+    f = evaluation.snap.host.get("run_deadline")
+    return f is not None and bool(f.value)
+
+
+def node_status_word(evaluation: Evaluation, fail_on: str = "error") -> str:
+    """pass, fail or unknown: the one answer for this node (see :mod:`gdrcheck.status`)."""
+    missing = timed_out(evaluation) or any(f.effect == "unknown" and not f.pairs for f in evaluation.findings)
+    return node_status(evaluation.verdicts.values(), (f.severity for f in evaluation.findings), fail_on,
+                       facts_missing=missing)
