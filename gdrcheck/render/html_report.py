@@ -230,9 +230,9 @@ def _matrix(pairs, names: Dict[str, str], topology) -> str:
            'NODE two root complexes of one NUMA node, SYS across NUMA nodes, NV# NVLinks), coloured by verdict: '
            '<span class="chip v-ok">ok</span> <span class="chip v-degraded">degraded ~</span> '
            '<span class="chip v-fail">fail !</span> <span class="chip v-unknown">unknown ?</span>'
-           + (' <span class="chip v-unknown">* undecided on this input: the class and mark expected if: '
+           + (' <span class="chip v-unknown">*</span> undecided on this input: the class and mark expected if: '
               + escape(", ".join(dict.fromkeys(a.get("brief") or a["fact"] for a in pairs.get("assumes") or ())))
-              + '</span>' if pairs.get("status") == "unknown" and pairs.get("assumes") else "") + '</p>']
+              if pairs.get("status") == "unknown" and pairs.get("assumes") else "") + '</p>']
     for kind, title in (("gpu", "GPU \u2013 GPU (peer-to-peer)"), ("nic", "GPU \u2013 NIC (GPUDirect RDMA)"),
                         ("nvme", "GPU \u2013 NVMe (GPUDirect Storage)")):
         # as in `gdrcheck pairs`: a NIC that is not a GPUDirect NIC (rdma false) makes no pair and gets no column

@@ -399,14 +399,13 @@ def _look(browser, page: Path, tmp_path: Path, names) -> None:
 
 
 def _names(source):
-    topo = json.loads(run("topology", "--json", "--from", source).stdout)
-    names, nic = {}, 0
-    for d in topo["devices"]:
-        if d["kind"] == "gpu":
-            names[d["bdf"]] = f"GPU{d['gpu_index']}"
-        elif d["kind"] == "nic":
-            names[d["bdf"]] = f"NIC{nic}"
-            nic += 1
+    """GPUs and NICs as `gdrcheck pairs` names them (one numbering everywhere; a NIC that is not a GPUDirect NIC
+    has no number)."""
+    doc = json.loads(run("pairs", "--json", "--from", source).stdout)
+    names = {}
+    for d in doc["devices"]:
+        if d["kind"] in ("gpu", "nic"):
+            names[d["bdf"]] = d.get("label") or d["kind"].upper()
     return names
 
 
