@@ -28,7 +28,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 # gdrcheck's dependencies less psutil, at versions that still install on Python 3.9 (pip resolves them for 3.9:
 # click 8.1, markdown-it-py 3, typing_extensions for rich below 3.11).
-DEPENDENCIES = ["click>=8.1", "rich>=13", "nvidia-ml-py>=12.535.108", "defusedxml>=0.7"]
+# pip is asked for Python 3.9, but an index that does not publish Requires-Python lets newer releases through:
+# the releases that dropped 3.9 are ruled out here too (click 8.2 and markdown-it-py 4 use `match`), and
+# check_grammar() refuses the build if anything inside still needs a newer Python.
+DEPENDENCIES = ["click>=8.1,<8.2", "rich>=13", "markdown-it-py<4", "nvidia-ml-py>=12.535.108", "defusedxml>=0.7"]
 # the import names those install, for --from-installed
 IMPORTS = ["click", "rich", "markdown_it", "mdurl", "pygments", "pynvml", "defusedxml"]
 STAMP = (2020, 1, 1, 0, 0, 0)
@@ -125,6 +128,20 @@ def stage(dest: Path, wheels: str | None, installed: bool = False) -> None:
     (dest / "__main__.py").write_text(MAIN.replace("@BUILD@", digest.hexdigest()[:16]))
 
 
+def check_grammar(dest: Path) -> None:
+    """Every module parses as Python 3.9 (``match`` and other newer syntax would fail on a node's 3.9)."""
+    import ast
+
+    bad = []
+    for f in sorted(dest.rglob("*.py")):
+        try:
+            ast.parse(f.read_bytes(), str(f), feature_version=(3, 9))
+        except SyntaxError as e:
+            bad.append(f"{f.relative_to(dest)}:{e.lineno}: {e.msg}")
+    if bad:
+        raise SystemExit("build_pyz: not Python 3.9 syntax:\n  " + "\n  ".join(bad))
+
+
 def pip_install(dest: Path, wheels: str | None) -> None:
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
            "--target", str(dest), "--python-version", "3.9", "--implementation", "py", "--only-binary=:all:",
@@ -158,6 +175,8 @@ def main() -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as d:
         stage(Path(d) / "app", a.wheels, a.from_installed)
+        if not a.from_installed:  # what this Python has installed may be newer than 3.9: a test build only
+            check_grammar(Path(d) / "app")
         pack(Path(d) / "app", target)
     print(f"{target}: {target.stat().st_size / 1e6:.1f} MB")
     return 0
