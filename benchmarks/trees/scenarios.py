@@ -64,6 +64,9 @@ def build(root: Path, **change) -> Path:
         if change.get("nic_virtio"):
             t.add(NICS[sock], dsp[2], cls=0x020000, vendor=0x1AF4, device=0x1041, driver="virtio-pci",
                   iommu_group=str(30 + sock), **cfg)
+        elif change.get("qlogic_nic1") and sock == 1:  # a FastLinQ RoCE NIC (qede, RDMA by qedr) beside the CX-7
+            t.add(NICS[sock], dsp[2], cls=0x020000, vendor=0x1077, device=0x8070, driver="qede",
+                  netdevs=[f"ens{sock}f0"], rdma=["qedr0"], iommu_group=str(30 + sock), **cfg)
         elif not (change.get("single_nic") and sock == 1):
             t.add(NICS[sock], dsp[2], cls=0x020700, vendor=0x15B3, device=0x1021, driver="mlx5_core",
                   netdevs=[f"ibp{sock}s0"], rdma=nic_rdma, iommu_group=str(30 + sock), **cfg)
@@ -121,6 +124,14 @@ def build(root: Path, **change) -> Path:
         _write(root, "/etc/nccl.conf", change["nccl_conf"])
     _write(root, "/gdrcheck/nvml.json", json.dumps(_nvml(change)))
     _write(root, "/gdrcheck/env.json", "{}")
+    if change.get("rdma_core"):  # libibverbs as rdma-core installs it: a link to the versioned file
+        lib = root / "usr/lib/x86_64-linux-gnu"
+        lib.mkdir(parents=True, exist_ok=True)
+        (lib / f"libibverbs.so.{change['rdma_core']}").write_bytes(b"")
+        (lib / "libibverbs.so.1").symlink_to(f"libibverbs.so.{change['rdma_core']}")
+    if change.get("ip_addr") is not None:  # `ip -o addr show` as the node answered it
+        _write(root, "/gdrcheck/commands.json", json.dumps({"ip -o addr show": {
+            "rc": 0, "stdout": change["ip_addr"], "stderr": "", "error": None}}))
     if change.get("no_pci_list"):  # a snapshot whose PCI device list is gone (the driver's answers are kept)
         import shutil
 
@@ -163,6 +174,12 @@ def _nvml(change) -> dict:
             "gpus": gpus, "p2p": p2p, "topology": []}
 
 
+# `ip -o addr show` of the healthy node: loopback and one IPoIB interface per NIC
+IP_ADDR = ("1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever\n"
+           "1: lo    inet6 ::1/128 scope host noprefixroute \\       valid_lft forever preferred_lft forever\n"
+           "4: ibp0s0    inet 10.10.0.11/16 brd 10.10.255.255 scope global ibp0s0\\       valid_lft forever\n"
+           "5: ibp1s0    inet 10.11.0.11/16 brd 10.11.255.255 scope global ibp1s0\\       valid_lft forever\n")
+
 # case name -> changes to the healthy node
 CASES: Dict[str, Dict] = {
     "healthy-gdr-node": {},
@@ -201,6 +218,11 @@ CASES: Dict[str, Dict] = {
     "p2p-chipset-not-supported": {"p2p_status": 1},
     "nccl-conf-overrides": {"nccl_conf": "# site settings\nNCCL_NET_GDR_LEVEL=SYS\nNCCL_P2P_DISABLE=1\n"},
     "bar1-256mib": {"bar1": 256 << 20},
+    # the site's NCCL_SOCKET_IFNAME names an interface the node does not have (NCCL finds none: it does not start)
+    "nccl-socket-ifname-matches-nothing": {"nccl_conf": "NCCL_SOCKET_IFNAME=eth9\n", "ip_addr": IP_ADDR},
+    # no peer-memory module: GPUDirect RDMA rests on DMA-BUF, which the qedr driver does not register
+    "dmabuf-mixed-rdma-drivers": {"no_peermem": True, "qlogic_nic1": True, "rdma_core": "1.14.50.0"},
+    "nccl-socket-ifname-matches-ipoib": {"nccl_conf": "NCCL_SOCKET_IFNAME=ibp\n", "ip_addr": IP_ADDR},
     "no-peer-mapping-override": {"no_peer_mapping_override": True},
 }
 

@@ -495,6 +495,7 @@ class SysfsTree:
                                          if ib else f"02:00:00:00:{n & 0xff:02x}:{i:02x}") + "\n")
             (nd / "type").write_text("32\n" if ib else "1\n")
             (nd / "operstate").write_text("up\n")
+            (nd / "flags").write_text("0x1043\n")  # UP, BROADCAST, RUNNING, MULTICAST
         for i, name in enumerate(f.rdma):
             rd = d / "infiniband" / name
             self._class_link("infiniband", name, rd, d)

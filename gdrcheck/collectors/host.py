@@ -18,6 +18,7 @@ from gdrcheck.collectors.host_nccl import (
     rdma_port_rates_fact,
     rdma_port_states_fact,
 )
+from gdrcheck.collectors.host_netif import ip_interfaces_fact
 from gdrcheck.collectors.host_nvidia import nvidia_facts
 from gdrcheck.collectors.host_peermem import dmabuf_fact, peermem_fact
 from gdrcheck.collectors.host_util import HostCtx
@@ -36,12 +37,12 @@ HOST_FACT_KEYS = (
     "nvidia_driver_version", "nvidia_driver_flavor", "nvidia_params", "nvidia_registry_dwords",
     "peer_mapping_override", "nvidia_fs",
     "peermem", "dmabuf", "nccl_env", "nccl_conf", "nccl_topo_file", "nccl_versions", "rdma_port_rates",
-    "bcm_switch_links", "rdma_port_states",
+    "bcm_switch_links", "rdma_port_states", "ip_interfaces",
 )
 
 # what was looked for and may simply not be there (no settings file, no NCCL): never "the host is unreadable"
 INVENTORY_KEYS = ("nccl_conf", "nccl_topo_file", "nccl_versions", "rdma_port_rates", "bcm_switch_links",
-                  "rdma_port_states")
+                  "rdma_port_states", "ip_interfaces")
 
 
 def _guard(name: str, fn: Callable[[], Dict[str, Fact]], errors: List[str]) -> Dict[str, Fact]:
@@ -70,6 +71,7 @@ def collect_host(src: Source, devices: Sequence[PciFunction]) -> Tuple[Dict[str,
     facts.update(_guard("nccl_versions", lambda: {"nccl_versions": nccl_versions_fact(ctx)}, errors))
     facts.update(_guard("rdma_port_rates", lambda: {"rdma_port_rates": rdma_port_rates_fact(ctx)}, errors))
     facts.update(_guard("rdma_port_states", lambda: {"rdma_port_states": rdma_port_states_fact(ctx)}, errors))
+    facts.update(_guard("ip_interfaces", lambda: {"ip_interfaces": ip_interfaces_fact(ctx)}, errors))
     facts.update(_guard("bcm_switch_links", lambda: {"bcm_switch_links": bcm_switch_links_fact(ctx)}, errors))
     for key in HOST_FACT_KEYS:
         if key not in facts:

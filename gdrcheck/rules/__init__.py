@@ -25,6 +25,7 @@ _FAMILIES: Tuple[str, ...] = (
     "gdrcheck.rules.fabric",
     "gdrcheck.rules.gds_modules",
     "gdrcheck.rules.gpu_gdr",
+    "gdrcheck.rules.nccl_ip",
 )
 
 

@@ -56,6 +56,7 @@ CASES = {
     "GDR160": ("fixture:nvidia-smi-q/h100-sxm-550.txt", "healthy-gdr-node", ()),
     "GDR206": ("nvidia-fs-nvme-unregistered", "nvidia-fs-nvme-registered", ()),
     "GDR207": ("nvidia-fs-idle", "nvidia-fs-nvme-registered", ()),
+    "GDR208": ("nccl-socket-ifname-matches-nothing", "nccl-socket-ifname-matches-ipoib", ()),
     "GDR170": ("lspci:geforce-rtx-4090-and-connectx-7", "healthy-gdr-node", ()),
 }
 # the gate's own findings: a requirement of `check --require` that nothing on the node can satisfy

@@ -90,3 +90,90 @@ def ports_down(snap, rdma: Tuple[str, ...]) -> str:
 def port_states(snap) -> Dict[str, Dict[str, str]]:
     f = snap.host.get("rdma_port_states")
     return f.value if f is not None and isinstance(f.value, dict) else {}
+
+
+# ---------------------------------------------------------------------------
+# The IP interface the IB transport needs
+#
+# ``ncclIbInitDevices`` first asks ``ncclFindInterfaces`` for one IP interface and, finding none, does not start
+# ("NET/IB : No IP interface found", v2.30.7 ``src/transport/net_ib/init.cc:303-307``; v2.18.6 ``net_ib.cc:169-171``).
+# The search (v2.30.7 ``src/misc/socket.cc:178-233``): ``NCCL_SOCKET_IFNAME`` when longer than one character
+# (``^`` excludes, ``=`` exact names, else prefixes; ``parseStringList``/``matchIfList``), else ``ib``, then
+# anything but ``docker``, ``lo`` (and ``virbr`` from 2.28.3), then ``docker``, ``lo`` (then ``virbr``): with no
+# setting, any interface at all will do. An interface counts with an IPv4 or IPv6 address (not ``::1``), of the
+# family ``NCCL_SOCKET_FAMILY`` forces (``AF_INET``/``AF_INET6``, any other text forces nothing), and from 2.28.3
+# only while its link is running (``IFF_RUNNING``, v2.28.3 ``src/misc/socket.cc``; ``src/os/linux.cc`` at v2.30.7).
+# The bootstrap runs the same search (v2.30.7 ``src/bootstrap.cc:124-128``) unless ``NCCL_COMM_ID`` is set, so
+# where it finds nothing NCCL does not start at all.
+
+RUNNING_FROM = (2, 28, 3)
+IP_SETTLE = "an IP interface NCCL_SOCKET_IFNAME names, up with an address (ip -o addr show)"
+
+
+def ip_interfaces(snap) -> Optional[Dict[str, Dict[str, Optional[bool]]]]:
+    f = snap.host.get("ip_interfaces")
+    return f.value if f is not None and getattr(f, "known", False) and isinstance(f.value, dict) else None
+
+
+def _qualifies(fams: Mapping[str, Optional[bool]], family: Optional[str], running: bool) -> Optional[bool]:
+    has = (family in (None, "AF_INET") and fams.get("inet")) or (family in (None, "AF_INET6") and fams.get("inet6"))
+    if not has:
+        return False
+    if running:
+        return fams.get("running")
+    return True
+
+
+def ip_interface_found(version, env: Mapping[str, str],
+                       interfaces: Optional[Mapping[str, Mapping[str, Optional[bool]]]]) -> Tuple[Optional[bool], str]:
+    """Whether NCCL's interface search finds an IP interface, and, where it does not or may not, why."""
+    ifname = env.get("NCCL_SOCKET_IFNAME") or ""
+    spec = ifname if len(ifname) > 1 else ""
+    fam_env = env.get("NCCL_SOCKET_FAMILY")
+    family = fam_env if fam_env in ("AF_INET", "AF_INET6") else None
+    if interfaces is None:
+        if not spec and family is None:
+            return True, ""
+        asked = " and ".join(f"{k}={env[k]}" for k in ("NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY")
+                             if (k == "NCCL_SOCKET_IFNAME" and spec) or (k == "NCCL_SOCKET_FAMILY" and family))
+        return None, (f"{asked}: whether an interface of that name is up with an address is not in this input "
+                      "(NCCL's IB transport needs one, v2.30.7 net_ib/init.cc:303-307)")
+    exclude, exact, items = parse_hca(spec)
+    seen: List[Optional[bool]] = []
+    for name, fams in interfaces.items():
+        if items and any((name == p if exact else name.startswith(p)) for p, _port in items) == exclude:
+            continue
+        seen.append(_qualifies(fams, family, version >= RUNNING_FROM))
+    if any(seen):
+        return True, ""
+    wanted = (f"NCCL_SOCKET_IFNAME={ifname}" if spec else "any interface") + \
+        (f" with NCCL_SOCKET_FAMILY={fam_env}" if family else "")
+    state = "running " if version >= RUNNING_FROM else ""
+    if any(s is None for s in seen):
+        return None, (f"{wanted}: the matching interfaces' link state is not in this input, and from 2.28.3 NCCL "
+                      "counts only running links (v2.30.7 net_ib/init.cc:303-307)")
+    return False, (f"{wanted} finds no {state}interface with an IP address: NCCL's IB transport does not start "
+                   "(\"NET/IB : No IP interface found\", v2.30.7 net_ib/init.cc:303-307), nor does its bootstrap "
+                   "unless NCCL_COMM_ID is set (bootstrap.cc:124-128)")
+
+
+# ---------------------------------------------------------------------------
+# DMA-BUF: one probe per process up to 2.22.3
+#
+# Up to 2.22.3 ``ncclIbDmaBufSupport`` keeps its answer in one static for the whole process: the first device
+# NCCL asks about (device 0 of the IB transport, the first of ``ibv_get_device_list`` that NCCL lists) decides
+# for every NIC (v2.22.3 ``src/transport/net_ib.cc:626-651``). From 2.23.4 each device is probed once
+# (``pthread_once`` per device, v2.23.4 ``net_ib.cc:736-748``).
+
+DMABUF_PER_DEVICE_FROM = (2, 23, 0)
+DMABUF_ONCE_WHY = ("NCCL up to 2.22.3 probes DMA-BUF once per process, on the first RDMA device it lists, and "
+                   "applies that answer to every NIC (v2.22.3 net_ib.cc:626-651): this node's RDMA NICs answer "
+                   "differently, so it depends on which one ibv_get_device_list names first (`ibv_devices`)")
+
+
+def dmabuf_probe_answers(version, own: Optional[bool], listed: List[Optional[bool]]) -> List[Optional[bool]]:
+    """The DMA-BUF answers this NIC may get from NCCL's probe: ``[]`` where the NIC's own answer stands (from
+    2.23, or every NIC NCCL lists answers alike), else each answer a first-listed NIC could give."""
+    if version >= DMABUF_PER_DEVICE_FROM or all(v == own for v in listed):
+        return []
+    return sorted(set(listed) | {own}, key=lambda v: (v is None, bool(v)))

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 SPEED_CODES = ((2.5, 15), (5.0, 30), (8.0, 60), (16.0, 120), (32.0, 240), (64.0, 480))  # topo.cc:545-556
 NVLINK_BW = ((100, 40.1), (90, 20.6), (87, 20.0), (86, 12.0), (80, 20.0), (70, 20.0), (60, 18.0))  # topo.h:274-282
 NIC_RDMA_DRIVER = {"mlx5_core": "mlx5_ib", "bnxt_en": "bnxt_re", "ice": "irdma", "i40e": "irdma", "efa": "efa",
-                   "ionic": "ionic"}
+                   "ionic": "ionic", "qede": "qedr"}
 DMABUF_RDMA = {"mlx5_ib", "efa", "bnxt_re", "irdma", "ionic"}
 _SM_BY_NAME = ((r"\bG?B(100|200|300)\b", 100), (r"\bG?H(100|200|800|20)\b", 90), (r"\bL(4|40S?|20)\b", 89),
                (r"RTX [0-9]+ Ada|\bRTX 40[0-9]0\b", 89), (r"\bA(100|800|30)\b", 80),
@@ -357,6 +357,15 @@ def net_selection(st: NcclSettings, plugins: Tuple[str, ...]) -> Tuple[Optional[
     return "ib", "NCCL's IB transport"
 
 
+def _nic_dmabuf(nic: NicInfo, dm) -> Optional[bool]:
+    """Whether the NIC's RDMA driver registers DMA-BUF memory, where the input shows it."""
+    if nic.rdma_driver:
+        return nic.rdma_driver in DMABUF_RDMA
+    if dm is not None and isinstance(dm.value, dict) and dm.value.get("rdma_driver_dmabuf"):
+        return True
+    return None
+
+
 def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Optional[bool], str, List[str]]:
     """NCCL's ``net.gdr`` for this NIC, seen from this GPU (DMA-BUF needs the GPU's attribute)."""
     st = node.st
@@ -368,6 +377,9 @@ def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Option
         return False, why, []
     if kind == "plugin":
         return None, why, ["the net plugin's ptrSupport (NCCL_PTR_CUDA / NCCL_PTR_DMABUF)"]
+    found, why_ip = ib_rules.ip_interface_found(node.version, st.env, ib_rules.ip_interfaces(snap))
+    if found is not True:
+        return found, why_ip, ([] if found is False else [ib_rules.IP_SETTLE])
     hca = st.env.get("NCCL_IB_HCA")
     if hca:
         used = ib_rules.hca_match(hca, nic.rdma, ib_rules.port_states(snap))
@@ -391,14 +403,18 @@ def nic_flag(node: "NodeNccl", snap, nic: NicInfo, gpu: GpuInfo) -> Tuple[Option
         pm_ok = False
     dm = snap.host.get("dmabuf")
     drv = snap.host.get("nvidia_driver_version")
-    nic_dmabuf: Optional[bool] = None
-    if nic.rdma_driver:
-        nic_dmabuf = nic.rdma_driver in DMABUF_RDMA
-    elif dm is not None and isinstance(dm.value, dict) and dm.value.get("rdma_driver_dmabuf"):
-        nic_dmabuf = True
-    ok, dwhy = gdr_rules.dmabuf_flag(node.version, st, dm.value if dm is not None else None,
+    nic_dmabuf = _nic_dmabuf(nic, dm)
+
+    def flag(probe: Optional[bool]) -> Tuple[Optional[bool], str]:
+        return gdr_rules.dmabuf_flag(node.version, st, dm.value if dm is not None else None,
                                      drv.value if drv is not None and getattr(drv, "known", False) else None,
-                                     nic_dmabuf, nic.rdma_driver or nic.driver, gpu.dmabuf, gpu.cuda_driver)
+                                     probe, nic.rdma_driver or nic.driver, gpu.dmabuf, gpu.cuda_driver)
+
+    ok, dwhy = flag(nic_dmabuf)
+    listed = [_nic_dmabuf(n, dm) for b, n in node.nics.items() if node.rdma.get(b) is not False]
+    shared = ib_rules.dmabuf_probe_answers(node.version, nic_dmabuf, listed)
+    if shared and len({flag(answer)[0] for answer in shared}) > 1:
+        ok, dwhy = None, ib_rules.DMABUF_ONCE_WHY
     if ok:
         return True, dwhy, []
     if pm_ok is False and ok is False:
