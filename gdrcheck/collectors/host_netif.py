@@ -5,8 +5,8 @@ NCCL's IB transport starts only when its interface search (``ncclFindInterfaces`
 (v2.30.7 ``src/transport/net_ib/init.cc:303-307``), and the search reads ``getifaddrs``: IPv4 and IPv6
 addresses, IPv6 loopback skipped, and from 2.28.3 only links with ``IFF_RUNNING`` (``src/os/linux.cc``).
 gdrcheck reads the same through ``ip -o addr show`` (kept in a snapshot like every command) and each link's
-``/sys/class/net/<name>/flags``. It looks only where an RDMA device exists: without one the IB transport
-has nothing to list, and the question does not arise.
+``/sys/class/net/<name>/flags``. The bootstrap every NCCL job runs first makes the same search
+(v2.30.7 ``src/bootstrap.cc:124-128``), so it matters on any node with a GPU, RDMA device or not.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ def _running(ctx: HostCtx, name: str) -> Optional[bool]:
 
 def ip_interfaces_fact(ctx: HostCtx) -> Fact:
     """``{interface: {"inet": bool, "inet6": bool, "running": bool | None}}``."""
-    if not any(d.rdma_devices for d in ctx.devices):
-        return unknown("no RDMA device: NCCL's IB transport has nothing to list", source="/sys/class/infiniband")
+    if not any(d.rdma_devices or (d.class_code or 0) >> 16 == 0x03 for d in ctx.devices):
+        return unknown("no GPU and no RDMA device: no NCCL job runs here", source="/sys/bus/pci/devices")
     res = ctx.src.run(IP_ADDR, timeout=5.0)
     if not res.ok:
         return unknown(f"`{' '.join(IP_ADDR)}`: {res.error or f'exit {res.rc}'}", settle="ip -o addr show",

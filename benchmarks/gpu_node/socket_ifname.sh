@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# NCCL_SOCKET_IFNAME that matches no interface, on a GPU node: what NCCL does (one rank, PyTorch's NCCL) and what
+# gdrcheck says (GDR208). Usage, from the repository root: benchmarks/gpu_node/socket_ifname.sh OUT
+set -u
+out=${1:?OUT}; mkdir -p "$out"
+. benchmarks/gpu_node/env.sh
+ip -o addr show > "$out/ip-o-addr.txt" 2>&1
+cat > /tmp/one_rank.py <<'PY'
+import os, torch, torch.distributed as dist
+os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29533")
+dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda:0"))
+t = torch.ones(4, device="cuda:0"); dist.all_reduce(t); torch.cuda.synchronize()
+print("all_reduce ok", t.tolist()); dist.destroy_process_group()
+PY
+for ifname in nosuch0 lo "^lo" ""; do
+  tag=${ifname:-unset}; tag=${tag//^/not-}
+  ( if [ -n "$ifname" ]; then export NCCL_SOCKET_IFNAME=$ifname; else unset NCCL_SOCKET_IFNAME; fi
+    export NCCL_DEBUG=WARN NCCL_NVLS_ENABLE=0
+    timeout 120 python3 /tmp/one_rank.py > "$out/nccl-$tag.txt" 2>&1; echo "rc=$?" >> "$out/nccl-$tag.txt"
+    timeout 60 python3 -m gdrcheck check > "$out/check-$tag.txt" 2>&1; echo "rc=$?" >> "$out/check-$tag.txt"
+    timeout 60 python3 -m gdrcheck pairs --json > "$out/pairs-$tag.json" 2>/dev/null )
+done
+python3 -m gdrcheck snapshot -o "$out/snapshot.tar.gz" > /dev/null 2>&1
+for f in "$out"/nccl-*.txt "$out"/check-*.txt; do echo "== $f"; grep -v '^\s*$' "$f" | tail -6; done
