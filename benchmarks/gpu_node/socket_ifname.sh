@@ -4,7 +4,7 @@
 set -u
 out=${1:?OUT}; mkdir -p "$out"
 . benchmarks/gpu_node/env.sh
-ip -o addr show > "$out/ip-o-addr.txt" 2>&1
+python3 -c "from gdrcheck.io.source import Source; print(Source().ip_addresses().stdout)" > "$out/addresses.txt" 2>&1
 cat > /tmp/one_rank.py <<'PY'
 import os, torch, torch.distributed as dist
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29533")
@@ -18,7 +18,7 @@ for ifname in nosuch0 lo "^lo" ""; do
     export NCCL_DEBUG=WARN NCCL_NVLS_ENABLE=0
     timeout 120 python3 /tmp/one_rank.py > "$out/nccl-$tag.txt" 2>&1; echo "rc=$?" >> "$out/nccl-$tag.txt"
     timeout 60 python3 -m gdrcheck check > "$out/check-$tag.txt" 2>&1; echo "rc=$?" >> "$out/check-$tag.txt"
-    timeout 60 python3 -m gdrcheck pairs --json > "$out/pairs-$tag.json" 2>/dev/null )
+  )
 done
-python3 -m gdrcheck snapshot -o "$out/snapshot.tar.gz" > /dev/null 2>&1
-for f in "$out"/nccl-*.txt "$out"/check-*.txt; do echo "== $f"; grep -v '^\s*$' "$f" | tail -6; done
+NCCL_SOCKET_IFNAME=nosuch0 python3 -m gdrcheck snapshot -o "$out/snapshot.tar.gz" > /dev/null 2>&1
+cat "$out/addresses.txt"; for f in "$out"/nccl-*.txt "$out"/check-*.txt; do echo "== $f"; grep -v '^\s*$' "$f" | tail -6; done

@@ -129,8 +129,8 @@ def build(root: Path, **change) -> Path:
         lib.mkdir(parents=True, exist_ok=True)
         (lib / f"libibverbs.so.{change['rdma_core']}").write_bytes(b"")
         (lib / "libibverbs.so.1").symlink_to(f"libibverbs.so.{change['rdma_core']}")
-    if change.get("ip_addr") is not None:  # `ip -o addr show` as the node answered it
-        _write(root, "/gdrcheck/commands.json", json.dumps({"ip -o addr show": {
+    if change.get("ip_addr") is not None:  # the interfaces' addresses, as a snapshot keeps them
+        _write(root, "/gdrcheck/commands.json", json.dumps({"getifaddrs": {
             "rc": 0, "stdout": change["ip_addr"], "stderr": "", "error": None}}))
     if change.get("no_pci_list"):  # a snapshot whose PCI device list is gone (the driver's answers are kept)
         import shutil
@@ -174,11 +174,9 @@ def _nvml(change) -> dict:
             "gpus": gpus, "p2p": p2p, "topology": []}
 
 
-# `ip -o addr show` of the healthy node: loopback and one IPoIB interface per NIC
-IP_ADDR = ("1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever\n"
-           "1: lo    inet6 ::1/128 scope host noprefixroute \\       valid_lft forever preferred_lft forever\n"
-           "4: ibp0s0    inet 10.10.0.11/16 brd 10.10.255.255 scope global ibp0s0\\       valid_lft forever\n"
-           "5: ibp1s0    inet 10.11.0.11/16 brd 10.11.255.255 scope global ibp1s0\\       valid_lft forever\n")
+# the healthy node's addresses (name family address): loopback and one IPoIB interface per NIC
+IP_ADDR = ("lo inet 127.0.0.1\nibp0s0 inet 10.10.0.11\nibp1s0 inet 10.11.0.11\n"
+           "lo inet6 0000:0000:0000:0000:0000:0000:0000:0001\n")
 
 # case name -> changes to the healthy node
 CASES: Dict[str, Dict] = {

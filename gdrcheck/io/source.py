@@ -342,6 +342,39 @@ class Source:
                                            "error": res.error}
         return res
 
+    def ip_addresses(self) -> CommandResult:
+        """Each interface's IP addresses as ``getifaddrs`` gives them to NCCL, one ``name family address`` line
+        each: IPv4 by ``SIOCGIFADDR`` (the interface's address), IPv6 from ``/proc/net/if_inet6``. Replayed from a
+        capture, where it is kept like a command's output."""
+        argv = ("getifaddrs",)
+        if not self.live:
+            return self._replay(argv, argv[0])
+        import fcntl
+        import socket
+
+        lines: List[str] = []
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                for _index, name in socket.if_nameindex():
+                    try:
+                        got = fcntl.ioctl(sock.fileno(), 0x8915, name.encode()[:15].ljust(40, b"\0"))  # SIOCGIFADDR
+                    except OSError:
+                        continue  # no IPv4 address
+                    lines.append(f"{name} inet {socket.inet_ntoa(got[20:24])}")
+        except OSError as e:
+            res = CommandResult(argv, error=_why(e))
+        else:
+            for row in (self.read_text("/proc/net/if_inet6") or "").splitlines():
+                f = row.split()
+                if len(f) == 6 and len(f[0]) == 32:
+                    addr = ":".join(f[0][i:i + 4] for i in range(0, 32, 4))
+                    lines.append(f"{f[5]} inet6 {addr}")
+            res = CommandResult(argv, rc=0, stdout="".join(x + "\n" for x in lines))
+        if self.recording:
+            self.recorded_commands[argv[0]] = {"rc": res.rc, "stdout": res.stdout, "stderr": res.stderr,
+                                               "error": res.error}
+        return res
+
     def _replay(self, argv: Tuple[str, ...], key: str) -> CommandResult:
         if self._commands is None:
             self._commands = {}

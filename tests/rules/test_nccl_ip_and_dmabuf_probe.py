@@ -18,30 +18,25 @@ import pytest
 from support.cli_util import run
 
 from benchmarks.trees import scenarios
-from gdrcheck.collectors.host_netif import parse_ip_addr
+from gdrcheck.collectors.host_netif import parse_addresses
 from gdrcheck.rules.nccl import ib
 
-# `ip -o addr show` of a Debian 12 machine, verbatim
-IP_O_ADDR = (
-    "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever\n"
-    "1: lo    inet6 ::1/128 scope host \\       valid_lft forever preferred_lft forever\n"
-    "4: eth0    inet 192.0.2.2/24 brd 192.0.2.255 scope global eth0\\       valid_lft forever preferred_lft forever\n"
-    "4: eth0    inet6 fd00::2/64 scope global nodad \\       valid_lft forever preferred_lft forever\n"
-    "4: eth0    inet6 fe80::fc:ff:fe00:1/64 scope link \\       valid_lft forever preferred_lft forever\n"
-)
+# Source.ip_addresses() on a Debian 12 machine, verbatim
+ADDRESSES = ("lo inet 127.0.0.1\neth0 inet 192.0.2.2\neth0 inet6 fd00:0000:0000:0000:0000:0000:0000:0002\n"
+             "eth0 inet6 fe80:0000:0000:0000:00fc:00ff:fe00:0001\nlo inet6 0000:0000:0000:0000:0000:0000:0000:0001\n")
 NEW, OLD = (2, 30, 7), (2, 27, 7)
 
 
 def _ifs(ib0_running=False):
-    out = parse_ip_addr(IP_O_ADDR)
+    out = parse_addresses(ADDRESSES)
     for fams in out.values():
         fams["running"] = True
     out["ib0"] = {"inet": False, "inet6": True, "running": ib0_running}
     return out
 
 
-def test_ip_o_addr_is_read_per_interface_and_family():
-    got = parse_ip_addr(IP_O_ADDR)
+def test_addresses_are_read_per_interface_and_family_without_the_ipv6_loopback():
+    got = parse_addresses(ADDRESSES)
     assert got == {"lo": {"inet": True, "inet6": False}, "eth0": {"inet": True, "inet6": True}}
 
 
