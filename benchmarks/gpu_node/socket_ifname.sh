@@ -22,3 +22,5 @@ for ifname in nosuch0 lo "^lo" ""; do
 done
 NCCL_SOCKET_IFNAME=nosuch0 python3 -m gdrcheck snapshot -o "$out/snapshot.tar.gz" > /dev/null 2>&1
 cat "$out/addresses.txt"; for f in "$out"/nccl-*.txt "$out"/check-*.txt; do echo "== $f"; grep -v '^\s*$' "$f" | tail -6; done
+# one file back: the outputs and the snapshot (taken with NCCL_SOCKET_IFNAME=nosuch0 in the environment)
+tar -C "$(dirname "$out")" -czf "$out.tar.gz" "$(basename "$out")" && rm -rf "$out"

@@ -5,9 +5,9 @@ NCCL's IB transport starts only when its interface search (``ncclFindInterfaces`
 (v2.30.7 ``src/transport/net_ib/init.cc:303-307``), and the search reads ``getifaddrs``: IPv4 and IPv6
 addresses, IPv6 loopback skipped, and from 2.28.3 only links with ``IFF_RUNNING`` (``src/os/linux.cc``).
 gdrcheck reads the same addresses (``Source.ip_addresses``: ``SIOCGIFADDR`` and ``/proc/net/if_inet6``,
-kept in a snapshot like a command's output) and each link's ``/sys/class/net/<name>/flags``. The bootstrap
-every NCCL job runs first makes the same search (v2.30.7 ``src/bootstrap.cc:124-128``), so it matters on any
-node with a GPU, RDMA device or not.
+kept in a snapshot like a command's output) and each link's ``/sys/class/net/<name>/flags`` and ``operstate``.
+The bootstrap every NCCL job runs first makes the same search (v2.30.7 ``src/bootstrap.cc:124-128``), so it
+matters on any node with a GPU, RDMA device or not.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, Optional
 
-IFF_RUNNING = 0x40  # include/uapi/linux/if.h
+IFF_UP = 0x1  # include/uapi/linux/if.h
 NET_CLASS = "/sys/class/net"
 SOURCE = "getifaddrs (SIOCGIFADDR, /proc/net/if_inet6)"
 
@@ -45,11 +45,18 @@ def parse_addresses(text: str) -> Dict[str, Dict[str, bool]]:
 
 
 def _running(ctx: HostCtx, name: str) -> Optional[bool]:
+    """``IFF_RUNNING`` as getifaddrs reports it: the kernel's ``dev_get_flags`` sets it on a link that is up
+    (``IFF_UP`` in ``flags``) with an operational state of ``up`` or ``unknown`` (``netif_oper_up``; a loopback
+    or tunnel says ``unknown``). The ``flags`` file alone never shows it."""
     text = ctx.src.read_line(f"{NET_CLASS}/{name}/flags")
+    state = ctx.src.read_line(f"{NET_CLASS}/{name}/operstate")
     try:
-        return bool(int(text or "", 16) & IFF_RUNNING)
+        up = bool(int(text or "", 16) & IFF_UP)
     except ValueError:
         return None
+    if not up:
+        return False
+    return None if not state else state.strip() in ("up", "unknown")
 
 
 def ip_interfaces_fact(ctx: HostCtx) -> Fact:
@@ -62,4 +69,4 @@ def ip_interfaces_fact(ctx: HostCtx) -> Fact:
     out: Dict[str, Dict[str, Optional[bool]]] = dict(parse_addresses(res.stdout))
     for name, fams in out.items():
         fams["running"] = _running(ctx, name)
-    return Fact(out, source=f"{SOURCE}, {NET_CLASS}/*/flags")
+    return Fact(out, source=f"{SOURCE}, {NET_CLASS}/*/flags, {NET_CLASS}/*/operstate")

@@ -146,7 +146,7 @@ def ip_interface_found(version, env: Mapping[str, str],
         seen.append(_qualifies(fams, family, version >= RUNNING_FROM))
     if any(seen):
         return True, ""
-    wanted = (f"NCCL_SOCKET_IFNAME={ifname}" if spec else "any interface") + \
+    wanted = (f"NCCL_SOCKET_IFNAME={ifname}" if spec else "NCCL's interface search (no NCCL_SOCKET_IFNAME)") + \
         (f" with NCCL_SOCKET_FAMILY={fam_env}" if family else "")
     state = "running " if version >= RUNNING_FROM else ""
     if any(s is None for s in seen):
