@@ -95,3 +95,19 @@ def test_one_rdma_driver_keeps_its_own_answer_at_2_22_3():
     assert ib.dmabuf_probe_answers((2, 22, 3), True, [True, True]) == []
     assert ib.dmabuf_probe_answers((2, 22, 3), True, [True, False]) == [False, True]
     assert ib.dmabuf_probe_answers((2, 23, 4), True, [True, False]) == []
+
+
+@pytest.mark.parametrize("flags,state,running", [
+    ("0x9", "unknown", True),  # a loopback, as every node shows it: IFF_RUNNING is never in the flags file
+    ("0x1043", "up", True), ("0x1003", "down", False), ("0x1002", "down", False), ("0x1003", "dormant", False),
+])
+def test_running_as_the_kernels_dev_get_flags_sets_it(tmp_path, flags, state, running):
+    from gdrcheck.collectors.host_netif import _running
+    from gdrcheck.collectors.host_util import HostCtx
+    from gdrcheck.io.source import Source
+
+    link = tmp_path / "sys/class/net/x0"
+    link.mkdir(parents=True)
+    (link / "flags").write_text(flags + "\n")
+    (link / "operstate").write_text(state + "\n")
+    assert _running(HostCtx(Source(str(tmp_path))), "x0") is running
