@@ -150,6 +150,28 @@ def fingerprint(evaluation) -> Fingerprint:
 
     for k, v in _host_facts(evaluation):
         add(k, v)
+    models = _device_facts(evaluation, add)
+    _device_counts(topo, models, add)
+    _bridge_facts(evaluation, add)
+    pair_rows = _pair_rows(evaluation)
+    pair_ends = {a for a, _b, _v in pair_rows} | {b for _a, b, _v in pair_rows}
+
+    # each fact once: (what it is about, its key template, addresses, value)
+    prepared = [(key.split("[", 1)[0], key, addrs, value if isinstance(value, int) else "=" + str(value))
+                for addrs, key, value in facts]
+    shape_order = {b: _pos_key(n) for b, n in pos.items()}
+    addr_order = {b: (bdf_key(b) if b.count(":") == 2 else bdf_key(b + ":00.0")) for b in pos}
+    shape_lines = _render(prepared, pair_rows, pair_ends, pos, shape_order)
+    topology_lines = _render(prepared, pair_rows, pair_ends, {}, addr_order)
+    used = {a for addrs, _k, _v in facts for a in addrs} | pair_ends
+    by_pos = {name: bdf for bdf, name in pos.items() if bdf in used}
+    return Fingerprint(shape_lines, topology_lines, dict(sorted(by_pos.items(), key=lambda kv: _pos_key(kv[0]))))
+
+
+def _device_facts(evaluation, add) -> Dict[str, Dict[str, int]]:
+    """Each GPU, NIC, NVMe drive and NVSwitch: its id, parent, NUMA node, link, BAR1 (a GPU) and whether an RDMA
+    device is bound (a NIC). Returns how many of each model there are, per kind."""
+    topo = evaluation.topo
     models: Dict[str, Dict[str, int]] = {k: {} for k in DEVICE_KINDS}
     bar1 = {g.bdf: g.bar1_total_bytes for g in evaluation.snap.gpus if g.bar1_total_bytes is not None}
     for bdf in sorted(topo.by_bdf, key=bdf_key):
@@ -172,6 +194,10 @@ def fingerprint(evaluation) -> Fingerprint:
             # whether an RDMA device is bound: only an input with the kernel's RDMA view can say "no"
             shown = topo.snap.input_kind in ("live", "sysfs", "snapshot")
             add("device[{0}].rdma", "yes" if d.rdma_devices else "no" if shown else "unknown", bdf)
+    return models
+
+
+def _device_counts(topo, models: Dict[str, Dict[str, int]], add) -> None:
     from gdrcheck.reach import shows
 
     for kind in DEVICE_KINDS:
@@ -179,6 +205,11 @@ def fingerprint(evaluation) -> Fingerprint:
         # none of a kind the input cannot show is "not-in-input", never 0 (an nvidia-smi -q has no NIC column)
         none = "0" if shows(topo.snap, _REACH_OF_KIND[kind]) else "not-in-input"
         add(f"devices.{kind}", ",".join(f"{n}x{ident}" for ident, n in sorted(m.items())) or none)
+
+
+def _bridge_facts(evaluation, add) -> None:
+    """Each bridge on a pair's path: its kind, ACS and link."""
+    topo = evaluation.topo
     on_paths = sorted(set().union(*[p.bridges for p in evaluation.pairs]), key=bdf_key)
     for b in on_paths:
         d = topo.by_bdf.get(b)
@@ -187,7 +218,10 @@ def fingerprint(evaluation) -> Fingerprint:
         add("bridge[{0}].kind", topo.device_kind[b], b)
         add("bridge[{0}].acs", _acs(topo, b), b)
         add("bridge[{0}].link", _link(d, with_speed=False), b)
-    # the pairs, most lines of a large node, kept apart: (a, b, "=value"), each distinct value worded once
+
+
+def _pair_rows(evaluation) -> List[Tuple[str, str, str]]:
+    """The pairs, most lines of a large node, kept apart: (a, b, "=value"), each distinct value worded once."""
     pair_rows: List[Tuple[str, str, str]] = []
     pair_values: Dict[tuple, str] = {}  # (pcie_path, path, candidates) -> "=value"
     for p in evaluation.pairs:
@@ -197,50 +231,44 @@ def fingerprint(evaluation) -> Fingerprint:
             value = pair_values[(p.pcie_path, p.path, p.candidates)] = \
                 "=" + (cls if p.path == p.pcie_path or p.path is None else f"{p.path}/{cls}")
         pair_rows.append((p.a, p.b, value))
-    pair_ends = {a for a, _b, _v in pair_rows} | {b for _a, b, _v in pair_rows}
+    return pair_rows
 
-    # each fact once: (what it is about, its key template, addresses, value)
-    prepared = [(key.split("[", 1)[0], key, addrs, value if isinstance(value, int) else "=" + str(value))
-                for addrs, key, value in facts]
 
-    def render(names: Dict[str, str], order: Dict[str, object]) -> List[str]:
-        # sorted per thing (host facts, then each device, bridge and pair in position or address order)
-        keyed = []
-        for head, key, addrs, value in prepared:
-            if not addrs:
-                keyed.append(((head, (), key), key + value))
-                continue
-            shown = [names.get(a, a) for a in addrs]
-            line = key.format(*shown) + ("=" + shown[value] if isinstance(value, int) else value)
-            keyed.append(((head, tuple([order[a] for a in addrs]), key), line))
-        keyed.sort()
-        # every pair line has the one key template ``pair[{0},{1}]``: it sorts among the others by its head, and
-        # among pairs by its two ends' order, which an integer rank per address stands for
-        rank: Dict[str, int] = {}
-        last, r = None, -1
-        for a in sorted(pair_ends, key=order.__getitem__):
-            if r < 0 or order[a] != last:
-                r, last = r + 1, order[a]
-            rank[a] = r
-        n = r + 1
-        keys = [rank[a] * n + rank[b] for a, b, _v in pair_rows]
-        if len(set(keys)) == len(keys):  # no two pairs in the same place: the rank alone orders them
-            rows = [pair_rows[i] for i in sorted(range(len(keys)), key=keys.__getitem__)]
-            pair_lines = [f"pair[{names.get(a, a)},{names.get(b, b)}]{value}" for a, b, value in rows]
-        else:  # ends that sort alike: their lines decide, as for every other line
-            pair_lines = [line for _k, line in sorted(
-                (k, f"pair[{names.get(a, a)},{names.get(b, b)}]{value}") for k, (a, b, value) in zip(keys, pair_rows))]
-        before = [line for k, line in keyed if k[0] <= "pair"]
-        after = [line for k, line in keyed if k[0] > "pair"]
-        return before + pair_lines + after
+def _render(prepared, pair_rows, pair_ends, names: Dict[str, str], order: Dict[str, object]) -> List[str]:
+    """The lines with addresses shown by ``names`` (an address where it has none), sorted per thing (host
+    facts, then each device, bridge and pair in ``order``)."""
+    keyed = []
+    for head, key, addrs, value in prepared:
+        if not addrs:
+            keyed.append(((head, (), key), key + value))
+            continue
+        shown = [names.get(a, a) for a in addrs]
+        line = key.format(*shown) + ("=" + shown[value] if isinstance(value, int) else value)
+        keyed.append(((head, tuple([order[a] for a in addrs]), key), line))
+    keyed.sort()
+    pair_lines = _pair_lines(pair_rows, pair_ends, names, order)
+    before = [line for k, line in keyed if k[0] <= "pair"]
+    after = [line for k, line in keyed if k[0] > "pair"]
+    return before + pair_lines + after
 
-    shape_order = {b: _pos_key(n) for b, n in pos.items()}
-    addr_order = {b: (bdf_key(b) if b.count(":") == 2 else bdf_key(b + ":00.0")) for b in pos}
-    shape_lines = render(pos, shape_order)
-    topology_lines = render({}, addr_order)
-    used = {a for addrs, _k, _v in facts for a in addrs} | pair_ends
-    by_pos = {name: bdf for bdf, name in pos.items() if bdf in used}
-    return Fingerprint(shape_lines, topology_lines, dict(sorted(by_pos.items(), key=lambda kv: _pos_key(kv[0]))))
+
+def _pair_lines(pair_rows, pair_ends, names: Dict[str, str], order: Dict[str, object]) -> List[str]:
+    """Every pair line has the one key template ``pair[{0},{1}]``: it sorts among the others by its head, and
+    among pairs by its two ends' order, which an integer rank per address stands for."""
+    rank: Dict[str, int] = {}
+    last, r = None, -1
+    for a in sorted(pair_ends, key=order.__getitem__):
+        if r < 0 or order[a] != last:
+            r, last = r + 1, order[a]
+        rank[a] = r
+    n = r + 1
+    keys = [rank[a] * n + rank[b] for a, b, _v in pair_rows]
+    if len(set(keys)) == len(keys):  # no two pairs in the same place: the rank alone orders them
+        rows = [pair_rows[i] for i in sorted(range(len(keys)), key=keys.__getitem__)]
+        return [f"pair[{names.get(a, a)},{names.get(b, b)}]{value}" for a, b, value in rows]
+    # ends that sort alike: their lines decide, as for every other line
+    return [line for _k, line in sorted(
+        (k, f"pair[{names.get(a, a)},{names.get(b, b)}]{value}") for k, (a, b, value) in zip(keys, pair_rows))]
 
 
 def _pos_key(name: str) -> Tuple[str, int]:

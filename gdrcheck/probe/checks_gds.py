@@ -153,62 +153,14 @@ def _read(params: Dict[str, Any], d: str, m: Dict[str, Any], load_cuda) -> Dict[
     try:
         host = ctypes.create_string_buffer(n)
         fill_pattern(ctypes.addressof(host), n, seed=3)
-        import tempfile
-
-        # a new file of a name no one could plant a link at (O_EXCL, random, 0600): DIR may be world-writable
-        wfd, path = tempfile.mkstemp(prefix=".gdrcheck-probe-", dir=d)
-        c.push(lambda: os.unlink(path))
-        with os.fdopen(wfd, "wb") as f:
-            f.write(host.raw)
-            f.flush()
-            os.fsync(f.fileno())
-        e = _err("cuFileDriverOpen", cf.driver_open())
-        if e:
-            return {"status": "fail", "measured": m, "evidence": {"error": e}}
-        c.push(cf.driver_close)
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
-        except OSError as e:
-            m["error"] = f"open with O_DIRECT on {d}: {e.strerror} (GDS reads need a filesystem with O_DIRECT)"
-            return {"status": "fail", "measured": m, "evidence": {"error": m["error"]}}
-        c.push(lambda: os.close(fd))
-        descr = CUfileDescr(type=CU_FILE_HANDLE_TYPE_OPAQUE_FD, fd=fd)
-        fh = c_void_p()
-        e = _err("cuFileHandleRegister", cf.handle_register(ctypes.byref(fh), ctypes.byref(descr)))
-        if e:
-            m["error"] = e
-            return {"status": "fail", "measured": m, "evidence": {"error": e}}
-        c.push(lambda: cf.handle_deregister(fh))
-        cu = load_cuda()
-        cu.init()
-        dev = cu.device_by_bus_id(params["gpu"])
-        ctx = cu.retain(dev)
-        c.push(lambda: cu.release(dev))
-        cu.set_current(ctx)
-        dptr = cu.mem_alloc(n)
-        c.push(lambda: cu.mem_free(dptr))
-        cu.memset(dptr, 0, n)
-        e = _err("cuFileBufRegister", cf.buf_register(dptr, n, 0))
-        if not e:
-            c.push(lambda: cf.buf_deregister(dptr))
-        else:
-            m["buf_register"] = e
-        before = nvfs_reads()
-        got = cf.read(fh, dptr, n, 0, 0)
-        after = nvfs_reads()
-        if got != n:
-            m["error"] = f"cuFileRead returned {got} of {n} bytes"
-            return {"status": "fail", "measured": m, "evidence": {"error": m["error"]}}
-        back = ctypes.create_string_buffer(n)
-        cu.call("cuMemcpyDtoH_v2", ctypes.addressof(back), dptr, n)
-        m["verified"] = same(ctypes.addressof(host), ctypes.addressof(back), n)
-        if before is not None and after is not None:
-            m["nvidia_fs_reads_delta"] = after - before
-            if m["mode"] == "gds" and after == before:
-                m["mode"], m["mode_reason"] = "compat", "nvidia-fs loaded but its read counter did not move"
-        if not m["verified"]:
-            m["error"] = first_difference(ctypes.addressof(host), ctypes.addressof(back), n)
-            return {"status": "fail", "measured": m, "evidence": {"error": m["error"]}}
+        path = _write_test_file(d, host, c)
+        handle, failed = _open_for_cufile(cf, path, d, m, c)
+        if failed:
+            return failed
+        cu, dptr = _gpu_buffer(cf, load_cuda, params["gpu"], n, m, c)
+        failed = _read_and_verify(cf, cu, handle[0], dptr, host, n, m)
+        if failed:
+            return failed
     except (CudaError, OSError) as e:
         c.run()
         m["error"] = str(e)
@@ -216,3 +168,82 @@ def _read(params: Dict[str, Any], d: str, m: Dict[str, Any], load_cuda) -> Dict[
     finally:
         c.run()
     return {"status": "degraded" if m["mode"] == "compat" else "ok", "measured": m, "evidence": {}}
+
+
+def _write_test_file(d: str, host, c: Cleanup) -> str:
+    """The pattern in a new file in ``d``, on disk; removed by ``c``."""
+    import tempfile
+
+    # a new file of a name no one could plant a link at (O_EXCL, random, 0600): DIR may be world-writable
+    wfd, path = tempfile.mkstemp(prefix=".gdrcheck-probe-", dir=d)
+    c.push(lambda: os.unlink(path))
+    with os.fdopen(wfd, "wb") as f:
+        f.write(host.raw)
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def _open_for_cufile(cf: CuFile, path: str, d: str, m: Dict[str, Any], c: Cleanup):
+    """cuFile's driver open, the file opened with O_DIRECT and registered with cuFile: ((handle, its
+    descriptor), None), or (None, the failed result)."""
+    e = _err("cuFileDriverOpen", cf.driver_open())
+    if e:
+        return None, {"status": "fail", "measured": m, "evidence": {"error": e}}
+    c.push(cf.driver_close)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+    except OSError as e:
+        m["error"] = f"open with O_DIRECT on {d}: {e.strerror} (GDS reads need a filesystem with O_DIRECT)"
+        return None, {"status": "fail", "measured": m, "evidence": {"error": m["error"]}}
+    c.push(lambda: os.close(fd))
+    descr = CUfileDescr(type=CU_FILE_HANDLE_TYPE_OPAQUE_FD, fd=fd)
+    fh = c_void_p()
+    e = _err("cuFileHandleRegister", cf.handle_register(ctypes.byref(fh), ctypes.byref(descr)))
+    if e:
+        m["error"] = e
+        return None, {"status": "fail", "measured": m, "evidence": {"error": e}}
+    c.push(lambda: cf.handle_deregister(fh))
+    return (fh, descr), None
+
+
+def _gpu_buffer(cf: CuFile, load_cuda, gpu: str, n: int, m: Dict[str, Any], c: Cleanup):
+    """(the driver API, ``n`` zeroed bytes of the GPU's memory), the buffer registered with cuFile where it
+    takes it (else why not, in ``m``)."""
+    cu = load_cuda()
+    cu.init()
+    dev = cu.device_by_bus_id(gpu)
+    ctx = cu.retain(dev)
+    c.push(lambda: cu.release(dev))
+    cu.set_current(ctx)
+    dptr = cu.mem_alloc(n)
+    c.push(lambda: cu.mem_free(dptr))
+    cu.memset(dptr, 0, n)
+    e = _err("cuFileBufRegister", cf.buf_register(dptr, n, 0))
+    if not e:
+        c.push(lambda: cf.buf_deregister(dptr))
+    else:
+        m["buf_register"] = e
+    return cu, dptr
+
+
+def _read_and_verify(cf: CuFile, cu, fh, dptr: int, host, n: int, m: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """cuFileRead of the file into GPU memory, read back and compared with the pattern, nvidia-fs's read
+    counter around it; None when it arrived whole, else the failed result."""
+    before = nvfs_reads()
+    got = cf.read(fh, dptr, n, 0, 0)
+    after = nvfs_reads()
+    if got != n:
+        m["error"] = f"cuFileRead returned {got} of {n} bytes"
+        return {"status": "fail", "measured": m, "evidence": {"error": m["error"]}}
+    back = ctypes.create_string_buffer(n)
+    cu.call("cuMemcpyDtoH_v2", ctypes.addressof(back), dptr, n)
+    m["verified"] = same(ctypes.addressof(host), ctypes.addressof(back), n)
+    if before is not None and after is not None:
+        m["nvidia_fs_reads_delta"] = after - before
+        if m["mode"] == "gds" and after == before:
+            m["mode"], m["mode_reason"] = "compat", "nvidia-fs loaded but its read counter did not move"
+    if not m["verified"]:
+        m["error"] = first_difference(ctypes.addressof(host), ctypes.addressof(back), n)
+        return {"status": "fail", "measured": m, "evidence": {"error": m["error"]}}
+    return None

@@ -264,7 +264,6 @@ def check_p2p(cu: Cuda, params: Dict[str, Any], harmless_only: bool = False,
     a_bdf, b_bdf = params["gpus"]
     n = int(params.get("bytes") or (256 << 20))
     reps = int(params.get("reps") or P2P_REPS)
-    exp = params.get("expected") or {}
     v = min(n, VERIFY_CHUNK)
     m: Dict[str, Any] = {}
     c = Cleanup()
@@ -278,6 +277,32 @@ def check_p2p(cu: Cuda, params: Dict[str, Any], harmless_only: bool = False,
             return {"status": "skipped", "measured": m, "evidence": {}}
         if not (ab and ba):
             return {"status": "fail", "measured": m, "evidence": {"error": "cuDeviceCanAccessPeer answered 0"}}
+        pair = _PeerPair(cu, c, a, b, n, m)
+        host, back = _host_pair(cu, c, v, pinned)
+        from gdrcheck.probe.stages import stage
+
+        stage(f"peer copies {a_bdf} <-> {b_bdf}")
+        if not _verify_each_way(pair, (a_bdf, b_bdf), n, host, back, v, m):
+            return {"status": "fail", "measured": m, "evidence": {}}
+        _peer_rates(pair, n, reps, m)
+        m["staged_gb_per_s"] = _staged_rate(pair, n, host, v)
+        m["bytes"], m["reps"] = n, reps
+    except CudaError as e:
+        c.run()
+        return _fail(e, **m)
+    finally:
+        c.run()
+    return _p2p_verdict(m, params.get("expected") or {}, c)
+
+
+class _PeerPair:
+    """Two GPUs (``a`` and ``b``) whose contexts reach each other: peer access enabled both ways, a source and
+    a destination buffer of ``n`` bytes and a stream on each; everything undone by ``c``."""
+
+    other = {"a": "b", "b": "a"}
+
+    def __init__(self, cu: Cuda, c: Cleanup, a: int, b: int, n: int, m: Dict[str, Any]) -> None:
+        self.cu = cu
         ca = cu.retain(a)
         c.push(lambda: cu.release(a))
         cb = cu.retain(b)
@@ -291,70 +316,83 @@ def check_p2p(cu: Cuda, params: Dict[str, Any], harmless_only: bool = False,
                     m["enable_peer_access_error"] = e.name
                     raise
             c.push(lambda mine=mine, other=other: (cu.set_current(mine), cu.call("cuCtxDisablePeerAccess", other)))
-        bufs: Dict[str, int] = {}
-        streams: Dict[str, int] = {}
+        self.bufs: Dict[str, int] = {}
+        self.streams: Dict[str, int] = {}
         for side, ctx in (("a", ca), ("b", cb)):
             cu.set_current(ctx)
             for kind in ("src", "dst"):
-                p = bufs[side + kind] = cu.mem_alloc(n)
+                p = self.bufs[side + kind] = cu.mem_alloc(n)
                 c.push(lambda ctx=ctx, p=p: (cu.set_current(ctx), cu.mem_free(p)))
-            s = streams[side] = cu.stream()
+            s = self.streams[side] = cu.stream()
             c.push(lambda ctx=ctx, s=s: (cu.set_current(ctx), cu.call("cuStreamDestroy_v2", s)))
-        host, back = _host_pair(cu, c, v, pinned)
-        from gdrcheck.probe.stages import stage
+        self.ctx_of = {"a": ca, "b": cb}
 
-        ctx_of = {"a": ca, "b": cb}
-        other = {"a": "b", "b": "a"}
+    def peer(self, frm: str, size: int) -> Callable[[], None]:
+        """A peer copy of ``size`` bytes from ``frm``'s source to the other side's destination, on ``frm``'s
+        stream (queued, not waited for)."""
+        to, cu, bufs, ctx_of = self.other[frm], self.cu, self.bufs, self.ctx_of
+        return lambda: cu.call("cuMemcpyPeerAsync", bufs[to + "dst"], ctx_of[to], bufs[frm + "src"],
+                               ctx_of[frm], size, self.streams[frm])
 
-        def peer(frm: str, size: int) -> Callable[[], None]:
-            to = other[frm]
-            return lambda: cu.call("cuMemcpyPeerAsync", bufs[to + "dst"], ctx_of[to], bufs[frm + "src"],
-                                   ctx_of[frm], size, streams[frm])
 
-        stage(f"peer copies {a_bdf} <-> {b_bdf}")
-        for frm, seed in (("a", 7), ("b", 11)):  # each way: a page, then the whole buffer, verified
-            to = other[frm]
-            fill_pattern(host, v, seed=seed)
+def _verify_each_way(pair: _PeerPair, bdfs: Tuple[str, str], n: int, host: int, back: int, v: int,
+                     m: Dict[str, Any]) -> bool:
+    """Each way a page, then the whole buffer, copied and read back against the pattern; False (with where
+    it differs in ``m``) at the first copy that comes back different."""
+    cu, bufs, ctx_of = pair.cu, pair.bufs, pair.ctx_of
+    for frm, seed in (("a", 7), ("b", 11)):
+        to = pair.other[frm]
+        fill_pattern(host, v, seed=seed)
+        cu.set_current(ctx_of[frm])
+        _fill_device(cu, bufs[frm + "src"], n, host, v)
+        for size, key in ((SMALL_BYTES, "small_verified"), (n, "verified")):
+            cu.set_current(ctx_of[to])
+            cu.memset(bufs[to + "dst"], 0x5A, n)
+            cu.call("cuCtxSynchronize")
             cu.set_current(ctx_of[frm])
-            _fill_device(cu, bufs[frm + "src"], n, host, v)
-            for size, key in ((SMALL_BYTES, "small_verified"), (n, "verified")):
-                cu.set_current(ctx_of[to])
-                cu.memset(bufs[to + "dst"], 0x5A, n)
-                cu.call("cuCtxSynchronize")
-                cu.set_current(ctx_of[frm])
-                peer(frm, size)()
-                cu.call("cuStreamSynchronize", streams[frm])
-                cu.set_current(ctx_of[to])
-                bad = _check_device(cu, bufs[to + "dst"], size, host, back, v)
-                m[key] = m.get(key, True) and not bad
-                if bad:
-                    m["mismatch"] = f"{a_bdf if frm == 'a' else b_bdf} -> {b_bdf if frm == 'a' else a_bdf}: {bad}"
-                    m["verified"] = False
-                    return {"status": "fail", "measured": m, "evidence": {}}
-        for frm, key in (("a", "a_to_b_gb_per_s"), ("b", "b_to_a_gb_per_s")):
-            cu.set_current(ctx_of[frm])
-            peer(frm, n)()  # warm-up
-            cu.call("cuStreamSynchronize", streams[frm])
-            m[key] = _gbps(n, reps, _timed(cu, streams[frm], peer(frm, n), reps))
-        m["bidir_gb_per_s"] = _bidir(cu, ctx_of, streams, peer, n, reps)
-        m["p2p_gb_per_s"] = min(m["a_to_b_gb_per_s"], m["b_to_a_gb_per_s"])
-        staged_reps = 2
-        t0 = time.perf_counter()
-        for _ in range(staged_reps):
-            for off in range(0, n, v):
-                size = min(v, n - off)
-                cu.set_current(ca)
-                cu.call("cuMemcpyDtoH_v2", host, bufs["asrc"] + off, size)
-                cu.set_current(cb)
-                cu.call("cuMemcpyHtoD_v2", bufs["bdst"] + off, host, size)
-        dt = time.perf_counter() - t0
-        m["staged_gb_per_s"] = round(n * staged_reps / dt / 1e9, 1) if dt > 0 else 0.0
-        m["bytes"], m["reps"] = n, reps
-    except CudaError as e:
-        c.run()
-        return _fail(e, **m)
-    finally:
-        c.run()
+            pair.peer(frm, size)()
+            cu.call("cuStreamSynchronize", pair.streams[frm])
+            cu.set_current(ctx_of[to])
+            bad = _check_device(cu, bufs[to + "dst"], size, host, back, v)
+            m[key] = m.get(key, True) and not bad
+            if bad:
+                a_bdf, b_bdf = bdfs
+                m["mismatch"] = f"{a_bdf if frm == 'a' else b_bdf} -> {b_bdf if frm == 'a' else a_bdf}: {bad}"
+                m["verified"] = False
+                return False
+    return True
+
+
+def _peer_rates(pair: _PeerPair, n: int, reps: int, m: Dict[str, Any]) -> None:
+    """The rate each way (after a warm-up copy), both ways at once, and the slower way's."""
+    cu = pair.cu
+    for frm, key in (("a", "a_to_b_gb_per_s"), ("b", "b_to_a_gb_per_s")):
+        cu.set_current(pair.ctx_of[frm])
+        pair.peer(frm, n)()  # warm-up
+        cu.call("cuStreamSynchronize", pair.streams[frm])
+        m[key] = _gbps(n, reps, _timed(cu, pair.streams[frm], pair.peer(frm, n), reps))
+    m["bidir_gb_per_s"] = _bidir(cu, pair.ctx_of, pair.streams, pair.peer, n, reps)
+    m["p2p_gb_per_s"] = min(m["a_to_b_gb_per_s"], m["b_to_a_gb_per_s"])
+
+
+def _staged_rate(pair: _PeerPair, n: int, host: int, v: int) -> float:
+    """GB/s of the same copy staged through pinned host memory, chunk by chunk, a to b."""
+    cu, ca, cb = pair.cu, pair.ctx_of["a"], pair.ctx_of["b"]
+    staged_reps = 2
+    t0 = time.perf_counter()
+    for _ in range(staged_reps):
+        for off in range(0, n, v):
+            size = min(v, n - off)
+            cu.set_current(ca)
+            cu.call("cuMemcpyDtoH_v2", host, pair.bufs["asrc"] + off, size)
+            cu.set_current(cb)
+            cu.call("cuMemcpyHtoD_v2", pair.bufs["bdst"] + off, host, size)
+    dt = time.perf_counter() - t0
+    return round(n * staged_reps / dt / 1e9, 1) if dt > 0 else 0.0
+
+
+def _p2p_verdict(m: Dict[str, Any], exp: Dict[str, Any], c: Cleanup) -> Dict[str, Any]:
+    """Degraded when peer copies are slower than staged ones, or below the link's expected rate."""
     status = "degraded" if m["p2p_gb_per_s"] < m["staged_gb_per_s"] else "ok"
     want = exp.get("gb_per_s")
     if isinstance(want, (int, float)) and want > 0:

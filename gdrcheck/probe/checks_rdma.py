@@ -302,8 +302,6 @@ def _write_and_wait(v: Verbs, ctx: int, qp, cq, src, dst, size: int, timeout_s: 
 
 def _loopback(v: Verbs, ctx: int, port: Dict[str, Any], params: Dict[str, Any], m: Dict[str, Any], c: Cleanup,
               load_cuda) -> Dict[str, Any]:
-    from gdrcheck.probe.checks_gpu import fill_pattern, first_difference, same
-
     size = int(params.get("bytes") or REG_BYTES)
     m["port"] = port["port"]
     pd = v.alloc_pd(ctx)
@@ -311,46 +309,84 @@ def _loopback(v: Verbs, ctx: int, port: Dict[str, Any], params: Dict[str, Any], 
         return {"status": "fail", "measured": m, "evidence": {"error": "ibv_alloc_pd: " + errno_name(v.errno())}}
     c.push(lambda: v.dealloc_pd(pd))
     try:
-        cq, qp = _connect_to_itself(v, ctx, pd, port, c)
+        link = _SelfLink(v, ctx, pd, port, c)
         # host memory first: the baseline that needs no GPUDirect
-        hs = ctypes.create_string_buffer(size)
-        hd = ctypes.create_string_buffer(size)
-        fill_pattern(ctypes.addressof(hs), size, seed=5)
-        src, _ = _reg_any(v, pd, None, ctypes.addressof(hs), size, False, c)
-        dst, _ = _reg_any(v, pd, None, ctypes.addressof(hd), size, False, c)
-        wait = float(params.get("completion_timeout_s") or 10.0)
-        host = _write_and_wait(v, ctx, qp, cq, src, dst, size, wait)
-        host["verified"] = host.get("wc_status") == "SUCCESS" and same(ctypes.addressof(hs), ctypes.addressof(hd),
-                                                                        size)
+        hs, hd, host, wait = _host_write(link, size, params, c)  # held here: both are registered
         m["host"] = host
         if host.get("wc_status") != "SUCCESS":
             return {"status": "fail", "measured": {**m, "wc_status": host.get("wc_status") or host.get("error")},
                     "evidence": {"error": "RDMA write between host buffers failed: "
                                           + str(host.get("meaning") or host.get("error") or host.get("wc_status"))}}
-        cu = load_cuda()
-        cu.init()
-        dev = cu.device_by_bus_id(params["gpu"])
-        gctx = cu.retain(dev)
-        c.push(lambda: cu.release(dev))
-        cu.set_current(gctx)
-        gs, gd = cu.mem_alloc(size), cu.mem_alloc(size)
-        c.push(lambda: cu.mem_free(gs))
-        c.push(lambda: cu.mem_free(gd))
-        cu.call("cuMemcpyHtoD_v2", gs, ctypes.addressof(hs), size)
-        cu.memset(gd, 0, size)
-        cu.call("cuCtxSynchronize")
-        for p in (gs, gd):
-            try:
-                cu.sync_memops(p)
-            except CudaError:
-                pass
-        src, how = _reg_any(v, pd, cu, gs, size, True, c)
-        dst, _ = _reg_any(v, pd, cu, gd, size, True, c)
-        m["registered_by"] = how
-        gpu = _write_and_wait(v, ctx, qp, cq, src, dst, size, wait)
-        m["gpu"] = gpu
+        cu, gd, gpu = _gpu_write(link, load_cuda, params["gpu"], hs, size, wait, m, c)
     except LoopbackError as e:
         return {"status": "fail", "measured": m, "evidence": {"error": str(e)}}
+    return _gpu_verdict(cu, hs, gd, gpu, size, m)
+
+
+class _SelfLink:
+    """A reliable-connection queue pair connected to itself on one port, its protection domain and its
+    completion queue: memory registers with it, and an RDMA write goes from one buffer to another."""
+
+    def __init__(self, v: Verbs, ctx: int, pd: int, port: Dict[str, Any], c: Cleanup) -> None:
+        self.v, self.ctx, self.pd = v, ctx, pd
+        self.cq, self.qp = _connect_to_itself(v, ctx, pd, port, c)
+
+    def register(self, cu, addr: int, size: int, gpu: bool, c: Cleanup):
+        return _reg_any(self.v, self.pd, cu, addr, size, gpu, c)
+
+    def write(self, src, dst, size: int, timeout_s: float) -> Dict[str, Any]:
+        return _write_and_wait(self.v, self.ctx, self.qp, self.cq, src, dst, size, timeout_s)
+
+
+def _host_write(link: _SelfLink, size: int, params: Dict[str, Any], c: Cleanup):
+    """An RDMA write between two host buffers, the source holding the pattern: (source, destination, what
+    the write did, the completion timeout)."""
+    from gdrcheck.probe.checks_gpu import fill_pattern, same
+
+    hs = ctypes.create_string_buffer(size)
+    hd = ctypes.create_string_buffer(size)
+    fill_pattern(ctypes.addressof(hs), size, seed=5)
+    src, _ = link.register(None, ctypes.addressof(hs), size, False, c)
+    dst, _ = link.register(None, ctypes.addressof(hd), size, False, c)
+    wait = float(params.get("completion_timeout_s") or 10.0)
+    host = link.write(src, dst, size, wait)
+    host["verified"] = host.get("wc_status") == "SUCCESS" and same(ctypes.addressof(hs), ctypes.addressof(hd), size)
+    return hs, hd, host, wait
+
+
+def _gpu_write(link: _SelfLink, load_cuda, gpu_bdf: str, hs, size: int, wait: float, m: Dict[str, Any],
+               c: Cleanup):
+    """The pattern copied into one GPU buffer, written by RDMA to another, zeroed one: (the driver API, the
+    destination, what the write did); how the GPU memory registered, and the write, in ``m``."""
+    cu = load_cuda()
+    cu.init()
+    dev = cu.device_by_bus_id(gpu_bdf)
+    gctx = cu.retain(dev)
+    c.push(lambda: cu.release(dev))
+    cu.set_current(gctx)
+    gs, gd = cu.mem_alloc(size), cu.mem_alloc(size)
+    c.push(lambda: cu.mem_free(gs))
+    c.push(lambda: cu.mem_free(gd))
+    cu.call("cuMemcpyHtoD_v2", gs, ctypes.addressof(hs), size)
+    cu.memset(gd, 0, size)
+    cu.call("cuCtxSynchronize")
+    for p in (gs, gd):
+        try:
+            cu.sync_memops(p)
+        except CudaError:
+            pass
+    src, how = link.register(cu, gs, size, True, c)
+    dst, _ = link.register(cu, gd, size, True, c)
+    m["registered_by"] = how
+    gpu = link.write(src, dst, size, wait)
+    m["gpu"] = gpu
+    return cu, gd, gpu
+
+
+def _gpu_verdict(cu, hs, gd: int, gpu: Dict[str, Any], size: int, m: Dict[str, Any]) -> Dict[str, Any]:
+    """Whether the GPU-to-GPU write completed and the destination holds the pattern."""
+    from gdrcheck.probe.checks_gpu import first_difference, same
+
     if gpu.get("wc_status") != "SUCCESS":
         m["wc_status"] = gpu.get("wc_status") or gpu.get("error")
         return {"status": "fail", "measured": m,

@@ -203,30 +203,56 @@ def build_plan(report, risky: bool = False, force: bool = False, gds_path: Optio
     busy = busy_reasons(snap, live_state)
     refused = bool(busy) and not force
     gpus = sorted(topo.of_kind("gpu"), key=bdf_key)
+    rdma_pairs = _rdma_pairs(report, gpus)
     steps: List[Step] = []
-
-    def add(step: Step) -> None:
+    for step in _steps(report, gpus, rdma_pairs, risky, gds_path, copy_bytes):
         if only and step.check not in only:
-            return
+            continue
         step.deadline_s = DEADLINES[step.check]
         if refused and step.status == "planned":
             step.status, step.reason = "skipped", "node busy: " + "; ".join(busy) + " (--force to probe anyway)"
         steps.append(step)
+    notes = []
+    if not gpus:
+        notes.append("no GPU in the input: nothing to probe")
+    elif not rdma_pairs:
+        notes.append("no RDMA NIC in the input: rdma-register and rdma-loopback have nothing to run on")
+    return Plan(steps=steps, busy=busy, refused=refused, notes=notes)
 
-    def gpu_params(bdf: str) -> Dict[str, Any]:
-        d = topo.by_bdf[bdf]
-        return {"gpu": bdf, "cpulist": d.local_cpulist, "numa_node": topo.numa(bdf)}
 
+def _steps(report, gpus: List[str], rdma_pairs, risky: bool, gds_path: Optional[str], copy_bytes: int):
+    """Every step, in the order they run: each check on all its subjects before the next check."""
+    yield from _cuda_steps(report, gpus)
+    yield from _host_bandwidth_steps(report, gpus, copy_bytes)
+    yield from _p2p_steps(report, gpus, risky, copy_bytes)
+    yield from _rdma_steps(report, rdma_pairs, risky)
+    yield from _gds_steps(report, gpus, gds_path)
+
+
+def _gpu_params(topo, bdf: str) -> Dict[str, Any]:
+    d = topo.by_bdf[bdf]
+    return {"gpu": bdf, "cpulist": d.local_cpulist, "numa_node": topo.numa(bdf)}
+
+
+def _cuda_steps(report, gpus: List[str]):
     for g in gpus:
-        add(Step("cuda", (g,), "planned", "every GPU: the driver API answers and finds it by its bus id",
-                 predicted=_gpu_pred(report, g), params=gpu_params(g)))
+        yield Step("cuda", (g,), "planned", "every GPU: the driver API answers and finds it by its bus id",
+                   predicted=_gpu_pred(report, g), params=_gpu_params(report.topo, g))
+
+
+def _host_bandwidth_steps(report, gpus: List[str], copy_bytes: int):
     for g in gpus:
-        exp = link_expectation(topo, g)
-        add(Step("host-bandwidth", (g,), "planned",
-                 "every GPU: pinned host memory on the GPU's NUMA node (the worker runs on its local CPUs), "
-                 "host-to-device and device-to-host, verified, against the link's expected rate",
-                 predicted=_gpu_pred(report, g), expected=exp,
-                 params={**gpu_params(g), "bytes": copy_bytes, "expected": exp}))
+        exp = link_expectation(report.topo, g)
+        yield Step("host-bandwidth", (g,), "planned",
+                   "every GPU: pinned host memory on the GPU's NUMA node (the worker runs on its local CPUs), "
+                   "host-to-device and device-to-host, verified, against the link's expected rate",
+                   predicted=_gpu_pred(report, g), expected=exp,
+                   params={**_gpu_params(report.topo, g), "bytes": copy_bytes, "expected": exp})
+
+
+def _p2p_steps(report, gpus: List[str], risky: bool, copy_bytes: int):
+    """Every GPU pair; on a risky pair (without ``--risky``) only cuDeviceCanAccessPeer."""
+    topo = report.topo
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
             danger = _risky(report, a, b)
@@ -243,16 +269,21 @@ def build_plan(report, risky: bool = False, force: bool = False, gds_path: Optio
                 st.status, st.harmless_only = "skipped", True
                 st.reason = ("the static check finds " + " and ".join(danger) + ": a peer copy may hang or "
                              "return garbage; only cuDeviceCanAccessPeer is asked (--risky to copy)")
-            add(st)
-    rdma_pairs = _rdma_pairs(report, gpus)
+            yield st
+
+
+def _rdma_steps(report, rdma_pairs, risky: bool):
+    """rdma-register on every GPU and NIC of :func:`_rdma_pairs`, then rdma-loopback on them (on a risky pair,
+    without ``--risky``, skipped)."""
+    topo = report.topo
     peer = _peer_memory(report)
     for g, nic, why in rdma_pairs:
         d = topo.by_bdf[nic]
         params = {"gpu": g, "nic": nic, "rdma_devices": list(d.rdma_devices), "cpulist": topo.by_bdf[g].local_cpulist,
                   "numa_node": topo.numa(g)}
-        add(Step("rdma-register", (g, nic), "planned",
-                 f"{why}: NCCL's DMA-BUF probe, ibv_reg_mr on GPU memory (peer memory), DMA-BUF export and "
-                 "ibv_reg_dmabuf_mr", predicted={**_pair_pred(report, g, nic, "gdr"), **peer}, params=params))
+        yield Step("rdma-register", (g, nic), "planned",
+                   f"{why}: NCCL's DMA-BUF probe, ibv_reg_mr on GPU memory (peer memory), DMA-BUF export and "
+                   "ibv_reg_dmabuf_mr", predicted={**_pair_pred(report, g, nic, "gdr"), **peer}, params=params)
     for g, nic, why in rdma_pairs:
         d = topo.by_bdf[nic]
         danger = _risky(report, g, nic)
@@ -266,20 +297,17 @@ def build_plan(report, risky: bool = False, force: bool = False, gds_path: Optio
             st.status, st.harmless_only = "skipped", True
             st.reason = ("the static check finds " + " and ".join(danger) + ": an RDMA write may hang or "
                          "corrupt memory (--risky to try)")
-        add(st)
+        yield st
+
+
+def _gds_steps(report, gpus: List[str], gds_path: Optional[str]):
     for g in gpus:
         st = Step("gds-read", (g,), "planned", "with --gds-path: an O_DIRECT read through cuFile into GPU memory, "
                   "verified against a host read, nvidia-fs counters moving", predicted=_gpu_pred(report, g),
-                  params={**gpu_params(g), "gds_path": gds_path})
+                  params={**_gpu_params(report.topo, g), "gds_path": gds_path})
         if not gds_path:
             st.status, st.reason = "skipped", "no --gds-path DIR on the target filesystem given"
-        add(st)
-    notes = []
-    if not gpus:
-        notes.append("no GPU in the input: nothing to probe")
-    elif not rdma_pairs:
-        notes.append("no RDMA NIC in the input: rdma-register and rdma-loopback have nothing to run on")
-    return Plan(steps=steps, busy=busy, refused=refused, notes=notes)
+        yield st
 
 
 def _peer_memory(report) -> Dict[str, Any]:

@@ -264,123 +264,189 @@ def run_plan(plan, deadline_scale: float = 1.0, step_timeout: Optional[float] = 
         if worker is not None:
             worker.close()
         return [None] * len(plan.steps)
-    early: Dict[str, Any] = {}
-    open_failed = False
-    if worker is not None:  # started early: its cuInit ran while the facts were read
-        got = worker.receive(OPEN_DEADLINE_S * deadline_scale)
-        early = {"cuinit_s": (got.get("measured") or {}).get("cuinit_s"), "error": (got.get("evidence") or {})
-                 .get("error")}
-        if (got.get("evidence") or {}).get("hung"):
-            open_failed = True  # cuInit did not answer: each step tries on its own, within its deadline
-    nv = NvmlState()
-    klog = KernelLog()
-    results: list = [None] * len(plan.steps)
-    wedged: set = set()
-    first_before: Dict[str, Dict[str, Any]] = {}
-    last_step: Dict[str, int] = {}
-    to_open = []
-    for step in plan.steps:
-        if step.check in GPU_CHECKS and (step.status == "planned" or (step.harmless_only and step.check == "p2p")):
-            to_open.extend(s for s in step.subjects if s not in to_open)
-    fresh = True  # a new worker opens the contexts (of the GPUs not wedged) before its first GPU step
+    early, open_failed = _early_answer(worker, deadline_scale)
+    run = _PlanRun(plan, NvmlState(), KernelLog(), (peer_reg_bytes, left_behind), env, worker)
+    run.scale, run.step_timeout, run.progress = deadline_scale, step_timeout, progress
+    run.early, run.open_failed = early, open_failed
     serial = (env or {}).get("GDRCHECK_PROBE_SERIAL", os.environ.get("GDRCHECK_PROBE_SERIAL", "")) == "1"
     try:
         for group in schedule(plan, serial):
-            todo = []
-            for i in group:
-                step = plan.steps[i]
-                if step.status != "planned" and not (step.harmless_only and step.check == "p2p"):
-                    continue
-                if wedged & set(step.subjects):
-                    results[i] = {"status": "skipped", "reason": "an earlier step on this device could not be killed",
-                                  "measured": {}, "evidence": {}}
-                    continue
-                todo.append(i)
-            if not todo:
-                continue
-            steps = [plan.steps[i] for i in todo]
-            if progress:
-                progress("; ".join(f"{s.check} on {', '.join(s.subjects)}" for s in steps))
-            gpus_of = {i: [s for s in plan.steps[i].subjects if s in nv.handles] or list(plan.steps[i].subjects[:1])
-                       for i in todo}
-            opening = (worker is None or not worker.alive or fresh) and any(s.check in GPU_CHECKS for s in steps)
-            if opening:  # every GPU's start, before the worker opens their contexts
-                for g in to_open:
-                    if g in nv.handles and g not in wedged:
-                        first_before.setdefault(g, _sample(nv, peer_reg_bytes, g))
-            before = {g: _sample(nv, peer_reg_bytes, g) for i in todo for g in gpus_of[i]}
-            for i in todo:
-                for g in gpus_of[i]:
-                    first_before.setdefault(g, before[g])
-                    last_step[g] = max(last_step.get(g, -1), i)
-            klog.mark()
-            payloads = [{"check": s.check, "params": s.params, "harmless_only": s.harmless_only} for s in steps]
-            payload = payloads[0] if len(payloads) == 1 else {"check": "batch", "steps": payloads}
-            if worker is None or not worker.alive:
-                if worker is not None:
-                    worker.close()  # a killed one: its pipes and stderr file
-                worker = Worker(env)
-                fresh = True
-            opened: Dict[str, Any] = {}
-            if fresh and not open_failed and any(s.check in GPU_CHECKS for s in steps):
-                fresh = False
-                got = worker.ask({"check": "open", "gpus": [g for g in to_open if g not in wedged]},
-                                 OPEN_DEADLINE_S * deadline_scale)
-                opened = {**(got.get("measured") or {}), "elapsed_s": got.get("elapsed_s")}
-                if early:
-                    opened["started_early"] = {k: v for k, v in early.items() if v is not None}
-                    early = {}
-                if (got.get("evidence") or {}).get("hung"):
-                    open_failed = True  # each step then opens its own GPU's context, within its own deadline
-                    opened["error"] = got["evidence"]["error"]
-                    worker.close()
-                    worker = Worker(env)
-            deadline = step_timeout if step_timeout is not None else \
-                max(s.deadline_s for s in steps) * deadline_scale
-            got = worker.ask(payload, deadline)
-            if len(todo) == 1:
-                rs = [got]
-            elif isinstance(got.get("results"), list) and len(got["results"]) == len(todo):
-                rs = got["results"]
-                for r in rs:
-                    if isinstance(r, dict):
-                        r.setdefault("evidence", {})["ran_beside"] = [
-                            ", ".join(s.subjects) for s in steps if r is not rs[steps.index(s)]]
-            else:  # hung, or the worker died: every step of the group says so
-                rs = [json.loads(json.dumps(got)) for _ in todo]
-            if opened and isinstance(rs[0], dict):
-                rs[0].setdefault("evidence", {})["worker_opened"] = opened
-            lines = klog.new_lines()
-            for i, step, r in zip(todo, steps, rs):
-                if not isinstance(r, dict):
-                    r = {"status": "unknown", "measured": {}, "evidence": {"error": "no result from the worker"}}
-                if step.status == "skipped":  # harmless calls only: the step stays skipped, with what they said
-                    r = {"status": "skipped", "reason": step.reason, "measured": r.get("measured") or {},
-                         "evidence": r.get("evidence") or {}, "elapsed_s": r.get("elapsed_s")}
-                ev = r.setdefault("evidence", {})
-                if lines:
-                    ev["kernel_log"] = lines
-                if ev.get("hung") and not ev.get("killed"):
-                    wedged.update(step.subjects)
-                gpus = gpus_of[i]
-                _judge_cleanup(nv, peer_reg_bytes, left_behind, gpus, {g: before[g] for g in gpus}, r, judge=False)
-                rc = [(before[g].get("replay_counter"), (r.get("evidence", {}).get("cleanup", {}).get(g, {})
-                                                         .get("after") or {}).get("replay_counter")) for g in gpus]
-                if step.check == "host-bandwidth" and rc and None not in rc[0]:
-                    r.setdefault("measured", {})["replay_counter_delta"] = rc[0][1] - rc[0][0]
-                results[i] = r
+            run.run_group(group)
     finally:
-        if worker is not None:
-            worker.close()
+        run.finish()
+    return run.results
+
+
+def _early_answer(worker: Optional[Worker], deadline_scale: float):
+    """What a worker started early said of its ``cuInit`` (empty: none was), and whether it hung."""
+    if worker is None:
+        return {}, False
+    got = worker.receive(OPEN_DEADLINE_S * deadline_scale)  # its cuInit ran while the facts were read
+    early = {"cuinit_s": (got.get("measured") or {}).get("cuinit_s"), "error": (got.get("evidence") or {})
+             .get("error")}
+    # cuInit did not answer: each step tries on its own, within its deadline
+    return early, bool((got.get("evidence") or {}).get("hung"))
+
+
+def _runs(step) -> bool:
+    """Whether a step goes to the worker: planned, or the harmless calls of a skipped p2p step."""
+    return step.status == "planned" or (step.harmless_only and step.check == "p2p")
+
+
+def _gpus_to_open(plan) -> List[str]:
+    """The GPUs of every GPU step that runs, in plan order: a worker opens their contexts first."""
+    to_open: List[str] = []
+    for step in plan.steps:
+        if step.check in GPU_CHECKS and _runs(step):
+            to_open.extend(s for s in step.subjects if s not in to_open)
+    return to_open
+
+
+class _PlanRun:
+    """One run of a plan: its worker, the results so far, the GPUs that hung unkillably (``wedged``), and
+    each GPU's first sample and last step (for the judgement after the worker has ended)."""
+
+    def __init__(self, plan, nv, klog, nvml_calls, env, worker: Optional[Worker]) -> None:
+        self.plan, self.nv, self.klog, self.env, self.worker = plan, nv, klog, env, worker
+        self.peer_reg_bytes, self.left_behind = nvml_calls
+        self.scale, self.step_timeout, self.progress = 1.0, None, None
+        self.early: Dict[str, Any] = {}
+        self.open_failed = False
+        self.results: list = [None] * len(plan.steps)
+        self.wedged: set = set()
+        self.first_before: Dict[str, Dict[str, Any]] = {}
+        self.last_step: Dict[str, int] = {}
+        self.to_open = _gpus_to_open(plan)
+        self.fresh = True  # a new worker opens the contexts (of the GPUs not wedged) before its first GPU step
+
+    def run_group(self, group: List[int]) -> None:
+        """One group of :func:`schedule`: its steps sent at once, each result recorded."""
+        todo = self._todo(group)
+        if not todo:
+            return
+        steps = [self.plan.steps[i] for i in todo]
+        if self.progress:
+            self.progress("; ".join(f"{s.check} on {', '.join(s.subjects)}" for s in steps))
+        gpus_of, before = self._sample_before(todo, steps)
+        self.klog.mark()
+        payloads = [{"check": s.check, "params": s.params, "harmless_only": s.harmless_only} for s in steps]
+        payload = payloads[0] if len(payloads) == 1 else {"check": "batch", "steps": payloads}
+        self._ensure_worker()
+        opened = self._open_contexts(steps)
+        deadline = self.step_timeout if self.step_timeout is not None else \
+            max(s.deadline_s for s in steps) * self.scale
+        rs = _split_answer(self.worker.ask(payload, deadline), todo, steps)
+        if opened and isinstance(rs[0], dict):
+            rs[0].setdefault("evidence", {})["worker_opened"] = opened
+        lines = self.klog.new_lines()
+        for i, step, r in zip(todo, steps, rs):
+            self._record(i, step, r, gpus_of[i], before, lines)
+
+    def _todo(self, group: List[int]) -> List[int]:
+        """The group's steps that go to the worker; one on a wedged device is skipped here."""
+        todo = []
+        for i in group:
+            step = self.plan.steps[i]
+            if not _runs(step):
+                continue
+            if self.wedged & set(step.subjects):
+                self.results[i] = {"status": "skipped", "reason": "an earlier step on this device could not be "
+                                   "killed", "measured": {}, "evidence": {}}
+                continue
+            todo.append(i)
+        return todo
+
+    def _sample_before(self, todo: List[int], steps):
+        """Each step's GPUs, and their samples now; every GPU's start too when a worker is about to open
+        their contexts."""
+        nv, w = self.nv, self.worker
+        gpus_of = {i: [s for s in self.plan.steps[i].subjects if s in nv.handles]
+                   or list(self.plan.steps[i].subjects[:1]) for i in todo}
+        opening = (w is None or not w.alive or self.fresh) and any(s.check in GPU_CHECKS for s in steps)
+        if opening:  # every GPU's start, before the worker opens their contexts
+            for g in self.to_open:
+                if g in nv.handles and g not in self.wedged:
+                    self.first_before.setdefault(g, _sample(nv, self.peer_reg_bytes, g))
+        before = {g: _sample(nv, self.peer_reg_bytes, g) for i in todo for g in gpus_of[i]}
+        for i in todo:
+            for g in gpus_of[i]:
+                self.first_before.setdefault(g, before[g])
+                self.last_step[g] = max(self.last_step.get(g, -1), i)
+        return gpus_of, before
+
+    def _ensure_worker(self) -> None:
+        if self.worker is None or not self.worker.alive:
+            if self.worker is not None:
+                self.worker.close()  # a killed one: its pipes and stderr file
+            self.worker = Worker(self.env)
+            self.fresh = True
+
+    def _open_contexts(self, steps) -> Dict[str, Any]:
+        """A fresh worker opens every GPU's context before its first GPU step: what that took, or why not."""
+        opened: Dict[str, Any] = {}
+        if not (self.fresh and not self.open_failed and any(s.check in GPU_CHECKS for s in steps)):
+            return opened
+        self.fresh = False
+        got = self.worker.ask({"check": "open", "gpus": [g for g in self.to_open if g not in self.wedged]},
+                              OPEN_DEADLINE_S * self.scale)
+        opened = {**(got.get("measured") or {}), "elapsed_s": got.get("elapsed_s")}
+        if self.early:
+            opened["started_early"] = {k: v for k, v in self.early.items() if v is not None}
+            self.early = {}
+        if (got.get("evidence") or {}).get("hung"):
+            self.open_failed = True  # each step then opens its own GPU's context, within its own deadline
+            opened["error"] = got["evidence"]["error"]
+            self.worker.close()
+            self.worker = Worker(self.env)
+        return opened
+
+    def _record(self, i: int, step, r, gpus: List[str], before, lines: List[str]) -> None:
+        """A step's result with its kernel log lines and BAR1 before and after (recorded, not judged)."""
+        if not isinstance(r, dict):
+            r = {"status": "unknown", "measured": {}, "evidence": {"error": "no result from the worker"}}
+        if step.status == "skipped":  # harmless calls only: the step stays skipped, with what they said
+            r = {"status": "skipped", "reason": step.reason, "measured": r.get("measured") or {},
+                 "evidence": r.get("evidence") or {}, "elapsed_s": r.get("elapsed_s")}
+        ev = r.setdefault("evidence", {})
+        if lines:
+            ev["kernel_log"] = lines
+        if ev.get("hung") and not ev.get("killed"):
+            self.wedged.update(step.subjects)
+        _judge_cleanup(self.nv, self.peer_reg_bytes, self.left_behind, gpus, {g: before[g] for g in gpus}, r,
+                       judge=False)
+        rc = [(before[g].get("replay_counter"), (r.get("evidence", {}).get("cleanup", {}).get(g, {})
+                                                 .get("after") or {}).get("replay_counter")) for g in gpus]
+        if step.check == "host-bandwidth" and rc and None not in rc[0]:
+            r.setdefault("measured", {})["replay_counter_delta"] = rc[0][1] - rc[0][0]
+        self.results[i] = r
+
+    def finish(self) -> None:
+        """The worker ends; then each GPU is judged from before its first step to now, on its last step."""
+        if self.worker is not None:
+            self.worker.close()
         try:
-            for g, i in last_step.items():  # from before the GPU's first step to after the worker ended
-                r = results[i]
-                if isinstance(r, dict) and g not in wedged:
-                    _judge_cleanup(nv, peer_reg_bytes, left_behind, [g], {g: first_before[g]}, r)
+            for g, i in self.last_step.items():  # from before the GPU's first step to after the worker ended
+                r = self.results[i]
+                if isinstance(r, dict) and g not in self.wedged:
+                    _judge_cleanup(self.nv, self.peer_reg_bytes, self.left_behind, [g], {g: self.first_before[g]}, r)
         finally:
-            nv.close()
-            klog.close()
-    return results
+            self.nv.close()
+            self.klog.close()
+
+
+def _split_answer(got: Dict[str, Any], todo: List[int], steps) -> list:
+    """The worker's answer as one result per step of the group: a batch's own results (each naming the steps
+    that ran beside it), else (hung, or the worker died) the one answer, copied to every step."""
+    if len(todo) == 1:
+        return [got]
+    if isinstance(got.get("results"), list) and len(got["results"]) == len(todo):
+        rs = got["results"]
+        for r in rs:
+            if isinstance(r, dict):
+                r.setdefault("evidence", {})["ran_beside"] = [
+                    ", ".join(s.subjects) for s in steps if r is not rs[steps.index(s)]]
+        return rs
+    return [json.loads(json.dumps(got)) for _ in todo]
 
 
 def _judge_cleanup(nv, peer_reg_bytes, left_behind, gpus, before, r, judge: bool = True) -> None:
