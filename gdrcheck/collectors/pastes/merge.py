@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 
+from gdrcheck.collectors.input_kinds import BY_NAME, MERGE_ORDER, TREE_KINDS
 from gdrcheck.errors import InputError
 from gdrcheck.model import (
     CollectorStatus,
@@ -57,7 +58,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Sequence, Tuple
 
-BASE_KINDS = ("sysfs", "snapshot", "live", "lspci", "nccl-xml", "hwloc-xml")
+BASE_KINDS = TREE_KINDS
 SYNTH_DOMAIN = 0xFFFF
 _NIC_FAMILY = (
     (lazy_pattern(r"^mlx[45]_"), 0x15B3, lazy_pattern(r"mellanox|connectx|bluefield", re.I)),
@@ -342,6 +343,11 @@ class _Merge:
                              f"({', '.join(m.split('=')[0] for m in made)}), at synthetic addresses in domain ffff in "
                              "--json (\"synthetic\": true)")
 
+    def add_matrices(self, part: Part) -> None:
+        """``nvidia-smi topo`` output: one matrix, or several (-m and -p2p pasted in one file)."""
+        for m in (part.data if isinstance(part.data, (list, tuple)) else [part.data]):
+            self.add_matrix(Part(part.label, part.input_kind, m))
+
     def add_matrix(self, part: Part) -> None:
         m = part.data
         label = part.label
@@ -515,26 +521,17 @@ class _Merge:
 
 def merge(parts: Sequence[Part]) -> Snapshot:
     """One node's facts from its inputs (already parsed), in the order: tree, lspci -vvv, nvidia-smi -q, matrices,
-    a job's NCCL log (what NCCL chose, for :mod:`gdrcheck.rules.nccl_log` to hold beside the prediction)."""
+    a job's NCCL log (what NCCL chose, for :mod:`gdrcheck.rules.nccl_log` to hold beside the prediction); each
+    added by its kind's merge step (:data:`gdrcheck.collectors.input_kinds.INPUT_KINDS`)."""
     mg = _Merge(parts)
-    rank = {"lspci-vvv": 0, "nvidia-smi-q": 1, "topo-matrix": 2, "acsctl-grep": 3}
     logs = [p for p in parts if p.input_kind == "nccl-log"]
     if all(p.input_kind == "acsctl-grep" for p in parts):
         raise InputError(f"{parts[0].label}: ACSCtl lines without the device lines they belong to show no device; "
                          "pass them beside the tree (--from lspci-tv.txt --from this file), or run "
                          "\"sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'\"")
     for p in sorted((p for p in parts if p.input_kind not in BASE_KINDS and p.input_kind != "nccl-log"),
-                    key=lambda p: rank[p.input_kind]):
-        if p.input_kind == "acsctl-grep":
-            mg.add_acsctl(p)
-            continue
-        if p.input_kind == "lspci-vvv":
-            mg.add_verbose(p)
-        elif p.input_kind == "nvidia-smi-q":
-            mg.add_smi(p)
-        else:
-            for m in (p.data if isinstance(p.data, (list, tuple)) else [p.data]):
-                mg.add_matrix(Part(p.label, p.input_kind, m))
+                    key=lambda p: MERGE_ORDER.index(p.input_kind)):
+        getattr(mg, BY_NAME[p.input_kind].merge_step)(p)
     if logs:
         mg.add_logs(logs)
     return mg.snapshot()
