@@ -29,13 +29,15 @@ _HERE = "gdrcheck.collectors.input_kinds:"
 class InputKind:
     """One kind of input: a row of :data:`INPUT_KINDS`."""
 
-    __slots__ = ("name", "forms", "recognised", "xml_root", "looks_like", "parse", "reads_as", "merge_step")
+    __slots__ = ("name", "forms", "short", "recognised", "xml_root", "looks_like", "parse", "reads_as",
+                 "merge_step")
 
-    def __init__(self, name: str, forms: Tuple[Tuple[str, str], ...], recognised: str, *,
+    def __init__(self, name: str, forms: Tuple[Tuple[str, str], ...], recognised: str, *, short: str = "",
                  xml_root: Optional[str] = None, looks_like: Optional[str] = None, parse: Optional[str] = None,
                  reads_as: Optional[str] = None, merge_step: str = "tree") -> None:
         self.name = name
         self.forms = forms  # (what the user gives, the command that makes it), as the README and --help say it
+        self.short = short  # a file kind in a few words, for the one-line error (FILE_KINDS_TEXT)
         self.recognised = recognised  # how it is told from the others, in words
         self.xml_root = xml_root  # an XML file whose first element starts so
         self.looks_like = looks_like  # text: "module:function", true for this kind's text
@@ -61,11 +63,12 @@ INPUT_KINDS: Tuple[InputKind, ...] = (
               "a tar archive (plain, gzip, bzip2 or xz) of such a directory"),
     InputKind("lspci", (("an lspci tree", "lspci -tv (also -t, -tvv, -tvnn)"),),
               "lspci's tree drawing: -[dddd:bb]- roots and +-/\\- branches",
-              looks_like=_PASTES + "lspci_tree:looks_like_lspci_tree", parse=_PASTES + "lspci_tree:parse_lspci_tree"),
+              short="lspci -tv", looks_like=_PASTES + "lspci_tree:looks_like_lspci_tree",
+              parse=_PASTES + "lspci_tree:parse_lspci_tree"),
     InputKind("lspci-vvv", (("lspci details", "sudo lspci -vvv (also -vv, -nnvvv, -D, -s BDF, -xxx, or plain "
                                               "lspci)"),),
               "lines that start with a bus id and a device class",
-              looks_like=_PASTES + "lspci_verbose:looks_like_lspci_verbose",
+              short="lspci -vvv", looks_like=_PASTES + "lspci_verbose:looks_like_lspci_verbose",
               parse=_PASTES + "lspci_verbose:parse_lspci_verbose", merge_step="add_verbose"),
     InputKind("acsctl-grep", (("ACS Control lines, beside a tree", "the ACSCtl lines of sudo lspci -vvv"),),
               "ACSCtl: lines alone",
@@ -73,24 +76,25 @@ INPUT_KINDS: Tuple[InputKind, ...] = (
               parse=_PASTES + "lspci_verbose:parse_acsctl_grep", merge_step="add_acsctl"),
     InputKind("nvidia-smi-q", (("the driver's GPU list", "nvidia-smi -q, or nvidia-smi -q -x"),),
               "the NVSMI LOG banner, or a GPU bus id line with its fields indented below",
-              looks_like=_HERE + "looks_like_smi_text", parse=_HERE + "parse_smi_text", merge_step="add_smi"),
+              short="nvidia-smi -q (text or -x XML)", looks_like=_HERE + "looks_like_smi_text",
+              parse=_HERE + "parse_smi_text", merge_step="add_smi"),
     InputKind("nvidia-smi-q-xml", (), "the root element <nvidia_smi_log>", xml_root="<nvidia_smi_log",
               parse=_HERE + "parse_smi_xml", reads_as="nvidia-smi-q", merge_step="add_smi"),
     InputKind("topo-matrix", (("a topology matrix", "nvidia-smi topo -m, or nvidia-smi topo -mp"),
                               ("the driver's P2P status, with its command line",
                                "nvidia-smi topo -p2p r (also w, rw, n)")),
               "a header row of GPU columns and a legend of its link words",
-              looks_like=_PASTES + "topo_matrix:looks_like_topo_matrix",
+              short="nvidia-smi topo -m/-mp/-p2p", looks_like=_PASTES + "topo_matrix:looks_like_topo_matrix",
               parse=_PASTES + "topo_matrix:parse_topo_matrices", merge_step="add_matrices"),
     InputKind("nccl-xml", (("an NCCL topology XML", "NCCL_TOPO_DUMP_FILE=FILE"),), "the root element <system>",
-              xml_root="<system", parse=_PASTES + "nccl_xml:parse_nccl_xml"),
+              short="NCCL topology XML (<system>)", xml_root="<system", parse=_PASTES + "nccl_xml:parse_nccl_xml"),
     InputKind("hwloc-xml", (("an hwloc XML", "lstopo FILE.xml"),), "the root element <topology>",
-              xml_root="<topology", parse=_PASTES + "hwloc_xml:parse_hwloc_xml"),
+              short="hwloc XML (<topology>)", xml_root="<topology", parse=_PASTES + "hwloc_xml:parse_hwloc_xml"),
     InputKind("nccl-log", (("a job's NCCL log", "NCCL_DEBUG=INFO (every rank's output, or several ranks' "
                                                 "files)"),),
               "NCCL's INFO lines (host:pid:tid [rank] NCCL INFO ...)",
-              looks_like=_PASTES + "nccl_log:looks_like_nccl_log", parse=_PASTES + "nccl_log:parse_nccl_log",
-              merge_step="add_logs"),
+              short="an NCCL_DEBUG=INFO log", looks_like=_PASTES + "nccl_log:looks_like_nccl_log",
+              parse=_PASTES + "nccl_log:parse_nccl_log", merge_step="add_logs"),
 )
 BY_NAME = {k.name: k for k in INPUT_KINDS}
 
@@ -105,9 +109,9 @@ TREE_KINDS = tuple(k.name for k in INPUT_KINDS if k.merge_step == "tree")
 
 # Every input kind --from accepts, with the command that produces it (README and --help list the same).
 ACCEPTED_KINDS = tuple(form for k in INPUT_KINDS for form in k.forms)
-FILE_KINDS_TEXT = ("lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidia-smi topo -m/-mp/-p2p, "
-                   "NCCL topology XML (<system>), hwloc XML (<topology>), an NCCL_DEBUG=INFO log, or a directory or "
-                   "snapshot archive (gdrcheck snapshot)")
+# the file kinds in one line, for the error that says a file is none of them
+FILE_KINDS_TEXT = (", ".join(k.short for k in INPUT_KINDS if k.parse and k.short)
+                   + ", or a directory or snapshot archive (gdrcheck snapshot)")
 MAX_SINGLE_FILE = 32 << 20
 
 
