@@ -23,7 +23,6 @@ from gdrcheck.collectors.archive import (  # noqa: F401 - unpack_archive: the ar
     no_room,
     unpack_archive,
 )
-from gdrcheck.collectors.input_kinds import ACCEPTED_KINDS, FILE_KINDS_TEXT, parse_as, read_kind, sniff  # noqa: F401
 from gdrcheck.errors import InputError
 from gdrcheck.io.source import Source
 from gdrcheck.model import Snapshot
@@ -31,6 +30,18 @@ from gdrcheck.model import Snapshot
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Iterator, Optional
+
+
+_FROM_INPUT_KINDS = ("ACCEPTED_KINDS", "FILE_KINDS_TEXT", "INPUT_KINDS", "MAX_SINGLE_FILE", "sniff")
+
+
+def __getattr__(name: str):
+    """The input-kind table's names, here too, imported when first asked (a directory input never needs them)."""
+    if name in _FROM_INPUT_KINDS:
+        from gdrcheck.collectors import input_kinds
+
+        return getattr(input_kinds, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def parse_single_file(path: str) -> Snapshot:
@@ -48,6 +59,8 @@ def read_parts(path: str) -> list:
     """A single file as the parts it holds: one, or for a job's NCCL log pasted with the node's
     ``nvidia-smi topo -m`` above it, the log and the matrix."""
     name = os.path.basename(path)
+    from gdrcheck.collectors.input_kinds import read_kind
+
     kind, text = read_kind(path, name)
     parts = [_part(name, kind, text)]
     if kind == "nccl-log":
@@ -61,11 +74,14 @@ def read_parts(path: str) -> list:
 def read_part(path: str):
     """A single file, read and parsed by its kind: a :class:`gdrcheck.collectors.pastes.merge.Part`."""
     name = os.path.basename(path)
+    from gdrcheck.collectors.input_kinds import read_kind
+
     kind, text = read_kind(path, name)
     return _part(name, kind, text)
 
 
 def _part(name: str, kind: str, text: str):
+    from gdrcheck.collectors.input_kinds import parse_as
     from gdrcheck.collectors.pastes.merge import Part
 
     reads_as, data = parse_as(kind, text, name)
@@ -181,6 +197,8 @@ def _sniff_path(path: str) -> Optional[str]:
         return None
     if b"\x00" in data:
         return None
+    from gdrcheck.collectors.input_kinds import sniff
+
     return sniff(data.decode("utf-8", "replace"))
 
 
