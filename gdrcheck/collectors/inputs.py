@@ -46,9 +46,11 @@ def __getattr__(name: str):
 
 def parse_single_file(path: str) -> Snapshot:
     """One file of an accepted kind, recognised by content."""
+    from gdrcheck.collectors.input_kinds import TREE_KINDS
+
     parts = read_parts(path)
     part = parts[0]
-    if len(parts) == 1 and isinstance(part.data, Snapshot) and part.input_kind in ("lspci", "nccl-xml", "hwloc-xml"):
+    if len(parts) == 1 and isinstance(part.data, Snapshot) and part.input_kind in TREE_KINDS:
         return part.data
     from gdrcheck.collectors.pastes.merge import merge
 
