@@ -56,7 +56,6 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
     """All facts of one machine (live, a ``--from`` tree or an unpacked snapshot). ``while_waiting`` runs
     just before a live run waits for NVML's answers: the caller's own work (loading what judges the facts)
     then overlaps the driver's, whose calls release the GIL."""
-    from gdrcheck.collectors.host import collect_host
     from gdrcheck.collectors.sysfs_pci import collect_sysfs_pci
 
     say = progress or (lambda _msg: None)
@@ -70,66 +69,82 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
     devices, root_numa, st, pci_notes = collect_sysfs_pci(src, endpoint_config=endpoint_config)
     statuses.append(st)
     if want_names:
-        from gdrcheck.collectors.names import collect_names
-        from gdrcheck.record import replace
-
-        names = collect_names(src, devices)
-        if names:
-            devices = tuple(replace(d, name=names[d.bdf]) if d.bdf in names and not d.name else d for d in devices)
-    host: Dict[str, Fact] = {"numa_nodes": _numa_nodes(src)}
-    if isinstance(host["numa_nodes"].value, list) and len(host["numa_nodes"].value) > 1:
-        from gdrcheck.collectors.host_sockets import numa_packages
-
-        host["numa_packages"] = numa_packages(src)
-    dl = src.deadline
-    if not _out_of_time(dl, "host", statuses):
-        say("reading kernel and driver state")
-        facts, host_statuses = collect_host(src, devices)
-        host.update(facts)
-        statuses.extend(host_statuses)
-    gpus = ()
-    nvlinks = ()
-    p2p = {}
-    shows_nvlink = False
-    if want_driver and not _out_of_time(dl, "nvml", statuses):
-        from gdrcheck.collectors.driver import collect_driver
-
-        say("asking the NVIDIA driver (NVML, nvidia-smi)")
-        if pending_nvml is not None and while_waiting is not None:
-            while_waiting()
-        drv = collect_driver(src, devices, nvml=pending_nvml)
-        gpus, nvlinks, p2p, shows_nvlink = drv.gpus, drv.nvlinks, drv.p2p_status, drv.shows_nvlink
-        statuses.extend(drv.statuses)
+        devices = _named(src, devices)
+    host = _host_facts(src, devices, statuses, say)
+    drv = None
+    if want_driver and not _out_of_time(src.deadline, "nvml", statuses):
+        drv = _driver_facts(src, devices, pending_nvml, while_waiting, host, statuses, say)
         devices = drv.renumber(devices)
-        from gdrcheck.collectors.cuda_attrs import collect_cuda_attrs
-
-        cuda_fact, cuda_st = collect_cuda_attrs(src)  # asked by `gdrcheck snapshot` only, replayed from it
-        if cuda_fact is not None:
-            host["cuda_attrs"] = cuda_fact
-        if cuda_st is not None:
-            statuses.append(cuda_st)
-    if src.live:
-        kind = "live"
-    elif src.has_capture():
-        kind = "snapshot"
-    else:
-        kind = "sysfs"
+    dl = src.deadline
     if dl is not None and dl.missed:
         host["run_deadline"] = Fact({"seconds": dl.seconds, "missed": list(dl.missed)}, source="--timeout")
     roots = tuple(sorted(set(root_numa) | {d.root for d in devices}))
     return Snapshot(
-        input_kind=kind,
+        input_kind=_kind(src),
         label=src.label,
         devices=devices,
         roots=roots,
         root_numa=frozen_map(root_numa),
         numa_known=True,
-        shows_nvlink=shows_nvlink,
-        nvlinks=tuple(nvlinks),
-        gpus=tuple(gpus),
-        p2p_status=frozen_map(p2p),
+        shows_nvlink=drv.shows_nvlink if drv else False,
+        nvlinks=tuple(drv.nvlinks) if drv else (),
+        gpus=tuple(drv.gpus) if drv else (),
+        p2p_status=frozen_map(drv.p2p_status if drv else {}),
         host=frozen_map(host),
         collectors=tuple(statuses),
         hostname=_hostname(src),
         notes=pci_notes,
     )
+
+
+def _named(src: Source, devices):
+    """The devices, each without a name given the one ``pci.ids`` has for it."""
+    from gdrcheck.collectors.names import collect_names
+    from gdrcheck.record import replace
+
+    names = collect_names(src, devices)
+    if names:
+        devices = tuple(replace(d, name=names[d.bdf]) if d.bdf in names and not d.name else d for d in devices)
+    return devices
+
+
+def _host_facts(src: Source, devices, statuses: List[CollectorStatus], say) -> Dict[str, Fact]:
+    """The host facts: NUMA nodes and their sockets, then the kernel's and the driver's state."""
+    from gdrcheck.collectors.host import collect_host
+
+    host: Dict[str, Fact] = {"numa_nodes": _numa_nodes(src)}
+    if isinstance(host["numa_nodes"].value, list) and len(host["numa_nodes"].value) > 1:
+        from gdrcheck.collectors.host_sockets import numa_packages
+
+        host["numa_packages"] = numa_packages(src)
+    if not _out_of_time(src.deadline, "host", statuses):
+        say("reading kernel and driver state")
+        facts, host_statuses = collect_host(src, devices)
+        host.update(facts)
+        statuses.extend(host_statuses)
+    return host
+
+
+def _driver_facts(src: Source, devices, pending_nvml, while_waiting, host: Dict[str, Fact],
+                  statuses: List[CollectorStatus], say):
+    """What the NVIDIA driver says (NVML, nvidia-smi), and the CUDA attributes a snapshot recorded."""
+    from gdrcheck.collectors.cuda_attrs import collect_cuda_attrs
+    from gdrcheck.collectors.driver import collect_driver
+
+    say("asking the NVIDIA driver (NVML, nvidia-smi)")
+    if pending_nvml is not None and while_waiting is not None:
+        while_waiting()
+    drv = collect_driver(src, devices, nvml=pending_nvml)
+    statuses.extend(drv.statuses)
+    cuda_fact, cuda_st = collect_cuda_attrs(src)  # asked by `gdrcheck snapshot` only, replayed from it
+    if cuda_fact is not None:
+        host["cuda_attrs"] = cuda_fact
+    if cuda_st is not None:
+        statuses.append(cuda_st)
+    return drv
+
+
+def _kind(src: Source) -> str:
+    if src.live:
+        return "live"
+    return "snapshot" if src.has_capture() else "sysfs"

@@ -80,7 +80,27 @@ def iommu_facts(ctx: HostCtx) -> Dict[str, Fact]:
         "group_count": len(groups), "cmdline_hints": hints, "cmdline_passthrough": cmd_pt,
     }
     source = f"{CLASS_IOMMU}, {GROUPS}" + (", /proc/cmdline" if ctx.cmdline is not None else "")
-    if not units and not groups:
+    if not groups:
+        return _no_groups(ctx, value, source, bool(units), cmd_off)
+    gtypes: Dict[str, Optional[str]] = {g: src.read_line(f"{GROUPS}/{g}/type") for g in groups}
+    inferred = any(t is None for t in gtypes.values())
+    known = ctx.cmdline is not None
+    gmode = {g: _group_mode(t, cmd_pt, known) for g, t in gtypes.items()}
+    counts = Counter(t if t is not None else "(no type file)" for t in gtypes.values())
+    note = ""
+    if inferred:
+        note = ("group type not readable (kernel < 5.11?): mode inferred from the command line"
+                + ("" if cmd_pt is not None else ", which does not ask for pass-through"))
+    value.update(mode=_host_mode(gmode), group_types=dict(sorted(counts.items())), inferred=inferred, note=note)
+    return {"iommu": Fact(value, source=source),
+            "iommu_devices": Fact(_device_modes(ctx, groups, gmode, cmd_pt, known),
+                                  source=f"{GROUPS}/<group>/type")}
+
+
+def _no_groups(ctx: HostCtx, value: Dict[str, object], source: str, units: bool, cmd_off: bool) -> Dict[str, Fact]:
+    """No IOMMU group: the IOMMU is off (units or not), or the input cannot say."""
+    src = ctx.src
+    if not units:
         denied = "permission denied" in (src.why(CLASS_IOMMU), src.why(GROUPS))
         seen = src.live or src.has_capture() or src.exists(CLASS_IOMMU) or src.exists(GROUPS) or cmd_off
         if denied or not seen:
@@ -91,36 +111,30 @@ def iommu_facts(ctx: HostCtx) -> Dict[str, Fact]:
         value.update(mode="off", group_types={}, inferred=False,
                      note="no IOMMU units and no groups: not in use" + (" (disabled on the command line)"
                                                                        if cmd_off else ""))
-        return {"iommu": Fact(value, source=source),
-                "iommu_devices": Fact({d.bdf: "off" for d in ctx.devices}, source=source)}
-    if not groups:
+    else:
         value.update(mode="off", group_types={}, inferred=False,
                      note="IOMMU units listed but no groups: no device is translated")
-        return {"iommu": Fact(value, source=source),
-                "iommu_devices": Fact({d.bdf: "off" for d in ctx.devices}, source=source)}
+    return {"iommu": Fact(value, source=source),
+            "iommu_devices": Fact({d.bdf: "off" for d in ctx.devices}, source=source)}
 
-    gtypes: Dict[str, Optional[str]] = {g: src.read_line(f"{GROUPS}/{g}/type") for g in groups}
-    inferred = any(t is None for t in gtypes.values())
-    known = ctx.cmdline is not None
-    gmode = {g: _group_mode(t, cmd_pt, known) for g, t in gtypes.items()}
-    counts = Counter(t if t is not None else "(no type file)" for t in gtypes.values())
+
+def _host_mode(gmode: Dict[str, str]) -> str:
+    """The host's mode from its groups': passthrough, translated, mixed (both), unmanaged or unknown."""
     relevant = {m for m in gmode.values() if m in ("passthrough", "translated")}
     if relevant == {"passthrough"}:
-        mode = "passthrough"
-    elif relevant == {"translated"}:
-        mode = "translated"
-    elif relevant:
-        mode = "mixed"
-    elif "unmanaged" in gmode.values():
-        mode = "unmanaged"
-    else:
-        mode = "unknown"
-    note = ""
-    if inferred:
-        note = ("group type not readable (kernel < 5.11?): mode inferred from the command line"
-                + ("" if cmd_pt is not None else ", which does not ask for pass-through"))
-    value.update(mode=mode, group_types=dict(sorted(counts.items())), inferred=inferred, note=note)
+        return "passthrough"
+    if relevant == {"translated"}:
+        return "translated"
+    if relevant:
+        return "mixed"
+    if "unmanaged" in gmode.values():
+        return "unmanaged"
+    return "unknown"
 
+
+def _device_modes(ctx: HostCtx, groups: List[str], gmode: Dict[str, str], cmd_pt, known: bool) -> Dict[str, str]:
+    """Each device's mode: its group's, or no-group."""
+    src = ctx.src
     # device -> group: the device's own link, else the groups' member lists
     member: Dict[str, str] = {d.bdf: d.iommu_group for d in ctx.devices if d.iommu_group}
     if len(member) < len(ctx.devices):
@@ -132,5 +146,4 @@ def iommu_facts(ctx: HostCtx) -> Dict[str, Fact]:
         g = member.get(d.bdf)
         per_dev[d.bdf] = "no-group" if g is None else gmode.get(g) or _group_mode(
             src.read_line(f"{GROUPS}/{g}/type"), cmd_pt, known)
-    return {"iommu": Fact(value, source=source),
-            "iommu_devices": Fact(per_dev, source=f"{GROUPS}/<group>/type")}
+    return per_dev

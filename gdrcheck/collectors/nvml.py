@@ -1,7 +1,7 @@
 """The GPUs as NVML reports them, live or replayed from a snapshot.
 
 Live, every NVML answer (and every NVML error) goes into one JSON-able record;
-the facts are then built from that record. A snapshot stores the record at
+the facts are then built from that record (:mod:`gdrcheck.collectors.nvml_record`). A snapshot stores the record at
 ``/gdrcheck/nvml.json`` and a replay builds the facts from it the same way, so
 a snapshot says exactly what NVML said.
 
@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import json
 
-from gdrcheck.collectors.clip import clip_name
 from gdrcheck.collectors.nvml_errors import error_doc
+from gdrcheck.collectors.nvml_record import P2P_CAPS, NvmlFacts, facts_from_record
 from gdrcheck.io.source import Source
-from gdrcheck.model import CollectorStatus, DriverGpu, GpuProcess, NvLink, bdf_key, frozen_map, norm_bdf
-from gdrcheck.record import field, record
+from gdrcheck.model import CollectorStatus
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,77 +26,8 @@ if TYPE_CHECKING:
 
 NVML_FILE = "/gdrcheck/nvml.json"
 RECORD_VERSION = 1
-# nvmlDeviceGetP2PStatus capability indexes. Literal ints on purpose: in nvidia-ml-py
-# NVML_P2P_CAPS_INDEX_READ is the tuple (0,) (a trailing comma) and passing it fails.
-P2P_CAPS: Tuple[Tuple[str, int], ...] = (("read", 0), ("write", 1), ("nvlink", 2), ("atomics", 3), ("prop", 4))
-# nvmlGpuP2PStatus_t -> the letters of ``nvidia-smi topo -p2p``
-P2P_LETTERS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
-NVLINK_GPU, NVLINK_IBMNPU, NVLINK_SWITCH = 0, 1, 2
 MAX_LINKS = 36
 _NO_LINK = ("NotSupported", "InvalidArgument")
-
-
-# error name -> (status, what it means, what to do)
-_ERRORS: Dict[str, Tuple[str, str, str]] = {
-    "BindingsMissing": ("unavailable", "the Python NVML bindings (nvidia-ml-py) are not installed",
-                        "pip install nvidia-ml-py"),
-    "BindingsNotNvidia": ("unavailable", "the installed 'pynvml' module is not NVIDIA's nvidia-ml-py",
-                          "pip uninstall pynvml nvidia-ml-py3 && pip install --force-reinstall nvidia-ml-py"),
-    "LibraryNotFound": ("unavailable", "the NVIDIA driver library libnvidia-ml.so.1 was not found "
-                        "(no NVIDIA driver installed here)",
-                        "install the NVIDIA driver on this node; in a container, start it with the NVIDIA "
-                        "container runtime (docker run --gpus all, Kubernetes runtimeClassName: nvidia)"),
-    "DriverNotLoaded": ("unavailable", "the NVIDIA kernel driver is not loaded",
-                        "sudo modprobe nvidia, then 'sudo dmesg | grep -i nvrm' says why it did not load "
-                        "(Secure Boot module signing, no module built for this kernel)"),
-    "LibRmVersionMismatch": ("error", "the NVML library and the loaded kernel module are different driver "
-                             "versions (the driver was upgraded without reloading the module)",
-                             "reboot the node, or stop every GPU user and reload the nvidia modules"),
-    "NoPermission": ("error", "NVML refused the query (insufficient permissions)",
-                     "run gdrcheck as root, or check the permissions of /dev/nvidiactl and /dev/nvidia*"),
-    "NotSupported": ("error", "the GPU or driver does not support this query",
-                     "a newer NVIDIA driver may answer it; a vGPU guest cannot"),
-    "FunctionNotFound": ("error", "the NVIDIA driver is older than the nvidia-ml-py bindings and lacks this "
-                         "function", "upgrade the NVIDIA driver, or install nvidia-ml-py of the driver's branch"),
-    "GpuIsLost": ("error", "a GPU fell off the bus or stopped responding",
-                  "check 'sudo dmesg | grep -i xid' (Xid 79: fallen off the bus), the GPU's power cables and "
-                  "slot; a reset or power cycle brings it back"),
-    "Uninitialized": ("error", "NVML was not initialised", "retry; report it if it persists"),
-    "Timeout": ("error", "the driver timed out answering NVML", "check 'sudo dmesg | grep -i -e nvrm -e xid'"),
-    "ResetRequired": ("error", "a GPU needs a reset", "sudo nvidia-smi -r -i <gpu> with no process on it, "
-                      "or reboot"),
-    "CorruptedInforom": ("error", "a GPU's infoROM is corrupted", "contact the GPU vendor (RMA)"),
-    "InsufficientPower": ("error", "a GPU's external power cables are not attached",
-                          "connect the GPU's auxiliary power cables"),
-    "Unknown": ("error", "NVML returned an unknown error",
-                "check 'nvidia-smi' and 'sudo dmesg | grep -i -e nvrm -e xid'"),
-}
-
-
-@record
-class NvmlFacts:
-    """What NVML said, turned into facts (also for a failed init: no GPUs, a status)."""
-
-    status: CollectorStatus
-    gpus: Tuple[DriverGpu, ...] = ()
-    nvlinks: Tuple[NvLink, ...] = ()
-    p2p_status: Dict[Tuple[str, str, str], str] = field(default_factory=dict)
-    common_ancestor: Dict[Tuple[str, str], int] = field(default_factory=dict)
-    shows_nvlink: bool = False
-    answered: bool = False  # NVML initialised and listed the GPUs
-    record: Dict[str, Any] = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------------
-# errors
-
-
-def explain(err: Dict[str, Any]) -> Tuple[str, str, str]:
-    """(status, meaning, hint) of a recorded error."""
-    name = str(err.get("error") or "Unknown")
-    if name in _ERRORS:
-        return _ERRORS[name]
-    return "error", f"NVML error {name}: {err.get('message') or ''}".strip(), _ERRORS["Unknown"][2]
 
 
 # ---------------------------------------------------------------------------
@@ -414,171 +344,3 @@ def collect_nvml(src: Source, query: Optional[Callable[[], Dict[str, Any]]] = No
         return NvmlFacts(CollectorStatus("nvml", "error", f"{NVML_FILE}: not an NVML record",
                                          "make the snapshot again"))
     return facts_from_record(rec)
-
-
-# ---------------------------------------------------------------------------
-# record -> facts (live and replay alike)
-
-
-def _int(v: Any) -> Optional[int]:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _bdf(v: Any) -> Optional[str]:
-    if not isinstance(v, str):
-        return None
-    try:
-        return norm_bdf(v)
-    except ValueError:
-        return None
-
-
-def _bindings_note(rec: Dict[str, Any]) -> str:
-    b = rec.get("bindings")
-    if isinstance(b, dict) and b.get("deprecated_pynvml"):
-        return (f"the deprecated 'pynvml' package {b['deprecated_pynvml']} is installed beside nvidia-ml-py; "
-                "it warns on every import and has overwritten NVIDIA's pynvml.py before: pip uninstall pynvml")
-    return ""
-
-
-def _join(*parts: str) -> str:
-    return "; ".join(p for p in parts if p)
-
-
-def _errs(v: Any) -> Dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
-def _gpu(g: Dict[str, Any], bdf: str) -> DriverGpu:
-    bar1 = g.get("bar1") if isinstance(g.get("bar1"), dict) else {}
-    cc = g.get("cuda_compute")
-    procs = []
-    for p in g.get("processes") or ():
-        if isinstance(p, dict) and _int(p.get("pid")) is not None:
-            name, user = (p.get(k) if isinstance(p.get(k), str) else None for k in ("name", "user"))
-            procs.append(GpuProcess(pid=p["pid"], name=clip_name(name), user=clip_name(user),
-                                    used_memory_bytes=_int(p.get("used_memory"))))
-    from gdrcheck.collectors.nvml_fabric import gpu_facts
-
-    extra: Dict[str, Any] = gpu_facts(g)
-    if _errs(g.get("errors")):
-        extra["nvml_errors"] = {k: str(_errs(v).get("error")) for k, v in g["errors"].items()}
-    return DriverGpu(
-        bdf=bdf, index=_int(g.get("index")),
-        name=clip_name(g.get("name") if isinstance(g.get("name"), str) else None),
-        uuid=g.get("uuid") if isinstance(g.get("uuid"), str) else None,
-        serial=g.get("serial") if isinstance(g.get("serial"), str) else None,
-        bar1_total_bytes=_int(bar1.get("total")), bar1_used_bytes=_int(bar1.get("used")),
-        bar1_free_bytes=_int(bar1.get("free")), fb_total_bytes=_int(g.get("memory_total")),
-        source="nvml",
-        cuda_compute=(cc[0], cc[1]) if isinstance(cc, list) and len(cc) == 2 and all(_int(c) is not None for c in cc)
-        else None,
-        processes=tuple(procs), extra=frozen_map(extra))
-
-
-def facts_from_record(rec: Dict[str, Any]) -> NvmlFacts:
-    """Build facts from an NVML record (live or from a snapshot); tolerant of damage."""
-    note = _bindings_note(rec)
-    init = rec.get("init")
-    if isinstance(init, dict):
-        status, meaning, hint = explain(init)
-        return NvmlFacts(CollectorStatus("nvml", status, f"NVML not available: {meaning} ({init.get('message')})",
-                                         _join(hint, note)), record=rec)
-    top = _errs(rec.get("errors"))
-    if _int(rec.get("count")) is None:
-        err = _errs(top.get("count")) or {"error": "Unknown", "message": "no device count recorded"}
-        status, meaning, hint = explain(err)
-        return NvmlFacts(CollectorStatus("nvml", "error", f"NVML could not count the GPUs: {meaning}",
-                                         _join(hint, note)), record=rec)
-    gpus: List[DriverGpu] = []
-    problems: List[str] = []
-    hints: List[str] = []
-    raw: Dict[str, Dict[str, Any]] = {}
-    for g in rec.get("gpus") or ():
-        if not isinstance(g, dict):
-            continue
-        idx = _int(g.get("index"))
-        bdf = _bdf(g.get("bus_id"))
-        if bdf is None:
-            err = _errs(g.get("handle_error")) or _errs(_errs(g.get("errors")).get("pci")) or {"error": "Unknown"}
-            status, meaning, hint = explain(err)
-            problems.append(f"GPU index {idx} did not answer: {meaning}")
-            hints.append(hint)
-            continue
-        raw[bdf] = g
-        gpus.append(_gpu(g, bdf))
-        for k, v in _errs(g.get("errors")).items():
-            if k.startswith("processes") or k in ("serial",):
-                continue
-            if _errs(v).get("error") == "GpuIsLost":
-                problems.append(f"GPU {bdf} is lost")
-                hints.append(explain(v)[2])
-                break
-    gpus.sort(key=lambda d: (d.index if d.index is not None else 1 << 30, bdf_key(d.bdf)))
-    nvlinks, shows = _nvlinks(raw)
-    p2p: Dict[Tuple[str, str, str], str] = {}
-    for e in rec.get("p2p") or ():
-        a, b = _bdf(_errs(e).get("a")), _bdf(_errs(e).get("b"))
-        if a is None or b is None:
-            continue
-        for cap, _idx in P2P_CAPS:
-            v = _int(e.get(cap))
-            if v is not None:
-                p2p[(a, b, cap)] = P2P_LETTERS.get(v, "U")
-    anc: Dict[Tuple[str, str], int] = {}
-    for e in rec.get("topology") or ():
-        a, b, lvl = _bdf(_errs(e).get("a")), _bdf(_errs(e).get("b")), _int(_errs(e).get("level"))
-        if a and b and lvl is not None:
-            anc[(a, b)] = lvl
-    if anc:
-        from gdrcheck.record import replace
-
-        gpus = [replace(g, extra=frozen_map({**g.extra, "common_ancestor": {
-            (b if a == g.bdf else a): lvl for (a, b), lvl in anc.items() if g.bdf in (a, b)}}))
-            for g in gpus]
-    degraded = sorted({f"{k} on {d.bdf}" for d in gpus for k in d.extra.get("nvml_errors", {})
-                       if not k.startswith("processes") and k != "serial"})
-    detail = f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
-    if rec.get("driver_version"):
-        detail += f", driver {rec['driver_version']}"
-    if problems:
-        detail += "; " + "; ".join(problems)
-    if degraded:
-        detail += "; not answered: " + ", ".join(degraded[:8]) + (" ..." if len(degraded) > 8 else "")
-    status = CollectorStatus("nvml", "error" if problems else "ok", detail,
-                             _join(*dict.fromkeys(hints), note))
-    return NvmlFacts(status=status, gpus=tuple(gpus), nvlinks=nvlinks, p2p_status=p2p, common_ancestor=anc,
-                     shows_nvlink=shows, answered=True, record=rec)
-
-
-def _nvlinks(raw: Dict[str, Dict[str, Any]]) -> Tuple[Tuple[NvLink, ...], bool]:
-    """Active links aggregated per remote; GPU-GPU pairs once (a before b)."""
-    shows = bool(raw) and all("nvlink_error" not in g for g in raw.values())
-    per: Dict[Tuple[str, str], int] = {}
-    for a, g in raw.items():
-        for link in g.get("nvlinks") or ():
-            if not isinstance(link, dict) or not link.get("active"):
-                continue
-            remote = _bdf(link.get("remote_bus_id"))
-            rtype = _int(link.get("remote_type"))
-            if rtype == NVLINK_SWITCH:
-                b = "nvswitch"
-            elif rtype == NVLINK_IBMNPU:
-                b = "cpu"
-            elif remote is not None and remote in raw and rtype in (None, NVLINK_GPU):
-                b = remote
-            elif rtype == NVLINK_GPU and remote is not None:
-                b = remote
-            else:
-                b = "nvswitch"
-            per[(a, b)] = per.get((a, b), 0) + 1
-    out: Dict[Tuple[str, str], int] = {}
-    for (a, b), n in per.items():
-        if b in raw:
-            key = (a, b) if bdf_key(a) < bdf_key(b) else (b, a)
-            out[key] = max(out.get(key, 0), n)
-        else:
-            out[(a, b)] = n
-    links = tuple(NvLink(a=a, b=b, count=n, source="nvml")
-                  for (a, b), n in sorted(out.items(), key=lambda kv: (bdf_key(kv[0][0]), kv[0][1])))
-    return links, shows

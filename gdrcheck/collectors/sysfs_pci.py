@@ -222,14 +222,10 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
         if not is_bdf(name):
             continue
         base = f"{DEVICES}/{name}"
-        real = src.realpath(base)
-        if real is None:
+        placed = _place(src, base, name)
+        if placed is None:
             continue
-        root, chain = _chain(real)
-        if root is None or not chain:
-            # a device outside any pciDDDD:BB (odd platform): treat its own bus as root
-            dom, bus, _ = name.split(":")
-            root, chain = f"{dom}:{bus}", [name]
+        root_label, chain = placed
         bdf = norm_bdf(name)
         parent, hops = _listed_parent(chain, listed)
         if hops:
@@ -242,8 +238,6 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
         if config is not None and len(config) < 256:
             short_config += 1
         physfn = src.realpath(f"{base}/physfn") if src.readlink(f"{base}/physfn") else None
-        dom_s, bus_s = root.split(":")
-        root_label = f"{int(dom_s, 16):04x}:{int(bus_s, 16):02x}"
         if said_numa:
             said.setdefault(root_label, []).append((parent is None, bdf, numa))
         else:
@@ -257,6 +251,22 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
         detail += f"; config space past 64 bytes unreadable for {short_config} (not root)"
     return (tuple(devices), root_numa, CollectorStatus("sysfs-pci", "ok", detail),
             _notes(unlisted, from_cpus))
+
+
+def _place(src: Source, base: str, name: str) -> Optional[Tuple[str, List[str]]]:
+    """(root bus as ``dddd:bb``, the chain of functions from the root down to it) of a listed function; None
+    where its link leads nowhere."""
+    real = src.realpath(base)
+    if real is None:
+        return None
+    root, chain = _chain(real)
+    if root is None or not chain:
+        # a device outside any pciDDDD:BB (odd platform): treat its own bus as root
+        dom, bus, _ = name.split(":")
+        root, chain = f"{dom}:{bus}", [name]
+    dom_s, bus_s = root.split(":")
+    return f"{int(dom_s, 16):04x}:{int(bus_s, 16):02x}", chain
+
 
 def _numa(src: Source, base: str, node_cpus: "_NodeCpus") -> Tuple[Optional[int], bool, Optional[str], bool]:
     """A function's NUMA node, whether sysfs said one, its ``local_cpulist``, and whether the node was

@@ -38,7 +38,8 @@ import xml.etree.ElementTree as ET
 from types import MappingProxyType
 
 from gdrcheck.collectors.clip import clip_name
-from gdrcheck.collectors.pastes.nccl_xml import NVSWITCH, is_rdma_name, mask_to_cpulist, parse_xml_safely
+from gdrcheck.collectors.pastes.nccl_xml import NVSWITCH, is_rdma_name, mask_to_cpulist
+from gdrcheck.collectors.pastes.xml_safe import parse_xml_safely
 from gdrcheck.errors import InputError
 from gdrcheck.model import CollectorStatus, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map, norm_bdf
 from gdrcheck.patterns import lazy_pattern

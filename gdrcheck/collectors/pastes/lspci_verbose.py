@@ -239,36 +239,10 @@ def _detail(fn: VerboseFunction, s: str, top: bool) -> None:
             fn.secondary_bus, fn.subordinate_bus = int(m.group(2), 16), int(m.group(3), 16)
         return
     if s.startswith("Region "):
-        m = _REGION.match(s)
-        if m:
-            idx = int(m.group(1))
-            addr = m.group(2) or m.group(3) or ""
-            flags = m.group(4) or ""
-            unset = addr.startswith("<")
-            start = int(addr, 16) if re.fullmatch(r"[0-9a-fA-F]+", addr) else 0
-            size = _size(m.group(5), m.group(6)) if m.group(5) else 0
-            if any(b.index == idx for b in fn.bars):
-                return  # an SR-IOV VF BAR whose indentation was lost
-            fn.bars.append(Bar(index=idx, start=start, size=size, is_64bit="64-bit" in flags,
-                               prefetchable=", prefetchable" in flags or "(prefetchable" in flags,
-                               unset=unset))
+        _region(fn, s)
         return
     if s.startswith("Capabilities:"):
-        if "<access denied>" in s:
-            fn.access_denied = True
-            return
-        m = _CAP.match(s)
-        if not m:
-            return
-        off = int(m.group(1), 16)
-        what = m.group(3)
-        if off >= 0x100:
-            fn.ext_caps.append((off, int(m.group(2) or 1), what))
-        else:
-            fn.std_caps = True
-            if what.startswith("Express"):
-                fn.pcie_cap = off
-                fn.port_type = next((t for name, t in _PORTS if name in what), None)
+        _capability(fn, s)
         return
     if s.startswith("LnkCap:"):
         sp, w = _speed_width(s)
@@ -291,15 +265,46 @@ def _detail(fn: VerboseFunction, s: str, top: bool) -> None:
         fn.rebar[int(m.group(1))] = (_size(m.group(2), m.group(3)), sup)
 
 
+def _region(fn: VerboseFunction, s: str) -> None:
+    """``Region N: Memory at ADDR (64-bit, prefetchable) [size=32G]``: one BAR."""
+    m = _REGION.match(s)
+    if not m:
+        return
+    idx = int(m.group(1))
+    addr = m.group(2) or m.group(3) or ""
+    flags = m.group(4) or ""
+    unset = addr.startswith("<")
+    start = int(addr, 16) if re.fullmatch(r"[0-9a-fA-F]+", addr) else 0
+    size = _size(m.group(5), m.group(6)) if m.group(5) else 0
+    if any(b.index == idx for b in fn.bars):
+        return  # an SR-IOV VF BAR whose indentation was lost
+    fn.bars.append(Bar(index=idx, start=start, size=size, is_64bit="64-bit" in flags,
+                       prefetchable=", prefetchable" in flags or "(prefetchable" in flags, unset=unset))
+
+
+def _capability(fn: VerboseFunction, s: str) -> None:
+    """``Capabilities: [OFF vN] WHAT``: a standard or extended capability, or ``<access denied>``."""
+    if "<access denied>" in s:
+        fn.access_denied = True
+        return
+    m = _CAP.match(s)
+    if not m:
+        return
+    off = int(m.group(1), 16)
+    what = m.group(3)
+    if off >= 0x100:
+        fn.ext_caps.append((off, int(m.group(2) or 1), what))
+    else:
+        fn.std_caps = True
+        if what.startswith("Express"):
+            fn.pcie_cap = off
+            fn.port_type = next((t for name, t in _PORTS if name in what), None)
+
+
 def _config(fn: VerboseFunction) -> None:
     """The config space gdrcheck reads, from a -xxx dump or rebuilt from what lspci decoded."""
     if fn.hexdump:
-        size = 4096 if max(fn.hexdump) >= 0x100 else (256 if max(fn.hexdump) >= 0x40 else 64)
-        buf = bytearray(b"\xff" * size) if size > 64 else bytearray(size)
-        for off, row in fn.hexdump.items():
-            if off + 16 <= size:
-                buf[off:off + 16] = row
-        fn.config, fn.config_note = bytes(buf), "lspci -xxx dump"
+        fn.config, fn.config_note = _from_hexdump(fn.hexdump), "lspci -xxx dump"
         return
     ext = fn.ext_caps and not fn.access_denied
     if fn.acs_ctrl is None and not ext and not (fn.std_caps and fn.pcie_cap is not None):
@@ -307,6 +312,28 @@ def _config(fn: VerboseFunction) -> None:
     # lspci lists capabilities only when it could read past byte 64 (root); a PCI Express function then
     # shows every extended capability it has, so none shown means none there
     size = 4096 if (ext or fn.acs_ctrl is not None or (fn.pcie_cap is not None and not fn.access_denied)) else 256
+    buf = _header(fn, size)
+    if size < 4096:
+        fn.config, fn.config_note = bytes(buf), "rebuilt from lspci -vvv (no extended capabilities shown)"
+        return
+    _write_ext_caps(buf, _ext_caps(fn), size)
+    fn.config = bytes(buf)
+    fn.config_note = fn.config_note or "rebuilt from lspci -vvv"
+
+
+def _from_hexdump(hexdump: Dict[int, bytes]) -> bytes:
+    """The config space an ``lspci -xxx`` dump shows (64, 256 or 4096 bytes; what it leaves out reads as ff)."""
+    size = 4096 if max(hexdump) >= 0x100 else (256 if max(hexdump) >= 0x40 else 64)
+    buf = bytearray(b"\xff" * size) if size > 64 else bytearray(size)
+    for off, row in hexdump.items():
+        if off + 16 <= size:
+            buf[off:off + 16] = row
+    return bytes(buf)
+
+
+def _header(fn: VerboseFunction, size: int) -> bytearray:
+    """``size`` bytes of config space with the header lspci decoded: ids, class, revision, header type, and
+    the PCI Express capability with its port type."""
     buf = bytearray(size)
     struct.pack_into("<HH", buf, 0, fn.vendor if fn.vendor is not None else 0xFFFF,
                      fn.device if fn.device is not None else 0xFFFF)
@@ -320,30 +347,20 @@ def _config(fn: VerboseFunction) -> None:
         buf[0x34] = fn.pcie_cap
         buf[fn.pcie_cap] = 0x10
         buf[fn.pcie_cap + 2] = ((fn.port_type or 0) << 4) | 0x2
-    if size < 4096:
-        fn.config, fn.config_note = bytes(buf), "rebuilt from lspci -vvv (no extended capabilities shown)"
-        return
-    caps: List[Tuple[int, int, int, bytes]] = []  # offset, id, version, body
+    return buf
+
+
+def _ext_caps(fn: VerboseFunction) -> List[Tuple[int, int, int, bytes]]:
+    """(offset, id, version, body) of each extended capability, in offset order, from 0x100: ACS and
+    Resizable BAR with what lspci decoded of them, the others as their header only."""
+    caps: List[Tuple[int, int, int, bytes]] = []
     acs_at = None
     for off, ver, what in fn.ext_caps:
         if what.startswith("Access Control Services") and fn.acs_ctrl is not None:
             caps.append((off, 0x000D, ver, struct.pack("<HH", fn.acs_cap or 0, fn.acs_ctrl)))
             acs_at = off
         elif "Resizable BAR" in what and "Virtual" not in what and fn.rebar:
-            body = bytearray()
-            entries = sorted(fn.rebar.items())
-            for i, (bar, (cur, sup)) in enumerate(entries):
-                mask = 0
-                for sz in sup:
-                    n = (sz >> 20).bit_length() - 1
-                    if sz >= 1 << 20 and 0 <= n < 44:
-                        mask |= 1 << n
-                cur_n = max((cur >> 20).bit_length() - 1, 0)
-                ctrl = bar | (cur_n << 8) | (((mask >> 28) & 0xFFFF) << 16)
-                if i == 0:
-                    ctrl |= (len(entries) & 7) << 5
-                body += struct.pack("<II", (mask & 0x0FFFFFFF) << 4, ctrl)
-            caps.append((off, 0x0015, ver, bytes(body)))
+            caps.append((off, 0x0015, ver, _rebar_body(fn.rebar)))
         else:
             caps.append((off, 0x0000, ver, b""))
     if fn.acs_ctrl is not None and acs_at is None:
@@ -354,63 +371,42 @@ def _config(fn: VerboseFunction) -> None:
     caps.sort()
     if caps and caps[0][0] != 0x100:
         caps.insert(0, (0x100, 0x0000, 0, b""))
+    return caps
+
+
+def _rebar_body(rebar: Dict[int, Tuple[int, Tuple[int, ...]]]) -> bytes:
+    """The Resizable BAR capability's registers: per BAR, its supported sizes and its control."""
+    body = bytearray()
+    entries = sorted(rebar.items())
+    for i, (bar, (cur, sup)) in enumerate(entries):
+        mask = 0
+        for sz in sup:
+            n = (sz >> 20).bit_length() - 1
+            if sz >= 1 << 20 and 0 <= n < 44:
+                mask |= 1 << n
+        cur_n = max((cur >> 20).bit_length() - 1, 0)
+        ctrl = bar | (cur_n << 8) | (((mask >> 28) & 0xFFFF) << 16)
+        if i == 0:
+            ctrl |= (len(entries) & 7) << 5
+        body += struct.pack("<II", (mask & 0x0FFFFFFF) << 4, ctrl)
+    return bytes(body)
+
+
+def _write_ext_caps(buf: bytearray, caps: List[Tuple[int, int, int, bytes]], size: int) -> None:
+    """Each capability's header (id, version, next) and body at its offset."""
     for i, (off, cid, ver, body) in enumerate(caps):
         nxt = caps[i + 1][0] if i + 1 < len(caps) else 0
         if off + 4 + len(body) > size:
             continue
         struct.pack_into("<I", buf, off, (cid & 0xFFFF) | ((ver & 0xF) << 16) | (nxt << 20))
         buf[off + 4:off + 4 + len(body)] = body
-    fn.config = bytes(buf)
-    fn.config_note = fn.config_note or "rebuilt from lspci -vvv"
 
 
 def parse_lspci_verbose(text: str, label: str) -> "VerboseListing":
     """Every function block in the text, in order; raise :class:`InputError` when there is none."""
     if not text.strip():
         raise InputError(f"{label}: empty input")
-    out: List[VerboseFunction] = []
-    by_bdf: Dict[str, VerboseFunction] = {}
-    cur: Optional[VerboseFunction] = None
-    cur_indent: Optional[int] = None
-    flat: List[int] = []
-    ignored: List[int] = []
-    for n, raw in enumerate(text.lstrip("\ufeff").split("\n"), 1):
-        line = raw.rstrip("\r\n").rstrip()
-        if not line.strip():
-            continue
-        m = _DEVLINE.match(line)
-        if m:
-            try:
-                cur = _device_line(m, n)
-            except ValueError:
-                raise InputError(f"{label}: line {n}: {line[:40]!r} is not a PCI address") from None
-            prev = by_bdf.get(cur.bdf)
-            if prev is not None:
-                raise InputError(f"{label}: line {n}: {cur.bdf} is already listed at line {prev.line}")
-            by_bdf[cur.bdf] = cur
-            out.append(cur)
-            if len(out) > MAX_FUNCTIONS:
-                raise too_many_functions(label, len(out))
-            cur_indent = None
-            continue
-        h = _HEX.match(line.strip()) if cur is not None else None
-        if h:
-            cur.hexdump[int(h.group(1), 16)] = bytes(int(x, 16) for x in h.group(2).split())
-            continue
-        if line[:1] in (" ", "\t") and cur is not None:
-            indent = len(line.expandtabs(8)) - len(line.lstrip())
-            if cur_indent is None:
-                cur_indent = indent
-            _detail(cur, line.strip(), indent <= cur_indent)
-            continue
-        if cur is not None and _FLAT.match(line):
-            # indentation lost (a paste through a chat or a ticket form): the labels still say what they are
-            flat.append(n)
-            _detail(cur, line.strip(), not _SUB.match(line))
-            continue
-        ignored.append(n)
-        if _PROMPT.match(line) or not flat:
-            cur = None  # a prompt or fence, or text after an indented listing: the block ended
+    out, flat, ignored = _blocks(text, label)
     if not out:
         raise InputError(f"{label}: no lspci -vvv device found (expected a line like '01:00.0 VGA compatible "
                          "controller: ...' followed by indented details)")
@@ -432,3 +428,58 @@ def parse_lspci_verbose(text: str, label: str) -> "VerboseListing":
         listing.notes.append(f"{len(ignored)} line(s) outside the listings (prompts, fences, labels; first at line "
                              f"{ignored[0]}) ignored")
     return listing
+
+
+def _blocks(text: str, label: str) -> Tuple[List[VerboseFunction], List[int], List[int]]:
+    """(each function's block, the numbers of detail lines read without indentation, of lines ignored)."""
+    out: List[VerboseFunction] = []
+    by_bdf: Dict[str, VerboseFunction] = {}
+    cur: Optional[VerboseFunction] = None
+    cur_indent: Optional[int] = None
+    flat: List[int] = []
+    ignored: List[int] = []
+    for n, raw in enumerate(text.lstrip("\ufeff").split("\n"), 1):
+        line = raw.rstrip("\r\n").rstrip()
+        if not line.strip():
+            continue
+        m = _DEVLINE.match(line)
+        if m:
+            cur = _new_block(m, n, line, label, by_bdf, out)
+            cur_indent = None
+            continue
+        h = _HEX.match(line.strip()) if cur is not None else None
+        if h:
+            cur.hexdump[int(h.group(1), 16)] = bytes(int(x, 16) for x in h.group(2).split())
+            continue
+        if line[:1] in (" ", "\t") and cur is not None:
+            indent = len(line.expandtabs(8)) - len(line.lstrip())
+            if cur_indent is None:
+                cur_indent = indent
+            _detail(cur, line.strip(), indent <= cur_indent)
+            continue
+        if cur is not None and _FLAT.match(line):
+            # indentation lost (a paste through a chat or a ticket form): the labels still say what they are
+            flat.append(n)
+            _detail(cur, line.strip(), not _SUB.match(line))
+            continue
+        ignored.append(n)
+        if _PROMPT.match(line) or not flat:
+            cur = None  # a prompt or fence, or text after an indented listing: the block ended
+    return out, flat, ignored
+
+
+def _new_block(m: "re.Match", n: int, line: str, label: str, by_bdf: Dict[str, VerboseFunction],
+               out: List[VerboseFunction]) -> VerboseFunction:
+    """A device line: the function whose block it starts (a second listing of one address is refused)."""
+    try:
+        cur = _device_line(m, n)
+    except ValueError:
+        raise InputError(f"{label}: line {n}: {line[:40]!r} is not a PCI address") from None
+    prev = by_bdf.get(cur.bdf)
+    if prev is not None:
+        raise InputError(f"{label}: line {n}: {cur.bdf} is already listed at line {prev.line}")
+    by_bdf[cur.bdf] = cur
+    out.append(cur)
+    if len(out) > MAX_FUNCTIONS:
+        raise too_many_functions(label, len(out))
+    return cur

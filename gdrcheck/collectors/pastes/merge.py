@@ -27,13 +27,13 @@ At most one input draws the PCIe tree (a directory, a snapshot archive, an
 Where the matrix and the tree disagree on a class, the matrix's class decides
 the pair (nvidia-smi classified it on the node itself, from the PCIe tree as
 the kernel sees it; a pasted tree may be another node's, cut, or hand-edited)
-and a note gives both. The merge is pure: no I/O.
+and a note gives both (:mod:`gdrcheck.collectors.pastes.merge_matrix`). The merge is pure: no I/O.
 """
 
 from __future__ import annotations
 
-import re
-
+from gdrcheck.collectors.input_kinds import BY_NAME, MERGE_ORDER, TREE_KINDS
+from gdrcheck.collectors.pastes.merge_matrix import SYNTH_DOMAIN, MatrixSteps, bus_of  # noqa: F401
 from gdrcheck.errors import InputError
 from gdrcheck.model import (
     CollectorStatus,
@@ -46,9 +46,7 @@ from gdrcheck.model import (
     Snapshot,
     bdf_key,
     frozen_map,
-    root_of,
 )
-from gdrcheck.patterns import lazy_pattern
 from gdrcheck.pcie.acs import ACS_REDIRECT_MASK
 from gdrcheck.pcie.kinds import base_kind
 from gdrcheck.record import replace
@@ -57,17 +55,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Sequence, Tuple
 
-BASE_KINDS = ("sysfs", "snapshot", "live", "lspci", "nccl-xml", "hwloc-xml")
-SYNTH_DOMAIN = 0xFFFF
-_NIC_FAMILY = (
-    (lazy_pattern(r"^mlx[45]_"), 0x15B3, lazy_pattern(r"mellanox|connectx|bluefield", re.I)),
-    (lazy_pattern(r"^bnxt_re"), 0x14E4, lazy_pattern(r"broadcom|netxtreme", re.I)),
-    (lazy_pattern(r"^efa_?"), 0x1D0F, lazy_pattern(r"amazon|elastic fabric", re.I)),
-    (lazy_pattern(r"^(irdma|i40iw)"), 0x8086, lazy_pattern(r"intel", re.I)),
-    (lazy_pattern(r"^qedr"), 0x1077, lazy_pattern(r"qlogic", re.I)),
-)
-TRUST_MATRIX = ("nvidia-smi classified the pair on the node itself from the PCIe tree the kernel sees; "
-                "a pasted tree may be cut, hand-edited or of another node")
+BASE_KINDS = TREE_KINDS
 
 
 class Part:
@@ -79,25 +67,7 @@ class Part:
         self.label, self.input_kind, self.data = label, input_kind, data
 
 
-def _synthetic_bdf(i: int, nic: bool = False) -> str:
-    """Where the matrix's i-th GPU (buses 00-7f) or NIC (buses 80-ff) is shown: domain ffff, one per bus first."""
-    if i >= 0x80 * 32 * 8:
-        raise InputError(f"more than {0x80 * 32 * 8} {'NICs' if nic else 'GPUs'} in one matrix")
-    bus, dev, fn = i % 0x80, i // 0x80 % 32, i // (0x80 * 32)
-    return f"{SYNTH_DOMAIN:04x}:{bus + (0x80 if nic else 0):02x}:{dev:02x}.{fn}"
-
-
-def _bus_of(bdf: str) -> str:
-    """The ``dddd:bb`` bus label of an address (domains may have more than four digits)."""
-    dom, bus, _dev, _fn = bdf_key(bdf)
-    return root_of(dom, bus)
-
-
-def _pair(a: str, b: str) -> Tuple[str, str]:
-    return (a, b) if bdf_key(a) <= bdf_key(b) else (b, a)
-
-
-class _Merge:
+class _Merge(MatrixSteps):
     def __init__(self, parts: Sequence[Part]) -> None:
         self.parts = parts
         bases = [p for p in parts if p.input_kind in BASE_KINDS]
@@ -151,7 +121,7 @@ class _Merge:
         for vf in part.data:
             d = self.devs.get(vf.bdf)
             if d is None:
-                d = PciFunction(bdf=vf.bdf, root=_bus_of(vf.bdf))
+                d = PciFunction(bdf=vf.bdf, root=bus_of(vf.bdf))
                 new.append(vf.bdf)
             else:
                 if d.vendor is not None and vf.vendor is not None and (d.vendor, d.device) != (vf.vendor, vf.device):
@@ -197,7 +167,7 @@ class _Merge:
         secondaries = {(k[0], k[1]) for k in by_sec}
         for b in new:
             if self._is_root_bus_device(self.devs[b]) or (whole and bdf_key(b)[:2] not in secondaries):
-                roots.add(_bus_of(b))
+                roots.add(bus_of(b))
         pending = list(new)
         for _round in range(64):
             progress = False
@@ -209,8 +179,8 @@ class _Merge:
                     if root is None:
                         continue
                     self.devs[b] = replace(d, parent=parent, root=root)
-                elif _bus_of(b) in roots:
-                    self.devs[b] = replace(d, parent=None, root=_bus_of(b))
+                elif bus_of(b) in roots:
+                    self.devs[b] = replace(d, parent=None, root=bus_of(b))
                 else:
                     continue
                 pending.remove(b)
@@ -251,7 +221,7 @@ class _Merge:
         for g in gpus:
             d = self.devs.get(g.bdf)
             if d is None:
-                d = PciFunction(bdf=g.bdf, root=_bus_of(g.bdf), vendor=0x10DE, kind_hint="gpu", name=g.name)
+                d = PciFunction(bdf=g.bdf, root=bus_of(g.bdf), vendor=0x10DE, kind_hint="gpu", name=g.name)
                 new.append(g.bdf)
             vendor, device = ids.get(g.bdf) or (None, None)
             if d.device is None and vendor == 0x10DE and d.vendor in (None, 0x10DE):
@@ -266,191 +236,6 @@ class _Merge:
         self.statuses.append(CollectorStatus(
             "nvidia-smi", "ok", f"{len(gpus)} GPU(s)" + (f", driver {driver}" if driver else "")
             + f" ({part.label})"))
-
-    # -- nvidia-smi topo -m -------------------------------------------------------
-
-    def _gpu_order(self) -> Tuple[List[str], str]:
-        if self.gpus and all(g.index is not None for g in self.gpus):
-            order = [g.bdf for g in sorted(self.gpus, key=lambda g: g.index)]
-            return order, f"by bus id (the driver view of {self.gpus_from} gives each index's bus id)"
-        gpus = sorted((b for b, d in self.devs.items() if base_kind(d) == "gpu" and d.vendor in (None, 0x10DE)),
-                      key=bdf_key)
-        return gpus, "by nvidia-smi's index order (PCI bus order)"
-
-    def _nic_match(self, m, label: str) -> Dict[str, str]:
-        nics = [b for b, d in self.devs.items() if base_kind(d) == "nic"]
-        out: Dict[str, str] = {}
-        by_name = {n: b for b in nics for n in self.devs[b].rdma_devices}
-        cols = m.nics
-        if cols and all(m.rdma_name(c) in by_name for c in cols):
-            for c in cols:
-                out[c] = by_name[m.rdma_name(c)]
-            self.note(label, "NICs matched by RDMA device name")
-            return out
-        groups: Dict[object, List[str]] = {}
-        for c in cols:
-            name = m.rdma_name(c)
-            fam = next((f for f in _NIC_FAMILY if f[0].match(name)), None)
-            groups.setdefault(fam, []).append(c)
-        said = []
-        for fam, members in groups.items():
-            if fam is None:
-                cands = sorted(nics, key=bdf_key)
-            else:
-                cands = sorted((b for b in nics if self.devs[b].vendor == fam[1]
-                                or (self.devs[b].vendor is None and fam[2].search(self.devs[b].name or ""))),
-                               key=bdf_key)
-            names = ", ".join(m.rdma_name(c) for c in members)
-            if len(cands) != len(members):
-                self.note(label, f"NICs {names} not matched: the tree shows {len(cands)} NIC function(s) of their "
-                                 f"family, the matrix {len(members)}; their pairs are not judged from the matrix")
-                continue
-            for c, b in zip(members, cands):
-                out[c] = b
-            said.append(", ".join(f"{m.rdma_name(c)}={b}" for c, b in zip(members, cands)))
-        if said:
-            self.note(label, "NICs matched by bus order within their vendor (the matrix gives no bus ids): "
-                      + "; ".join(said))
-        return out
-
-    def _synthetic(self, m, label: str, gmap: Dict[str, str], nmap: Dict[str, str], gpus: bool, nics: bool) -> None:
-        made = []
-        for i, g in enumerate(m.gpus if gpus else ()):
-            if g in gmap:
-                continue
-            bdf = _synthetic_bdf(i)
-            self.devs[bdf] = PciFunction(bdf=bdf, root=_bus_of(bdf), kind_hint="gpu",
-                                         name=f"{g} of nvidia-smi topo -m", gpu_index=int(g[3:]),
-                                         extra=frozen_map({"synthetic": True}))
-            gmap[g] = bdf
-            made.append(f"{g}={bdf}")
-            self.unplaced.append(bdf)
-        for j, c in enumerate(m.nics if nics else ()):
-            if c in nmap:
-                continue
-            bdf = _synthetic_bdf(j, nic=True)
-            name = m.rdma_name(c)
-            self.devs[bdf] = PciFunction(bdf=bdf, root=_bus_of(bdf), kind_hint="nic",
-                                         name=f"{c} of nvidia-smi topo -m",
-                                         rdma_devices=(name,) if not name.startswith("NIC") else (),
-                                         extra=frozen_map({"synthetic": True}))
-            nmap[c] = bdf
-            made.append(f"{c}={bdf}")
-            self.unplaced.append(bdf)
-        if made:
-            self.note(label, "the matrix gives no bus ids; its devices are named as nvidia-smi names them "
-                             f"({', '.join(m.split('=')[0] for m in made)}), at synthetic addresses in domain ffff in "
-                             "--json (\"synthetic\": true)")
-
-    def add_matrix(self, part: Part) -> None:
-        m = part.data
-        label = part.label
-        for n in m.notes:
-            self.note(label, n)
-        order, how = self._gpu_order()
-        gmap: Dict[str, str] = {}
-        if order and len(order) == len(m.gpus):
-            gmap = {g: order[int(g[3:])] for g in m.gpus if int(g[3:]) < len(order)}
-            if not all(b.startswith(f"{SYNTH_DOMAIN:04x}:") for b in gmap.values()):  # not the matrix's own
-                self.note(label, f"GPUs matched {how}: " + ", ".join(f"{g}={b}" for g, b in gmap.items()))
-        elif order:
-            self.note(label, f"the matrix shows {len(m.gpus)} GPU(s), the other input(s) {len(order)}: GPUs not "
-                             "matched; their pairs are not judged from the matrix")
-        has_nics = any(base_kind(d) == "nic" for d in self.devs.values())
-        nmap = self._nic_match(m, label) if has_nics and m.nics else {}
-        # no device of a kind in the other inputs: the matrix's own, at synthetic addresses
-        self._synthetic(m, label, gmap, nmap, gpus=not order, nics=not has_nics)
-        for g, b in gmap.items():
-            d = self.devs[b]
-            upd = {}
-            numa = m.numa_affinity.get(g)
-            if numa is not None:
-                self.numa_facts = True
-                if d.numa_node is None:
-                    upd["numa_node"] = numa
-                elif d.numa_node != numa:
-                    self.note(label, f"{g} ({b}): NUMA node {numa} here, {d.numa_node} in another input; "
-                                     f"{d.numa_node} kept")
-            cpus = m.cpu_affinity.get(g)
-            if cpus and cpus != "N/A" and d.local_cpulist is None:
-                upd["local_cpulist"] = cpus
-            if upd:
-                self.devs[b] = replace(d, **upd)
-        for c, b in nmap.items():
-            name = m.rdma_name(c)
-            d = self.devs[b]
-            if not d.rdma_devices and not name.startswith("NIC"):
-                self.devs[b] = replace(d, rdma_devices=(name,))
-        if m.p2p is not None:
-            self._p2p(m, label, gmap)
-            return
-        self._classes(m, label, gmap, nmap)
-
-    def _p2p(self, m, label: str, gmap: Dict[str, str]) -> None:
-        """A ``-p2p`` matrix: the driver's P2P status per GPU pair for its capability (what NCCL reads from NVML)."""
-        caps = m.p2p.split("+")
-        gpus = [g for g in m.gpus if g in gmap]
-        n = 0
-        for i, g in enumerate(gpus):
-            for h in gpus[i + 1:]:
-                code = m.code(g, h)
-                if code is None or code == "X":
-                    continue
-                for cap in caps:
-                    key = (gmap[g], gmap[h], cap)
-                    prev = self.p2p.get(key) or self.p2p.get((gmap[h], gmap[g], cap))
-                    if prev is not None and prev != code:
-                        self.note(label, f"{g}-{h}: P2P {cap} {code} here, {prev} in another input; {prev} kept")
-                        continue
-                    self.p2p[key] = code
-                    n += 1
-        if n:
-            self.note(label, f"the driver's P2P {m.p2p.replace('+', ' and ')} status of {len(gpus)} GPU(s) read "
-                             "from nvidia-smi topo -p2p")
-
-    def _classes(self, m, label: str, gmap: Dict[str, str], nmap: Dict[str, str]) -> None:
-        from gdrcheck.pcie.topology import Topology
-
-        tree = Topology(self.snapshot(with_facts=False))
-        cols = {**gmap, **nmap}
-        gpus = [g for g in m.gpus if g in gmap]
-        pairs = [(g, h) for i, g in enumerate(gpus) for h in gpus[i + 1:]]
-        pairs += [(g, c) for g in gpus for c in m.nics if c in nmap]
-        nv_all = bool(gpus) and len(gpus) == len(m.gpus) and not m.pcie_only
-        disagree = []
-        nv_pairs = []
-        for x, y in pairs:
-            code = m.code(x, y)
-            if code is None:
-                continue
-            a, b = cols[x], cols[y]
-            if code.startswith("NV"):
-                nv_pairs.append((a, b, int(code[2:])))
-                continue
-            key = _pair(a, b)
-            t_cls, t_cands = (None, ()) if (a in self.unplaced or b in self.unplaced) else tree.tree_class(a, b)
-            tree_said = t_cls if t_cls is not None else ("/".join(t_cands) if t_cands else None)
-            if t_cls is not None and t_cls != code or (t_cls is None and t_cands and code not in t_cands):
-                disagree.append(f"{x} ({a}) - {y} ({b}): {code} in the matrix, {tree_said} from the tree")
-                fact = PathFact(code, label, tree=tree_said, why=TRUST_MATRIX)
-            else:
-                fact = PathFact(code, label)
-            prev = self.facts.get(key)
-            if prev is not None and prev.cls != code:
-                self.note(label, f"{x}-{y}: {code} here, {prev.cls} in {prev.source}; {prev.source} kept")
-                continue
-            self.facts[key] = fact
-        if nv_pairs:
-            have = {(n.a, n.b) for n in self.nvlinks} | {(n.b, n.a) for n in self.nvlinks}
-            for a, b, count in nv_pairs:
-                if (a, b) not in have:
-                    self.nvlinks.append(NvLink(a, b, count, source=label))
-        if nv_all:
-            self.shows_nvlink = True
-        if disagree:
-            self.note(label, f"the matrix and the tree disagree on {len(disagree)} pair(s): "
-                      + "; ".join(disagree[:4]) + ("; ..." if len(disagree) > 4 else "")
-                      + f". Verdicts use the matrix's class: {TRUST_MATRIX}")
 
     # -- a job's NCCL log -------------------------------------------------------------
 
@@ -469,7 +254,7 @@ class _Merge:
             new = []
             for bdf, what in bus_ids_shown(log, host):
                 if bdf not in self.devs:
-                    self.devs[bdf] = PciFunction(bdf=bdf, root=_bus_of(bdf), vendor=0x10DE, kind_hint="gpu",
+                    self.devs[bdf] = PciFunction(bdf=bdf, root=bus_of(bdf), vendor=0x10DE, kind_hint="gpu",
                                                  name=f"{what} of the NCCL log")
                     new.append(bdf)
             self._place(new, label)
@@ -515,26 +300,17 @@ class _Merge:
 
 def merge(parts: Sequence[Part]) -> Snapshot:
     """One node's facts from its inputs (already parsed), in the order: tree, lspci -vvv, nvidia-smi -q, matrices,
-    a job's NCCL log (what NCCL chose, for :mod:`gdrcheck.rules.nccl_log` to hold beside the prediction)."""
+    a job's NCCL log (what NCCL chose, for :mod:`gdrcheck.rules.nccl_log` to hold beside the prediction); each
+    added by its kind's merge step (:data:`gdrcheck.collectors.input_kinds.INPUT_KINDS`)."""
     mg = _Merge(parts)
-    rank = {"lspci-vvv": 0, "nvidia-smi-q": 1, "topo-matrix": 2, "acsctl-grep": 3}
     logs = [p for p in parts if p.input_kind == "nccl-log"]
     if all(p.input_kind == "acsctl-grep" for p in parts):
         raise InputError(f"{parts[0].label}: ACSCtl lines without the device lines they belong to show no device; "
                          "pass them beside the tree (--from lspci-tv.txt --from this file), or run "
                          "\"sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'\"")
     for p in sorted((p for p in parts if p.input_kind not in BASE_KINDS and p.input_kind != "nccl-log"),
-                    key=lambda p: rank[p.input_kind]):
-        if p.input_kind == "acsctl-grep":
-            mg.add_acsctl(p)
-            continue
-        if p.input_kind == "lspci-vvv":
-            mg.add_verbose(p)
-        elif p.input_kind == "nvidia-smi-q":
-            mg.add_smi(p)
-        else:
-            for m in (p.data if isinstance(p.data, (list, tuple)) else [p.data]):
-                mg.add_matrix(Part(p.label, p.input_kind, m))
+                    key=lambda p: MERGE_ORDER.index(p.input_kind)):
+        getattr(mg, BY_NAME[p.input_kind].merge_step)(p)
     if logs:
         mg.add_logs(logs)
     return mg.snapshot()

@@ -211,112 +211,141 @@ def _numeric(value: str) -> str:
 
 
 def parse_nccl_log(text: str, label: str) -> NcclLog:
-    version = cuda = driver = plugin = plugin_path = network = None
-    nnodes: Optional[int] = None
-    settings: Dict[str, Tuple[str, str]] = {}
-    nics: List[tuple] = []
-    nic_seen = set()
-    hca: List[HcaGdr] = []
-    pair_gdr: List[PairGdr] = []
-    dmabuf: List[tuple] = []
-    ranks: Dict[tuple, LogRank] = {}
-    conns: List[Connection] = []
-    conn_seen = set()
-    warns: List[tuple] = []
-    warn_seen = set()
-    hosts: List[str] = []
-    n = other = 0
+    reader = _LogReader()
     for got in nccl_lines(text):
         if got is None:
-            other += 1
-            continue
-        host, pid, dev, level, msg, where, line = got
-        n += 1
-        if host and host not in hosts:
-            hosts.append(host)
-        if level == "WARN":
-            if len(warns) < MAX_KEPT and (host, msg) not in warn_seen:  # every rank repeats the same warning
-                warn_seen.add((host, msg))
-                warns.append((host, f"{where} NCCL WARN {msg}" if where else msg))
-            continue
-        m = _CONN.match(msg)
-        if m:
-            key = (host, pid, m.group(1), m.group(3), m.group(5), m.group(7), m.group(8))
-            if key not in conn_seen and len(conns) < MAX_KEPT:
-                conn_seen.add(key)
-                conns.append(Connection(int(m.group(1)), int(m.group(3)), int(m.group(5)), m.group(4), m.group(6),
-                                        m.group(7) or "", m.group(8), host, pid, dev, line))
-            continue
-        m = _RANK.search(msg) if "Init" in msg else None  # not Destroy/Abort COMPLETE, which name no commId
-        if m:
-            bdf = bdf_of_busid(m.group(5))
-            r = int(m.group(1))
-            comm = m.group(6) or ""
-            if bdf and (comm, r) not in ranks:
-                ranks[(comm, r)] = LogRank(r, int(m.group(2)), int(m.group(3)),
-                                           int(m.group(4)) if m.group(4) is not None else None, bdf, host, pid,
-                                           comm, line)
-            continue
-        m = _NNODES.search(msg)
-        if m:
-            nnodes = max(nnodes or 0, int(m.group(3)))
-            continue
-        m = _VERSION.match(msg)
-        if m:
-            version = version or m.group(1)
-            cuda = cuda or m.group(2)
-            continue
-        m = _DRIVER.match(msg)
-        if m:
-            v = int(m.group(1))
-            driver = driver or f"{v // 1000}.{v % 1000 // 10}"
-            continue
-        m = _SET.match(msg)
-        if m:
-            settings.setdefault(m.group(1), (_numeric(m.group(2)), line))
-            continue
-        m = _PLUGIN.match(msg)
-        if m:
-            if m.group(2):
-                plugin_path = plugin_path or m.group(2)
-            else:
-                plugin = plugin or m.group(1) or m.group(3)
-            continue
-        m = _NETWORK.match(msg)
-        if m:
-            network = network or m.group(1)
-            continue
-        m = _HCA_GDR.match(msg)
-        if m:
-            hca.append(HcaGdr(m.group(1), int(m.group(3)), m.group(4), m.group(2) == "Enabled",
-                              m.group(5).strip(), host, line))
-            continue
-        m = _PAIR_GDR.match(msg)
-        if m:
-            pair_gdr.append(PairGdr(m.group(2), int(m.group(3), 16) & ((1 << 56) - 1), m.group(1) == "Enabled",
-                                    int(m.group(4)), int(m.group(6)),
-                                    int(m.group(7)) if m.group(7) is not None else None, m.group(8), host, dev, line))
-            continue
-        m = _DMABUF.match(msg)
-        if m:
-            dmabuf.append((host, int(m.group(1))))
-            continue
-        m = _USING.match(msg)
-        if m:
-            for d in _USING_DEV.finditer(m.group(2)):
-                k = (host, m.group(1), int(d.group(1)))
-                if k not in nic_seen:
-                    nic_seen.add(k)
-                    nics.append((host, m.group(1), int(d.group(1)), d.group(2), line))
-    if n == 0:
+            reader.other += 1
+        else:
+            reader.read(*got)
+    if reader.n == 0:
         raise InputError(f"{label}: no NCCL INFO or WARN line")
-    return NcclLog(label=label, version=version, cuda=cuda, cuda_driver=driver,
-                   settings=tuple((k, v, ln) for k, (v, ln) in settings.items()), plugin=plugin or plugin_path,
-                   network=network,
-                   nics=tuple(nics), hca_gdr=_dedup(hca), pair_gdr=_dedup(pair_gdr),
-                   dmabuf=tuple(dict.fromkeys(dmabuf)),
-                   ranks=tuple(ranks.values()), nnodes=nnodes, connections=tuple(conns), warnings=tuple(warns),
-                   hosts=tuple(hosts), lines=n, other_lines=other)
+    return reader.log(label)
+
+
+class _LogReader:
+    """What a log's NCCL lines say, gathered line by line: each message is read by the first of
+    :data:`_MESSAGES` that fits it."""
+
+    def __init__(self) -> None:
+        self.version = self.cuda = self.driver = self.plugin = self.plugin_path = self.network = None
+        self.nnodes: Optional[int] = None
+        self.settings: Dict[str, Tuple[str, str]] = {}
+        self.nics: List[tuple] = []
+        self.nic_seen: set = set()
+        self.hca: List[HcaGdr] = []
+        self.pair_gdr: List[PairGdr] = []
+        self.dmabuf: List[tuple] = []
+        self.ranks: Dict[tuple, LogRank] = {}
+        self.conns: List[Connection] = []
+        self.conn_seen: set = set()
+        self.warns: List[tuple] = []
+        self.warn_seen: set = set()
+        self.hosts: List[str] = []
+        self.n = self.other = 0
+
+    def read(self, host, pid, dev, level, msg, where, line) -> None:
+        self.n += 1
+        if host and host not in self.hosts:
+            self.hosts.append(host)
+        if level == "WARN":
+            if len(self.warns) < MAX_KEPT and (host, msg) not in self.warn_seen:  # every rank repeats a warning
+                self.warn_seen.add((host, msg))
+                self.warns.append((host, f"{where} NCCL WARN {msg}" if where else msg))
+            return
+        for find, step in _MESSAGES:
+            m = find(msg)
+            if m:
+                step(self, m, host, pid, dev, line)
+                return
+
+    def connection(self, m, host, pid, dev, line) -> None:
+        key = (host, pid, m.group(1), m.group(3), m.group(5), m.group(7), m.group(8))
+        if key not in self.conn_seen and len(self.conns) < MAX_KEPT:
+            self.conn_seen.add(key)
+            self.conns.append(Connection(int(m.group(1)), int(m.group(3)), int(m.group(5)), m.group(4), m.group(6),
+                                         m.group(7) or "", m.group(8), host, pid, dev, line))
+
+    def rank(self, m, host, pid, dev, line) -> None:
+        bdf = bdf_of_busid(m.group(5))
+        r = int(m.group(1))
+        comm = m.group(6) or ""
+        if bdf and (comm, r) not in self.ranks:
+            self.ranks[(comm, r)] = LogRank(r, int(m.group(2)), int(m.group(3)),
+                                            int(m.group(4)) if m.group(4) is not None else None, bdf, host, pid,
+                                            comm, line)
+
+    def nodes(self, m, host, pid, dev, line) -> None:
+        self.nnodes = max(self.nnodes or 0, int(m.group(3)))
+
+    def nccl_version(self, m, host, pid, dev, line) -> None:
+        self.version = self.version or m.group(1)
+        self.cuda = self.cuda or m.group(2)
+
+    def cuda_driver(self, m, host, pid, dev, line) -> None:
+        v = int(m.group(1))
+        self.driver = self.driver or f"{v // 1000}.{v % 1000 // 10}"
+
+    def setting(self, m, host, pid, dev, line) -> None:
+        self.settings.setdefault(m.group(1), (_numeric(m.group(2)), line))
+
+    def net_plugin(self, m, host, pid, dev, line) -> None:
+        if m.group(2):
+            self.plugin_path = self.plugin_path or m.group(2)
+        else:
+            self.plugin = self.plugin or m.group(1) or m.group(3)
+
+    def using_network(self, m, host, pid, dev, line) -> None:
+        self.network = self.network or m.group(1)
+
+    def hca_gdr(self, m, host, pid, dev, line) -> None:
+        self.hca.append(HcaGdr(m.group(1), int(m.group(3)), m.group(4), m.group(2) == "Enabled",
+                               m.group(5).strip(), host, line))
+
+    def pair(self, m, host, pid, dev, line) -> None:
+        self.pair_gdr.append(PairGdr(m.group(2), int(m.group(3), 16) & ((1 << 56) - 1), m.group(1) == "Enabled",
+                                     int(m.group(4)), int(m.group(6)),
+                                     int(m.group(7)) if m.group(7) is not None else None, m.group(8), host, dev,
+                                     line))
+
+    def dma_buf(self, m, host, pid, dev, line) -> None:
+        self.dmabuf.append((host, int(m.group(1))))
+
+    def net_devices(self, m, host, pid, dev, line) -> None:
+        for d in _USING_DEV.finditer(m.group(2)):
+            k = (host, m.group(1), int(d.group(1)))
+            if k not in self.nic_seen:
+                self.nic_seen.add(k)
+                self.nics.append((host, m.group(1), int(d.group(1)), d.group(2), line))
+
+    def log(self, label: str) -> NcclLog:
+        return NcclLog(label=label, version=self.version, cuda=self.cuda, cuda_driver=self.driver,
+                       settings=tuple((k, v, ln) for k, (v, ln) in self.settings.items()),
+                       plugin=self.plugin or self.plugin_path, network=self.network,
+                       nics=tuple(self.nics), hca_gdr=_dedup(self.hca), pair_gdr=_dedup(self.pair_gdr),
+                       dmabuf=tuple(dict.fromkeys(self.dmabuf)), ranks=tuple(self.ranks.values()),
+                       nnodes=self.nnodes, connections=tuple(self.conns), warnings=tuple(self.warns),
+                       hosts=tuple(self.hosts), lines=self.n, other_lines=self.other)
+
+
+def _init_rank(msg: str):
+    return _RANK.search(msg) if "Init" in msg else None  # not Destroy/Abort COMPLETE, which name no commId
+
+
+# (how a message is found, what reads it), tried in order; the first that fits reads the message
+_MESSAGES = (
+    (lambda msg: _CONN.match(msg), _LogReader.connection),
+    (_init_rank, _LogReader.rank),
+    (lambda msg: _NNODES.search(msg), _LogReader.nodes),
+    (lambda msg: _VERSION.match(msg), _LogReader.nccl_version),
+    (lambda msg: _DRIVER.match(msg), _LogReader.cuda_driver),
+    (lambda msg: _SET.match(msg), _LogReader.setting),
+    (lambda msg: _PLUGIN.match(msg), _LogReader.net_plugin),
+    (lambda msg: _NETWORK.match(msg), _LogReader.using_network),
+    (lambda msg: _HCA_GDR.match(msg), _LogReader.hca_gdr),
+    (lambda msg: _PAIR_GDR.match(msg), _LogReader.pair),
+    (lambda msg: _DMABUF.match(msg), _LogReader.dma_buf),
+    (lambda msg: _USING.match(msg), _LogReader.net_devices),
+)
 
 
 def _dedup(items):

@@ -47,8 +47,8 @@ What it does and does not say, and how each piece lands in the model:
 Security: parsed with defusedxml; a DTD, entity declaration or external
 reference is refused (:class:`InputError`, one line). The tree is walked
 iteratively, and nesting deeper than any PCIe hierarchy can be is refused.
-The helpers :func:`parse_xml_safely` and :func:`mask_to_cpulist` are shared
-with the hwloc reader.
+:func:`mask_to_cpulist` is shared with the hwloc reader, and
+:func:`gdrcheck.collectors.pastes.xml_safe.parse_xml_safely` with every XML reader.
 """
 
 from __future__ import annotations
@@ -57,11 +57,8 @@ import re
 import xml.etree.ElementTree as ET
 from types import MappingProxyType
 
-import defusedxml
-from defusedxml.ElementTree import DefusedXMLParser
-
-from gdrcheck.collectors.bounds import MAX_FUNCTIONS, too_many_functions
 from gdrcheck.collectors.clip import clip_name
+from gdrcheck.collectors.pastes.xml_safe import MAX_XML_ELEMENTS, parse_xml_safely  # noqa: F401 - shared here too
 from gdrcheck.errors import InputError
 from gdrcheck.model import CollectorStatus, Fact, Link, NvLink, PciFunction, Snapshot, bdf_key, frozen_map, norm_bdf
 from gdrcheck.patterns import lazy_pattern
@@ -78,75 +75,6 @@ NVSWITCH = "nvswitch"
 
 # ---------------------------------------------------------------------------
 # shared helpers
-
-
-# hwloc's XML of a 2-socket, 384-thread node with its PCI tree has some 10,000; nvidia-smi -q -x some 400 a GPU
-MAX_XML_ELEMENTS = 500_000
-
-
-class _LineBuilder(ET.TreeBuilder):
-    """A TreeBuilder that remembers the line each element starts on."""
-
-    def __init__(self, label: str = "input") -> None:
-        super().__init__()
-        self.lines: Dict[int, int] = {}
-        self.expat = None
-        self.label = label
-        self.elements = self.functions = 0
-
-    def start(self, tag, attrs):  # noqa: D401 - TreeBuilder API
-        # counted as they are read: a file of more functions or elements than a node's is refused before it
-        # is held whole (32 MiB of "<a/>" would be some 8 million elements)
-        self.elements += 1
-        if self.elements > MAX_XML_ELEMENTS:
-            raise InputError(f"{self.label}: more than {MAX_XML_ELEMENTS} XML elements, more than any real "
-                             "node's topology has")
-        if tag == "pci" or (tag == "object" and attrs.get("type") in ("PCIDev", "Bridge")):
-            self.functions += 1
-            if self.functions > MAX_FUNCTIONS:
-                raise too_many_functions(self.label, self.functions)
-        el = super().start(tag, attrs)
-        if self.expat is not None:
-            self.lines[id(el)] = self.expat.CurrentLineNumber
-        return el
-
-    # Comments and processing instructions are not kept. TreeBuilder's own handlers would
-    # flush the text around each one, joining an element's text anew every time: quadratic
-    # time for a file of many comments.
-    def comment(self, text):  # noqa: D401 - TreeBuilder API
-        return None
-
-    def pi(self, target, text=None):  # noqa: D401 - TreeBuilder API
-        return None
-
-
-def parse_xml_safely(text: str, label: str, *, allow_doctype: bool,
-                     what: str = "this kind of XML") -> Tuple[ET.Element, Dict[int, int]]:
-    """Root element and {id(element): line}; any unsafe or damaged XML is an InputError.
-
-    ``allow_doctype`` admits a plain ``<!DOCTYPE>`` (hwloc writes one); entity declarations and
-    external references are refused either way.
-    """
-    builder = _LineBuilder(label)
-    try:
-        parser = DefusedXMLParser(target=builder, forbid_dtd=not allow_doctype, forbid_entities=True,
-                                  forbid_external=True)
-        builder.expat = parser.parser
-        parser.feed(text)
-        root = parser.close()
-    except defusedxml.DTDForbidden:
-        raise InputError(f"{label}: a DTD (<!DOCTYPE>) is not accepted in {what}") from None
-    except defusedxml.EntitiesForbidden:
-        raise InputError(f"{label}: XML entity declarations are not accepted") from None
-    except defusedxml.ExternalReferenceForbidden:
-        raise InputError(f"{label}: XML external references are not accepted") from None
-    except ET.ParseError as e:
-        line, col = getattr(e, "position", (0, 0))
-        msg = str(e).split(":", 1)[0]
-        raise InputError(f"{label}: line {line}: damaged XML ({msg}, column {col + 1})") from None
-    except (ValueError, LookupError) as e:  # encoding declared that expat cannot take from a str
-        raise InputError(f"{label}: unreadable XML ({e})") from None
-    return root, builder.lines
 
 
 def mask_to_cpulist(mask: Optional[str]) -> Optional[str]:
@@ -265,20 +193,11 @@ def _add_pci(ctx: _Ctx, el: ET.Element, parent: Optional[str], top: Optional[str
         ctx.notes.append(f"{bdf} appears twice (line {ctx.line(el)}); the first one is kept")
         return None
     _check_text(ctx, el)
-    kids = {c.tag for c in el}
     cls = ctx.hex_attr(el, "class")
     vendor = ctx.hex_attr(el, "vendor")
     device = ctx.hex_attr(el, "device")
-    hint = None
+    hint = _kind_hint({c.tag for c in el}, cls, vendor)
     extra: Dict[str, object] = {}
-    if "gpu" in kids:
-        hint = "gpu"
-    elif "nic" in kids:
-        hint = "nic"
-    elif "pci" in kids:
-        hint = "switch_upstream"
-    elif cls is not None and (cls >> 8) == 0x0680 and vendor in (None, 0x10DE):
-        hint = "nvswitch"
     if _is_declared(bdf, vendor, device) and (hint == "switch_upstream" or (cls or 0) >> 8 == 0x0604):
         extra["vendor_declared"] = True
         ctx.notes.append(f"{bdf} is a switch declared by the file's author (no such hardware address); "
@@ -289,40 +208,14 @@ def _add_pci(ctx: _Ctx, el: ET.Element, parent: Optional[str], top: Optional[str
     gpu_index = None
     for child in el:
         if child.tag == "gpu":
-            _check_text(ctx, child)
-            ctx.has_gpu_element = True
-            ctx.gpu_bdfs.append(bdf)
-            extra["nccl_gpu"] = MappingProxyType(dict(child.attrib))
-            if ctx.nvidia_numbering and vendor != 0x1002:
-                gpu_index = ctx.int_attr(child, "dev")
-            xgmi = []
-            for link in child:
-                if link.tag == "nvlink":
-                    target = (link.get("target") or "").strip()
-                    count = ctx.int_attr(link, "count")
-                    tclass = ctx.hex_attr(link, "tclass")
-                    ctx.raw_links.append((bdf, target, 1 if count is None else count, tclass, ctx.line(link)))
-                elif link.tag == "c2c":
-                    extra["c2c"] = MappingProxyType(dict(link.attrib))
-                elif link.tag == "xgmi":
-                    xgmi.append((link.get("target") or "", ctx.int_attr(link, "count") or 0))
-                    ctx.xgmi_links.append((bdf, (link.get("target") or "").strip(), ctx.int_attr(link, "count") or 1))
-                if link.tag in ("nvlink", "xgmi"):
-                    ctx.has_link_element = True
-            if xgmi:
-                extra["xgmi"] = tuple(xgmi)
+            gpu_index = _add_gpu(ctx, child, bdf, vendor, extra)
         elif child.tag == "pcilink":
             try:  # a Broadcom switch's virtual link to another switch (getBcmLinks)
                 extra["pcilinks"] = tuple(extra.get("pcilinks", ())) + (norm_bdf(child.get("target") or ""),)
             except ValueError:
                 ctx.notes.append(f"line {ctx.line(child)}: <pcilink> target is not a PCI address; ignored")
         elif child.tag == "nic":
-            nets = [dict(n.attrib) for n in child if n.tag == "net"]
-            extra["nccl_nets"] = tuple(MappingProxyType(n) for n in nets)
-            for n in nets:
-                name = clip_name((n.get("name") or "").strip())
-                if name:
-                    (rdma if is_rdma_name(name) else netdevs).append(name)
+            _add_nic(child, extra, rdma, netdevs)
     ctx.funcs[bdf] = dict(
         bdf=bdf, parent=parent, class_code=cls, vendor=vendor, device=device,
         subsys_vendor=ctx.hex_attr(el, "subsystem_vendor"), subsys_device=ctx.hex_attr(el, "subsystem_device"),
@@ -333,6 +226,56 @@ def _add_pci(ctx: _Ctx, el: ET.Element, parent: Optional[str], top: Optional[str
     )
     ctx.top_of[bdf] = top or bdf
     return bdf
+
+
+def _kind_hint(kids: set, cls: Optional[int], vendor: Optional[int]) -> Optional[str]:
+    """What a <pci> is, from what it holds (a GPU, a NIC, more <pci>) or its class (an NVSwitch)."""
+    if "gpu" in kids:
+        return "gpu"
+    if "nic" in kids:
+        return "nic"
+    if "pci" in kids:
+        return "switch_upstream"
+    if cls is not None and (cls >> 8) == 0x0680 and vendor in (None, 0x10DE):
+        return "nvswitch"
+    return None
+
+
+def _add_gpu(ctx: _Ctx, gpu: ET.Element, bdf: str, vendor: Optional[int], extra: Dict[str, object]) -> Optional[int]:
+    """A <pci>'s <gpu>: its attributes and links into ``extra`` and ``ctx``; the GPU's index where NCCL's is
+    the driver's."""
+    _check_text(ctx, gpu)
+    ctx.has_gpu_element = True
+    ctx.gpu_bdfs.append(bdf)
+    extra["nccl_gpu"] = MappingProxyType(dict(gpu.attrib))
+    gpu_index = ctx.int_attr(gpu, "dev") if ctx.nvidia_numbering and vendor != 0x1002 else None
+    xgmi = []
+    for link in gpu:
+        if link.tag == "nvlink":
+            target = (link.get("target") or "").strip()
+            count = ctx.int_attr(link, "count")
+            tclass = ctx.hex_attr(link, "tclass")
+            ctx.raw_links.append((bdf, target, 1 if count is None else count, tclass, ctx.line(link)))
+        elif link.tag == "c2c":
+            extra["c2c"] = MappingProxyType(dict(link.attrib))
+        elif link.tag == "xgmi":
+            xgmi.append((link.get("target") or "", ctx.int_attr(link, "count") or 0))
+            ctx.xgmi_links.append((bdf, (link.get("target") or "").strip(), ctx.int_attr(link, "count") or 1))
+        if link.tag in ("nvlink", "xgmi"):
+            ctx.has_link_element = True
+    if xgmi:
+        extra["xgmi"] = tuple(xgmi)
+    return gpu_index
+
+
+def _add_nic(nic: ET.Element, extra: Dict[str, object], rdma: List[str], netdevs: List[str]) -> None:
+    """A <pci>'s <nic>: its <net> entries, each name an RDMA device or a network interface."""
+    nets = [dict(n.attrib) for n in nic if n.tag == "net"]
+    extra["nccl_nets"] = tuple(MappingProxyType(n) for n in nets)
+    for n in nets:
+        name = clip_name((n.get("name") or "").strip())
+        if name:
+            (rdma if is_rdma_name(name) else netdevs).append(name)
 
 
 def _walk(ctx: _Ctx, system: ET.Element) -> None:

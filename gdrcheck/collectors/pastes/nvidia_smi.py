@@ -219,7 +219,7 @@ def parse_smi_text(text: str) -> List[Dict[str, Any]]:
 
 def parse_smi_xml(text: str) -> List[Dict[str, Any]]:
     """``nvidia-smi -q -x`` -> one dict per GPU; raises ValueError on damaged XML."""
-    from gdrcheck.collectors.pastes.nccl_xml import parse_xml_safely
+    from gdrcheck.collectors.pastes.xml_safe import parse_xml_safely
     from gdrcheck.errors import InputError
 
     try:  # the elements counted as read (a file of millions is refused before it is held whole)

@@ -204,100 +204,127 @@ def parse_topo_matrix(text: str, label: str, p2p_title: str = "") -> TopoMatrix:
     ``p2p_title``: the lines before it, where a ``-p2p`` matrix's command names its capability."""
     if not text.strip():
         raise InputError(f"{label}: empty input")
-    lines = _unwrap([_clean(x) for x in text.lstrip("\ufeff").split("\n")])
-    p2p: Optional[str] = None
-    header: Optional[List[str]] = None
-    header_line = 0
-    extras: List[str] = []
-    cells: Dict[Tuple[str, str], str] = {}
-    rows_seen: Dict[str, int] = {}
-    cpu: Dict[str, str] = {}
-    numa: Dict[str, Optional[int]] = {}
-    gnuma: Dict[str, Optional[int]] = {}
-    legend: Dict[str, str] = {}
-    notes: List[str] = []
-    ignored: List[int] = []
-    nv_in_legend = False
-    in_legend = False
-    for n, ln in enumerate(lines, 1):
+    reader = _MatrixReader(label, _unwrap([_clean(x) for x in text.lstrip("\ufeff").split("\n")]), p2p_title)
+    for n, ln in enumerate(reader.lines, 1):
         if not ln.strip():
             continue
-        if header is None:
-            head = _header_tokens(ln)
-            if head is not None:
-                check_matrix(label, head)
-                header, header_line = head, n
-                extras = [h for h in _MULTI if re.search(r"\s+".join(h.split()), ln)]
-                if _is_p2p(lines[n:n + 4], head):
-                    p2p = p2p_capability(p2p_title + "\n" + "\n".join(lines[:n]))
-            else:
-                ignored.append(n)
-            continue
+        if reader.header is None:
+            reader.find_header(n, ln)
+        elif not reader.legend_line(n, ln):
+            reader.row(n, ln)
+    return reader.matrix()
+
+
+class _MatrixReader:
+    """One matrix, read line by line: the lines before its header, the header, its rows and its legend."""
+
+    def __init__(self, label: str, lines: List[str], p2p_title: str) -> None:
+        self.label, self.lines, self.p2p_title = label, lines, p2p_title
+        self.p2p: Optional[str] = None
+        self.header: Optional[List[str]] = None
+        self.header_line = 0
+        self.extras: List[str] = []
+        self.cells: Dict[Tuple[str, str], str] = {}
+        self.rows_seen: Dict[str, int] = {}
+        self.cpu: Dict[str, str] = {}
+        self.numa: Dict[str, Optional[int]] = {}
+        self.gnuma: Dict[str, Optional[int]] = {}
+        self.legend: Dict[str, str] = {}
+        self.notes: List[str] = []
+        self.ignored: List[int] = []
+        self.nv_in_legend = False
+        self.in_legend = False
+
+    def find_header(self, n: int, ln: str) -> None:
+        head = _header_tokens(ln)
+        if head is None:
+            self.ignored.append(n)
+            return
+        check_matrix(self.label, head)
+        self.header, self.header_line = head, n
+        self.extras = [h for h in _MULTI if re.search(r"\s+".join(h.split()), ln)]
+        if _is_p2p(self.lines[n:n + 4], head):
+            self.p2p = p2p_capability(self.p2p_title + "\n" + "\n".join(self.lines[:n]))
+
+    def legend_line(self, n: int, ln: str) -> bool:
+        """Whether the line is the legend's (a NIC's name, the Legend: block, or what follows it)."""
         m = _LEGEND.match(ln)
         if m:
-            legend[m.group(1)] = m.group(2)
-            continue
+            self.legend[m.group(1)] = m.group(2)
+            return True
         s = ln.strip()
         if s.startswith(("Legend:", "NIC Legend:")):
-            in_legend = True
-            continue
-        if in_legend:
-            if s.startswith("NV#"):
-                nv_in_legend = True
-            if re.match(r"^(X|SYS|NODE|PHB|PXB|PIX|NV#|SOC|PCI|CPU|OK|CNS|GNS|TNS|NS|DR|U)\s*=", s):
-                continue
-            ignored.append(n)
-            continue
-        toks = s.split()
+            self.in_legend = True
+            return True
+        if not self.in_legend:
+            return False
+        if s.startswith("NV#"):
+            self.nv_in_legend = True
+        if not re.match(r"^(X|SYS|NODE|PHB|PXB|PIX|NV#|SOC|PCI|CPU|OK|CNS|GNS|TNS|NS|DR|U)\s*=", s):
+            self.ignored.append(n)
+        return True
+
+    def row(self, n: int, ln: str) -> None:
+        label, header = self.label, self.header
+        toks = ln.strip().split()
         row = toks[0]
         if row not in header:
             if _PROMPT.match(ln) or not any(CODE.match(t) for t in toks[1:]):
-                ignored.append(n)
-                continue
-            raise InputError(f"{label}: line {n}: row {row!r} is not a column of the header at line {header_line}")
-        if row in rows_seen:
-            if ln == lines[rows_seen[row] - 1]:
-                notes.append(f"line {n} repeats line {rows_seen[row]} exactly; ignored")
-                continue
-            raise InputError(f"{label}: line {n}: row {row} is already given at line {rows_seen[row]}")
-        rows_seen[row] = n
+                self.ignored.append(n)
+                return
+            raise InputError(f"{label}: line {n}: row {row!r} is not a column of the header at line "
+                             f"{self.header_line}")
+        if row in self.rows_seen:
+            if ln == self.lines[self.rows_seen[row] - 1]:
+                self.notes.append(f"line {n} repeats line {self.rows_seen[row]} exactly; ignored")
+                return
+            raise InputError(f"{label}: line {n}: row {row} is already given at line {self.rows_seen[row]}")
+        self.rows_seen[row] = n
         vals = toks[1:]
-        for col, code in zip(header, _row_codes(label, n, row, header, vals) if p2p is None
+        for col, code in zip(header, _row_codes(label, n, row, header, vals) if self.p2p is None
                              else _p2p_codes(label, n, row, header, vals)):
-            cells[(row, col)] = code
+            self.cells[(row, col)] = code
         rest = vals[len(header):]
         if row.startswith("GPU") and rest:
-            if "CPU Affinity" in extras:
-                cpu[row] = rest[0]
-                rest = rest[1:]
-            if "NUMA Affinity" in extras:
-                numa[row] = _int_or_none(rest[0] if rest else None)
-                rest = rest[1:]
-            if "GPU NUMA ID" in extras:
-                gnuma[row] = _int_or_none(rest[0] if rest else None)
-    if header is None:
-        raise InputError(f"{label}: no nvidia-smi topo -m matrix found (expected a header like 'GPU0 GPU1 ... "
-                         "CPU Affinity')")
-    _check_whole(label, header, header_line, rows_seen, cells)
-    pcie_only = not any(c.startswith("NV") for c in cells.values()) and not nv_in_legend and bool(
-        [x for x in lines if x.strip().startswith("Legend:")])
-    if ignored:
-        notes.append(f"{len(ignored)} line(s) around the matrix are not part of it (first at line {ignored[0]}); "
-                     "ignored")
-    nic_cols = [d for d in header if d.startswith("NIC")]
-    lost = [c for c in nic_cols if c not in legend]
-    if nic_cols and lost:
-        notes.append(f"the NIC legend does not name {', '.join(lost)}; their RDMA device names are unknown")
-    if p2p == "":
-        first = min(rows_seen.values()) if rows_seen else header_line
-        raise InputError(f"{label}: line {first}: an nvidia-smi topo -p2p matrix (P2P status, not path classes) "
-                         "without the command that printed it: put 'nvidia-smi topo -p2p r' (or w, n) on the line "
-                         "before it, or pass 'nvidia-smi topo -m' (or -mp)")
-    if p2p is not None:
-        return TopoMatrix(label=label, devices=tuple(header), cells=cells, legend=legend, notes=tuple(notes),
-                          p2p=p2p)
-    return TopoMatrix(label=label, devices=tuple(header), cells=cells, cpu_affinity=cpu, numa_affinity=numa,
-                      gpu_numa_id=gnuma, legend=legend, pcie_only=pcie_only, notes=tuple(notes))
+            self.affinity(row, rest)
+
+    def affinity(self, row: str, rest: List[str]) -> None:
+        """A GPU row's columns after the matrix: CPU Affinity, NUMA Affinity, GPU NUMA ID, as the header has them."""
+        if "CPU Affinity" in self.extras:
+            self.cpu[row] = rest[0]
+            rest = rest[1:]
+        if "NUMA Affinity" in self.extras:
+            self.numa[row] = _int_or_none(rest[0] if rest else None)
+            rest = rest[1:]
+        if "GPU NUMA ID" in self.extras:
+            self.gnuma[row] = _int_or_none(rest[0] if rest else None)
+
+    def matrix(self) -> TopoMatrix:
+        label, header, notes = self.label, self.header, self.notes
+        if header is None:
+            raise InputError(f"{label}: no nvidia-smi topo -m matrix found (expected a header like 'GPU0 GPU1 ... "
+                             "CPU Affinity')")
+        _check_whole(label, header, self.header_line, self.rows_seen, self.cells)
+        pcie_only = not any(c.startswith("NV") for c in self.cells.values()) and not self.nv_in_legend and bool(
+            [x for x in self.lines if x.strip().startswith("Legend:")])
+        if self.ignored:
+            notes.append(f"{len(self.ignored)} line(s) around the matrix are not part of it (first at line "
+                         f"{self.ignored[0]}); ignored")
+        nic_cols = [d for d in header if d.startswith("NIC")]
+        lost = [c for c in nic_cols if c not in self.legend]
+        if nic_cols and lost:
+            notes.append(f"the NIC legend does not name {', '.join(lost)}; their RDMA device names are unknown")
+        if self.p2p == "":
+            first = min(self.rows_seen.values()) if self.rows_seen else self.header_line
+            raise InputError(f"{label}: line {first}: an nvidia-smi topo -p2p matrix (P2P status, not path "
+                             "classes) without the command that printed it: put 'nvidia-smi topo -p2p r' (or w, n) "
+                             "on the line before it, or pass 'nvidia-smi topo -m' (or -mp)")
+        if self.p2p is not None:
+            return TopoMatrix(label=label, devices=tuple(header), cells=self.cells, legend=self.legend,
+                              notes=tuple(notes), p2p=self.p2p)
+        return TopoMatrix(label=label, devices=tuple(header), cells=self.cells, cpu_affinity=self.cpu,
+                          numa_affinity=self.numa, gpu_numa_id=self.gnuma, legend=self.legend, pcie_only=pcie_only,
+                          notes=tuple(notes))
 
 
 def _p2p_codes(label: str, n: int, row: str, header: List[str], vals: List[str]) -> List[str]:

@@ -1,0 +1,221 @@
+"""The kinds of input ``--from`` accepts: one table, read by recognition, parsing, merging and the help.
+
+Each row of :data:`INPUT_KINDS` says, for one kind: its name (``Snapshot.input_kind``), what a user gives and
+the command that makes it (:data:`ACCEPTED_KINDS`, the README and ``--help``), how a single file of it is
+recognised (by content, never by name), the parser that reads it, and the step that merges it into one node's
+facts (:mod:`gdrcheck.collectors.pastes.merge`). What each kind can show is :data:`gdrcheck.reach.SHOWS`
+(:attr:`InputKind.shows`), not said again here.
+
+Parsers and recognisers are named ``module:function`` and imported when a file of that kind is read: an
+input pays only for its own parser.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from gdrcheck.errors import InputError
+from gdrcheck.patterns import lazy_pattern
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, FrozenSet, Optional, Tuple
+
+_PASTES = "gdrcheck.collectors.pastes."
+_HERE = "gdrcheck.collectors.input_kinds:"
+
+
+class InputKind:
+    """One kind of input: a row of :data:`INPUT_KINDS`."""
+
+    __slots__ = ("name", "forms", "short", "recognised", "xml_root", "looks_like", "parse", "reads_as",
+                 "merge_step")
+
+    def __init__(self, name: str, forms: Tuple[Tuple[str, str], ...], recognised: str, *, short: str = "",
+                 xml_root: Optional[str] = None, looks_like: Optional[str] = None, parse: Optional[str] = None,
+                 reads_as: Optional[str] = None, merge_step: str = "tree") -> None:
+        self.name = name
+        self.forms = forms  # (what the user gives, the command that makes it), as the README and --help say it
+        self.short = short  # a file kind in a few words, for the one-line error (FILE_KINDS_TEXT)
+        self.recognised = recognised  # how it is told from the others, in words
+        self.xml_root = xml_root  # an XML file whose first element starts so
+        self.looks_like = looks_like  # text: "module:function", true for this kind's text
+        self.parse = parse  # "module:function" (text, file name) -> what the merge takes; None: read as /
+        self.reads_as = reads_as or name  # the kind its facts carry (nvidia-smi -q -x is nvidia-smi -q)
+        self.merge_step = merge_step  # "tree": it draws the PCIe tree; else the merge's method that adds it
+
+    @property
+    def shows(self) -> FrozenSet[str]:
+        """The facts this kind can show (:data:`gdrcheck.reach.SHOWS`; a kind not there: every fact)."""
+        from gdrcheck.reach import FACTS, SHOWS
+
+        return SHOWS.get(self.reads_as, frozenset(FACTS))
+
+
+# In the order the README and --help list them; single files are recognised in RECOGNITION_ORDER.
+INPUT_KINDS: Tuple[InputKind, ...] = (
+    InputKind("live", (), "no --from: this machine, read through /sys, /proc and the NVIDIA driver"),
+    InputKind("sysfs", (("a directory laid out like /", "a copy of /sys and /proc, or an unpacked snapshot "
+                                                         "archive"),),
+              "a directory holding sys/bus/pci/devices or a gdrcheck snapshot manifest"),
+    InputKind("snapshot", (("a snapshot archive", "gdrcheck snapshot -o node.tar.gz"),),
+              "a tar archive (plain, gzip, bzip2 or xz) of such a directory"),
+    InputKind("lspci", (("an lspci tree", "lspci -tv (also -t, -tvv, -tvnn)"),),
+              "lspci's tree drawing: -[dddd:bb]- roots and +-/\\- branches",
+              short="lspci -tv", looks_like=_PASTES + "lspci_tree:looks_like_lspci_tree",
+              parse=_PASTES + "lspci_tree:parse_lspci_tree"),
+    InputKind("lspci-vvv", (("lspci details", "sudo lspci -vvv (also -vv, -nnvvv, -D, -s BDF, -xxx, or plain "
+                                              "lspci)"),),
+              "lines that start with a bus id and a device class",
+              short="lspci -vvv", looks_like=_PASTES + "lspci_verbose:looks_like_lspci_verbose",
+              parse=_PASTES + "lspci_verbose:parse_lspci_verbose", merge_step="add_verbose"),
+    InputKind("acsctl-grep", (("ACS Control lines, beside a tree", "the ACSCtl lines of sudo lspci -vvv"),),
+              "ACSCtl: lines alone",
+              looks_like=_PASTES + "lspci_verbose:looks_like_acsctl_grep",
+              parse=_PASTES + "lspci_verbose:parse_acsctl_grep", merge_step="add_acsctl"),
+    InputKind("nvidia-smi-q", (("the driver's GPU list", "nvidia-smi -q, or nvidia-smi -q -x"),),
+              "the NVSMI LOG banner, or a GPU bus id line with its fields indented below",
+              short="nvidia-smi -q (text or -x XML)", looks_like=_HERE + "looks_like_smi_text",
+              parse=_HERE + "parse_smi_text", merge_step="add_smi"),
+    InputKind("nvidia-smi-q-xml", (), "the root element <nvidia_smi_log>", xml_root="<nvidia_smi_log",
+              parse=_HERE + "parse_smi_xml", reads_as="nvidia-smi-q", merge_step="add_smi"),
+    InputKind("topo-matrix", (("a topology matrix", "nvidia-smi topo -m, or nvidia-smi topo -mp"),
+                              ("the driver's P2P status, with its command line",
+                               "nvidia-smi topo -p2p r (also w, rw, n)")),
+              "a header row of GPU columns and a legend of its link words",
+              short="nvidia-smi topo -m/-mp/-p2p", looks_like=_PASTES + "topo_matrix:looks_like_topo_matrix",
+              parse=_PASTES + "topo_matrix:parse_topo_matrices", merge_step="add_matrices"),
+    InputKind("nccl-xml", (("an NCCL topology XML", "NCCL_TOPO_DUMP_FILE=FILE"),), "the root element <system>",
+              short="NCCL topology XML (<system>)", xml_root="<system", parse=_PASTES + "nccl_xml:parse_nccl_xml"),
+    InputKind("hwloc-xml", (("an hwloc XML", "lstopo FILE.xml"),), "the root element <topology>",
+              short="hwloc XML (<topology>)", xml_root="<topology", parse=_PASTES + "hwloc_xml:parse_hwloc_xml"),
+    InputKind("nccl-log", (("a job's NCCL log", "NCCL_DEBUG=INFO (every rank's output, or several ranks' "
+                                                "files)"),),
+              "NCCL's INFO lines (host:pid:tid [rank] NCCL INFO ...)",
+              short="an NCCL_DEBUG=INFO log", looks_like=_PASTES + "nccl_log:looks_like_nccl_log",
+              parse=_PASTES + "nccl_log:parse_nccl_log", merge_step="add_logs"),
+)
+BY_NAME = {k.name: k for k in INPUT_KINDS}
+
+# A single file is the first of these that fits. The XML roots first; an NCCL log before the texts (a host
+# written <cluster_name> starts with '<' too, and no other text kind does).
+RECOGNITION_ORDER = ("nccl-xml", "hwloc-xml", "nvidia-smi-q-xml", "nccl-log", "lspci", "nvidia-smi-q",
+                     "topo-matrix", "lspci-vvv", "acsctl-grep")
+# the order the merge adds the kinds that do not draw the tree (a job's NCCL log comes last, all its files at once)
+MERGE_ORDER = ("lspci-vvv", "nvidia-smi-q", "topo-matrix", "acsctl-grep")
+# the kinds that draw the PCIe tree: one per node (the merge refuses a second)
+TREE_KINDS = tuple(k.name for k in INPUT_KINDS if k.merge_step == "tree")
+
+# Every input kind --from accepts, with the command that produces it (README and --help list the same).
+ACCEPTED_KINDS = tuple(form for k in INPUT_KINDS for form in k.forms)
+# the file kinds in one line, for the error that says a file is none of them
+FILE_KINDS_TEXT = (", ".join(k.short for k in INPUT_KINDS if k.parse and k.short)
+                   + ", or a directory or snapshot archive (gdrcheck snapshot)")
+MAX_SINGLE_FILE = 32 << 20
+
+
+def _function(spec: str) -> Callable[..., Any]:
+    import importlib
+
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def sniff(text: str) -> Optional[str]:
+    """The kind of a single-file input, from its content (the first of :data:`RECOGNITION_ORDER` that fits)."""
+    xml = text.lstrip("\ufeff \t\r\n")[:4096].startswith("<")
+    body = _skip_xml_prolog(text) if xml else ""
+    for name in RECOGNITION_ORDER:
+        kind = BY_NAME[name]
+        if kind.xml_root is not None:
+            if xml and body.startswith(kind.xml_root):
+                return name
+        elif (not xml or name == "nccl-log") and _function(kind.looks_like)(text):
+            return name
+    return None
+
+
+def parse_as(kind: str, text: str, name: str) -> Tuple[str, Any]:
+    """(the kind its facts carry, what its parser returned) for the text of file ``name`` of ``kind``."""
+    row = BY_NAME[kind]
+    return row.reads_as, _function(row.parse)(text, name)
+
+
+# 'GPU 00000000:18:00.0' then an indented section or field ('nvidia-smi -q -d MEMORY' has no Product Name)
+_SMI_GPU = lazy_pattern(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*\n[ \t]+[A-Z][\w /()-]*", re.M)
+
+
+def looks_like_smi_text(text: str) -> bool:
+    return "==============NVSMI LOG==============" in text[:65536] or bool(_SMI_GPU.search(text[:65536]))
+
+
+def parse_smi_text(text: str, name: str):
+    from gdrcheck.collectors.pastes.nvidia_smi import parse_smi_text as parse
+
+    return _gpu_rows(parse(text), name)
+
+
+def parse_smi_xml(text: str, name: str):
+    from gdrcheck.collectors.pastes.nvidia_smi import parse_smi_xml as parse
+
+    try:
+        rows = parse(text)
+    except ValueError as e:
+        raise InputError(f"{name}: {e}") from None
+    return _gpu_rows(rows, name)
+
+
+def _gpu_rows(rows, name: str):
+    if not rows:
+        raise InputError(f"{name}: nvidia-smi -q output that lists no GPU with a bus id")
+    return rows
+
+
+_PROLOG = lazy_pattern(r"\s*(?:<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^\[>]*(?:\[.*?\])?\s*>)", re.S | re.I)
+
+
+def _skip_xml_prolog(text: str) -> str:
+    """Text after the XML declaration, comments and DOCTYPE."""
+    s = text.lstrip("\ufeff")
+    pos = 0
+    while True:
+        m = _PROLOG.match(s, pos)
+        if not m or m.end() == pos:
+            break
+        pos = m.end()
+    return s[pos:].lstrip()
+
+
+def read_kind(path: str, name: str) -> Tuple[str, str]:
+    """(kind, text) of a single file; one-line errors for what is none of the accepted kinds."""
+    text = _read_text(path, name)
+    kind = sniff(text)
+    if kind is None:
+        raise InputError(f"{name}: not one of the accepted kinds: {FILE_KINDS_TEXT}")
+    return kind, text
+
+
+def _read_text(path: str, name: str) -> str:
+    """A single file's text (UTF-16 with its BOM, UTF-8, else Latin-1); empty and binary files refused."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_SINGLE_FILE:
+            raise InputError(f"{name}: file is larger than {MAX_SINGLE_FILE >> 20} MiB")
+        with open(path, "rb") as f:
+            data = f.read(MAX_SINGLE_FILE + 1)
+    except OSError as e:
+        raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with its BOM: what PowerShell's > writes
+        try:
+            data = data.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"{name}: damaged UTF-16 text") from None
+    if not data.strip():
+        raise InputError(f"{name}: empty file")
+    if b"\x00" in data[:65536]:
+        raise InputError(f"{name}: binary file, not one of the accepted kinds: {FILE_KINDS_TEXT}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")

@@ -1,0 +1,88 @@
+"""XML read safely, for every XML input (NCCL's topology, hwloc's, nvidia-smi -q -x).
+
+Parsed with defusedxml: a DTD (unless admitted), an entity declaration or an external reference is refused
+with a one-line :class:`InputError`; elements and PCI functions are counted as they are read, so a file larger
+than any node's is refused before it is held whole; each element's line is kept for errors that name it.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import defusedxml
+from defusedxml.ElementTree import DefusedXMLParser
+
+from gdrcheck.collectors.bounds import MAX_FUNCTIONS, too_many_functions
+from gdrcheck.errors import InputError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Tuple
+
+# hwloc's XML of a 2-socket, 384-thread node with its PCI tree has some 10,000; nvidia-smi -q -x some 400 a GPU
+MAX_XML_ELEMENTS = 500_000
+
+
+class _LineBuilder(ET.TreeBuilder):
+    """A TreeBuilder that remembers the line each element starts on."""
+
+    def __init__(self, label: str = "input") -> None:
+        super().__init__()
+        self.lines: Dict[int, int] = {}
+        self.expat = None
+        self.label = label
+        self.elements = self.functions = 0
+
+    def start(self, tag, attrs):  # noqa: D401 - TreeBuilder API
+        # counted as they are read: a file of more functions or elements than a node's is refused before it
+        # is held whole (32 MiB of "<a/>" would be some 8 million elements)
+        self.elements += 1
+        if self.elements > MAX_XML_ELEMENTS:
+            raise InputError(f"{self.label}: more than {MAX_XML_ELEMENTS} XML elements, more than any real "
+                             "node's topology has")
+        if tag == "pci" or (tag == "object" and attrs.get("type") in ("PCIDev", "Bridge")):
+            self.functions += 1
+            if self.functions > MAX_FUNCTIONS:
+                raise too_many_functions(self.label, self.functions)
+        el = super().start(tag, attrs)
+        if self.expat is not None:
+            self.lines[id(el)] = self.expat.CurrentLineNumber
+        return el
+
+    # Comments and processing instructions are not kept. TreeBuilder's own handlers would
+    # flush the text around each one, joining an element's text anew every time: quadratic
+    # time for a file of many comments.
+    def comment(self, text):  # noqa: D401 - TreeBuilder API
+        return None
+
+    def pi(self, target, text=None):  # noqa: D401 - TreeBuilder API
+        return None
+
+
+def parse_xml_safely(text: str, label: str, *, allow_doctype: bool,
+                     what: str = "this kind of XML") -> Tuple[ET.Element, Dict[int, int]]:
+    """Root element and {id(element): line}; any unsafe or damaged XML is an InputError.
+
+    ``allow_doctype`` admits a plain ``<!DOCTYPE>`` (hwloc writes one); entity declarations and
+    external references are refused either way.
+    """
+    builder = _LineBuilder(label)
+    try:
+        parser = DefusedXMLParser(target=builder, forbid_dtd=not allow_doctype, forbid_entities=True,
+                                  forbid_external=True)
+        builder.expat = parser.parser
+        parser.feed(text)
+        root = parser.close()
+    except defusedxml.DTDForbidden:
+        raise InputError(f"{label}: a DTD (<!DOCTYPE>) is not accepted in {what}") from None
+    except defusedxml.EntitiesForbidden:
+        raise InputError(f"{label}: XML entity declarations are not accepted") from None
+    except defusedxml.ExternalReferenceForbidden:
+        raise InputError(f"{label}: XML external references are not accepted") from None
+    except ET.ParseError as e:
+        line, col = getattr(e, "position", (0, 0))
+        msg = str(e).split(":", 1)[0]
+        raise InputError(f"{label}: line {line}: damaged XML ({msg}, column {col + 1})") from None
+    except (ValueError, LookupError) as e:  # encoding declared that expat cannot take from a str
+        raise InputError(f"{label}: unreadable XML ({e})") from None
+    return root, builder.lines
