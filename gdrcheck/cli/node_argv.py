@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from gdrcheck.cli.options import COMMANDS, NODE_COMMANDS
+from gdrcheck.cli.options import COMMANDS, ENGINE_FORMATS, NODE_COMMANDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,32 +25,47 @@ if TYPE_CHECKING:
 class Reading:
     """What a command line names: ``command`` (None: not one declared in the table), ``given`` (each option's
     text as given, a list for a repeatable one, True for a flag), ``plain`` (nothing left that click would
-    refuse or answer itself), ``help`` (-h or --help given as an option)."""
+    refuse or answer itself: help, an unknown option, an argument), ``engine`` (the health-check engine
+    whose format the line names, see :func:`engine_of`)."""
 
-    __slots__ = ("command", "given", "plain", "help")
+    __slots__ = ("command", "given", "plain", "engine")
 
-    def __init__(self, command: Optional[str], given: Dict, plain: bool, asks_help: bool = False) -> None:
-        self.command, self.given, self.plain, self.help = command, given, plain, asks_help
+    def __init__(self, command: Optional[str], given: Dict, plain: bool) -> None:
+        self.command, self.given, self.plain = command, given, plain
+        self.engine: Optional[str] = None
 
-    def format(self) -> Optional[str]:
-        """The --format the line asks for (the last one given), as given."""
-        fmt = self.given.get("fmt")
-        return fmt if isinstance(fmt, str) else None
+
+def engine_of(args) -> Optional[str]:
+    """'npd' or 'nagios' where the line names one of those formats (``--format npd``, ``--format=nagios``)
+    anywhere. Such an engine reads stdout and its own exit codes, bad usage included, so this holds for a
+    line the options' table or click refuses too: under --format nagios a broken line is UNKNOWN, never
+    CRITICAL, whatever else in it is wrong."""
+    for i, a in enumerate(args):
+        for fmt in ENGINE_FORMATS:
+            if a == f"--format={fmt}" or (a == "--format" and args[i + 1:i + 2] == [fmt]):
+                return fmt
+    return None
 
 
 def read(args) -> Reading:
     """The command line ``args`` (without the program's name) read with its command's options."""
+    reading = _read(args)
+    reading.engine = engine_of(args)
+    return reading
+
+
+def _read(args) -> Reading:
     if not args or not isinstance(args[0], str) or args[0] not in COMMANDS:
         return Reading(None, {}, False)
     if not all(isinstance(a, str) for a in args):
         return Reading(args[0], {}, False)
     by_name = {name: opt for opt in COMMANDS[args[0]] for name in opt.names}
-    given, plain, asks_help = {}, True, False
+    given, plain = {}, True
     rest = list(args[1:])
     while rest:
         arg = rest.pop(0)
         if arg == "--":  # the end of options: what follows is arguments, which these commands do not take
-            return Reading(args[0], given, False, asks_help)
+            return Reading(args[0], given, False)
         if arg[:1] != "-" or len(arg) < 2:  # a positional argument, or "-"
             plain = False
             continue
@@ -58,23 +73,21 @@ def read(args) -> Reading:
             name, eq, value = arg.partition("=")
             opt = by_name.get(name)
             if opt is None or (eq and not opt.takes_value):
-                asks_help |= name == "--help" and not eq
                 plain = False
                 continue
             if opt.takes_value and not eq:
                 if not rest:
-                    return Reading(args[0], given, False, asks_help)
+                    return Reading(args[0], given, False)
                 value = rest.pop(0)  # click takes the next argument whatever it looks like
         else:  # a short option: -oFILE, -o FILE (-o=FILE is "=FILE" to click)
             opt = by_name.get(arg[:2])
             if opt is None or not opt.takes_value:
-                asks_help |= arg == "-h"
                 plain = False
                 continue
             value = arg[2:]
             if not value:
                 if not rest:
-                    return Reading(args[0], given, False, asks_help)
+                    return Reading(args[0], given, False)
                 value = rest.pop(0)
         if opt.flag:
             given[opt.dest] = True
@@ -82,7 +95,7 @@ def read(args) -> Reading:
             given.setdefault(opt.dest, []).append(value)
         else:
             given[opt.dest] = value  # given twice: the last one counts, as in click
-    return Reading(args[0], given, plain, asks_help)
+    return Reading(args[0], given, plain)
 
 
 def _values_fit(command: str, kw) -> bool:

@@ -231,7 +231,7 @@ def test_both_ways_give_the_same_run(args, node, monkeypatch, capsys):
         return e.value.code, out, err
 
     quick = run()
-    monkeypatch.setattr(node_argv, "parse", lambda args: None)
+    monkeypatch.setattr(node_argv, "parse", lambda args, reading=None: None)
     assert run() == quick
     assert quick[1]
 
@@ -251,7 +251,7 @@ def test_an_input_error_is_one_line_on_both_ways(args, status, stdout, tmp_path,
         return e.value.code, out, err
 
     quick = run()
-    monkeypatch.setattr(node_argv, "parse", lambda args: None)
+    monkeypatch.setattr(node_argv, "parse", lambda args, reading=None: None)
     assert run() == quick
     code, out, err = quick
     assert code == status and out.startswith(stdout) and err.startswith("gdrcheck: error: ") and err.count("\n") == 1
@@ -279,5 +279,20 @@ def test_what_a_run_raises_ends_the_same_on_both_ways(raised, status, last, monk
         return e.value.code, out, err.splitlines()[-1]  # click writes a new line before its Abort
 
     quick = run()
-    monkeypatch.setattr(node_argv, "parse", lambda args: None)
+    monkeypatch.setattr(node_argv, "parse", lambda args, reading=None: None)
     assert run() == quick == (status, "", last)
+
+
+@pytest.mark.parametrize("args,command,plain,engine", [
+    (("check", "--format", "nagios"), "check", True, "nagios"),
+    (("check", "--from", "--format", "npd"), "check", False, "npd"),  # refused, but the engine still reads it
+    (("fingerprint", "--format=nagios"), "fingerprint", False, "nagios"),
+    (("report", "-o", "x.html"), "report", True, None),
+    (("pairs", "--json", "--help"), "pairs", False, None),
+    (("pairs", "--output", "--help"), "pairs", True, None),  # --help is the output's name here
+    (("fleet", "summarize", "--format", "nagios"), None, False, "nagios"),
+    ((), None, False, None),
+])
+def test_a_reading_names_the_command_and_the_engine(args, command, plain, engine):
+    reading = node_argv.read(list(args))
+    assert (reading.command, reading.plain, reading.engine) == (command, plain, engine)
