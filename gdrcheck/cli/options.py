@@ -92,11 +92,13 @@ FROM_HELP = ("read facts from PATH instead of this machine; repeat it for severa
              "log (held beside the prediction)")
 REDACT_HELP = "replace the host name, serial numbers, UUIDs and MAC addresses in the output"
 
+# the formats of one summary line for a health-check engine, each with its exit codes
+LINE_FORMATS = ("nhc", "npd", "nagios")
 # `check --format`: the formats in groups, each with what it is (the option's help is made from the groups)
 CHECK_FORMAT_GROUPS = (
     (("text",), ""),
     (("json", "jsonl"), "the pairs document"),
-    (("nhc", "npd", "nagios"), "one line, each engine's exit codes"),
+    (LINE_FORMATS, "one line, each engine's exit codes"),
     (("prometheus",), "node_exporter textfile"),
 )
 CHECK_FORMATS = tuple(name for names, _ in CHECK_FORMAT_GROUPS for name in names)
