@@ -1,8 +1,9 @@
 """The command line: the commands and their options, nothing more.
 
-The one declaration of the command line and the only place help and usage errors come from. What the
-node commands do is in :mod:`gdrcheck.cli.node_commands`; a plain command line of one of them runs
-there without click (:mod:`gdrcheck.cli.node_argv`, whose table tests hold to these declarations).
+The only place help and usage errors come from. The options of the commands that read a node are made
+from their one declaration, :mod:`gdrcheck.cli.options`; what the node commands do is in
+:mod:`gdrcheck.cli.node_commands`, and a plain command line of one of them runs there without click
+(:mod:`gdrcheck.cli.node_argv` reads it with the same table).
 
 Each command hands what it was given to :func:`gdrcheck.cli.run.run_view` with a view from
 :mod:`gdrcheck.cli.views` (which facts, which document, which text, which exit status); the
@@ -15,64 +16,52 @@ import click
 
 from gdrcheck import __version__
 from gdrcheck.cli import node_commands, views
+from gdrcheck.cli.options import COMMANDS
 from gdrcheck.cli.run import Run, fmt_of, run_view
 from gdrcheck.status import exit_status
 
-FROM_HELP = ("read facts from PATH instead of this machine; repeat it for several files of one node "
-             "(merged): a directory laid out like / or a snapshot archive (gdrcheck snapshot), "
-             "lspci -tv, sudo lspci -vvv, nvidia-smi -q (or -q -x), nvidia-smi topo -m (or -mp), "
-             "an NCCL topology XML (NCCL_TOPO_DUMP_FILE), an hwloc XML (lstopo FILE.xml) or a job's NCCL_DEBUG=INFO "
-             "log (held beside the prediction)")
+
+def _click_option(opt):
+    """click's option made from the table's (gdrcheck.cli.options)."""
+    kw = {"help": opt.help_text()}
+    if opt.flag:
+        kw["is_flag"] = True
+    if opt.multiple:
+        kw["multiple"] = True
+    if opt.choices is not None:
+        kw["type"] = click.Choice(list(opt.values()))
+    elif opt.bounds is not None:
+        kw["type"] = click.FloatRange(min=opt.bounds[0], max=opt.bounds[1])
+    if opt.default is not None and not opt.flag:
+        kw["default"] = opt.default
+    for name in ("show_default", "required"):
+        if getattr(opt, name):
+            kw[name] = True
+    if opt.metavar is not None:
+        kw["metavar"] = opt.metavar
+    if opt.callback is not None:
+        kw["callback"] = _click_callback(opt.callback)
+    return click.option(*opt.names, opt.dest, **kw)
 
 
-def _from_paths(_ctx, _param, value):
-    """() -> None (this machine); one path -> that path; several -> the tuple (one node's files, merged)."""
-    if not value:
-        return None
-    return value[0] if len(value) == 1 else tuple(value)
+def _click_callback(callback):
+    def checked(_ctx, _param, value):
+        try:
+            return callback(value)
+        except ValueError as e:
+            raise click.BadParameter(str(e)) from None
+
+    return checked
 
 
-def _joined(_ctx, _param, value):
-    """--require given several times: every list named, in one (a repeat used to keep only the last)."""
-    return ",".join(value) if value else None
+def declared(name: str):
+    """The options of command ``name``, as the table declares them."""
+    def declare(f):
+        for opt in reversed(COMMANDS[name]):
+            f = _click_option(opt)(f)
+        return f
 
-
-def from_option(f):
-    return click.option("--from", "from_path", metavar="PATH", multiple=True, callback=_from_paths,
-                        help=FROM_HELP)(f)
-
-
-def format_options(f, formats=("text", "json")):
-    f = click.option("--redact", is_flag=True,
-                     help="replace the host name, serial numbers, UUIDs and MAC addresses in the output")(f)
-    f = click.option("--json", "as_json", is_flag=True, help="same as --format json")(f)
-    f = click.option("--format", "fmt", type=click.Choice(list(formats)), default="text", show_default=True,
-                     help="output format" + ("; dot: Graphviz (dot -Tsvg)" if "dot" in formats else ""))(f)
-    return f
-
-
-def topology_formats(f):
-    return format_options(f, ("text", "json", "dot"))
-
-
-def _no_nan(_ctx, _param, value):
-    if value is not None and value != value:
-        raise click.BadParameter("not a number of seconds")
-    return value
-
-
-def run_options(f):
-    """--timeout and --output, for every command that reads a machine."""
-    from gdrcheck.io.deadline import DEFAULT_SECONDS
-
-    f = click.option("-o", "--output", "output", metavar="FILE",
-                     help="write to FILE instead of stdout (a temporary file renamed into place; - is stdout)")(f)
-    f = click.option("--timeout", "timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-                     callback=_no_nan,
-                     help=f"give up on what has not answered by then: those verdicts become unknown (exit 3); "
-                          f"default {DEFAULT_SECONDS:g}, on a live machine and with --from; it covers writing the "
-                          f"output; 0 waits forever")(f)
-    return f
+    return declare
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -86,41 +75,15 @@ def cli() -> None:
     """
 
 
-def fail_on_option(f):
-    return click.option("--fail-on", type=click.Choice(["error", "warning"]), default="error", show_default=True,
-                        help="lowest finding severity that makes the exit status 1")(f)
-
-
-def nccl_option(f):
-    return click.option("--nccl-version", metavar="X.Y.Z",
-                        help="judge with the rules of this NCCL release (default: the newest NCCL found on the "
-                             "node: libnccl.so.2.X.Y, a pip nvidia-nccl wheel or PyTorch's; else the newest known)")(f)
-
-
-def env_option(f):
-    return click.option("--env", "env", multiple=True, metavar="NAME=VALUE",
-                        help="what the job sets, applied last (repeatable): NCCL settings, and CUDA_VISIBLE_DEVICES "
-                             "(which GPUs share the job's communicator); a paste carries none")(f)
-
-
 @cli.command()
-@from_option
-@topology_formats
-@click.option("--all", "show_all", is_flag=True, help="show every PCI function, not only the paths that matter")
-@run_options
+@declared("topology")
 def topology(**params):
     """The PCIe tree that matters: root complexes, switches, GPUs, NICs, NVMe."""
     return node_commands.topology(**params)
 
 
 @cli.command()
-@from_option
-@format_options
-@fail_on_option
-@nccl_option
-@env_option
-@click.option("--jsonl", "as_jsonl", is_flag=True, help="the JSON document on one line (for 'host: line' streams)")
-@run_options
+@declared("pairs")
 def pairs(**params):
     """Every GPU-GPU, GPU-NIC and GPU-NVMe pair: path class, NCCL's decision, verdict and findings."""
     return node_commands.pairs(**params)
@@ -154,13 +117,7 @@ def snapshot(output, redact):
 
 
 @cli.command()
-@from_option
-@click.option("-o", "--output", "output", required=True, metavar="FILE.html",
-              help="page to write (written to a temporary file and renamed into place); - for stdout")
-@click.option("--redact", is_flag=True, help="replace the host name, serial numbers, UUIDs and MAC addresses")
-@fail_on_option
-@nccl_option
-@click.option("--probe", "probe_file", metavar="FILE", help="add a Measured section from `gdrcheck probe --json`")
+@declared("report")
 def report(from_path, output, redact, fail_on, nccl_version, probe_file):
     """One self-contained HTML page to hand on: host, PCIe tree, pairs, BAR1, every finding and its fix.
 
@@ -172,22 +129,7 @@ def report(from_path, output, redact, fail_on, nccl_version, probe_file):
 
 
 @cli.command()
-@from_option
-@format_options
-@fail_on_option
-@nccl_option
-@click.option("--dry-run", is_flag=True, help="print the plan (which checks on which devices, and why); run nothing")
-@click.option("--risky", is_flag=True, help="also copy on pairs the static check fails for ACS redirect or a "
-                                            "translating IOMMU (they may hang or return garbage)")
-@click.option("--force", is_flag=True, help="probe a busy node (compute processes, MIG, non-default compute mode)")
-@click.option("--gds-path", metavar="DIR", help="run gds-read with a test file in DIR, on the target filesystem")
-@click.option("--check", "only", multiple=True, metavar="NAME",
-              type=click.Choice(["cuda", "host-bandwidth", "p2p", "rdma-register", "rdma-loopback", "gds-read"]),
-              help="run only this check (repeatable)")
-@click.option("--step-timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS", callback=_no_nan,
-              help="deadline of every step (default: each check's own); a worker past it is killed")
-@click.option("--copy-size", metavar="SIZE", help="bytes per host copy (default 256MiB; P2P copies at most 256MiB)")
-@click.option("-o", "--output", "output", metavar="FILE", help="write to FILE instead of stdout")
+@declared("probe")
 def probe(from_path, fmt, as_json, redact, fail_on, nccl_version, dry_run, risky, force, gds_path, only,
           step_timeout, copy_size, output):
     """Do on the node, small and bounded, what pairs predicts: measure it, and say where they differ."""
@@ -198,38 +140,14 @@ def probe(from_path, fmt, as_json, redact, fail_on, nccl_version, dry_run, risky
 
 
 @cli.command()
-@from_option
-@format_options
-@fail_on_option
-@click.option("--min-bar1", metavar="SIZE", default="1GiB", show_default=True,
-              help="smallest BAR1 that is not a finding")
-@click.option("--max-used", "bar1_used_max", type=click.FloatRange(0, 100), default=90.0, show_default=True,
-              help="BAR1 use (percent) above which it is a finding")
-@run_options
+@declared("bar1")
 def bar1(**params):
     """BAR1 aperture per GPU (total, used, free) against what GPUDirect needs."""
     return node_commands.bar1(**params)
 
 
-CHECK_FORMATS = ("text", "json", "jsonl", "nhc", "npd", "nagios", "prometheus")
-
-
 @cli.command()
-@from_option
-@click.option("--format", "fmt", type=click.Choice(CHECK_FORMATS), default="text", show_default=True,
-              help="text; json/jsonl (the pairs document); nhc, npd, nagios (one line, each engine's exit "
-                   "codes); prometheus (node_exporter textfile)")
-@click.option("--jsonl", "as_jsonl", is_flag=True, help="same as --format jsonl")
-@click.option("--require", "require", multiple=True, callback=_joined, metavar="LIST",
-              help="what must work: gdr (GPU-NIC), p2p (GPU-GPU), gds (GPU-NVMe); one that nothing on the node "
-                   "could satisfy fails; repeat it or list several. Default: judge the pairs the node has (a node "
-                   "without a GPU fails)")
-@click.option("--per-pair-metrics", is_flag=True, help="prometheus: also one series per pair")
-@click.option("--redact", is_flag=True, help="replace the host name, serial numbers, UUIDs and MAC addresses")
-@fail_on_option
-@nccl_option
-@env_option
-@run_options
+@declared("check")
 def check(**params):
     """The gate for health checks: pass, fail or unknown, in the format the engine reads.
 
@@ -240,11 +158,7 @@ def check(**params):
 
 
 @cli.command()
-@from_option
-@click.option("--explain", is_flag=True, help="print the canonical key=value lines the hashes are made of")
-@click.option("--addresses", is_flag=True, help="with --explain: PCI addresses instead of positions (gpu0, nic1)")
-@click.option("--json", "as_json", is_flag=True, help="hashes, lines and positions as JSON")
-@run_options
+@declared("fingerprint")
 def fingerprint(**params):
     """One line that is identical on identically built nodes (for clush -b / --diff and fleet grouping)."""
     return node_commands.fingerprint(**params)

@@ -7,10 +7,6 @@ import sys
 
 from gdrcheck.status import exit_status
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Optional
-
 
 def main(argv=None) -> None:
     if sys.stdout is None or sys.stderr is None or sys.stdin is None:
@@ -22,15 +18,19 @@ def main(argv=None) -> None:
 
         sys.stdout.write(f"gdrcheck {__version__}\n")
         sys.exit(exit_status("pass"))
-    if argv is None and _command(args) in DRIVER_COMMANDS:  # the console script running a node command
+    from gdrcheck.cli.node_argv import read
+    from gdrcheck.cli.options import DRIVER_COMMANDS
+
+    reading = read(args)  # the options' table, without click: which command, which options
+    if argv is None and reading.command in DRIVER_COMMANDS:  # the console script running a node command
         _no_cycle_collection()
-        _begin_driver_early(args)
+        _begin_driver_early(reading)
         try:
-            run_command_line(argv)
+            run_command_line(argv, reading)
         except SystemExit as e:
             _leave(e.code)
     else:
-        run_command_line(argv)
+        run_command_line(argv, reading)
 
 
 def _closed_streams() -> None:
@@ -72,10 +72,6 @@ def _no_cycle_collection() -> None:
     gc.disable()
 
 
-def _command(args) -> Optional[str]:
-    return next((a for a in args if not a.startswith("-")), None)
-
-
 def _leave(code) -> None:
     """End a node command now that its answer is out: stdout and stderr flushed, then the process ends
     without tearing the interpreter down. Freeing every module and object costs some 20 ms after the answer
@@ -101,41 +97,28 @@ def _leave(code) -> None:
     os._exit(status)
 
 
-# the commands that, without --from, ask the NVIDIA driver a plain run's questions (gdrcheck.cli.views)
-DRIVER_COMMANDS = ("topology", "pairs", "bar1", "check", "fingerprint", "report")
-
-
-def _begin_driver_early(args) -> None:
+def _begin_driver_early(reading) -> None:
     """A live command that asks the driver: NVML's questions begin now, so the driver's waits pass while
-    click and gdrcheck load. Anything else on the command line (--from, --help) leaves it to the command."""
-    if _command(args) not in DRIVER_COMMANDS:
-        return
-    if any(a in ("--from", "-h", "--help") or a.startswith("--from=") for a in args):
+    click and gdrcheck load. A line with --from, or one click answers itself or refuses (--help, an unknown
+    option), leaves it to the command."""
+    from gdrcheck.cli.options import DRIVER_COMMANDS
+
+    if reading.command not in DRIVER_COMMANDS or not reading.plain or "from_path" in reading.given:
         return
     from gdrcheck.collectors.nvml import begin_early
 
     begin_early()
 
 
-def _engine_format(argv) -> Optional[str]:
-    """'npd' or 'nagios' when the command line asks for one of those one-line formats."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    for i, a in enumerate(args):
-        for fmt in ("npd", "nagios"):
-            if a == f"--format={fmt}" or (a == "--format" and args[i + 1:i + 2] == [fmt]):
-                return fmt
-    return None
-
-
-def _usage_status(argv, message: str = "") -> int:
-    """The status of bad usage, as the engine asked for reads it (under --format nagios UNKNOWN, so a broken
-    invocation does not page as CRITICAL). NPD and Nagios read stdout: they get one line saying why too."""
-    fmt = _engine_format(argv)
-    if fmt is not None:
+def _usage_status(reading, message: str = "") -> int:
+    """The status of bad usage, as the engine the line names reads it (under --format nagios UNKNOWN, so a
+    broken invocation does not page as CRITICAL). NPD and Nagios read stdout: they get one line saying why too."""
+    if reading.engine is not None:
         from gdrcheck.render.adapters import usage_line
 
-        sys.stdout.write(usage_line(fmt, message))
-    return exit_status("usage", fmt or "contract")
+        sys.stdout.write(usage_line(reading.engine, message))
+        return exit_status("usage", reading.engine)
+    return exit_status("usage")
 
 
 class Terminated(BaseException):
@@ -161,23 +144,26 @@ def _end_on_sigterm() -> None:
         pass
 
 
-def run_command_line(argv=None) -> None:
+def run_command_line(argv=None, reading=None) -> None:
     """The command line with one-line errors, never a traceback. A plain node command line runs without
-    click (:mod:`gdrcheck.cli.node_argv`); click reads everything else, and only then loads."""
+    click (:mod:`gdrcheck.cli.node_argv`'s ``reading`` of it); click reads everything else, and only then loads."""
+    from gdrcheck.cli.node_argv import read
     from gdrcheck.io.deadline import TimedOut, stand_down
 
     _end_on_sigterm()
+    if reading is None:
+        reading = read(sys.argv[1:] if argv is None else list(argv))
     try:
-        code = _run_to_status(argv)
+        code = _run_to_status(argv, reading)
     except TimedOut as e:  # the --timeout's watchdog has said what there is to say
         code = e.status
     spoke = stand_down()
     sys.exit(code if spoke is None else spoke)
 
 
-def _run_to_status(argv) -> int:
+def _run_to_status(argv, reading) -> int:
     try:
-        return _status(_run(argv))
+        return _status(_run(argv, reading))
     except KeyboardInterrupt:
         sys.stderr.write("gdrcheck: interrupted\n")
         return exit_status("interrupted")
@@ -185,13 +171,13 @@ def _run_to_status(argv) -> int:
         sys.stderr.write("gdrcheck: terminated\n")
         return exit_status("terminated")
     except Exception as e:  # noqa: BLE001 - the contract promises no traceback
-        return _error_status(e, argv)
+        return _error_status(e, reading)
 
 
-def _run(argv):
+def _run(argv, reading):
     from gdrcheck.cli import node_argv
 
-    plain = node_argv.parse(sys.argv[1:] if argv is None else list(argv))
+    plain = node_argv.parse(None, reading)
     if plain is not None:
         from gdrcheck.cli import node_commands
 
@@ -210,7 +196,7 @@ def _status(rv) -> int:
     return rv if isinstance(rv, int) else exit_status("pass")
 
 
-def _error_status(e: Exception, argv) -> int:
+def _error_status(e: Exception, reading) -> int:
     """The one line an error gets on stderr (and stdout for the engines that read it), and the exit status.
     click is looked at only where it was loaded: a plain node command line never loads it."""
     from gdrcheck.errors import InputError
@@ -227,7 +213,7 @@ def _error_status(e: Exception, argv) -> int:
             msg = f"{msg} (try '{ctx.command_path} --help')"
         sys.stderr.write(f"gdrcheck: error: {msg}\n")
         if isinstance(e, click.UsageError) or e.exit_code == exit_status("usage"):
-            return _usage_status(argv, _one_line(msg))
+            return _usage_status(reading, _one_line(msg))
         return e.exit_code
     if click is not None and isinstance(e, click.exceptions.Exit):
         return e.exit_code
@@ -236,7 +222,7 @@ def _error_status(e: Exception, argv) -> int:
         return exit_status("interrupted")
     if isinstance(e, InputError):
         sys.stderr.write(f"gdrcheck: error: {_one_line(str(e))}\n")
-        return _usage_status(argv, _one_line(str(e)))
+        return _usage_status(reading, _one_line(str(e)))
     if isinstance(e, BrokenPipeError):  # the reader of stdout went away: nothing to say (rules, explain)
         from gdrcheck.io.output import stdout_closed
 
@@ -248,7 +234,7 @@ def _error_status(e: Exception, argv) -> int:
     if isinstance(e, MemoryError):  # the input asked for more memory than the run may have
         msg = "input too large for the memory available"
         sys.stderr.write(f"gdrcheck: error: {msg}\n")
-        return _usage_status(argv, msg)
+        return _usage_status(reading, msg)
     if os.environ.get("GDRCHECK_DEBUG"):
         raise e
     sys.stderr.write(f"gdrcheck: internal error: {e.__class__.__name__}: {_one_line(str(e))} "

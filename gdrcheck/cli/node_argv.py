@@ -1,118 +1,108 @@
-"""A plain node command line, read without click.
+"""A command line read with the options' one declaration (:mod:`gdrcheck.cli.options`), without click.
 
 Health-check engines run ``gdrcheck check ...`` or ``gdrcheck pairs --json`` on every node every few
-minutes; importing click costs more than reading a DGX-like node. For ``topology``, ``pairs``, ``bar1``,
-``check`` and ``fingerprint``, :func:`parse` reads a command line made only of the command and its own
-options with values it can fully check, the way click's parser (click/parser.py, click 8) reads it,
-and gives the keyword arguments click would pass to the command. Anything else, or anything click
-would refuse, it declines (None) and click reads the line as always: click stays the one declaration
-of the command line (:mod:`gdrcheck.cli.commands`) and the only thing that prints help and usage
-errors. tests/cli/test_node_argv.py holds this table to click's declarations and this reading to
-click's own.
+minutes; importing click costs more than reading a DGX-like node. :func:`read` reads a command line the
+way click's parser (click/parser.py, click 8) reads it: which command, which options with which values,
+and whether anything is left that click would refuse or answer itself (help, an unknown option, an
+argument). The entry point asks that reading which command runs and which output format the line asks
+for. For ``topology``, ``pairs``, ``bar1``, ``check`` and ``fingerprint``, :func:`parse` turns a reading
+with nothing left over into the keyword arguments click would pass the command, with values it can fully
+check; anything else it declines (None) and click reads the line, made from the same table, and is the
+only thing that prints help and usage errors.
 """
 
 from __future__ import annotations
 
 import os
 
-from gdrcheck.cli import views
-from gdrcheck.cli.run import formats_conflict
+from gdrcheck.cli.options import COMMANDS, ENGINE_FORMATS, NODE_COMMANDS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Optional
 
 
-class Opt:
-    """One option as click declares it. ``check``: the value click's type makes of the text (ValueError where
-    click refuses it); ``callback``: what the option's click callback makes of that (ValueError: refused)."""
+class Reading:
+    """What a command line names: ``command`` (None: not one declared in the table), ``given`` (each option's
+    text as given, a list for a repeatable one, True for a flag), ``plain`` (nothing left that click would
+    refuse or answer itself: help, an unknown option, an argument), ``engine`` (the health-check engine
+    whose format the line names, see :func:`engine_of`)."""
 
-    __slots__ = ("dest", "names", "flag", "multiple", "choices", "bounds", "default", "check", "callback")
+    __slots__ = ("command", "given", "plain", "engine")
 
-    def __init__(self, dest, *names, flag=False, multiple=False, choices=None, bounds=None, default=None,
-                 check=None, callback=None) -> None:
-        self.dest, self.names, self.flag, self.multiple = dest, names, flag, multiple
-        self.choices, self.bounds, self.callback = choices, bounds, callback
-        self.default = False if flag else default
-        if choices is not None:
-            check = _choice(choices)
-        elif bounds is not None:
-            check = _float_range(*bounds)
-        self.check = check
-
-    @property
-    def takes_value(self) -> bool:
-        return not self.flag
+    def __init__(self, command: Optional[str], given: Dict, plain: bool) -> None:
+        self.command, self.given, self.plain = command, given, plain
+        self.engine: Optional[str] = None
 
 
-def _choice(choices):
-    def check(text: str) -> str:
-        if text not in choices:  # click.Choice, case-sensitive
-            raise ValueError(text)
-        return text
-
-    return check
-
-
-def _float_range(low, high):
-    def check(text: str) -> float:
-        value = float(text)  # what click.FloatRange does, then its closed bounds
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise ValueError(text)
-        if value != value:  # click lets NaN through its bounds (--timeout's callback refuses it): declined
-            raise ValueError(text)
-        return value
-
-    return check
+def engine_of(args) -> Optional[str]:
+    """'npd' or 'nagios' where the line names one of those formats (``--format npd``, ``--format=nagios``)
+    anywhere. Such an engine reads stdout and its own exit codes, bad usage included, so this holds for a
+    line the options' table or click refuses too: under --format nagios a broken line is UNKNOWN, never
+    CRITICAL, whatever else in it is wrong."""
+    for i, a in enumerate(args):
+        for fmt in ENGINE_FORMATS:
+            if a == f"--format={fmt}" or (a == "--format" and args[i + 1:i + 2] == [fmt]):
+                return fmt
+    return None
 
 
-def _from_paths(value):
-    """commands._from_paths: none -> None (this machine), one -> that path, several -> the tuple."""
-    if not value:
-        return None
-    return value[0] if len(value) == 1 else tuple(value)
+def read(args) -> Reading:
+    """The command line ``args`` (without the program's name) read with its command's options."""
+    reading = _read(args)
+    reading.engine = engine_of(args)
+    return reading
 
 
-def _joined(value):
-    """commands._joined: every --require given, in one list."""
-    return ",".join(value) if value else None
-
-
-def _no_nan(value):
-    """commands._no_nan: NaN seconds are refused."""
-    if value is not None and value != value:
-        raise ValueError("not a number of seconds")
-    return value
-
-
-FROM = Opt("from_path", "--from", multiple=True, callback=_from_paths)
-REDACT = Opt("redact", "--redact", flag=True)
-JSON = Opt("as_json", "--json", flag=True)
-JSONL = Opt("as_jsonl", "--jsonl", flag=True)
-FAIL_ON = Opt("fail_on", "--fail-on", choices=("error", "warning"), default="error")
-NCCL = Opt("nccl_version", "--nccl-version")
-ENV = Opt("env", "--env", multiple=True)
-OUTPUT = Opt("output", "-o", "--output")
-TIMEOUT = Opt("timeout", "--timeout", bounds=(0, None), callback=_no_nan)
-CHECK_FORMATS = ("text", "json", "jsonl", "nhc", "npd", "nagios", "prometheus")
-
-
-def _format(*choices) -> Opt:
-    return Opt("fmt", "--format", choices=choices, default="text")
-
-
-# the options of each command, as commands.py declares them
-COMMANDS = {
-    "topology": (FROM, _format("text", "json", "dot"), JSON, REDACT, Opt("show_all", "--all", flag=True),
-                 TIMEOUT, OUTPUT),
-    "pairs": (FROM, _format("text", "json"), JSON, REDACT, FAIL_ON, NCCL, ENV, JSONL, TIMEOUT, OUTPUT),
-    "bar1": (FROM, _format("text", "json"), JSON, REDACT, FAIL_ON, Opt("min_bar1", "--min-bar1", default="1GiB"),
-             Opt("bar1_used_max", "--max-used", bounds=(0, 100), default=90.0), TIMEOUT, OUTPUT),
-    "check": (FROM, _format(*CHECK_FORMATS), JSONL, Opt("require", "--require", multiple=True, callback=_joined),
-              Opt("per_pair_metrics", "--per-pair-metrics", flag=True), REDACT, FAIL_ON, NCCL, ENV, TIMEOUT, OUTPUT),
-    "fingerprint": (FROM, Opt("explain", "--explain", flag=True), Opt("addresses", "--addresses", flag=True), JSON,
-                    TIMEOUT, OUTPUT),
-}
+def _read(args) -> Reading:
+    if not args or not isinstance(args[0], str) or args[0] not in COMMANDS:
+        return Reading(None, {}, False)
+    if not all(isinstance(a, str) for a in args):
+        return Reading(args[0], {}, False)
+    by_name = {name: opt for opt in COMMANDS[args[0]] for name in opt.names}
+    given, plain = {}, True
+    rest = list(args[1:])
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--":  # the end of options: what follows is arguments, which these commands do not take
+            return Reading(args[0], given, False)
+        if arg[:1] != "-" or len(arg) < 2:  # a positional argument, or "-"
+            plain = False
+            continue
+        if arg.startswith("--"):  # click matches a long option whole, with an optional =VALUE
+            name, eq, value = arg.partition("=")
+            opt = by_name.get(name)
+            if opt is None or (eq and not opt.takes_value):
+                plain = False
+                continue
+            if opt.takes_value and not eq:
+                if not rest:
+                    return Reading(args[0], given, False)
+                value = rest.pop(0)  # click takes the next argument whatever it looks like
+        else:  # a short option: -oFILE, -o FILE (-o=FILE is "=FILE" to click)
+            opt = by_name.get(arg[:2])
+            if opt is None or not opt.takes_value:
+                plain = False
+                continue
+            value = arg[2:]
+            if not value:
+                if not rest:
+                    return Reading(args[0], given, False)
+                value = rest.pop(0)
+        if opt.flag:
+            given[opt.dest] = True
+        elif opt.multiple:
+            given.setdefault(opt.dest, []).append(value)
+        else:
+            given[opt.dest] = value  # given twice: the last one counts, as in click
+    return Reading(args[0], given, plain)
 
 
 def _values_fit(command: str, kw) -> bool:
     """What the command's body would refuse as a usage error, refused here first (then click says why)."""
+    from gdrcheck.cli import views
+    from gdrcheck.cli.run import formats_conflict
+
     if command in ("topology", "pairs", "bar1") and formats_conflict(kw["fmt"], kw["as_json"]):
         return False
     if command == "pairs" and formats_conflict("json" if kw["as_json"] else kw["fmt"], kw["as_jsonl"], "jsonl"):
@@ -130,59 +120,26 @@ def _values_fit(command: str, kw) -> bool:
     return True
 
 
-def parse(args):
+def parse(args, reading: Optional[Reading] = None):
     """``(command, keyword arguments)`` for a plain command line of a node command; None for anything else."""
-    if not args or args[0] not in COMMANDS or os.environ.get("_GDRCHECK_COMPLETE"):  # click's shell completion
-        return None
-    if not all(isinstance(a, str) for a in args):
-        return None
-    command, table = args[0], COMMANDS[args[0]]
-    by_name = {name: opt for opt in table for name in opt.names}
-    given = {}
-    rest = list(args[1:])
-    while rest:
-        arg = rest.pop(0)
-        if arg[:1] != "-" or len(arg) < 2 or arg == "--":  # a positional argument, "-" or the end of options
-            return None
-        if arg.startswith("--"):  # click matches a long option whole, with an optional =VALUE
-            name, eq, value = arg.partition("=")
-            opt = by_name.get(name)
-            if opt is None or (eq and not opt.takes_value):
-                return None
-            if opt.takes_value and not eq:
-                if not rest:
-                    return None
-                value = rest.pop(0)  # click takes the next argument whatever it looks like
-        else:  # a short option: -oFILE, -o FILE (-o=FILE is "=FILE" to click)
-            opt = by_name.get(arg[:2])
-            if opt is None or not opt.takes_value:
-                return None
-            value = arg[2:]
-            if not value:
-                if not rest:
-                    return None
-                value = rest.pop(0)
-        if opt.flag:
-            given[opt.dest] = True
-        elif opt.multiple:
-            given.setdefault(opt.dest, []).append(value)
-        else:
-            given[opt.dest] = value  # given twice: the last one counts, as in click
+    reading = read(args) if reading is None else reading
+    if not reading.plain or reading.command not in NODE_COMMANDS or os.environ.get("_GDRCHECK_COMPLETE"):
+        return None  # (click's shell completion reads the line itself)
     kw = {}
     try:
-        for opt in table:
-            value = given.get(opt.dest)
+        for opt in COMMANDS[reading.command]:
+            value = reading.given.get(opt.dest)
             if opt.flag:
                 value = bool(value)
             elif opt.multiple:
-                value = tuple(opt.check(v) if opt.check else v for v in value or ())
+                value = tuple(opt.check(v) for v in value or ())
             elif value is None:
                 value = opt.default
-            elif opt.check is not None:
+            else:
                 value = opt.check(value)
             kw[opt.dest] = opt.callback(value) if opt.callback else value
-        if not _values_fit(command, kw):
+        if not _values_fit(reading.command, kw):
             return None
     except Exception:  # noqa: BLE001 - whatever a value makes of a check, click says it
         return None
-    return command, kw
+    return reading.command, kw

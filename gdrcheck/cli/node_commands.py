@@ -1,6 +1,7 @@
 """What the node commands do with their options, without click: the click commands
 (:mod:`gdrcheck.cli.commands`) and a plain command line read by :mod:`gdrcheck.cli.node_argv` both
-call these, with the keyword arguments click passes (one name per option, as declared there)."""
+call these, with the keyword arguments click passes (one name per option, in the order
+:mod:`gdrcheck.cli.options` declares them)."""
 
 from __future__ import annotations
 

@@ -157,6 +157,7 @@ class Run:
         """What the watchdog says when the run overstays (from its thread): the timeout document in the
         format asked, to ``--output`` (so a textfile collector's file says unknown, not the last good
         answer) or stdout; its exit status. The main thread is stopped after, and removes what it unpacked."""
+        from gdrcheck.cli.options import LINE_FORMATS
         from gdrcheck.documents.pairs import timeout_doc
         from gdrcheck.status import exit_status
 
@@ -172,7 +173,7 @@ class Run:
             from gdrcheck.render.json_out import render_json
 
             text = render_json(doc)
-        elif self.fmt in ("nhc", "npd", "nagios"):
+        elif self.fmt in LINE_FORMATS:
             text = ("GDRCHECK UNKNOWN - " if self.fmt == "nagios" else "") + doc["summary_line"] + "\n"
         elif self.fmt == "prometheus":
             import time

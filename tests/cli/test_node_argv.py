@@ -1,74 +1,31 @@
 """A plain node command line read without click (gdrcheck.cli.node_argv) is read exactly as click reads it,
-or not at all: its table is click's declaration of the five commands, and for every command line it either
-declines or gives the keyword arguments click gives the command."""
+or not at all: both read with the one table of options (gdrcheck.cli.options), and for every command line
+the quick path either declines or gives the keyword arguments click gives the command."""
 
 from __future__ import annotations
 
 import inspect
-import math
 
 import click
 import pytest
 
-from gdrcheck.cli import node_argv, node_commands
+from gdrcheck.cli import node_argv, node_commands, options
 from gdrcheck.cli.commands import cli
 
 NODE_COMMANDS = ("topology", "pairs", "bar1", "check", "fingerprint")
 
 
 def test_the_quick_path_knows_the_node_commands_and_only_them():
-    assert tuple(node_argv.COMMANDS) == NODE_COMMANDS
-    assert set(NODE_COMMANDS) <= set(cli.commands)
+    assert options.NODE_COMMANDS == NODE_COMMANDS
+    assert set(options.COMMANDS) <= set(cli.commands)
 
 
 @pytest.mark.parametrize("name", NODE_COMMANDS)
-def test_the_table_is_clicks_declaration(name):
-    """Adding or changing an option in commands.py without teaching node_argv fails here."""
-    cmd = cli.commands[name]
-    table = {opt.dest: opt for opt in node_argv.COMMANDS[name]}
-    assert len(table) == len(node_argv.COMMANDS[name])
-    assert sorted(p.name for p in cmd.params) == sorted(table)
-    assert not cmd.context_settings and not cmd.allow_extra_args and not cmd.ignore_unknown_options
-    assert cmd.allow_interspersed_args
-    assert set(cli.context_settings) <= {"help_option_names", "max_content_width"}  # no token_normalize_func
-    # what click hands the command is what node_commands takes
-    assert list(inspect.signature(getattr(node_commands, name)).parameters) == [p.name for p in cmd.params]
-    for p in cmd.params:
-        opt, info = table[p.name], p.to_info_dict()
-        assert isinstance(p, click.Option), p.name  # no positional arguments
-        assert sorted(p.opts) == sorted(opt.names) and p.secondary_opts == [], p.name
-        assert (info["required"], info["nargs"], info["envvar"], info["prompt"], info["count"]) == \
-               (False, 1, None, None, False), p.name
-        assert not p.is_eager and p.expose_value and not getattr(p, "deprecated", False), p.name
-        assert (p.is_flag, p.multiple) == (opt.flag, opt.multiple), p.name
-        assert info["default"] == opt.default and type(info["default"]) is type(opt.default), p.name
-        assert (p.callback is not None) == (opt.callback is not None), p.name
-        kind = info["type"]["param_type"]
-        if p.is_flag:
-            assert kind == "Bool" and info["flag_value"] is True, p.name
-        elif kind == "Choice":
-            assert tuple(info["type"]["choices"]) == opt.choices and info["type"]["case_sensitive"], p.name
-        elif kind == "FloatRange":
-            t = info["type"]
-            assert (t["min"], t["max"]) == opt.bounds and not (t["min_open"] or t["max_open"] or t["clamp"]), p.name
-        else:
-            assert kind == "String" and opt.check is None and opt.bounds is None and opt.choices is None, p.name
-
-
-@pytest.mark.parametrize("value", [(), ("a",), ("a", "b"), ("",), ("a", "a", "b")])
-def test_the_from_callback_is_clicks(value):
-    p = next(p for p in cli.commands["pairs"].params if p.name == "from_path")
-    assert node_argv.FROM.callback(value) == p.callback(None, p, value)
-
-
-def test_the_timeout_callback_refuses_nan_as_clicks_does():
-    p = next(p for p in cli.commands["pairs"].params if p.name == "timeout")
-    for value in (None, 0.0, 2.5, math.inf):
-        assert node_argv.TIMEOUT.callback(value) == p.callback(None, p, value)
-    with pytest.raises(click.BadParameter):
-        p.callback(None, p, math.nan)
-    with pytest.raises(ValueError):
-        node_argv.TIMEOUT.callback(math.nan)
+def test_a_node_command_takes_what_its_options_give(name):
+    """What click hands the command (the table's options, in order) is what node_commands takes."""
+    dests = [opt.dest for opt in options.COMMANDS[name]]
+    assert list(inspect.signature(getattr(node_commands, name)).parameters) == dests
+    assert [p.name for p in cli.commands[name].params] == dests
 
 
 # command lines the quick path reads (each must also be read so by click)
@@ -240,8 +197,8 @@ def test_shell_completion_is_left_to_click(monkeypatch):
 
 
 def test_every_option_of_every_command_is_in_the_corpus():
-    for name, table in node_argv.COMMANDS.items():
-        for opt in table:
+    for name in NODE_COMMANDS:
+        for opt in options.COMMANDS[name]:
             assert any(line[0] == name and any(a.split("=")[0] in opt.names or a[:2] in opt.names
                                                for a in line[1:]) for line in ACCEPTED), (name, opt.names)
 
@@ -274,7 +231,7 @@ def test_both_ways_give_the_same_run(args, node, monkeypatch, capsys):
         return e.value.code, out, err
 
     quick = run()
-    monkeypatch.setattr(node_argv, "parse", lambda args: None)
+    monkeypatch.setattr(node_argv, "parse", lambda args, reading=None: None)
     assert run() == quick
     assert quick[1]
 
@@ -294,7 +251,7 @@ def test_an_input_error_is_one_line_on_both_ways(args, status, stdout, tmp_path,
         return e.value.code, out, err
 
     quick = run()
-    monkeypatch.setattr(node_argv, "parse", lambda args: None)
+    monkeypatch.setattr(node_argv, "parse", lambda args, reading=None: None)
     assert run() == quick
     code, out, err = quick
     assert code == status and out.startswith(stdout) and err.startswith("gdrcheck: error: ") and err.count("\n") == 1
@@ -322,5 +279,20 @@ def test_what_a_run_raises_ends_the_same_on_both_ways(raised, status, last, monk
         return e.value.code, out, err.splitlines()[-1]  # click writes a new line before its Abort
 
     quick = run()
-    monkeypatch.setattr(node_argv, "parse", lambda args: None)
+    monkeypatch.setattr(node_argv, "parse", lambda args, reading=None: None)
     assert run() == quick == (status, "", last)
+
+
+@pytest.mark.parametrize("args,command,plain,engine", [
+    (("check", "--format", "nagios"), "check", True, "nagios"),
+    (("check", "--from", "--format", "npd"), "check", False, "npd"),  # refused, but the engine still reads it
+    (("fingerprint", "--format=nagios"), "fingerprint", False, "nagios"),
+    (("report", "-o", "x.html"), "report", True, None),
+    (("pairs", "--json", "--help"), "pairs", False, None),
+    (("pairs", "--output", "--help"), "pairs", True, None),  # --help is the output's name here
+    (("fleet", "summarize", "--format", "nagios"), None, False, "nagios"),
+    ((), None, False, None),
+])
+def test_a_reading_names_the_command_and_the_engine(args, command, plain, engine):
+    reading = node_argv.read(list(args))
+    assert (reading.command, reading.plain, reading.engine) == (command, plain, engine)

@@ -401,11 +401,12 @@ def test_answers_of_an_unexpected_shape_never_crash(live):
 ])
 def test_the_console_script_begins_nvml_only_for_live_driver_commands(monkeypatch, argv, early):
     from gdrcheck.cli import entry
+    from gdrcheck.cli.node_argv import read
     from gdrcheck.collectors import nvml
 
     begun = []
     monkeypatch.setattr(nvml, "begin_early", lambda: begun.append(True))
-    entry._begin_driver_early(argv)
+    entry._begin_driver_early(read(argv))
     assert bool(begun) is early
 
 

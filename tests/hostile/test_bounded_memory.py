@@ -161,7 +161,8 @@ def test_an_archive_of_two_hundred_thousand_entries_is_refused_from_its_headers(
 def test_memory_error_is_the_one_line_bad_input_error(capsys):
     """Wherever a MemoryError comes from (a parser, a renderer), it ends as bad input: one line, exit 2."""
     from gdrcheck.cli.entry import _error_status
+    from gdrcheck.cli.node_argv import read
 
-    assert _error_status(MemoryError(), ["pairs", "--from", "x"]) == 2
+    assert _error_status(MemoryError(), read(["pairs", "--from", "x"])) == 2
     err = capsys.readouterr().err
     assert err == "gdrcheck: error: input too large for the memory available\n"
