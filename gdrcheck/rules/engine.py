@@ -221,8 +221,7 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
                 view["within_gdr_level"] = nccl.within(view["distance"], st.gdr_level, st.version)
     elif pair.kind == "gpu-gpu":
         view["p2p_level"] = st.p2p_level
-        level = st.user_p2p_level or (st.p2p_level if "|" not in st.p2p_level else None)
-        view["within_p2p_level"] = nccl.within(t, level, st.version)
+        view["within_p2p_level"] = nccl.within(t, st.p2p_check_level, st.version)
         decided = node.p2p_view.get(key) if node is not None else None
         if decided is not None:
             view.update(decided)

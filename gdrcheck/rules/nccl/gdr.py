@@ -41,10 +41,6 @@ PXN_FROM = (2, 12, 7)
 MLOPART_FROM = (2, 30, 7)  # v2.30.7 paths.cc:466, 487; absent from v2.30.3 and v2.30.4 paths.cc
 
 
-def gdr_level(version: Version, st) -> Tuple[str, str]:
-    return st.gdr_level, st.gdr_level_source
-
-
 def distance(version: Version, st, t: Optional[str], gpu_c2c: Optional[bool]) -> Tuple[Optional[str], str]:
     """The type NCCL compares with the level, after the C2C rewrites of that version."""
     if t is None:

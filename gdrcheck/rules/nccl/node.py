@@ -593,8 +593,7 @@ def _say_file_tree(node: NodeNccl, path: str, types, file_cls, pairs) -> None:
         view["path_type"] = t
         view["path_tree"] = f"NCCL_TOPO_FILE {path}"
         if p.kind == "gpu-gpu":
-            level = node.st.user_p2p_level or (node.st.p2p_level if "|" not in node.st.p2p_level else None)
-            view["within_p2p_level"] = within(t, level, node.version)
+            view["within_p2p_level"] = within(t, node.st.p2p_check_level, node.version)
         elif not view.get("distance"):
             view["within_gdr_level"] = within(t, node.st.gdr_level, node.version)
         if isinstance(view.get("reason"), str):
