@@ -295,7 +295,7 @@ def _node_env(snap, node) -> Dict[str, str]:
     """The settings the node itself gives NCCL (its environment capture and settings files), without the log."""
     if node is None:
         return {}
-    from gdrcheck.rules.nccl.node import settings_for
+    from gdrcheck.rules.nccl.versions import settings_for
 
     st = settings_for(snap, node.version, {}, node.cpu, len(node.gpus), "")
     return dict(st.env)
