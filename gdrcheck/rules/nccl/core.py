@@ -59,17 +59,17 @@ def version_str(v: Version) -> str:
 _VERSION = lazy_pattern(r"\s*v?(\d{1,3})\.(\d{1,3})(?:\.(\d{1,3}))?(?:-\d+|\+cuda\d+(?:\.\d+)*)?\s*")
 
 
-def parse_version(text: Optional[str]) -> Version:
-    """The one reading of an NCCL version string (``--nccl-version``, the versions found on the node); None is
-    the newest release gdrcheck knows. ValueError, in one line, when ``text`` is not one or is older than the
-    oldest release modelled."""
+def parse_version(text: Optional[str], floor: bool = True) -> Version:
+    """The one reading of an NCCL version string (``--nccl-version``, the versions found on the node, a job's
+    log); None is the newest release gdrcheck knows. ValueError, in one line, when ``text`` is not one or (with
+    ``floor``) is older than the oldest release modelled."""
     if text is None:
         return NEWEST
     m = _VERSION.fullmatch(text)
     if not m:
         raise ValueError(f"not an NCCL version: {text[:40]!r} (expected e.g. 2.21.5)")
     v = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
-    if v < OLDEST:
+    if floor and v < OLDEST:
         raise ValueError(f"NCCL {version_str(v)} is older than the oldest rules gdrcheck models "
                          f"({version_str(OLDEST)})")
     return v
