@@ -13,61 +13,52 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, Optional, Tuple
 
+    from gdrcheck.collectors.nccl_topo_file import TopoFile
     from gdrcheck.rules.nccl.core import Version
     from gdrcheck.rules.nccl.settings import NcclSettings
 
 
-def topo_file_attrs(snap, st: NcclSettings, tree: Optional[dict] = None) \
-        -> Tuple[Dict[str, str], Dict[str, str], Dict[str, str]]:
+def topo_file_attrs(snap, st: NcclSettings) \
+        -> Tuple[Dict[str, str], Dict[str, str], Dict[str, str], Optional[TopoFile]]:
     """``<gpu gdr>`` by GPU busid and ``<net gdr>`` by NIC name from the topology file NCCL loads first
     (NCCL_TOPO_FILE, else /var/run/nvidia-topologyd/virtualTopology.xml from 2.10.3; v2.30.7
-    ``src/graph/topo.cc:1765-1790``). Its attributes are not overwritten by detection (``xmlInitAttr*`` only
-    fills missing ones). ``tree``, when given, receives the file's path and parsed root (its PCI tree)."""
+    ``src/graph/topo.cc:1765-1790``), what was applied from it, and the file as read (its PCI tree). Its
+    attributes are not overwritten by detection (``xmlInitAttr*`` only fills missing ones)."""
     f = snap.host.get("nccl_topo_file")
     if f is None or not isinstance(f.value, dict):
-        return {}, {}, {}
+        return {}, {}, {}, None
     files = f.value.get("files") or {}
     path = st.env.get("NCCL_TOPO_FILE")
     if not path and st.version >= (2, 10, 3):
         path = "/var/run/nvidia-topologyd/virtualTopology.xml"
     text = files.get(path) if path else None
     if not text:
-        return {}, {}, {}
-    from gdrcheck.collectors.pastes.nccl_xml import parse_xml_safely
+        return {}, {}, {}, None
+    from gdrcheck.collectors.nccl_topo_file import read_topo_file
     from gdrcheck.errors import InputError
 
     try:
-        root, _lines = parse_xml_safely(text, path, allow_doctype=False, what="an NCCL topology file")
+        parsed = read_topo_file(text, path)
     except InputError as e:
-        return {}, {}, {path: f"not applied: {e}"}
-    if tree is not None:
-        tree.update(path=path, root=root)
-    gpus: Dict[str, str] = {}
-    nets: Dict[str, str] = {}
-    for pci in root.iter("pci"):
-        for child in pci:
-            if child.tag == "gpu" and child.get("gdr") is not None:
-                gpus[(pci.get("busid") or "").lower()] = child.get("gdr")
-    for net in root.iter("net"):
-        if net.get("gdr") is not None and net.get("name"):
-            nets[net.get("name")] = net.get("gdr")
+        return {}, {}, {path: f"not applied: {e}"}, None
+    gpus, nets = dict(parsed.gpu_gdr), dict(parsed.net_gdr)
     applied = [f"gdr of {len(gpus)} GPU(s) and {len(nets)} NIC(s)"] if (gpus or nets) else ["no gdr attributes"]
-    return gpus, nets, {path: "applied: " + ", ".join(applied)}
+    return gpus, nets, {path: "applied: " + ", ".join(applied)}, parsed
 
 
-def topo_file_classes(tree: dict, topo, pairs, applied: Dict[str, str], version: Version = NEWEST) \
+def topo_file_classes(parsed: TopoFile, topo, pairs, applied: Dict[str, str], version: Version = NEWEST) \
         -> Tuple[Dict[Tuple[str, str], str], frozenset]:
     """NCCL's PCIe class of each pair the topology file's PCI tree decides (``gdrcheck.rules.nccl.topo_file``),
     and the pairs among them that are PIX because NCCL fused Broadcom switches of that tree; ``applied``
     (``nccl.topology_files``) says which devices the file places and which tree decided."""
-    if not tree.get("root"):
+    if parsed.empty:
         return {}, frozenset()
     from gdrcheck.rules.nccl import topo_file
 
-    ft = topo_file.FileTree(tree["root"])
+    ft = topo_file.FileTree(parsed)
     placed = [f"{b} ({how})" for b in topo.of_kind("gpu", "nic") if (how := ft.placed(topo, b))]
     classes, flat = topo_file.pair_classes(ft, topo, pairs, version, bcm_virtual_links(topo))
-    path = tree["path"]
+    path = parsed.path
     if placed:
         applied[path] += (f"; its PCI tree places {', '.join(placed)}: NCCL keeps the file's place for these and "
                           f"hangs the rest from the node's sysfs tree onto it, so {len(classes)} pair(s) take "

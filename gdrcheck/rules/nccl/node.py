@@ -57,8 +57,7 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     cpu, cpu_src = node_cpu(snap)
     st = settings_for(snap, version, dict(options.env), cpu, len(gpus_bdf), version_reason,
                       getattr(options, "job_gpus", None))
-    tree: dict = {}
-    topo_gpu, topo_net, topo_applied = topo_file_attrs(snap, st, tree)
+    topo_gpu, topo_net, topo_applied, topo_file = topo_file_attrs(snap, st)
     from gdrcheck.rules.nccl.job_log import hca_evidence
 
     for name, gdr in hca_evidence(snap).items():  # a job's NCCL log: each HCA's flag as NCCL set it
@@ -77,7 +76,8 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
 
     ctx = Context(snap=snap, topo=topo, pairs=())
     node.rdma = {b: rdma_capable(ctx, b) for b in nics}
-    file_cls, file_flat = topo_file_classes(tree, topo, pairs, node.topo_files, version) if tree else ({}, frozenset())
+    file_cls, file_flat = topo_file_classes(topo_file, topo, pairs, node.topo_files, version) if topo_file \
+        else ({}, frozenset())
     types = pair_types(topo, pairs, version, st, file_cls, file_flat)
     path_choice(version, gpus, topo, pairs, types)
     node.types = types
@@ -86,5 +86,5 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     node.gdr_view = decide_gdr(node, snap, topo, pairs, types)
     node.p2p_view = decide_p2p(node, snap, topo, pairs, types)
     if file_cls:
-        say_file_tree(node, tree["path"], types, file_cls, pairs)
+        say_file_tree(node, topo_file.path, types, file_cls, pairs)
     return node
