@@ -13,7 +13,6 @@ its connections (``P2P/...`` is P2P, ``SHM/...`` or ``NET/...`` is not; v2.28.9 
 from __future__ import annotations
 
 from gdrcheck.record import replace
-from gdrcheck.rules import nccl_log_lines as log_lines
 from gdrcheck.rules.base import Finding, Rule
 from gdrcheck.rules.nccl.core import parse_version
 from gdrcheck.rules.nccl.job_log import hca_evidence, job_log  # noqa: F401 - hca_evidence: this module's API too
@@ -125,6 +124,8 @@ def reconcile(snap, topo, pairs, views: Dict[Tuple[str, str], dict], node,
     job = job_log(snap)
     if job is None:
         return None
+    from gdrcheck.rules import nccl_log_lines as log_lines  # read only where a job's log is
+
     job = dict(job, given=dict(given or {}))
     log, host = job["log"], job["host"]
     version = node.version if node is not None else None
@@ -159,6 +160,8 @@ def reconcile(snap, topo, pairs, views: Dict[Tuple[str, str], dict], node,
 
 def _with_log_line(view: dict, job, topo, p) -> dict:
     """A NIC flag read from NCCL's XML in the input, said instead from NCCL's own line in the job's log."""
+    from gdrcheck.rules import nccl_log_lines as log_lines  # read only where a job's log is
+
     if isinstance(view.get("reason"), str) and '> in the input' in view["reason"] and p.kind == "gpu-nic":
         line = next((h.line for h in job["log"].hca_gdr if h.host in (job["host"], None)
                      and log_lines.nic_of(job, topo, h.host, h.net, h.index) == p.b), None)
@@ -273,6 +276,8 @@ def _observed_gdr(items, view: dict, job, node_env, snap, topo, nic: str) -> dic
 
 
 def _gdr_cause(view: dict, gdr: str, job, node_env, snap, topo, nic: str) -> str:
+    from gdrcheck.rules import nccl_log_lines as log_lines  # read only where a job's log is
+
     given = _given_cause(job)
     if given:
         return given
@@ -408,6 +413,7 @@ def _found_versions(snap) -> List[str]:
 def _hca_findings(ctx, job, names) -> Iterable[Finding]:
     """NCCL's per-HCA GPUDirect RDMA line against the node's peer-memory facts (through the NIC-side flag
     gdrcheck derives for the node, ``rules.peermem.nic_gdr``)."""
+    from gdrcheck.rules import nccl_log_lines as log_lines  # read only where a job's log is
     from gdrcheck.rules.peermem import nic_gdr
 
     log, host = job["log"], job["host"]

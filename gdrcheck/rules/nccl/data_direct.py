@@ -15,13 +15,6 @@ if TYPE_CHECKING:
     from gdrcheck.rules.nccl.core import Version
 
 DATA_DIRECT_FROM = (2, 27, 0)
-# Linux drivers/infiniband/hw/mlx5/data_direct.c, mlx5_data_direct_pci_table: the `mlx5_data_direct` PCI driver
-DATA_DIRECT_IDS = ((0x15B3, 0x2100),)  # ConnectX-8 Data Direct
-
-
-def data_direct_functions(snap) -> List[str]:
-    """The node's data-direct DMA functions (a PCI function with a ``mlx5_data_direct`` device id)."""
-    return sorted(d.bdf for d in snap.devices if (d.vendor, d.device) in DATA_DIRECT_IDS)
 
 
 def data_direct(version: Version, st, fns: List[str], snap, nic) -> str:
@@ -32,7 +25,8 @@ def data_direct(version: Version, st, fns: List[str], snap, nic) -> str:
     lists the device as ``<dev>_dma`` with the data-direct function's PCI path (2.27: beside the device itself;
     from 2.28.3 instead of it unless ``NCCL_IB_DATA_DIRECT=2``). Which function serves which NIC is known
     only to a process that opens the device (no sysfs file shows it). ``fns``: the node's data-direct
-    functions (:func:`data_direct_functions`); ``nic``: the NIC's flags (:class:`gdrcheck.rules.nccl.flags.NicInfo`)."""
+    functions (:func:`gdrcheck.rules.nccl.flags.data_direct_functions`); ``nic``: the NIC's flags
+    (:class:`gdrcheck.rules.nccl.flags.NicInfo`)."""
     v = version
     if v < DATA_DIRECT_FROM or not fns:
         return ""

@@ -20,7 +20,7 @@ from gdrcheck.rules.nccl.speed import rate_gbytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Mapping, Optional, Tuple
+    from typing import Dict, List, Mapping, Optional, Tuple
 
     from gdrcheck.rules.nccl.core import Version
 
@@ -269,3 +269,12 @@ def nic_flag(version: Version, st: NcclSettings, plugins: Tuple[str, ...], snap,
         return None, "peer-memory files not shown" + (f"; {dwhy}" if ok is None else ""), \
             ("peer-memory module files (/sys/module/nvidia_peermem, /sys/kernel/mm/memory_peers)",)
     return None, f"no peer-memory file of NCCL {version_str(version)}; {dwhy}", ()
+
+
+# Linux drivers/infiniband/hw/mlx5/data_direct.c, mlx5_data_direct_pci_table: the `mlx5_data_direct` PCI driver
+DATA_DIRECT_IDS = ((0x15B3, 0x2100),)  # ConnectX-8 Data Direct
+
+
+def data_direct_functions(snap) -> List[str]:
+    """The node's data-direct DMA functions (a PCI function with a ``mlx5_data_direct`` device id)."""
+    return sorted(d.bdf for d in snap.devices if (d.vendor, d.device) in DATA_DIRECT_IDS)

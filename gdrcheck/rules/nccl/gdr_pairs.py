@@ -15,7 +15,6 @@ from functools import lru_cache, partial
 from gdrcheck.rules.nccl import gdr as gdr_rules
 from gdrcheck.rules.nccl import pxn as pxn_rules
 from gdrcheck.rules.nccl.core import rank_in, within
-from gdrcheck.rules.nccl.data_direct import data_direct
 from gdrcheck.rules.nccl.flags import nic_flag
 
 TYPE_CHECKING = False
@@ -121,9 +120,13 @@ def _pxn(node, rl: pxn_rules.Relays, p, d_own: Optional[str], relay: Optional[Tu
 
 def _unless_data_direct(node, snap, p, g, flag, view: Dict[str, object]) -> None:
     """A Data Direct DMA function NCCL may judge the NIC on leaves the decision open (:mod:`data_direct`)."""
+    if not node.data_direct:
+        return
+    from gdrcheck.rules.nccl.data_direct import data_direct  # a node with a Data Direct function only
+
     st, v = node.st, node.version
     nic = node.nics[p.b]
-    dd = data_direct(v, st, node.data_direct, snap, nic) if node.data_direct else ""
+    dd = data_direct(v, st, node.data_direct, snap, nic)
     mlo_block = g.mlopart and v >= gdr_rules.MLOPART_FROM and not st.param("NCCL_NET_GDR_MLOPART", 0)
     if not dd or flag[0] is False or g.gdr is False or mlo_block:
         return

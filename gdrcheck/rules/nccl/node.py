@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from gdrcheck.record import field, record
 from gdrcheck.rules.nccl.cpu import node_cpu
-from gdrcheck.rules.nccl.data_direct import data_direct_functions
 from gdrcheck.rules.nccl.file_tree import say_file_tree, topo_file_attrs, topo_file_classes
-from gdrcheck.rules.nccl.flags import GpuInfo, NicInfo, gpu_info, nic_info
+from gdrcheck.rules.nccl.flags import GpuInfo, NicInfo, data_direct_functions, gpu_info, nic_info
 from gdrcheck.rules.nccl.gdr_pairs import decide_gdr
 from gdrcheck.rules.nccl.p2p_pairs import decide_p2p
 from gdrcheck.rules.nccl.paths import pair_types, path_choice
