@@ -27,7 +27,12 @@ class Asked:
 
     def __init__(self, node, snap, relays: pxn_rules.Relays) -> None:
         v, st = node.version, node.st
-        self.nic_flag = lru_cache(maxsize=None)(partial(nic_flag, v, st, node.plugins, snap))
+        nics = node.nics
+
+        def nic_flag_of(n: str, rdma, gpu_dmabuf, cuda_driver):  # the NIC by its bus id: cheap to hash
+            return nic_flag(v, st, node.plugins, snap, nics[n], rdma, gpu_dmabuf, cuda_driver)
+
+        self.nic_flag = lru_cache(maxsize=None)(nic_flag_of)
         self.decide = lru_cache(maxsize=None)(partial(gdr_rules.decide, v, st))
         self.read_side = lru_cache(maxsize=None)(partial(gdr_rules.read_side, v, st))
         self.distance = lru_cache(maxsize=None)(partial(gdr_rules.distance, v, st))
@@ -48,7 +53,7 @@ def decide_gdr(node, snap, topo, pairs, types) -> Dict[Tuple[str, str], Dict[str
 
 def _nic_flag(ask: Asked, node, g: str, n: str):
     gpu = node.gpus[g]
-    return ask.nic_flag(node.nics[n], node.rdma.get(n), gpu.dmabuf, gpu.cuda_driver)
+    return ask.nic_flag(n, node.rdma.get(n), gpu.dmabuf, gpu.cuda_driver)
 
 
 def relays(node, rl: pxn_rules.Relays, ask: Asked, flags, types, nics) -> Dict[str, Tuple[str, str]]:
