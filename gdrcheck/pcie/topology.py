@@ -12,6 +12,8 @@ reproduces ``nvidia-smi topo -m``.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from gdrcheck.model import PciFunction, Snapshot, bdf_key, bus_order
 from gdrcheck.pcie.acs import AcsState, parse_acs
 from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
@@ -168,21 +170,19 @@ class Topology:
         n = self.snap.root_numa.get(d.root)
         if n is not None:
             return n
-        n = self._bus_numa().get(d.bdf.rsplit(":", 1)[0])
+        n = self._bus_numa.get(d.bdf.rsplit(":", 1)[0])
         if n is not None:  # a function beside it on the same bus (the other port of a NIC) says where it is
             return n
         return self.single_numa
 
+    @cached_property
     def _bus_numa(self) -> Dict[str, int]:
         """``dddd:bb`` -> the NUMA node the functions on that bus that state one agree on (built once)."""
-        got = self.__dict__.get("_bus_numa_map")
-        if got is None:
-            seen: Dict[str, set] = {}
-            for d in self.snap.devices:
-                if d.numa_node is not None:
-                    seen.setdefault(d.bdf.rsplit(":", 1)[0], set()).add(d.numa_node)
-            got = self.__dict__["_bus_numa_map"] = {b: next(iter(n)) for b, n in seen.items() if len(n) == 1}
-        return got
+        seen: Dict[str, set] = {}
+        for d in self.snap.devices:
+            if d.numa_node is not None:
+                seen.setdefault(d.bdf.rsplit(":", 1)[0], set()).add(d.numa_node)
+        return {b: next(iter(n)) for b, n in seen.items() if len(n) == 1}
 
     # -- path class ----------------------------------------------------------
 

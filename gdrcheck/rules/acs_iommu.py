@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from gdrcheck.pcie.acs import AcsState, format_acs, redirects
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import label, value
@@ -54,17 +56,14 @@ IOMMU_UNKNOWN = Rule(
     pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"))
 
 
-def _acs_map(ctx: Context) -> Dict[str, AcsState]:
-    cache = ctx.__dict__.get("_acs")
-    if cache is None:
-        cache = {b: ctx.topo.acs(b) for b, d in ctx.topo.by_bdf.items() if ctx.topo.device_kind[b] != "gpu"
-                 and d.is_bridge}
-        ctx.__dict__["_acs"] = cache
-    return cache
+@lru_cache(maxsize=8)
+def _acs_map(topo) -> Dict[str, AcsState]:
+    """The ACS state of each bridge of the topology (worked out once per topology)."""
+    return {b: topo.acs(b) for b, d in topo.by_bdf.items() if topo.device_kind[b] != "gpu" and d.is_bridge}
 
 
 def _check_acs(ctx: Context) -> Iterable[Finding]:
-    acs = _acs_map(ctx)
+    acs = _acs_map(ctx.topo)
     redirect: Dict[str, List[Tuple[str, str]]] = {}
     unknown: Dict[Tuple[str, ...], List[Tuple[str, str]]] = {}
     for p in ctx.pairs:

@@ -8,12 +8,14 @@ A check is a pure function of the :class:`Context`; it yields findings.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from gdrcheck.record import field, record
 from gdrcheck.status import EFFECTS, SEVERITIES  # noqa: F401 - the one vocabulary, re-exported for rules
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
+    from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
     Check = Callable[["Context"], Iterable["Finding"]]
 
 SCOPES = ("host", "device", "pair")
@@ -134,23 +136,29 @@ class Context:
     nccl: Any = None  # gdrcheck.rules.nccl.NcclSettings in force
     nccl_view: Mapping[Tuple[str, str], Dict[str, Any]] = field(default_factory=dict)
 
+    @cached_property
+    def _by_kind(self) -> Dict[str, Tuple[PairInfo, ...]]:
+        got: Dict[str, List[PairInfo]] = {}
+        for p in self.pairs:
+            got.setdefault(p.kind, []).append(p)
+        return {k: tuple(v) for k, v in got.items()}
+
+    @cached_property
+    def _by_dev(self) -> Dict[str, Tuple[PairInfo, ...]]:
+        index: Dict[str, List[PairInfo]] = {}
+        for p in self.pairs:
+            index.setdefault(p.a, []).append(p)
+            index.setdefault(p.b, []).append(p)
+        return {k: tuple(v) for k, v in index.items()}
+
     def pairs_of(self, *kinds: str) -> Tuple[PairInfo, ...]:
-        cache = self.__dict__.setdefault("_by_kinds", {})
-        got = cache.get(kinds)
-        if got is None:
-            got = cache[kinds] = tuple(p for p in self.pairs if p.kind in kinds)
-        return got
+        if len(kinds) == 1:
+            return self._by_kind.get(kinds[0], ())
+        return tuple(p for p in self.pairs if p.kind in kinds)
 
     def pairs_with(self, bdf: str) -> Tuple[PairInfo, ...]:
         """Every pair one of whose ends is ``bdf`` (indexed once: no per-device scans)."""
-        index = self.__dict__.get("_by_dev")
-        if index is None:
-            index = {}
-            for p in self.pairs:
-                index.setdefault(p.a, []).append(p)
-                index.setdefault(p.b, []).append(p)
-            self.__dict__["_by_dev"] = index
-        return tuple(index.get(bdf, ()))
+        return self._by_dev.get(bdf, ())
 
     def gpu_bdfs(self) -> Tuple[str, ...]:
         return tuple(self.topo.of_kind("gpu"))

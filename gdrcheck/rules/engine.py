@@ -187,11 +187,12 @@ def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: 
     """NCCL's view of the node: the version judged (``--nccl-version``, else the newest found), its settings
     and every pair's decision (``gdrcheck.rules.nccl.node``)."""
     from gdrcheck.rules.nccl import node as nccl_node_mod
+    from gdrcheck.rules.nccl.versions import choose_version, versions_found
     from gdrcheck.rules.nccl_log import job_options
 
-    found = nccl_node_mod.versions_found(snap)
+    found = versions_found(snap)
     options, job_version, job_why = job_options(snap, options, version)  # a job's NCCL log: its version, settings
-    v, why = nccl_node_mod.choose_version(version or job_version or options.nccl_version, found)
+    v, why = choose_version(version or job_version or options.nccl_version, found)
     return nccl_node_mod.build(snap, topo, pairs, options, v, job_why if job_version else why, found)
 
 
@@ -200,7 +201,7 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
     key = (pair.a, pair.b)
     known = node.types.get(key) if node is not None else None
     if known is None:
-        from gdrcheck.rules.nccl.node import pair_type
+        from gdrcheck.rules.nccl.paths import pair_type
 
         known = pair_type(topo, pair, st.version, st)
     t, cands, flat, via = known
@@ -221,8 +222,7 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
                 view["within_gdr_level"] = nccl.within(view["distance"], st.gdr_level, st.version)
     elif pair.kind == "gpu-gpu":
         view["p2p_level"] = st.p2p_level
-        level = st.user_p2p_level or (st.p2p_level if "|" not in st.p2p_level else None)
-        view["within_p2p_level"] = nccl.within(t, level, st.version)
+        view["within_p2p_level"] = nccl.within(t, st.p2p_check_level, st.version)
         decided = node.p2p_view.get(key) if node is not None else None
         if decided is not None:
             view.update(decided)

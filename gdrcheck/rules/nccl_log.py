@@ -12,10 +12,9 @@ its connections (``P2P/...`` is P2P, ``SHM/...`` or ``NET/...`` is not; v2.28.9 
 
 from __future__ import annotations
 
-import re
-
 from gdrcheck.record import replace
 from gdrcheck.rules.base import Finding, Rule
+from gdrcheck.rules.nccl.core import parse_version
 from gdrcheck.rules.nccl.job_log import hca_evidence, job_log  # noqa: F401 - hca_evidence: this module's API too
 
 TYPE_CHECKING = False
@@ -105,79 +104,13 @@ def job_options(snap, options, version: Optional[str] = None) -> Tuple[Any, Opti
     from gdrcheck.rules.nccl.core import OLDEST, version_str
 
     why = f"the job's NCCL log ({log.label}): NCCL {log.version}"
-    v = tuple(int(x) for x in log.version.split("."))
+    v = parse_version(log.version, floor=False)
     if v < OLDEST:
         return options, version_str(OLDEST), (f"{why}, older than the oldest rules gdrcheck models: judged with "
                                               f"{version_str(OLDEST)}")
     if options.nccl_version and options.nccl_version != log.version:
         why += f" (instead of --nccl-version {options.nccl_version}: the log says what the job ran)"
     return options, log.version, why
-
-
-# ---------------------------------------------------------------------------
-# which GPU each rank is, which NIC each network device is
-
-
-def _node_gpus(topo) -> Dict[str, Any]:
-    return {b: topo.by_bdf[b] for b in topo.of_kind("gpu")}
-
-
-def rank_map(job, topo) -> Tuple[Dict[int, Tuple[Optional[str], Optional[str], Optional[int]]], List[str]]:
-    """rank -> (host, bus id, cudaDev) of the communicator with the most ranks; and what was assumed."""
-    log = job["log"]
-    notes: List[str] = []
-    by_comm: Dict[str, List[Any]] = {}
-    for r in log.ranks:
-        by_comm.setdefault(r.comm, []).append(r)
-    out: Dict[int, Tuple[Optional[str], Optional[str], Optional[int]]] = {}
-    if by_comm:
-        comm = max(by_comm, key=lambda c: len(by_comm[c]))
-        for r in by_comm[comm]:
-            out[r.rank] = (r.host, r.bdf, r.cuda_dev)
-        if len(by_comm) > 1:
-            notes.append(f"{len(by_comm)} communicators in the log; ranks as in the largest "
-                         f"({len(by_comm[comm])} ranks)")
-    return out, notes
-
-
-def _bdf_of_bracket(text: Optional[str], topo, version) -> Optional[str]:
-    """A connection line's bracket: the bus id up to 2.18.1, the nvmlDev from 2.18.3 (NVML's index, which is
-    nvidia-smi's: the driver view's index, else PCI bus order)."""
-    from gdrcheck.collectors.pastes.nccl_log import bdf_of_busid
-
-    if text is None:
-        return None
-    if (version is not None and version < (2, 18, 3)) or len(text) >= 4 or re.search(r"[a-f]", text, re.I):
-        return bdf_of_busid(text)
-    idx = int(text)
-    gpus = topo.of_kind("gpu")
-    by_index = {topo.by_bdf[b].gpu_index: b for b in gpus if topo.by_bdf[b].gpu_index is not None}
-    if by_index:
-        return by_index.get(idx)
-    from gdrcheck.model import bdf_key
-
-    ordered = sorted(gpus, key=bdf_key)
-    return ordered[idx] if idx < len(ordered) else None
-
-
-def _nic_of(job, topo, host, net: str, dev: int) -> Optional[str]:
-    """The NIC of network device ``dev`` as the log's ``NET/<net> : Using [dev]name`` line names it."""
-    log = job["log"]
-    names = [d for h, t, i, d, _l in log.nics if i == dev and (h == host or h is None or host is None)
-             and (t == net or net.startswith(t))]
-    if not names:
-        return None
-    from gdrcheck.collectors.pastes.nccl_log import nic_device
-
-    name = nic_device(names[0])[0]
-    for b in topo.of_kind("nic"):
-        d = topo.by_bdf[b]
-        if name in d.rdma_devices or name in d.netdevs:
-            return b
-    return None
-
-
-_NET = re.compile(r"^NET/(.+?)/(\d+)(?:\((\d+)\))?((?:/[^/]+)*)$")
 
 
 # ---------------------------------------------------------------------------
@@ -191,72 +124,21 @@ def reconcile(snap, topo, pairs, views: Dict[Tuple[str, str], dict], node,
     job = job_log(snap)
     if job is None:
         return None
+    from gdrcheck.rules import nccl_log_lines as log_lines  # read only where a job's log is
+
     job = dict(job, given=dict(given or {}))
     log, host = job["log"], job["host"]
     version = node.version if node is not None else None
     try:
-        logv = tuple(int(x) for x in log.version.split(".")) if log.version else version
+        logv = parse_version(log.version, floor=False) if log.version else version
     except ValueError:
         logv = version
-    ranks, notes = rank_map(job, topo)
+    rk = log_lines.Ranks(job, topo, logv)
     gpus = set(topo.of_kind("gpu"))
-    local_host = host
-
-    def is_local(rank: int) -> Optional[bool]:
-        h = ranks.get(rank, (None,))[0]
-        if local_host is None or h is None:
-            return None if len(log.hosts) > 1 else True
-        return h == local_host
-
-    def gpu_of(rank: int, bracket: Optional[str]) -> Optional[str]:
-        got = ranks.get(rank)
-        if got is not None and got[1]:
-            return got[1]
-        return _bdf_of_bracket(bracket, topo, logv)
-
-    missing = sorted({r[1] for r in ranks.values() if r[1] and (r[0] == local_host or local_host is None)} - gpus)
-    gg: Dict[Tuple[str, str], List[Any]] = {}
-    gn: Dict[Tuple[str, str], List[Tuple[Any, dict]]] = {}
-    for c in log.connections:
-        if c.host != local_host and local_host is not None and c.host is not None:
-            continue
-        mine = ranks.get(c.local)
-        if mine is not None and c.cuda_dev is not None and mine[2] is not None and mine[2] != c.cuda_dev:
-            continue  # a line of another communicator, whose ranks are numbered otherwise
-        a = gpu_of(c.src, c.src_dev)
-        b = gpu_of(c.dst, c.dst_dev)
-        peer = c.dst if c.local == c.src else c.src
-        net = _NET.match(c.transport)
-        if net:
-            g = a if c.local == c.src else b
-            nic = _nic_of(job, topo, c.host, net.group(1), int(net.group(2))) if g in gpus else None
-            if nic is not None:
-                flags = net.group(4) or ""
-                via = gpu_of(int(net.group(3)), None) if net.group(3) else None
-                gn.setdefault((g, nic), []).append((c, {"gdrdma": "/GDRDMA" in flags, "via": via}))
-            if is_local(peer) is not True:
-                continue
-        if is_local(peer) is False or a is None or b is None or a == b or a not in gpus or b not in gpus:
-            continue
-        from gdrcheck.model import bdf_key
-
-        key = (a, b) if bdf_key(a) <= bdf_key(b) else (b, a)
-        gg.setdefault(key, []).append(c)
-    for pg in log.pair_gdr:
-        if pg.host != local_host and local_host is not None and pg.host is not None:
-            continue
-        g = None
-        if logv is not None and logv >= (2, 24, 0) and len(pg.gpu) < 4:
-            g = gpu_of(int(pg.gpu), None)
-        else:
-            from gdrcheck.collectors.pastes.nccl_log import bdf_of_busid
-
-            g = bdf_of_busid(pg.gpu)
-        net_name = next((t for _h, t, i, _d, _l in log.nics if i == pg.hca and t != "Socket"), log.network or "IB")
-        nic = _nic_of(job, topo, pg.host, net_name, pg.hca)
-        if g in gpus and nic is not None and (pg.read in (None, 0) or not pg.enabled):
-            gn.setdefault((g, nic), []).append((pg, {"gdrdma": pg.enabled, "via": None, "pair_line": True}))
-    summary = {"log": log.label, "host": host, "host_reason": job.get("host_reason"), "notes": notes,
+    missing = sorted({r[1] for r in rk.ranks.values() if r[1] and (r[0] == host or host is None)} - gpus)
+    gg, gn = log_lines.connection_lines(job, topo, rk, gpus)
+    log_lines.pair_gdr_lines(job, topo, rk, gpus, gn)
+    summary = {"log": log.label, "host": host, "host_reason": job.get("host_reason"), "notes": rk.notes,
                "gpus_not_on_node": missing, "pairs": 0, "agree": 0, "differ": 0, "settled": 0,
                "connections": 0, "agree_connections": 0}
     node_env = _node_env(snap, node)
@@ -266,36 +148,46 @@ def reconcile(snap, topo, pairs, views: Dict[Tuple[str, str], dict], node,
         if view is None:
             continue
         if p.kind == "gpu-gpu" and key in gg:
-            obs = _observed_p2p(gg[key], view, job, node_env, topo, ranks)
+            obs = _observed_p2p(gg[key], view, job, node_env, topo, rk.ranks)
         elif p.kind == "gpu-nic" and key in gn:
             obs = _observed_gdr(gn[key], view, job, node_env, snap, topo, p.b)
         else:
             continue
-        view = dict(view, observed=obs)
-        if isinstance(view.get("reason"), str) and '> in the input' in view["reason"] and p.kind == "gpu-nic":
-            line = next((h.line for h in log.hca_gdr if h.host in (host, None)
-                         and _nic_of(job, topo, h.host, h.net, h.index) == p.b), None)
-            if line:
-                view["reason"] = view["reason"].split(": <net gdr=")[0] + ": NCCL's own line in the job's log (" \
-                    + line.split("NCCL INFO ", 1)[-1] + ")"
-        views[key] = view
-        summary["pairs"] += 1
-        summary["connections"] += obs["connections"]
-        if obs["agrees"] is True:
-            summary["agree"] += 1
-            summary["agree_connections"] += obs["connections"]
-        elif obs["agrees"] is False:
-            summary["differ"] += 1
-        else:
-            summary["settled"] += 1
+        views[key] = _with_log_line(dict(view, observed=obs), job, topo, p)
+        _count(summary, obs)
     return summary
+
+
+def _with_log_line(view: dict, job, topo, p) -> dict:
+    """A NIC flag read from NCCL's XML in the input, said instead from NCCL's own line in the job's log."""
+    from gdrcheck.rules import nccl_log_lines as log_lines  # read only where a job's log is
+
+    if isinstance(view.get("reason"), str) and '> in the input' in view["reason"] and p.kind == "gpu-nic":
+        line = next((h.line for h in job["log"].hca_gdr if h.host in (job["host"], None)
+                     and log_lines.nic_of(job, topo, h.host, h.net, h.index) == p.b), None)
+        if line:
+            view["reason"] = view["reason"].split(": <net gdr=")[0] + ": NCCL's own line in the job's log (" \
+                + line.split("NCCL INFO ", 1)[-1] + ")"
+    return view
+
+
+def _count(summary: Dict[str, Any], obs: dict) -> None:
+    summary["pairs"] += 1
+    summary["connections"] += obs["connections"]
+    if obs["agrees"] is True:
+        summary["agree"] += 1
+        summary["agree_connections"] += obs["connections"]
+    elif obs["agrees"] is False:
+        summary["differ"] += 1
+    else:
+        summary["settled"] += 1
 
 
 def _node_env(snap, node) -> Dict[str, str]:
     """The settings the node itself gives NCCL (its environment capture and settings files), without the log."""
     if node is None:
         return {}
-    from gdrcheck.rules.nccl.node import settings_for
+    from gdrcheck.rules.nccl.versions import settings_for
 
     st = settings_for(snap, node.version, {}, node.cpu, len(node.gpus), "")
     return dict(st.env)
@@ -384,6 +276,8 @@ def _observed_gdr(items, view: dict, job, node_env, snap, topo, nic: str) -> dic
 
 
 def _gdr_cause(view: dict, gdr: str, job, node_env, snap, topo, nic: str) -> str:
+    from gdrcheck.rules import nccl_log_lines as log_lines  # read only where a job's log is
+
     given = _given_cause(job)
     if given:
         return given
@@ -394,7 +288,7 @@ def _gdr_cause(view: dict, gdr: str, job, node_env, snap, topo, nic: str) -> str
     if relay and relay not in {r.bdf for r in log.ranks if r.host in (job["host"], None)} and log.ranks:
         return (f"a CUDA_VISIBLE_DEVICES subset: the GPU NCCL would relay through (PXN, {relay}) is not in the "
                 "job's communicator")
-    if gdr == "disabled" and any(not h.enabled and _nic_of(job, topo, h.host, h.net, h.index) == nic
+    if gdr == "disabled" and any(not h.enabled and log_lines.nic_of(job, topo, h.host, h.net, h.index) == nic
                                  for h in log.hca_gdr if h.host in (job["host"], None)):
         return ("a container without the peer-memory module: NCCL found no peer memory or DMA-BUF for the HCA "
                 "(its 'GPU Direct RDMA Disabled for HCA' line) where the node has one")
@@ -519,6 +413,7 @@ def _found_versions(snap) -> List[str]:
 def _hca_findings(ctx, job, names) -> Iterable[Finding]:
     """NCCL's per-HCA GPUDirect RDMA line against the node's peer-memory facts (through the NIC-side flag
     gdrcheck derives for the node, ``rules.peermem.nic_gdr``)."""
+    from gdrcheck.rules import nccl_log_lines as log_lines  # read only where a job's log is
     from gdrcheck.rules.peermem import nic_gdr
 
     log, host = job["log"], job["host"]
@@ -528,7 +423,7 @@ def _hca_findings(ctx, job, names) -> Iterable[Finding]:
     for h in log.hca_gdr:
         if h.host not in (host, None) or h.net == "Socket":
             continue
-        nic = _nic_of(job, ctx.topo, h.host, h.net, h.index)
+        nic = log_lines.nic_of(job, ctx.topo, h.host, h.net, h.index)
         subject = nic or h.name
         if ok is True and not h.enabled:
             yield Finding(PEERMEM_DIFFERS.code, "warning", (subject,),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional
@@ -21,16 +23,10 @@ def value(ctx, name: str, key: Optional[str] = None) -> Any:
 
 def label(ctx, bdf: str) -> str:
     """``GPU0 (0000:00:06.0)``, ``NIC mlx5_0 (0000:21:00.0)``, ``NVMe nvme0 (...)``."""
-    topo = ctx.topo
-    labels = topo.__dict__.get("_labels")  # bdf -> its label, kept on the topology (a large node asks per pair)
-    if labels is None:
-        labels = topo.__dict__["_labels"] = {}
-    got = labels.get(bdf)
-    if got is None:
-        got = labels[bdf] = _label(topo, bdf)
-    return got
+    return _label(ctx.topo, bdf)
 
 
+@lru_cache(maxsize=16384)  # a large node asks per pair: each device's label worked out once
 def _label(topo, bdf: str) -> str:
     d = topo.by_bdf.get(bdf)
     if d is None:

@@ -42,3 +42,41 @@ def test_nccl_version_option_wins(tmp_path):
 def test_none_found_says_so(tmp_path):
     top, _ = N.decide(node_with(tmp_path, "none-found", {}))
     assert top["version"] == "2.30.7" and top["versions_found"] == [] and "no NCCL found" in top["version_reason"]
+
+
+def test_one_grammar_reads_what_nccl_and_its_packages_print():
+    """`NCCL version 2.21.5+cuda12.4` (an NCCL log), `2.21.5-1` (the deb/rpm revision), `v2.21` (a tag)."""
+    from gdrcheck.cli.views import nccl_version_of
+    from gdrcheck.rules.nccl import NEWEST, parse_version
+
+    for text in ("2.21.5", "2.21.5-1", "2.21.5+cuda12.4", " v2.21.5 "):
+        assert parse_version(text) == (2, 21, 5) == nccl_version_of(text), text
+    assert parse_version("2.21") == (2, 21, 0)
+    assert parse_version(None) == NEWEST == nccl_version_of(None)
+    for text in ("garbage", "", "9", "2.21.5-cuda", "2.21.5+rc1", "1234.1.1", "2.0.1", "2.21.5\n2.22.3"):
+        for read in (parse_version, nccl_version_of):
+            try:
+                read(text)
+            except ValueError as e:
+                assert "\n" not in str(e), text
+            else:
+                raise AssertionError(f"{text!r} read as a version")
+
+
+def test_the_command_line_takes_a_package_version_and_refuses_garbage_in_one_line():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+
+    def run(version):
+        return subprocess.run([sys.executable, "-m", "gdrcheck", "pairs", "--nccl-version", version, "--from",
+                               str(root / "fixtures/h100-x1-vm/nvidia-smi-topo.txt")], capture_output=True,
+                              text=True, cwd=root)
+
+    ok = run("2.21.5-1")
+    assert ok.returncode in (0, 1) and "2.21.5" in ok.stdout, ok.stderr
+    bad = run("garbage")
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1, bad.stderr
+    assert "not an NCCL version: 'garbage'" in bad.stderr

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache, partial
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.pcie.topology import Topology
 from gdrcheck.rules.base import Options
 from gdrcheck.rules.engine import build_pairs, nccl_node
-from gdrcheck.rules.nccl import node as nccl_node_mod
+from gdrcheck.rules.nccl import p2p_pairs, paths
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -48,7 +49,7 @@ def test_pair_types_shared_by_class_match_each_pair(inputs):
         topo, pairs, node = _judged(path)
         for p in pairs:
             fc = node.file_classes.get((p.a, p.b))
-            assert node.types[(p.a, p.b)] == nccl_node_mod.pair_type(topo, p, node.version, node.st, fc), (path, p)
+            assert node.types[(p.a, p.b)] == paths.pair_type(topo, p, node.version, node.st, fc), (path, p)
 
 
 def _scan_count(topo, a, b):
@@ -84,9 +85,9 @@ def test_link_index_matches_a_scan_of_every_link(inputs):
 def test_best_nic_kept_across_gpu_pairs_matches_each_pair(inputs):
     for path in inputs:
         topo, pairs, node = _judged(path)
-        nets: dict = {}
+        best = lru_cache(maxsize=None)(partial(p2p_pairs.best_net, node, topo))
         for p in pairs:
             if p.kind == "gpu-gpu":
                 t = node.types[(p.a, p.b)][0]
-                assert nccl_node_mod._net_faster(node, topo, p, t, nets) == \
-                    nccl_node_mod._net_faster(node, topo, p, t), (path, p)
+                assert p2p_pairs.net_faster(node, topo, p, t, best) == p2p_pairs.net_faster(node, topo, p, t), \
+                    (path, p)

@@ -12,8 +12,9 @@ Sources (``NVIDIA/nccl`` tags; line numbers at the tag named):
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
+
+from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,14 +54,23 @@ def version_str(v: Version) -> str:
     return ".".join(map(str, v))
 
 
-def parse_version(text: Optional[str]) -> Version:
-    if not text:
+# An NCCL release as NCCL and its packages write it: ``2.21.5`` (nccl.h, libnccl.so.2.21.5, the pip wheel),
+# ``2.21.5+cuda12.4`` (the ``NCCL version`` line of an NCCL_DEBUG=INFO log, init.cc), ``2.21.5-1`` (the deb and
+# rpm package revision), ``v2.21.5`` (the git tag); ``2.21`` is ``2.21.0``.
+_VERSION = lazy_pattern(r"\s*v?(\d{1,3})\.(\d{1,3})(?:\.(\d{1,3}))?(?:-\d+|\+cuda\d+(?:\.\d+)*)?\s*")
+
+
+def parse_version(text: Optional[str], floor: bool = True) -> Version:
+    """The one reading of an NCCL version string (``--nccl-version``, the versions found on the node, a job's
+    log); None is the newest release gdrcheck knows. ValueError, in one line, when ``text`` is not one or (with
+    ``floor``) is older than the oldest release modelled."""
+    if text is None:
         return NEWEST
-    m = re.match(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:-\d+)?\s*$", text)
+    m = _VERSION.fullmatch(text)
     if not m:
-        raise ValueError(f"not an NCCL version: {text!r} (expected e.g. 2.21.5)")
+        raise ValueError(f"not an NCCL version: {text[:40]!r} (expected e.g. 2.21.5)")
     v = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
-    if v < OLDEST:
+    if floor and v < OLDEST:
         raise ValueError(f"NCCL {version_str(v)} is older than the oldest rules gdrcheck models "
                          f"({version_str(OLDEST)})")
     return v

@@ -41,10 +41,6 @@ PXN_FROM = (2, 12, 7)
 MLOPART_FROM = (2, 30, 7)  # v2.30.7 paths.cc:466, 487; absent from v2.30.3 and v2.30.4 paths.cc
 
 
-def gdr_level(version: Version, st) -> Tuple[str, str]:
-    return st.gdr_level, st.gdr_level_source
-
-
 def distance(version: Version, st, t: Optional[str], gpu_c2c: Optional[bool]) -> Tuple[Optional[str], str]:
     """The type NCCL compares with the level, after the C2C rewrites of that version."""
     if t is None:
@@ -108,13 +104,7 @@ def decide(version: Version, st, *, t: Optional[str], candidates: Tuple[str, ...
     via = None
     d, how = distance(version, st, t, gpu_c2c)
     if d is None:
-        outs = {within(distance(version, st, c, gpu_c2c)[0], level, version) for c in candidates}
-        if candidates and outs == {False} and pxn is None:
-            return {"gdr": "disabled", "reason": f"every possible path ({', '.join(candidates)}) is beyond "
-                                                 f"NCCL_NET_GDR_LEVEL={level} ({level_src})"}
-        return {"gdr": "unknown", "reason": "the input does not show where the GPU and the NIC meet"
-                + (f" ({' or '.join(candidates)})" if candidates else ""),
-                "depends_on": ["the GPU-NIC path class"]}
+        return _unplaced(version, st, candidates, gpu_c2c, pxn)
     order = rank_in(version)
     if pxn is not None and (d not in order or order[d] > order["PXB"]):
         peer, peer_type = pxn
@@ -150,6 +140,20 @@ def decide(version: Version, st, *, t: Optional[str], candidates: Tuple[str, ...
     if depends:
         out["depends_on"] = depends
     return out
+
+
+def _unplaced(version: Version, st, candidates: Tuple[str, ...], gpu_c2c: Optional[bool],
+              pxn: Optional[Tuple[str, str]]) -> Dict[str, object]:
+    """The decision where the input does not show where the GPU and the NIC meet: off when every candidate
+    path is beyond the level, else unknown."""
+    level, level_src = st.gdr_level, st.gdr_level_source
+    outs = {within(distance(version, st, c, gpu_c2c)[0], level, version) for c in candidates}
+    if candidates and outs == {False} and pxn is None:
+        return {"gdr": "disabled", "reason": f"every possible path ({', '.join(candidates)}) is beyond "
+                                             f"NCCL_NET_GDR_LEVEL={level} ({level_src})"}
+    return {"gdr": "unknown", "reason": "the input does not show where the GPU and the NIC meet"
+            + (f" ({' or '.join(candidates)})" if candidates else ""),
+            "depends_on": ["the GPU-NIC path class"]}
 
 
 def dmabuf_flag(version: Version, st, dmabuf: Optional[dict], driver_version: Optional[str],

@@ -99,6 +99,7 @@ class PairFacts:
     nvml: Tuple[Tuple[str, Optional[str], Optional[str]], ...] = ()  # per hop: (hop, read, write)
     net_faster: Optional[bool] = False  # ncclTopoCheckNet: both GPUs have a faster NIC at PXB or closer
     net_detail: str = ""
+    link: str = "NVLink"  # the GPU link's name in the reasons ("xGMI" on an AMD GPU pair)
 
 
 def decide(version: Version, st, default: DefaultLevel, f: PairFacts) -> Dict[str, object]:
@@ -156,7 +157,7 @@ def _after_level(version: Version, st, f: PairFacts, t: str, reason: str, depend
             what = "; ".join(f"{hop}: read {r or '?'}, write {w or '?'}" for hop, r, w in bad)
             if nvlink and not ignore:
                 return {"p2p": "disabled", "init_fails": True,
-                        "reason": f"NVML P2P status {what} on an NVLink path: NCCL aborts at init ('P2P is "
+                        "reason": f"NVML P2P status {what} on an {f.link} path: NCCL aborts at init ('P2P is "
                                   "disabled between NVLINK connected GPUs'); NCCL_IGNORE_DISABLED_P2P=1 makes it "
                                   "use host memory instead"}
             if version >= NVML_PCIE_DISABLES_FROM or ignore:
@@ -187,8 +188,8 @@ def _after_level(version: Version, st, f: PairFacts, t: str, reason: str, depend
                                                 "(NCCL_NET_DISABLE_INTRA=1 keeps P2P)"}
         if f.net_faster is None:
             depends.append(f"ncclTopoCheckNet: {f.net_detail}")
-    out = {"p2p": "enabled", "reason": ("NVLink" if t == "NVL" else
-                                        f"NVLink through GPU {f.via} (NVB)" if t == "NVB" else "PCIe")
+    out = {"p2p": "enabled", "reason": (f.link if t == "NVL" else
+                                        f"{f.link} through GPU {f.via} (NVB)" if t == "NVB" else "PCIe")
            + f": {reason}"}
     if depends:
         out["depends_on"] = depends

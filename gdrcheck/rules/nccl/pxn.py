@@ -21,6 +21,8 @@ bandwidth first).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from gdrcheck.rules.nccl import gdr as gdr_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl.core import rank_in
@@ -28,7 +30,7 @@ from gdrcheck.rules.nccl.cpu import cpu_kind
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import List, Optional, Tuple
 
 LOCAL_GPUS_OF_NIC_FROM = (2, 19, 0)  # v2.19.1 topo.cc:753-775: the NIC's local GPUs only
 DEV_MOD_FROM = (2, 30, 7)  # v2.30.7 topo.cc:2070: dev % localGpuCount
@@ -68,10 +70,12 @@ class Relays:
         self.nics = sorted(n for n in node.nics if node.rdma.get(n) is not False)
         self.gg = {frozenset((p.a, p.b)): p for p in pairs if p.kind == "gpu-gpu"}
         self.default = p2p_rules.default_p2p_level(v, cpu_kind(node.cpu), len(node.gpus))
-        self._kept: Dict[frozenset, str] = {}
-        self._local: Dict[str, Optional[str]] = {}
-        self._memo: Dict[tuple, Optional[List[str]]] = {}
         self._index = {g: i for i, g in enumerate(self.gpus)}
+        # each answer depends on its arguments alone (the node, version and paths are fixed): asked once
+        self.local_nets = lru_cache(maxsize=None)(self._local_nets)
+        self.local_gpus = lru_cache(maxsize=None)(self._local_gpus)
+        self.local_gpu = lru_cache(maxsize=None)(self._local_gpu)
+        self._kept = lru_cache(maxsize=None)(self._kept_sorted)
 
     # -- the path types NCCL compares
     def gn_type(self, g: str, n: str) -> Optional[str]:
@@ -85,17 +89,11 @@ class Relays:
         low = min(self.order[t] for _, t in items)
         return [x for x, t in items if self.order[t] == low]
 
-    def local_nets(self, g: str) -> Optional[List[str]]:
-        key = ("nets", g)
-        if key not in self._memo:
-            self._memo[key] = self._best([(n, self.gn_type(g, n)) for n in self.nics])
-        return self._memo[key]
+    def _local_nets(self, g: str) -> Optional[List[str]]:
+        return self._best([(n, self.gn_type(g, n)) for n in self.nics])
 
-    def local_gpus(self, n: str) -> Optional[List[str]]:
-        key = ("gpus", n)
-        if key not in self._memo:
-            self._memo[key] = self._best([(g, self.gn_type(g, n)) for g in self.gpus])
-        return self._memo[key]
+    def _local_gpus(self, n: str) -> Optional[List[str]]:
+        return self._best([(g, self.gn_type(g, n)) for g in self.gpus])
 
     def local_net(self, g: str, c: int) -> Optional[str]:
         """``ncclTopoGetLocalNet`` (v2.30.7 ``topo.cc:2039-2074``, default ``NCCL_NETDEVS_POLICY``)."""
@@ -112,16 +110,13 @@ class Relays:
         net += c % (-(-len(nets) // len(lg)))
         return nets[net % len(nets)]
 
-    def local_gpu(self, n: str) -> Optional[str]:
+    def _local_gpu(self, n: str) -> Optional[str]:
         """``ncclTopoGetLocalGpu``: the one GPU that relays for NIC ``n``; None where NCCL finds none or the
         input does not show the paths it compares."""
-        if n in self._local:
-            return self._local[n]
         cands = self.local_gpus(n) if self.node.version >= LOCAL_GPUS_OF_NIC_FROM else self.gpus
         got = None
         if cands and all(self.local_nets(g) is not None for g in cands):
             got = next((g for c in range(MAXCHANNELS) for g in cands if self.local_net(g, c) == n), None)
-        self._local[n] = got
         return got
 
     def p2c_local(self, g: str, n: str) -> bool:
@@ -138,23 +133,20 @@ class Relays:
     def kept(self, a: str, b: str) -> str:
         """``enabled`` when ``ncclTopoCheckP2p`` keeps the pair's path, ``disabled`` when NCCL reroutes it
         through the CPU (``paths.cc:761-773``), ``unknown``."""
-        key = frozenset((a, b))
-        got = self._kept.get(key)
-        if got is None:
-            p = self.gg.get(key)
-            if p is None:
-                got = "unknown"
-            else:
-                t, cands, _flat, via = self.types[(p.a, p.b)]
-                hops = nvml_hops(self.snap, p.a, p.b, via)
-                if t in ("NVL", "NVB") and not self.node.st.ignore_disabled_p2p:
-                    # a refusing NVML status on an NVLink path aborts NCCL's init (paths.cc:394-399): in a job
-                    # that runs, a status the input does not show was OK
-                    hops = tuple((h, r or "OK", w or "OK") for h, r, w in hops)
-                facts = p2p_rules.PairFacts(t, cands, via, hops, False, "")
-                got = p2p_rules.decide(self.node.version, self.node.st, self.default, facts)["p2p"]
-            self._kept[key] = got
-        return got
+        return self._kept(*sorted((a, b)))
+
+    def _kept_sorted(self, a: str, b: str) -> str:
+        p = self.gg.get(frozenset((a, b)))
+        if p is None:
+            return "unknown"
+        t, cands, _flat, via = self.types[(p.a, p.b)]
+        hops = nvml_hops(self.snap, p.a, p.b, via)
+        if t in ("NVL", "NVB") and not self.node.st.ignore_disabled_p2p:
+            # a refusing NVML status on an NVLink path aborts NCCL's init (paths.cc:394-399): in a job
+            # that runs, a status the input does not show was OK
+            hops = tuple((h, r or "OK", w or "OK") for h, r, w in hops)
+        facts = p2p_rules.PairFacts(t, cands, via, hops, False, "")
+        return p2p_rules.decide(self.node.version, self.node.st, self.default, facts)["p2p"]
 
     def nvlinked(self, a: str, b: str) -> Optional[bool]:
         """The pair's path is NVLink after NCCL's P2P decision (``<= PATH_NVL``); None: not known."""

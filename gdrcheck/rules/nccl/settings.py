@@ -194,6 +194,12 @@ class NcclSettings:
     def param(self, name: str, default: int) -> int:
         return param(self.env, name, default)[0]
 
+    @property
+    def p2p_check_level(self) -> Optional[str]:
+        """The level a GPU pair's path type is held to: NCCL_P2P_DISABLE / NCCL_P2P_LEVEL where they decide, else
+        the default; None where the default rests on a fact the input does not show ("A|B")."""
+        return self.user_p2p_level or (self.p2p_level if "|" not in self.p2p_level else None)
+
 
 def gdr_default_level(version: Version, env: Mapping[str, str]) -> Tuple[str, str]:
     """v2.30.7 ``paths.cc:511`` (2.29.2+): P2C when ``NCCL_NET_GDR_C2C`` (default 1, v2.27.3 ``paths.cc:386``;

@@ -29,45 +29,28 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 
+    from gdrcheck.collectors.nccl_topo_file import TopoFile
     from gdrcheck.rules.nccl.core import Version
     Chain = Tuple[Tuple[str, ...], str, bool]  # PCI switches above the device (nearest first), its CPU, file met
 
 
 class FileTree:
-    """The file's ``<pci>`` elements (by their busid string, as NCCL matches it), their parents and CPUs, and
-    the ``<net name>`` elements with the ``<pci>`` that holds them."""
+    """The file's PCI tree as NCCL builds it: the ``<pci>`` elements (by their busid string, as NCCL matches it),
+    their parents and CPUs, their ids and which are NCCL's PCI nodes, and the ``<net name>`` elements with the
+    ``<pci>`` that holds them. ``parsed``: the file as :func:`gdrcheck.collectors.nccl_topo_file.read_topo_file`
+    read it."""
 
-    def __init__(self, root) -> None:
-        self.parent: Dict[str, Optional[str]] = {}
-        self.cpu: Dict[str, str] = {}
-        self.net_pci: Dict[str, Optional[str]] = {}
-        self.net_cpu: Dict[str, str] = {}
-        self.ids: Dict[str, int] = {}  # busid -> ncclTopoGetIntDevice of its <pci>
+    def __init__(self, parsed: TopoFile) -> None:
+        self.parent = parsed.parent
+        self.cpu = parsed.cpu
+        self.net_pci = parsed.net_pci
+        self.net_cpu = parsed.net_cpu
+        self.pcilinks = parsed.pcilinks
+        self.ids: Dict[str, int] = {b: _int_device(attrs) for b, attrs in parsed.ids.items()}
         self.switches: Dict[str, int] = {}  # busid of each of NCCL's PCI nodes -> its place in the document
-        self.pcilinks: Dict[str, List[str]] = {}
-        for cpu in root.iter("cpu"):
-            numa = cpu.get("numaid") or "-1"
-            stack: List[Tuple[object, Optional[str]]] = [(c, None) for c in reversed(cpu)]
-            while stack:
-                el, above = stack.pop()
-                if el.tag == "pci":
-                    busid = el.get("busid") or ""
-                    if busid and busid not in self.parent:  # the first one found is the one NCCL's lookup returns
-                        self.parent[busid] = above
-                        self.cpu[busid] = numa
-                        self.ids[busid] = _int_device(el)
-                        if _is_pci_node(el):
-                            self.switches[busid] = len(self.switches)
-                        links = [c.get("target") for c in el if c.tag == "pcilink" and c.get("target")]
-                        if links:
-                            self.pcilinks[busid] = [t.lower() for t in links]
-                    stack.extend((c, busid or above) for c in reversed(el))
-                elif el.tag == "nic":
-                    for net in el:
-                        name = net.get("name") if net.tag == "net" else None
-                        if name and name not in self.net_pci:
-                            self.net_pci[name] = above
-                            self.net_cpu[name] = numa
+        for busid in parsed.parent:
+            if _is_pci_node(parsed.pci_class[busid], busid in parsed.holds_nic):
+                self.switches[busid] = len(self.switches)
 
     def up(self, busid: str) -> Tuple[str, ...]:
         out: List[str] = []
@@ -109,13 +92,13 @@ class FileTree:
         return tuple(out), str(n) if n is not None else "-1", False
 
 
-def _int_device(el) -> int:
-    """``ncclTopoGetIntDevice`` (v2.30.7 ``topo.cc:521-534``): each attribute read with ``strtol(s, NULL, 0)``."""
+def _int_device(attrs: Tuple[Optional[str], ...]) -> int:
+    """``ncclTopoGetIntDevice`` (v2.30.7 ``topo.cc:521-534``) of a ``<pci>``'s vendor, device, subsystem_vendor
+    and subsystem_device attributes as written: each read with ``strtol(s, NULL, 0)``."""
     from gdrcheck.rules.nccl.settings import c_strtol
 
     out = 0
-    for name, shift in (("vendor", 48), ("device", 32), ("subsystem_vendor", 16), ("subsystem_device", 0)):
-        text = el.get(name)
+    for text, shift in zip(attrs, (48, 32, 16, 0)):
         if text is not None:
             out += c_strtol(text)[0] << shift
     return out & ((1 << 64) - 1)
@@ -124,11 +107,10 @@ def _int_device(el) -> int:
 _NOT_PCI = ("0x068000", "0x068001", "0x03", "0x02")  # kvDictPciClass: NVSwitch, CPU, GPU, NIC; else PCI
 
 
-def _is_pci_node(el) -> bool:
-    """``ncclTopoAddPci`` makes a PCI node of this ``<pci>``: no ``<nic>`` in it, and a PCI class."""
-    if any(c.tag == "nic" for c in el):
+def _is_pci_node(cls: str, holds_nic: bool) -> bool:
+    """``ncclTopoAddPci`` makes a PCI node of a ``<pci>`` of this class: no ``<nic>`` in it, and a PCI class."""
+    if holds_nic:
         return False
-    cls = el.get("class") or ""
     return cls.startswith(("0x060400", "0x080100")) or not cls.startswith(_NOT_PCI)
 
 

@@ -1,0 +1,85 @@
+"""Which NCCL judges the node, and the settings in force for it: the versions found on the node (library, pip
+wheel, PyTorch's requirement, a container's NCCL_VERSION), the one chosen and why, and the environment and
+settings files applied as that version reads them (:mod:`gdrcheck.rules.nccl.settings`).
+
+Pure: each function takes the snapshot or values it reads.
+"""
+
+from __future__ import annotations
+
+from gdrcheck.rules.nccl.core import NEWEST, parse_version, version_str
+from gdrcheck.rules.nccl.settings import NcclSettings, effective_env, settings
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Mapping, Optional, Tuple
+
+    from gdrcheck.rules.nccl.core import Version
+
+
+def versions_found(snap) -> List[Dict[str, object]]:
+    f = snap.host.get("nccl_versions")
+    out: List[Dict[str, object]] = []
+    if f is not None and getattr(f, "known", False) and isinstance(f.value, dict):
+        out = [dict(e) for e in f.value.get("found", ())]
+    # NVIDIA's containers record the NCCL they ship as NCCL_VERSION in their environment
+    env = _recorded_env(snap)
+    v = env.get("NCCL_VERSION") if env else None
+    if v and not any(str(e.get("version")) == v for e in out):
+        try:
+            parse_version(v)
+        except ValueError:
+            return out
+        out.append({"version": v, "kind": "environment", "where": "NCCL_VERSION in the environment"})
+    return out
+
+
+def _recorded_env(snap) -> Dict[str, str]:
+    conf = snap.host.get("nccl_conf")
+    if conf is not None and getattr(conf, "known", False) and isinstance(conf.value, dict) \
+            and isinstance(conf.value.get("env"), dict):
+        return conf.value["env"]
+    fact = snap.host.get("nccl_env")
+    if fact is not None and isinstance(fact.value, dict):
+        return {k: str(v["value"]) if isinstance(v, dict) and "value" in v else str(v) for k, v in fact.value.items()}
+    return {}
+
+
+def choose_version(requested: Optional[str], found: List[Dict[str, object]]) -> Tuple[Version, str]:
+    if requested:
+        return parse_version(requested), "--nccl-version"
+    good = []
+    for e in found:
+        try:
+            good.append((parse_version(str(e["version"])), e))
+        except ValueError:
+            continue
+    if good:
+        v, e = max(good, key=lambda x: x[0])
+        extra = "" if v <= NEWEST else f"; newer than the newest rules gdrcheck knows ({version_str(NEWEST)}), " \
+                                       f"judged with those"
+        return v, f"the newest NCCL found on the node ({e['kind']}: {e['where']}){extra}"
+    return NEWEST, (f"no NCCL found on the node (library, pip wheel or PyTorch): the newest rules gdrcheck knows "
+                    f"({version_str(NEWEST)})")
+
+
+def settings_for(snap, version: Version, options_env: Mapping[str, str], cpu: Optional[str], n_gpus: int,
+                 version_reason: str, job_gpus: Optional[int] = None) -> NcclSettings:
+    conf = snap.host.get("nccl_conf")
+    if conf is not None and getattr(conf, "known", False) and isinstance(conf.value, dict):
+        v = conf.value
+        got, read = effective_env(version, v.get("env"), v.get("env_source") or "environment",
+                                  v.get("files") or {}, v.get("home") or {}, options_env)
+        env = {k: s.value for k, s in got.items()}
+        sources = {k: s.source for k, s in got.items()}
+    else:  # an input without the raw layers: the collected values (newest file rules) and the options
+        env, sources, read = {}, {}, []
+        fact = snap.host.get("nccl_env")
+        if fact is not None and isinstance(fact.value, dict):
+            for k, val in fact.value.items():
+                env[k] = str(val["value"]) if isinstance(val, dict) and "value" in val else str(val)
+                sources[k] = val.get("source", "") if isinstance(val, dict) else ""
+        for k, val in options_env.items():
+            env[k], sources[k] = val, "gdrcheck options"
+    return settings(version, env, cpu, n_gpus, sources=sources, version_reason=version_reason, files_read=read,
+                    job_gpus=job_gpus)
