@@ -50,6 +50,9 @@ SHOWS: Dict[str, FrozenSet[str]] = {
     "nvidia-smi-q": frozenset({"gpus", "gpu_model", "bar1"}),
     # lspci -vvv | grep ACSCtl: the ACS Control of every bridge that has it, not whose
     "acsctl-grep": frozenset({"acs"}),
+    # a job's NCCL_DEBUG=INFO log: the GPUs of its ranks (busId), NCCL's version and settings (the NICs it names by
+    # index and HCA name are not placed as devices)
+    "nccl-log": frozenset({"gpus", "nccl"}),
 }
 
 

@@ -89,3 +89,16 @@ def test_made_up_addresses_are_marked_and_named(realworld):
     tree = realworld / "stelline-puget-wrx90-2xrtx6000ada" / "lspci-tv.txt"
     doc = json.loads(run("pairs", "--json", "--from", tree).stdout)
     assert not any(d.get("synthetic") for d in doc["devices"])
+
+
+def test_an_nccl_log_alone_never_passes_and_counts_no_nvme():
+    """A job's log names its ranks' GPUs and NCCL's settings; it places no NIC or NVMe drive as a device, so
+    it cannot say "0 RDMA NIC, 0 NVMe" (the SHARP-plugin log of NCCL issue 1737 used to PASS so)."""
+    from gdrcheck.collectors.input_kinds import INPUT_KINDS
+
+    assert {k.reads_as for k in INPUT_KINDS} <= set(SHOWS)  # every kind an input is read as has its row
+    log = ROOT / "fixtures" / "nccl-logs-public" / "nccl-1737-two-nodes-sharp-plugin.log"
+    r = run("check", "--from", log)
+    assert r.returncode == 3 and "GDR160" in r.stdout, r.stdout
+    fp = run("fingerprint", "--explain", "--from", log).stdout
+    assert "devices.nvme=not-in-input" in fp and "devices.nic=not-in-input" in fp
