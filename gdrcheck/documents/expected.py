@@ -174,7 +174,7 @@ def assumed_facts(evaluation) -> Tuple[Any, Any, Tuple[Assumption, ...]]:
         changes["numa_known"] = True
         made.append(NUMA)
     options = evaluation.options
-    if len(gpus) > 1 and getattr(options, "job_gpus", None) is None:
+    if len(gpus) > 1 and getattr(evaluation.nccl_node, "job_gpus", None) is None:
         options = replace(options, job_gpus=len(gpus))
         made.append(JOB)
     return replace(snap, **changes), options, tuple(made)
