@@ -61,6 +61,11 @@ P2P_STATUS = Assumption(
 NVLINK = Assumption(
     "nvlink", "NVLink", "present between the SXM/OAM GPUs (all to all, as through NVSwitch)",
     "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), ("NVLink",), brief="NVLink between the SXM/OAM GPUs")
+NVLINK_OPEN = Assumption(
+    "nvlink_open", "NVLink", "not assumed: these GPUs' NVLinks may join only some pairs (a V100/P100 SXM2 "
+    "hybrid cube mesh, or a model the input does not name); each pair is taken over PCIe, the worse answer",
+    "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), ("NVLink",),
+    brief="no NVLink assumed (the input does not show which pairs it joins)")
 NUMA = Assumption(
     "numa", "NUMA node", "the undecided pairs on different NUMA nodes (SYS: the worse answer)",
     "nvidia-smi topo -m, or cat /sys/bus/pci/devices/<bdf>/numa_node", ("GDR004",),
@@ -75,8 +80,20 @@ NVIDIA_FS = Assumption(
 
 _REACH_BRIEF = {"nics": "RDMA NICs beside the GPUs (NICs are not in this input)",
                 "nvme": "NVMe drives as GPUDirect Storage needs them (not in this input)"}
-KNOWN = (PEER_MEMORY, IOMMU, ACS, P2P_STATUS, NVLINK, NUMA, JOB, NVIDIA_FS)
+KNOWN = (PEER_MEMORY, IOMMU, ACS, P2P_STATUS, NVLINK, NVLINK_OPEN, NUMA, JOB, NVIDIA_FS)
 SETTLE_ALL = "run gdrcheck on the node"
+
+# parts whose GPUs are all joined to each other (NVSwitch, or all-to-all NVLink/xGMI on their boards); a V100
+# or P100 SXM2 board (DGX-1, NDv2) is a hybrid cube mesh, an MI250X board joins some pairs by one link, others
+# by two, or none
+_ALL_TO_ALL = ("V100 SXM3", "A100", "A800", "H100", "H800", "H200 SXM", "GH200", "B200", "B100", "GB200", "B300",
+               "GB300", "MI300", "MI325", "MI350", "MI355", "sm_80", "sm_90", "sm_100")
+
+
+def all_to_all(part: str) -> bool:
+    """Whether every two GPUs of this part (as :func:`gdrcheck.device_models.nvlink_part` names it) are joined."""
+    return any(word in part for word in _ALL_TO_ALL)
+
 
 # typical NVLink count between two GPUs of an NVSwitch system, by model (what nvidia-smi topo -m prints)
 _NV_COUNT = (("H100", 18), ("H200", 18), ("H800", 8), ("GH200", 18), ("B200", 18), ("B100", 18), ("GB200", 18),
@@ -111,35 +128,10 @@ def _nv_count(part: str) -> int:
 def assumed_facts(evaluation) -> Tuple[Any, Any, Tuple[Assumption, ...]]:
     """(a copy of the snapshot with the facts it lacks filled in, the options to judge it with, the assumptions
     made)."""
-    from gdrcheck.collectors.host_peermem import ALL_NCCL_PEERMEM_FILES
-    from gdrcheck.device_models import link_word, nvlink_part
-
     snap, topo = evaluation.snap, evaluation.topo
     made: List[Assumption] = []
-    host = dict(snap.host)
-    pm = host.get("peermem")
-    if not (pm is not None and isinstance(pm.value, dict) and isinstance(pm.value.get("nccl_files"), dict)):
-        host["peermem"] = Fact({"nvidia_peermem_loaded": True, "nv_peer_mem_loaded": False,
-                                "nccl_files": {f: True for f in ALL_NCCL_PEERMEM_FILES}}, source="assumed")
-        made.append(PEER_MEMORY)
-    io = host.get("iommu_devices")
-    per_dev = dict(io.value) if io is not None and isinstance(io.value, dict) else {}
-    missing = [d.bdf for d in snap.devices if per_dev.get(d.bdf) in (None, "unknown")]
-    if missing:
-        per_dev.update({b: "off" for b in missing})
-        host["iommu_devices"] = Fact(per_dev, source="assumed")
-        made.append(IOMMU)
-    nvfs = host.get("nvidia_fs")
-    if topo.of_kind("nvme") and (nvfs is None or nvfs.value is None):
-        host["nvidia_fs"] = Fact({"loaded": True}, source="assumed")
-        made.append(NVIDIA_FS)
-    devices = list(snap.devices)
-    for i, d in enumerate(devices):
-        if d.is_bridge and topo.device_kind.get(d.bdf) != "gpu" and not topo.acs(d.bdf).known:
-            devices[i] = replace(d, config=_acs_off_config(d.config))
-            if ACS not in made:
-                made.append(ACS)
-    changes: Dict[str, Any] = {"host": frozen_map(host), "devices": tuple(devices)}
+    changes: Dict[str, Any] = {"host": frozen_map(_host_filled(snap, topo, made)),
+                               "devices": _acs_filled(snap, topo, made)}
     gpus = topo.of_kind("gpu")
     status = dict(snap.p2p_status)
     for i, a in enumerate(gpus):
@@ -150,17 +142,10 @@ def assumed_facts(evaluation) -> Tuple[Any, Any, Tuple[Assumption, ...]]:
                     if P2P_STATUS not in made:
                         made.append(P2P_STATUS)
     changes["p2p_status"] = frozen_map(status)
-    links = []
-    for i, a in enumerate(gpus):
-        for b in gpus[i + 1:]:
-            if topo.nvlink_unseen(a, b):
-                part = nvlink_part(topo.by_bdf[a]) or ""
-                xgmi = link_word(topo.by_bdf[a]) == "xGMI"
-                links.append(NvLink(a, b, 1 if xgmi else _nv_count(part), source="xgmi" if xgmi else "assumed"))
-    if links:
+    links = _links_filled(snap, topo, gpus, made)
+    if links or NVLINK_OPEN in made:  # the pairs without an assumed link are taken over PCIe
         changes["nvlinks"] = tuple(snap.nvlinks) + tuple(links)
         changes["shows_nvlink"] = True
-        made.append(NVLINK)
     open_roots = [r for r in snap.roots if snap.root_numa.get(r) is None]
     if any(p.pcie_path is None and set(p.candidates) == {"NODE", "SYS"} for p in evaluation.pairs) and open_roots:
         numa = dict(snap.root_numa)
@@ -178,6 +163,62 @@ def assumed_facts(evaluation) -> Tuple[Any, Any, Tuple[Assumption, ...]]:
         options = replace(options, job_gpus=len(gpus))
         made.append(JOB)
     return replace(snap, **changes), options, tuple(made)
+
+
+def _host_filled(snap, topo, made: List[Assumption]) -> Dict[str, Any]:
+    """The host facts with peer memory, the IOMMU mode and nvidia-fs filled where the input lacks them."""
+    from gdrcheck.collectors.host_peermem import ALL_NCCL_PEERMEM_FILES
+
+    host = dict(snap.host)
+    pm = host.get("peermem")
+    if not (pm is not None and isinstance(pm.value, dict) and isinstance(pm.value.get("nccl_files"), dict)):
+        host["peermem"] = Fact({"nvidia_peermem_loaded": True, "nv_peer_mem_loaded": False,
+                                "nccl_files": {f: True for f in ALL_NCCL_PEERMEM_FILES}}, source="assumed")
+        made.append(PEER_MEMORY)
+    io = host.get("iommu_devices")
+    per_dev = dict(io.value) if io is not None and isinstance(io.value, dict) else {}
+    missing = [d.bdf for d in snap.devices if per_dev.get(d.bdf) in (None, "unknown")]
+    if missing:
+        per_dev.update({b: "off" for b in missing})
+        host["iommu_devices"] = Fact(per_dev, source="assumed")
+        made.append(IOMMU)
+    nvfs = host.get("nvidia_fs")
+    if topo.of_kind("nvme") and (nvfs is None or nvfs.value is None):
+        host["nvidia_fs"] = Fact({"loaded": True}, source="assumed")
+        made.append(NVIDIA_FS)
+    return host
+
+
+def _acs_filled(snap, topo, made: List[Assumption]) -> Tuple[Any, ...]:
+    """The functions, each bridge whose ACS the input cannot show given an ACS capability with Control 0."""
+    devices = list(snap.devices)
+    for i, d in enumerate(devices):
+        if d.is_bridge and topo.device_kind.get(d.bdf) != "gpu" and not topo.acs(d.bdf).known:
+            devices[i] = replace(d, config=_acs_off_config(d.config))
+            if ACS not in made:
+                made.append(ACS)
+    return tuple(devices)
+
+
+def _links_filled(snap, topo, gpus, made: List[Assumption]) -> List[NvLink]:
+    """NVLink where the input cannot show it and both GPUs are parts whose GPUs are all joined (NVSwitch, or
+    all-to-all xGMI); a part whose links may join only some pairs (a V100/P100 SXM2 hybrid cube mesh, a model
+    the input does not name) gets no link, and the assumption says so."""
+    from gdrcheck.device_models import link_word, nvlink_part
+
+    links: List[NvLink] = []
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            if topo.nvlink_unseen(a, b):
+                part = nvlink_part(topo.by_bdf[a]) or ""
+                xgmi = link_word(topo.by_bdf[a]) == "xGMI"
+                if all_to_all(part) and all_to_all(nvlink_part(topo.by_bdf[b]) or ""):
+                    links.append(NvLink(a, b, 1 if xgmi else _nv_count(part), source="xgmi" if xgmi else "assumed"))
+                elif NVLINK_OPEN not in made:
+                    made.append(NVLINK_OPEN)
+    if links:
+        made.append(NVLINK)
+    return links
 
 
 def _word(kind: str) -> Optional[str]:
