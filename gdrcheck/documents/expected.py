@@ -275,40 +275,10 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
                 effects_of.setdefault(k, []).append(f.effect)
     by_key = {(p.a, p.b): p for p in again.pairs}
     for p in open_pairs:
-        key = (p.a, p.b)
-        q = by_key.get(key)
-        if q is None:
-            continue
-        word = _word(p.kind)
-        own_view = nccl_decision(evaluation, p)
-        view = nccl_decision(again, q)
-        assumes: List[Dict[str, str]] = []
-        codes = {f.code for f in before.get(key, ())}
-        said = _said(own_view) if word and own_view.get(word) == "unknown" else ""
-        job_level = "|" in str(evaluation.settings.p2p_level)  # NCCL's default P2P level rests on the job
-        for a in made:
-            if codes & set(a.codes) or (said and any(w in said for w in a.words)) \
-                    or (a is JOB and said and p.kind == "gpu-gpu" and job_level):
-                assumes.append(a.to_doc())
-        verdict = again.verdicts[key]
-        if verdict == "unknown":
-            verdict = worst_verdict(effects_of.get(key, ()))
-            for f in after.get(key, ()):
-                assumes.append({"fact": f"{f.code}: {f.fold or f.message}", "assumed": "not in the way",
-                                "settle": f.settle or SETTLE_ALL, "brief": f"{f.code} not in the way"})
-        nccl: Dict[str, Any] = {}
-        if word:
-            decided = view.get(word)
-            if decided not in ("enabled", "disabled"):
-                decided = "disabled"
-                assumes.append({"fact": f"NCCL's decision: {_said(view).strip() or 'not shown by the input'}",
-                                "assumed": "NCCL does not use it (the worse answer)", "settle": SETTLE_ALL,
-                                "brief": "NCCL's open choices taken as off"})
-            nccl = {word: decided}
-        if not assumes and made:  # NCCL's answer moved with an assumption its words do not name
-            if verdict != out[key]["verdict"] or nccl != out[key]["nccl"]:
-                assumes = [a.to_doc() for a in made]
-        out[key] = {"verdict": verdict, "path": q.path, "nccl": nccl, "assumes": _unique(assumes)}
+        q = by_key.get((p.a, p.b))
+        if q is not None:
+            out[(p.a, p.b)] = _pair_expected(evaluation, again, p, q, (before, after, effects_of), made,
+                                             out[(p.a, p.b)])
     status = _status(evaluation, out, fail_on)
     if status == "pass" and _finding_fails(again, fail_on):
         status = "fail"
@@ -316,10 +286,55 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
     for f in node_open:  # what no assumption settles and concerns no pair (a timeout, functions of no kind)
         if f.effect == "unknown" and not f.pairs:
             brief = _REACH_BRIEF.get(f.subject[0], "") if f.code == "GDR160" else ""
-            brief = brief or f"{f.code} not in the way"
-            node.append({"fact": f"{f.code}: {f.fold or f.message}", "assumed": "not in the way",
-                         "settle": f.settle or SETTLE_ALL, "brief": brief, "pairs": 0})
+            node.append(dict(_not_in_the_way(f), **({"brief": brief} if brief else {}), pairs=0))
     return Expected(out, status, node)
+
+
+def _pair_expected(evaluation, again, p, q, seen, made, own: Dict[str, Any]) -> Dict[str, Any]:
+    """One open pair's expected answer: ``q``, the pair judged again on the filled facts; ``seen``: (the open
+    findings before, those after, each pair's effects after); ``own``: the pair's own answer."""
+    from gdrcheck.documents.decisions import nccl_decision
+
+    before, after, effects_of = seen
+    key = (p.a, p.b)
+    word = _word(p.kind)
+    own_view = nccl_decision(evaluation, p)
+    view = nccl_decision(again, q)
+    assumes: List[Dict[str, str]] = []
+    codes = {f.code for f in before.get(key, ())}
+    said = _said(own_view) if word and own_view.get(word) == "unknown" else ""
+    job_level = "|" in str(evaluation.settings.p2p_level)  # NCCL's default P2P level rests on the job
+    for a in made:
+        if codes & set(a.codes) or (said and any(w in said for w in a.words)) \
+                or (a is JOB and said and p.kind == "gpu-gpu" and job_level):
+            assumes.append(a.to_doc())
+    verdict = again.verdicts[key]
+    if verdict == "unknown":
+        verdict = worst_verdict(effects_of.get(key, ()))
+        assumes.extend(_not_in_the_way(f) for f in after.get(key, ()))
+    nccl: Dict[str, Any] = {}
+    if word:
+        decided = view.get(word)
+        if decided not in ("enabled", "disabled"):
+            decided = "disabled"
+            assumes.append({"fact": f"NCCL's decision: {_said(view).strip() or 'not shown by the input'}",
+                            "assumed": "NCCL does not use it (the worse answer)", "settle": SETTLE_ALL,
+                            "brief": "NCCL's open choices taken as off"})
+        nccl = {word: decided}
+    if not assumes and made:  # NCCL's answer moved with an assumption its words do not name
+        if verdict != own["verdict"] or nccl != own["nccl"]:
+            assumes = [a.to_doc() for a in made]
+    return {"verdict": verdict, "path": q.path, "nccl": nccl, "assumes": _unique(assumes)}
+
+
+def _not_in_the_way(f) -> Dict[str, str]:
+    """A finding no assumption settles, taken as no obstacle: said in words (the rule's title), not by code."""
+    from gdrcheck.rules import by_code
+
+    rule = by_code().get(f.code)
+    title = rule.title if rule is not None else f.code
+    return {"fact": f"{f.fold or f.message} ({f.code})", "assumed": "no obstacle", "settle": f.settle or SETTLE_ALL,
+            "brief": f"no obstacle where {title[0].lower()}{title[1:]}"}
 
 
 def _finding_fails(evaluation, fail_on: str) -> bool:
