@@ -38,10 +38,13 @@ def render_html(topology: Dict[str, Any], pairs: Dict[str, Any], bar1: Dict[str,
     from gdrcheck.render.svg_tree import render_svgs
 
     names = tm.device_names(topology)
-    made_up = [d for d in topology.get("devices") or [] if d.get("synthetic")]
+    # addresses gdrcheck made up (a matrix's devices), and functions on no root bus the input shows (an lspci
+    # -vvv alone): not drawn as a tree, listed by name
+    shown_roots = {r["root"] for r in topology.get("roots") or []}
+    made_up = [d for d in topology.get("devices") or [] if d.get("synthetic") or d["root"] not in shown_roots]
     drawn = topology
-    if made_up:  # addresses gdrcheck made up (a matrix's devices): not drawn as a tree, listed by name
-        drawn = dict(topology, devices=[d for d in topology.get("devices") or [] if not d.get("synthetic")])
+    if made_up:
+        drawn = dict(topology, devices=[d for d in topology.get("devices") or [] if d not in made_up])
     svgs, forest = render_svgs(drawn, names)
     host = pairs.get("host") or topology.get("host") or (topology.get("input") or {}).get("label") or "this node"
     body = [
@@ -186,8 +189,13 @@ def synthetic_name(d: Dict[str, Any], names: Dict[str, str]) -> str:
 def _unplaced(made_up: List[Dict[str, Any]], names: Dict[str, str]) -> str:
     if not made_up:
         return ""
-    return ("Not placed in a PCIe tree (the input does not show where they sit, and gives no bus id): "
-            + ", ".join(f"{synthetic_name(d, names)} (NUMA {_numa(d.get('numa_node'))})" for d in made_up) + ".")
+    kept = [d for d in made_up if d.get("synthetic") or d["bdf"] in names]  # GPUs, NICs, NVMe; not the rest
+    if not kept:
+        return ""
+    no_id = all(d.get("synthetic") for d in kept)
+    return (f"Not placed in a PCIe tree (the input does not show where they sit{', and gives no bus id' * no_id}): "
+            + ", ".join((synthetic_name(d, names) if d.get("synthetic") else f"{names[d['bdf']]} {d['bdf']}")
+                        + f" (NUMA {_numa(d.get('numa_node'))})" for d in kept) + ".")
 
 
 def _tree(svgs: List[str], forest: tm.Forest, topology, unplaced: str = "") -> str:
