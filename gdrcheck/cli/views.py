@@ -258,7 +258,12 @@ class CheckView(View):
                                      time.monotonic() - run.started, time.time(), per_pair=self.per_pair)
         from gdrcheck.render import adapters
 
-        text, self.word = {"text": adapters.check_text, "nhc": adapters.nhc, "npd": adapters.npd,
+        if self.fmt == "text":  # a terminal's lines are wrapped to its width; a log's kept whole
+            from gdrcheck.render.console import tty_width
+
+            text, self.word = adapters.check_text(printable(doc), None if run.output else tty_width())
+            return text
+        text, self.word = {"nhc": adapters.nhc, "npd": adapters.npd,
                            "nagios": adapters.nagios}[self.fmt](printable(doc))
         return text
 

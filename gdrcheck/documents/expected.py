@@ -19,6 +19,7 @@ import struct
 
 from gdrcheck.model import Fact, NvLink, frozen_map
 from gdrcheck.record import record, replace
+from gdrcheck.rules.acs_iommu import DECLARED_DOMAIN
 from gdrcheck.status import worst_verdict
 
 TYPE_CHECKING = False
@@ -74,13 +75,17 @@ JOB = Assumption(
     "job", "the job's GPUs", "the job uses every GPU of the node",
     "CUDA_VISIBLE_DEVICES of the job (gdrcheck --env CUDA_VISIBLE_DEVICES=...)", (),
     ("communicator",), brief="the job uses every GPU")
+ACS_DECLARED = Assumption(
+    "acs_declared", "ACS redirect", "off on the host's switch behind a switch the input declares",
+    "ask the provider: the switch has no address on the node (no lspci, no setpci)", ("GDR041",),
+    brief="ACS redirect off on the host's switches")
 NVIDIA_FS = Assumption(
     "nvidia_fs", "GPUDirect Storage", "nvidia-fs loaded", "lsmod | grep nvidia_fs; gdscheck -p", ("GDR063",),
     brief="nvidia-fs loaded")
 
 _REACH_BRIEF = {"nics": "RDMA NICs beside the GPUs (NICs are not in this input)",
                 "nvme": "NVMe drives as GPUDirect Storage needs them (not in this input)"}
-KNOWN = (PEER_MEMORY, IOMMU, ACS, P2P_STATUS, NVLINK, NVLINK_OPEN, NUMA, JOB, NVIDIA_FS)
+KNOWN = (PEER_MEMORY, IOMMU, ACS, ACS_DECLARED, P2P_STATUS, NVLINK, NVLINK_OPEN, NUMA, JOB, NVIDIA_FS)
 SETTLE_ALL = "run gdrcheck on the node"
 
 # parts whose GPUs are all joined to each other (NVSwitch, or all-to-all NVLink/xGMI on their boards); a V100
@@ -195,8 +200,9 @@ def _acs_filled(snap, topo, made: List[Assumption]) -> Tuple[Any, ...]:
     for i, d in enumerate(devices):
         if d.is_bridge and topo.device_kind.get(d.bdf) != "gpu" and not topo.acs(d.bdf).known:
             devices[i] = replace(d, config=_acs_off_config(d.config))
-            if ACS not in made:
-                made.append(ACS)
+            which = ACS_DECLARED if d.bdf.startswith(DECLARED_DOMAIN) else ACS
+            if which not in made:
+                made.append(which)
     return tuple(devices)
 
 

@@ -110,7 +110,7 @@ def select(env: Mapping[str, str], gpus: Sequence[GpuId]) -> Optional[JobGpus]:
             status = "unknown"  # a MIG device's own UUID: the input does not show MIG devices
         if status == "unknown":
             return JobGpus(setting, order, None, None, assumes,
-                           f"the input does not show which GPU {entry!r} names (nvidia-smi -L)")
+                           f"the input does not show which GPU {entry!r} names; nvidia-smi -L lists the UUIDs")
         if status == "invalid" or (bdf is not None and bdf in got):
             note = (f"CUDA ends the list at {entry!r}, "
                     f"{'a GPU named twice' if bdf is not None else 'which names no GPU of this node'}")
@@ -125,14 +125,14 @@ def select(env: Mapping[str, str], gpus: Sequence[GpuId]) -> Optional[JobGpus]:
 
 def numbering(job: JobGpus, labels: Optional[Mapping[str, str]] = None) -> str:
     """The job's GPUs in words: "GPU0 as cuda:0, GPU2 as cuda:1 (CUDA_VISIBLE_DEVICES=0,2, CUDA_DEVICE_ORDER=...)"."""
-    where = f"CUDA_VISIBLE_DEVICES={job.setting}, CUDA_DEVICE_ORDER={job.order}"
+    where = f"by CUDA_VISIBLE_DEVICES={job.setting} and CUDA_DEVICE_ORDER={job.order}"
     if job.gpus is None:
         held = f"{job.count} GPU(s), which ones not known" if job.count is not None else "GPUs not known"
     elif not job.gpus:
         held = "no GPU"
     else:
         held = ", ".join(f"{(labels or {}).get(b, b)} as cuda:{i}" for i, b in enumerate(job.gpus))
-    return f"the job holds {held} ({where}{'; ' + job.note if job.note else ''})"
+    return f"the job holds {held}, {where}{'; ' + job.note if job.note else ''}"
 
 
 def gpu_ids(snap, topo) -> List[GpuId]:
@@ -158,7 +158,7 @@ def pair_in_job(job: JobGpus, a: str, b: str, view: Dict[str, object]) -> None:
     """Say in a GPU pair's P2P ``view`` whether the job's communicator holds the pair, and as which devices."""
     if job.gpus is None:
         view["depends_on"] = list(view.get("depends_on", ())) + [  # type: ignore[call-overload]
-            f"which GPUs the job holds ({job.note or job.assumes or 'CUDA_VISIBLE_DEVICES=' + job.setting})"]
+            f"which GPUs the job holds: {job.note or job.assumes or 'CUDA_VISIBLE_DEVICES=' + job.setting}"]
         return
     out = [g for g in (a, b) if g not in job.gpus]
     if out:
