@@ -150,8 +150,9 @@ def _summary(topology, pairs) -> str:
         ("Virtual machine", _fact_cell(facts, "virtual", _yes_no)),
         ("NUMA nodes", _fact_cell(facts, "numa_nodes", lambda v: ", ".join(map(str, v)) or "none")),
         ("Devices", f"{kinds.get('gpu', 0)} GPU, {kinds.get('nic', 0)} NIC, {kinds.get('nvme', 0)} NVMe; "
-                    f"{len(topology.get('devices') or [])} PCI functions on "
-                    f"{_n(len(topology.get('roots') or []), 'root bus', 'root buses')}"),
+                    f"{len(topology.get('devices') or [])} PCI functions "
+                    + (f"on {_n(len(topology['roots']), 'root bus', 'root buses')}" if topology.get("roots")
+                       else "placed in no PCIe tree the input shows")),
         ("NCCL rules", escape(f"{n.get('version', '?')}: GDR level {n.get('gdr_level', '?')}, "
                               f"P2P level {n.get('p2p_level', '?')}") if n else "not known"),
         *((("NCCL log", escape(f"{n['log'].get('file')}: {n['log'].get('summary')}")),) if n.get("log") else ()),
@@ -298,6 +299,14 @@ def _matrix(pairs, names: Dict[str, str], topology) -> str:
             ths = "".join(f'<th title="{escape(where(c))}">{escape(label(c))}</th>' for c in block)
             out.append(f'<h3 class="mcap">{escape(head)}</h3><table class="m"><thead><tr><th></th>{ths}'
                        f'<th class="numa">NUMA</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    out.append(_device_table(devices, topology, label, where, made_up))
+    out.append(_links(topology, label))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _device_table(devices, topology, label, where, made_up) -> str:
+    """The matrices' key: each GPU, NIC and NVMe by name, address (or that it has none), Linux names, model."""
     order = {"gpu": 0, "nic": 1, "nvme": 2}
     legend = sorted((d for d in devices if d.get("kind") in order), key=lambda d: order[d["kind"]])
     ident = {d["bdf"]: tm.ident(d) for d in topology.get("devices") or []}
@@ -309,11 +318,8 @@ def _matrix(pairs, names: Dict[str, str], topology) -> str:
             name = ""
         lines.append(f"<tr><th>{escape(label(d['bdf']))}</th><td class=\"mono\">{escape(where(d['bdf']))}</td>"
                      f"<td>{escape(extra)}</td><td>{escape(name)}</td><td>{_numa(d.get('numa_node'))}</td></tr>")
-    out.append('<table class="devices"><thead><tr><th>name</th><th>address</th><th>Linux names</th>'
-               f'<th>device</th><th>NUMA</th></tr></thead><tbody>{"".join(lines)}</tbody></table>')
-    out.append(_links(topology, label))
-    out.append("</section>")
-    return "".join(out)
+    return ('<table class="devices"><thead><tr><th>name</th><th>address</th><th>Linux names</th>'
+            f'<th>device</th><th>NUMA</th></tr></thead><tbody>{"".join(lines)}</tbody></table>')
 
 
 def _nccl_log(pairs, names: Dict[str, str]) -> str:

@@ -257,11 +257,15 @@ def _p2p_off_by_setting(ctx: Context, p) -> Finding:
     """GDR006 where the job's setting (NCCL_P2P_DISABLE=1, NCCL_P2P_LEVEL=LOC) turns P2P off: the hardware is not
     the cause, NCCL runs the pair over shared host memory all the same (degraded)."""
     st = ctx.nccl
-    said = (f"{st.p2p_level_source} turns P2P off (set in {st.sources.get(_setting_name(st)) or 'the job'}), "
+    src = st.sources.get(_setting_name(st)) or "the job"
+    said = (f"{st.p2p_level_source} turns P2P off (set in {_SET_WITH.get(src, src)}), "
             f"whatever joins the two ({p.path or p.pcie_path or 'path not shown'}); unset it to let NCCL use P2P")
     return Finding(P2P_BEYOND_LEVEL.code, "warning", (p.a, p.b),
                    f"NCCL will use host memory, not P2P, between {pair_label(ctx, p)}: {said}",
                    pairs=((p.a, p.b),), effect="degraded", fold=said)
+
+
+_SET_WITH = {"gdrcheck options": "gdrcheck --env"}  # the layer of NCCL's settings gdrcheck's own --env is
 
 
 def _setting_name(st) -> str:

@@ -19,6 +19,7 @@ def test_della_topo_m_report_shows_names_not_ffff(realworld, tmp_path):
     assert '<th title="no bus id in this input">GPU0</th>' in body
     assert '<td class="mono">no bus id in this input</td>' in body
     assert "GPU0 of nvidia-smi topo -m" not in body
+    assert "5 PCI functions placed in no PCIe tree the input shows" in body  # not "on 5 root buses"
     assert "synthetic addresses in domain ffff" in notes  # said once, as what --json holds
 
 

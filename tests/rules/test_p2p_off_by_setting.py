@@ -19,7 +19,7 @@ def test_della_nvlink_pairs_with_p2p_disable_are_degraded(realworld):
     assert gg and all(p["path"].startswith("NV") for p in gg)
     assert all("GDR006" in p["findings"] and p["expected"]["verdict"] == "degraded" for p in gg)
     msg = next(f["message"] for f in doc["findings"] if f["code"] == "GDR006")
-    assert "NCCL_P2P_DISABLE=1 turns P2P off (set in gdrcheck options)" in msg and "(NV4)" in msg
+    assert "NCCL_P2P_DISABLE=1 turns P2P off (set in gdrcheck --env)" in msg and "(NV4)" in msg
 
 
 def test_della_without_the_setting_has_no_gdr006(realworld):
