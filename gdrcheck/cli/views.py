@@ -27,14 +27,6 @@ def env_of(pairs: Sequence[str]) -> Dict[str, str]:
     return out
 
 
-def job_gpus_of(env: Dict[str, str]) -> Optional[int]:
-    """How many GPUs of the node the job sees, from its CUDA_VISIBLE_DEVICES (None where it does not set it)."""
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
-    if cvd is None:
-        return None
-    return len([x for x in cvd.split(",") if x.strip()])
-
-
 def options_of(nccl_version: Optional[str], min_bar1: Optional[str] = None,
                bar1_used_max: Optional[float] = None, env: Sequence[str] = ()):
     """The rules' options from the command line; a bad value is a usage error naming its option."""
@@ -48,8 +40,7 @@ def options_of(nccl_version: Optional[str], min_bar1: Optional[str] = None,
                          f"knows; judged with the rules of NCCL {newest}\n")
     kw: Dict[str, Any] = {"nccl_version": nccl_version}
     if env:
-        kw["env"] = _or_bad_parameter(env_of, env, "--env")
-        kw["job_gpus"] = job_gpus_of(kw["env"])
+        kw["env"] = _or_bad_parameter(env_of, env, "--env")  # CUDA_VISIBLE_DEVICES: rules.cuda_visible
     if min_bar1 is not None:
         kw["min_bar1_bytes"] = _or_bad_parameter(size_of, min_bar1, "--min-bar1")
     if bar1_used_max is not None:
@@ -264,7 +255,12 @@ class CheckView(View):
                                      time.monotonic() - run.started, time.time(), per_pair=self.per_pair)
         from gdrcheck.render import adapters
 
-        text, self.word = {"text": adapters.check_text, "nhc": adapters.nhc, "npd": adapters.npd,
+        if self.fmt == "text":  # a terminal's lines are wrapped to its width; a log's kept whole
+            from gdrcheck.render.console import tty_width
+
+            text, self.word = adapters.check_text(printable(doc), None if run.output else tty_width())
+            return text
+        text, self.word = {"nhc": adapters.nhc, "npd": adapters.npd,
                            "nagios": adapters.nagios}[self.fmt](printable(doc))
         return text
 

@@ -87,6 +87,12 @@ def bar1_status(doc: Dict[str, Any], snap, topo, findings: Iterable, fail_on: st
     if gpus and any(g.get("bar1_total_bytes") is None for g in doc.get("gpus", [])) or (gpus and not doc.get("gpus")):
         return "unknown", "could not decide: BAR1 figures not available (NVML and nvidia-smi unavailable)"
     if not gpus:
+        from gdrcheck.rules.facts import blank_functions
+
+        blank = blank_functions(topo)
+        if blank:  # as check says (GDR124): GPUs may be among functions the input names by address only
+            return "unknown", (f"could not decide: no GPU recognised, and {len(blank)} PCI function"
+                               f"{'s' if len(blank) != 1 else ''} named by address only may be GPUs")
         why = "; ".join(f"{c.name}: {c.detail}" for c in snap.collectors if c.name in ("nvml", "nvidia-smi")
                         and c.status != "ok")
         word = "unknown" if snap.input_kind in ("live", "snapshot") and why else "pass"

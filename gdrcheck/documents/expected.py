@@ -19,6 +19,7 @@ import struct
 
 from gdrcheck.model import Fact, NvLink, frozen_map
 from gdrcheck.record import record, replace
+from gdrcheck.rules.acs_iommu import DECLARED_DOMAIN
 from gdrcheck.status import worst_verdict
 
 TYPE_CHECKING = False
@@ -61,6 +62,11 @@ P2P_STATUS = Assumption(
 NVLINK = Assumption(
     "nvlink", "NVLink", "present between the SXM/OAM GPUs (all to all, as through NVSwitch)",
     "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), ("NVLink",), brief="NVLink between the SXM/OAM GPUs")
+NVLINK_OPEN = Assumption(
+    "nvlink_open", "NVLink", "not assumed: these GPUs' NVLinks may join only some pairs (a V100/P100 SXM2 "
+    "hybrid cube mesh, or a model the input does not name); each pair is taken over PCIe, the worse answer",
+    "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), ("NVLink",),
+    brief="no NVLink assumed (the input does not show which pairs it joins)")
 NUMA = Assumption(
     "numa", "NUMA node", "the undecided pairs on different NUMA nodes (SYS: the worse answer)",
     "nvidia-smi topo -m, or cat /sys/bus/pci/devices/<bdf>/numa_node", ("GDR004",),
@@ -69,14 +75,30 @@ JOB = Assumption(
     "job", "the job's GPUs", "the job uses every GPU of the node",
     "CUDA_VISIBLE_DEVICES of the job (gdrcheck --env CUDA_VISIBLE_DEVICES=...)", (),
     ("communicator",), brief="the job uses every GPU")
+ACS_DECLARED = Assumption(
+    "acs_declared", "ACS redirect", "off on the host's switch behind a switch the input declares",
+    "ask the provider: the switch has no address on the node (no lspci, no setpci)", ("GDR041",),
+    brief="ACS redirect off on the host's switches")
 NVIDIA_FS = Assumption(
     "nvidia_fs", "GPUDirect Storage", "nvidia-fs loaded", "lsmod | grep nvidia_fs; gdscheck -p", ("GDR063",),
     brief="nvidia-fs loaded")
 
 _REACH_BRIEF = {"nics": "RDMA NICs beside the GPUs (NICs are not in this input)",
                 "nvme": "NVMe drives as GPUDirect Storage needs them (not in this input)"}
-KNOWN = (PEER_MEMORY, IOMMU, ACS, P2P_STATUS, NVLINK, NUMA, JOB, NVIDIA_FS)
+KNOWN = (PEER_MEMORY, IOMMU, ACS, ACS_DECLARED, P2P_STATUS, NVLINK, NVLINK_OPEN, NUMA, JOB, NVIDIA_FS)
 SETTLE_ALL = "run gdrcheck on the node"
+
+# parts whose GPUs are all joined to each other (NVSwitch, or all-to-all NVLink/xGMI on their boards); a V100
+# or P100 SXM2 board (DGX-1, NDv2) is a hybrid cube mesh, an MI250X board joins some pairs by one link, others
+# by two, or none
+_ALL_TO_ALL = ("V100 SXM3", "A100", "A800", "H100", "H800", "H200 SXM", "GH200", "B200", "B100", "GB200", "B300",
+               "GB300", "MI300", "MI325", "MI350", "MI355", "sm_80", "sm_90", "sm_100")
+
+
+def all_to_all(part: str) -> bool:
+    """Whether every two GPUs of this part (as :func:`gdrcheck.device_models.nvlink_part` names it) are joined."""
+    return any(word in part for word in _ALL_TO_ALL)
+
 
 # typical NVLink count between two GPUs of an NVSwitch system, by model (what nvidia-smi topo -m prints)
 _NV_COUNT = (("H100", 18), ("H200", 18), ("H800", 8), ("GH200", 18), ("B200", 18), ("B100", 18), ("GB200", 18),
@@ -111,11 +133,47 @@ def _nv_count(part: str) -> int:
 def assumed_facts(evaluation) -> Tuple[Any, Any, Tuple[Assumption, ...]]:
     """(a copy of the snapshot with the facts it lacks filled in, the options to judge it with, the assumptions
     made)."""
-    from gdrcheck.collectors.host_peermem import ALL_NCCL_PEERMEM_FILES
-    from gdrcheck.device_models import link_word, nvlink_part
-
     snap, topo = evaluation.snap, evaluation.topo
     made: List[Assumption] = []
+    changes: Dict[str, Any] = {"host": frozen_map(_host_filled(snap, topo, made)),
+                               "devices": _acs_filled(snap, topo, made)}
+    gpus = topo.of_kind("gpu")
+    status = dict(snap.p2p_status)
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            for cap in ("read", "write"):
+                if (a, b, cap) not in status and (b, a, cap) not in status:
+                    status[(a, b, cap)] = "OK"
+                    if P2P_STATUS not in made:
+                        made.append(P2P_STATUS)
+    changes["p2p_status"] = frozen_map(status)
+    links = _links_filled(snap, topo, gpus, made)
+    if links or NVLINK_OPEN in made:  # the pairs without an assumed link are taken over PCIe
+        changes["nvlinks"] = tuple(snap.nvlinks) + tuple(links)
+        changes["shows_nvlink"] = True
+    open_roots = [r for r in snap.roots if snap.root_numa.get(r) is None]
+    if any(p.pcie_path is None and set(p.candidates) == {"NODE", "SYS"} for p in evaluation.pairs) and open_roots:
+        numa = dict(snap.root_numa)
+        used = {n for n in numa.values() if n is not None} | {d.numa_node for d in snap.devices
+                                                               if d.numa_node is not None}
+        nxt = max(used, default=-1) + 1
+        for r in open_roots:
+            numa[r] = nxt
+            nxt += 1
+        changes["root_numa"] = frozen_map(numa)
+        changes["numa_known"] = True
+        made.append(NUMA)
+    options = evaluation.options
+    if len(gpus) > 1 and getattr(evaluation.nccl_node, "job_gpus", None) is None:
+        options = replace(options, job_gpus=len(gpus))
+        made.append(JOB)
+    return replace(snap, **changes), options, tuple(made)
+
+
+def _host_filled(snap, topo, made: List[Assumption]) -> Dict[str, Any]:
+    """The host facts with peer memory, the IOMMU mode and nvidia-fs filled where the input lacks them."""
+    from gdrcheck.collectors.host_peermem import ALL_NCCL_PEERMEM_FILES
+
     host = dict(snap.host)
     pm = host.get("peermem")
     if not (pm is not None and isinstance(pm.value, dict) and isinstance(pm.value.get("nccl_files"), dict)):
@@ -133,51 +191,40 @@ def assumed_facts(evaluation) -> Tuple[Any, Any, Tuple[Assumption, ...]]:
     if topo.of_kind("nvme") and (nvfs is None or nvfs.value is None):
         host["nvidia_fs"] = Fact({"loaded": True}, source="assumed")
         made.append(NVIDIA_FS)
+    return host
+
+
+def _acs_filled(snap, topo, made: List[Assumption]) -> Tuple[Any, ...]:
+    """The functions, each bridge whose ACS the input cannot show given an ACS capability with Control 0."""
     devices = list(snap.devices)
     for i, d in enumerate(devices):
         if d.is_bridge and topo.device_kind.get(d.bdf) != "gpu" and not topo.acs(d.bdf).known:
             devices[i] = replace(d, config=_acs_off_config(d.config))
-            if ACS not in made:
-                made.append(ACS)
-    changes: Dict[str, Any] = {"host": frozen_map(host), "devices": tuple(devices)}
-    gpus = topo.of_kind("gpu")
-    status = dict(snap.p2p_status)
-    for i, a in enumerate(gpus):
-        for b in gpus[i + 1:]:
-            for cap in ("read", "write"):
-                if (a, b, cap) not in status and (b, a, cap) not in status:
-                    status[(a, b, cap)] = "OK"
-                    if P2P_STATUS not in made:
-                        made.append(P2P_STATUS)
-    changes["p2p_status"] = frozen_map(status)
-    links = []
+            which = ACS_DECLARED if d.bdf.startswith(DECLARED_DOMAIN) else ACS
+            if which not in made:
+                made.append(which)
+    return tuple(devices)
+
+
+def _links_filled(snap, topo, gpus, made: List[Assumption]) -> List[NvLink]:
+    """NVLink where the input cannot show it and both GPUs are parts whose GPUs are all joined (NVSwitch, or
+    all-to-all xGMI); a part whose links may join only some pairs (a V100/P100 SXM2 hybrid cube mesh, a model
+    the input does not name) gets no link, and the assumption says so."""
+    from gdrcheck.device_models import link_word, nvlink_part
+
+    links: List[NvLink] = []
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
             if topo.nvlink_unseen(a, b):
                 part = nvlink_part(topo.by_bdf[a]) or ""
                 xgmi = link_word(topo.by_bdf[a]) == "xGMI"
-                links.append(NvLink(a, b, 1 if xgmi else _nv_count(part), source="xgmi" if xgmi else "assumed"))
+                if all_to_all(part) and all_to_all(nvlink_part(topo.by_bdf[b]) or ""):
+                    links.append(NvLink(a, b, 1 if xgmi else _nv_count(part), source="xgmi" if xgmi else "assumed"))
+                elif NVLINK_OPEN not in made:
+                    made.append(NVLINK_OPEN)
     if links:
-        changes["nvlinks"] = tuple(snap.nvlinks) + tuple(links)
-        changes["shows_nvlink"] = True
         made.append(NVLINK)
-    open_roots = [r for r in snap.roots if snap.root_numa.get(r) is None]
-    if any(p.pcie_path is None and set(p.candidates) == {"NODE", "SYS"} for p in evaluation.pairs) and open_roots:
-        numa = dict(snap.root_numa)
-        used = {n for n in numa.values() if n is not None} | {d.numa_node for d in snap.devices
-                                                               if d.numa_node is not None}
-        nxt = max(used, default=-1) + 1
-        for r in open_roots:
-            numa[r] = nxt
-            nxt += 1
-        changes["root_numa"] = frozen_map(numa)
-        changes["numa_known"] = True
-        made.append(NUMA)
-    options = evaluation.options
-    if len(gpus) > 1 and getattr(options, "job_gpus", None) is None:
-        options = replace(options, job_gpus=len(gpus))
-        made.append(JOB)
-    return replace(snap, **changes), options, tuple(made)
+    return links
 
 
 def _word(kind: str) -> Optional[str]:
@@ -234,40 +281,10 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
                 effects_of.setdefault(k, []).append(f.effect)
     by_key = {(p.a, p.b): p for p in again.pairs}
     for p in open_pairs:
-        key = (p.a, p.b)
-        q = by_key.get(key)
-        if q is None:
-            continue
-        word = _word(p.kind)
-        own_view = nccl_decision(evaluation, p)
-        view = nccl_decision(again, q)
-        assumes: List[Dict[str, str]] = []
-        codes = {f.code for f in before.get(key, ())}
-        said = _said(own_view) if word and own_view.get(word) == "unknown" else ""
-        job_level = "|" in str(evaluation.settings.p2p_level)  # NCCL's default P2P level rests on the job
-        for a in made:
-            if codes & set(a.codes) or (said and any(w in said for w in a.words)) \
-                    or (a is JOB and said and p.kind == "gpu-gpu" and job_level):
-                assumes.append(a.to_doc())
-        verdict = again.verdicts[key]
-        if verdict == "unknown":
-            verdict = worst_verdict(effects_of.get(key, ()))
-            for f in after.get(key, ()):
-                assumes.append({"fact": f"{f.code}: {f.fold or f.message}", "assumed": "not in the way",
-                                "settle": f.settle or SETTLE_ALL, "brief": f"{f.code} not in the way"})
-        nccl: Dict[str, Any] = {}
-        if word:
-            decided = view.get(word)
-            if decided not in ("enabled", "disabled"):
-                decided = "disabled"
-                assumes.append({"fact": f"NCCL's decision: {_said(view).strip() or 'not shown by the input'}",
-                                "assumed": "NCCL does not use it (the worse answer)", "settle": SETTLE_ALL,
-                                "brief": "NCCL's open choices taken as off"})
-            nccl = {word: decided}
-        if not assumes and made:  # NCCL's answer moved with an assumption its words do not name
-            if verdict != out[key]["verdict"] or nccl != out[key]["nccl"]:
-                assumes = [a.to_doc() for a in made]
-        out[key] = {"verdict": verdict, "path": q.path, "nccl": nccl, "assumes": _unique(assumes)}
+        q = by_key.get((p.a, p.b))
+        if q is not None:
+            out[(p.a, p.b)] = _pair_expected(evaluation, again, p, q, (before, after, effects_of), made,
+                                             out[(p.a, p.b)])
     status = _status(evaluation, out, fail_on)
     if status == "pass" and _finding_fails(again, fail_on):
         status = "fail"
@@ -275,10 +292,55 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
     for f in node_open:  # what no assumption settles and concerns no pair (a timeout, functions of no kind)
         if f.effect == "unknown" and not f.pairs:
             brief = _REACH_BRIEF.get(f.subject[0], "") if f.code == "GDR160" else ""
-            brief = brief or f"{f.code} not in the way"
-            node.append({"fact": f"{f.code}: {f.fold or f.message}", "assumed": "not in the way",
-                         "settle": f.settle or SETTLE_ALL, "brief": brief, "pairs": 0})
+            node.append(dict(_not_in_the_way(f), **({"brief": brief} if brief else {}), pairs=0))
     return Expected(out, status, node)
+
+
+def _pair_expected(evaluation, again, p, q, seen, made, own: Dict[str, Any]) -> Dict[str, Any]:
+    """One open pair's expected answer: ``q``, the pair judged again on the filled facts; ``seen``: (the open
+    findings before, those after, each pair's effects after); ``own``: the pair's own answer."""
+    from gdrcheck.documents.decisions import nccl_decision
+
+    before, after, effects_of = seen
+    key = (p.a, p.b)
+    word = _word(p.kind)
+    own_view = nccl_decision(evaluation, p)
+    view = nccl_decision(again, q)
+    assumes: List[Dict[str, str]] = []
+    codes = {f.code for f in before.get(key, ())}
+    said = _said(own_view) if word and own_view.get(word) == "unknown" else ""
+    job_level = "|" in str(evaluation.settings.p2p_level)  # NCCL's default P2P level rests on the job
+    for a in made:
+        if codes & set(a.codes) or (said and any(w in said for w in a.words)) \
+                or (a is JOB and said and p.kind == "gpu-gpu" and job_level):
+            assumes.append(a.to_doc())
+    verdict = again.verdicts[key]
+    if verdict == "unknown":
+        verdict = worst_verdict(effects_of.get(key, ()))
+        assumes.extend(_not_in_the_way(f) for f in after.get(key, ()))
+    nccl: Dict[str, Any] = {}
+    if word:
+        decided = view.get(word)
+        if decided not in ("enabled", "disabled"):
+            decided = "disabled"
+            assumes.append({"fact": f"NCCL's decision: {_said(view).strip() or 'not shown by the input'}",
+                            "assumed": "NCCL does not use it (the worse answer)", "settle": SETTLE_ALL,
+                            "brief": "NCCL's open choices taken as off"})
+        nccl = {word: decided}
+    if not assumes and made:  # NCCL's answer moved with an assumption its words do not name
+        if verdict != own["verdict"] or nccl != own["nccl"]:
+            assumes = [a.to_doc() for a in made]
+    return {"verdict": verdict, "path": q.path, "nccl": nccl, "assumes": _unique(assumes)}
+
+
+def _not_in_the_way(f) -> Dict[str, str]:
+    """A finding no assumption settles, taken as no obstacle: said in words (the rule's title), not by code."""
+    from gdrcheck.rules import by_code
+
+    rule = by_code().get(f.code)
+    title = rule.title if rule is not None else f.code
+    return {"fact": f"{f.fold or f.message} ({f.code})", "assumed": "no obstacle", "settle": f.settle or SETTLE_ALL,
+            "brief": f"no obstacle where {title[0].lower()}{title[1:]}"}
 
 
 def _finding_fails(evaluation, fail_on: str) -> bool:

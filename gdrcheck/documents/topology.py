@@ -155,8 +155,13 @@ def topology_doc(topo: Topology, describe_input: bool = False) -> Dict[str, Any]
     ``--json`` so that a snapshot replays to the same bytes as the live run."""
     snap = topo.snap
     doc = header_doc(snap)
+    # a function the input shows without the bridges above it (an lspci -vvv alone) is on no root bus the input
+    # shows: its device keeps the bus as "root", and no root bus is listed for it
+    unplaced = set(snap.unplaced)
+    placed = {d.root for d in snap.devices if d.bdf not in unplaced}
+    placed |= set(snap.roots) - {d.root for d in snap.devices}
     doc["roots"] = [{"root": r, "numa_node": topo.root_numa(r) if snap.numa_known else None}
-                    for r in topo.roots()]
+                    for r in topo.roots() if not unplaced or r in placed]
     doc["devices"] = [device_doc(topo, b) for b in sorted(topo.by_bdf, key=bdf_key)]
     doc["collectors"] = collectors_doc(snap)
     if snap.notes:

@@ -216,8 +216,17 @@ class Topology:
             if fact is not None:
                 return fact.cls, ()
         if self.snap.unplaced and (a in self.snap.unplaced or b in self.snap.unplaced):
+            # NUMA nodes the input shows for real functions (lspci -vvv's "NUMA node:"): different nodes are SYS
+            # whatever the tree, one node rules SYS out (a matrix's NV# cell keeps its PCIe class open, as it was)
+            na, nb = self.numa(a), self.numa(b)
+            if na is not None and nb is not None and not self._synthetic(a) and not self._synthetic(b):
+                return ("SYS", ()) if na != nb else (None, PCIE_CLASSES[:-1])
             return None, PCIE_CLASSES
         return self.tree_class(a, b)
+
+    def _synthetic(self, bdf: str) -> bool:
+        d = self.by_bdf[bdf]
+        return bool(d.extra and d.extra.get("synthetic"))
 
     def tree_class(self, a: str, b: str) -> Tuple[Optional[str], Tuple[str, ...]]:
         """(class, candidates) from the PCIe tree alone."""

@@ -19,7 +19,7 @@ from gdrcheck.status import STATUS_WORDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Tuple
+    from typing import Any, Dict, List, Optional, Tuple
 
 
 def nhc(doc: Dict[str, Any]) -> Tuple[str, str]:
@@ -86,8 +86,9 @@ def _first_said(f: Dict[str, Any]) -> str:
     return msg[: -len(suffix)] if suffix and msg.endswith(suffix) else msg
 
 
-def check_text(doc: Dict[str, Any]) -> Tuple[str, str]:
-    """The gate as a person reads it: the verdict line, then each finding with where to read the fix."""
+def check_text(doc: Dict[str, Any], width: Optional[int] = None) -> Tuple[str, str]:
+    """The gate as a person reads it: the verdict line, then each finding with where to read the fix. ``width``:
+    a terminal's, to wrap each line to (a finding's under its message); None in a log, one line each."""
     word = STATUS_WORDS[doc["status"]]
     host = doc.get("host") or "this input"
     from gdrcheck.documents.expected import expected_if
@@ -113,4 +114,12 @@ def check_text(doc: Dict[str, Any]) -> Tuple[str, str]:
         lines.append(f"  ({quiet} informational finding{'s' if quiet > 1 else ''}: gdrcheck pairs shows them)")
     if shown:
         lines.append("fixes: gdrcheck explain CODE")
+    if width:
+        from gdrcheck.render.layout import wrap
+
+        lines = [piece.plain.rstrip() for line in lines
+                 for piece in wrap(line, width, _FINDING_HANG if line.startswith("  GDR") else 2)]
     return "\n".join(lines) + "\n", doc["status"]
+
+
+_FINDING_HANG = len("  GDR000 warning ")  # a finding's continuation lines start under its message

@@ -96,7 +96,7 @@ def render_bar1(doc: Dict[str, Any], console) -> None:
         put(console, f"BAR1, used, memory: {', '.join(sources) or 'not read'}; sysfs: the bus's BAR "
                      f"({'/'.join(bus_names) or 'resource'}); ReBAR: the Resizable BAR capability")
     else:
-        put(console, "no NVIDIA GPUs found in this input")
+        put(console, "no NVIDIA GPU recognised in this input")
     for g in gpus:
         label = f"GPU{g['index']}" if g.get("index") is not None else g["bdf"]
         procs = g.get("processes") or []

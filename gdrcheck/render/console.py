@@ -36,6 +36,16 @@ def text_width(stream=None) -> int:
     return max(cols, MIN_WIDTH)
 
 
+def tty_width(stream=None):
+    """The width to wrap to where ``stream`` (stdout) is a terminal; None in a pipe or a file (a log keeps each
+    line whole)."""
+    stream = stream or sys.stdout
+    try:
+        return text_width(stream) if stream.isatty() else None
+    except (ValueError, AttributeError):
+        return None
+
+
 def make_console(stderr: bool = False, to_file: bool = False):
     from rich.console import Console
 

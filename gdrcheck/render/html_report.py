@@ -12,6 +12,7 @@ import re
 from html import escape
 
 from gdrcheck.render import tree_model as tm
+from gdrcheck.render.html_css import CSS
 from gdrcheck.units import human_bytes
 
 TYPE_CHECKING = False
@@ -37,12 +38,19 @@ def render_html(topology: Dict[str, Any], pairs: Dict[str, Any], bar1: Dict[str,
     from gdrcheck.render.svg_tree import render_svgs
 
     names = tm.device_names(topology)
-    svgs, forest = render_svgs(topology, names)
+    # addresses gdrcheck made up (a matrix's devices), and functions on no root bus the input shows (an lspci
+    # -vvv alone): not drawn as a tree, listed by name
+    shown_roots = {r["root"] for r in topology.get("roots") or []}
+    made_up = [d for d in topology.get("devices") or [] if d.get("synthetic") or d["root"] not in shown_roots]
+    drawn = topology
+    if made_up:
+        drawn = dict(topology, devices=[d for d in topology.get("devices") or [] if d not in made_up])
+    svgs, forest = render_svgs(drawn, names)
     host = pairs.get("host") or topology.get("host") or (topology.get("input") or {}).get("label") or "this node"
     body = [
         _header(topology, pairs, host),
         _summary(topology, pairs),
-        _tree(svgs, forest, topology),
+        _tree(svgs, forest, topology, _unplaced(made_up, names)),
         _matrix(pairs, names, topology),
         _nccl_log(pairs, names),
         _bar1(bar1),
@@ -142,8 +150,9 @@ def _summary(topology, pairs) -> str:
         ("Virtual machine", _fact_cell(facts, "virtual", _yes_no)),
         ("NUMA nodes", _fact_cell(facts, "numa_nodes", lambda v: ", ".join(map(str, v)) or "none")),
         ("Devices", f"{kinds.get('gpu', 0)} GPU, {kinds.get('nic', 0)} NIC, {kinds.get('nvme', 0)} NVMe; "
-                    f"{len(topology.get('devices') or [])} PCI functions on "
-                    f"{_n(len(topology.get('roots') or []), 'root bus', 'root buses')}"),
+                    f"{len(topology.get('devices') or [])} PCI functions "
+                    + (f"on {_n(len(topology['roots']), 'root bus', 'root buses')}" if topology.get("roots")
+                       else "placed in no PCIe tree the input shows")),
         ("NCCL rules", escape(f"{n.get('version', '?')}: GDR level {n.get('gdr_level', '?')}, "
                               f"P2P level {n.get('p2p_level', '?')}") if n else "not known"),
         *((("NCCL log", escape(f"{n['log'].get('file')}: {n['log'].get('summary')}")),) if n.get("log") else ()),
@@ -163,13 +172,42 @@ def _vorder(v: str) -> int:
     return {"ok": 0, "degraded": 1, "fail": 2, "unknown": 3}.get(v, 4)
 
 
-def _tree(svgs: List[str], forest: tm.Forest, topology) -> str:
+NO_BUS_ID = "no bus id in this input"
+MADE_UP_NAME = " of nvidia-smi topo -m"  # the name a matrix's device is given (GPU0 of nvidia-smi topo -m)
+KIND_WORD = {"gpu": "GPU", "nic": "NIC", "nvme": "NVMe", "nvswitch": "NVSwitch"}
+
+
+def synthetic_name(d: Dict[str, Any], names: Dict[str, str]) -> str:
+    """A device whose address gdrcheck made up, as ``gdrcheck pairs`` names it: ``GPU0``, ``NIC mlx5_0``."""
+    label = names.get(d["bdf"]) or KIND_WORD.get(d.get("kind"), "")
+    if d.get("kind") == "gpu":
+        return label
+    label = KIND_WORD.get(d.get("kind"), label)  # NIC mlx5_0, as pairs says
+    own = ", ".join(list(d.get("rdma_devices") or ()) + list(d.get("netdevs") or ()))
+    return f"{label} {own}".strip()
+
+
+def _unplaced(made_up: List[Dict[str, Any]], names: Dict[str, str]) -> str:
+    if not made_up:
+        return ""
+    kept = [d for d in made_up if d.get("synthetic") or d["bdf"] in names]  # GPUs, NICs, NVMe; not the rest
+    if not kept:
+        return ""
+    no_id = all(d.get("synthetic") for d in kept)
+    return (f"Not placed in a PCIe tree (the input does not show where they sit{', and gives no bus id' * no_id}): "
+            + ", ".join((synthetic_name(d, names) if d.get("synthetic") else f"{names[d['bdf']]} {d['bdf']}")
+                        + f" (NUMA {_numa(d.get('numa_node'))})" for d in kept) + ".")
+
+
+def _tree(svgs: List[str], forest: tm.Forest, topology, unplaced: str = "") -> str:
     keys = (("k-gpu", "GPU"), ("k-nic", "NIC"), ("k-nvme", "NVMe"), ("k-nvs", "NVSwitch"),
             ("k-sw", "switch (its downstream ports are the edges below it)"), ("k-rp", "root port"),
             ("acs", "ACS redirect: peer traffic goes up to the root complex"), ("low", "link below its maximum"))
     legend = '<p class="legend">' + " ".join(f'<span class="key"><span class="sw {c}"></span>{t}</span>'
                                              for c, t in keys) + "</p>"
     if not svgs:
+        if unplaced:
+            return f'<section id="tree"><h2>PCIe tree</h2><p>{escape(unplaced)}</p></section>'
         return ('<section id="tree"><h2>PCIe tree</h2><p>No GPU, NIC, NVMe or NVSwitch in this input'
                 + (f" ({forest.total} other PCI functions)" if forest.total else "") + ".</p></section>")
     unread = sum(1 for d in topology.get("devices") or [] if (d.get("acs") or {}).get("redirect", False) is None)
@@ -180,6 +218,8 @@ def _tree(svgs: List[str], forest: tm.Forest, topology) -> str:
     if unread:
         notes.append(f"ACS of {unread} bridge{'s' if unread != 1 else ''} could not be read from this input; "
                      "they are drawn without an ACS mark.")
+    if unplaced:
+        notes.append(escape(unplaced))
     return ('<section id="tree"><h2>PCIe tree</h2>' + legend + '<div class="diagram">' + "\n".join(svgs)
             + "</div>" + "".join(f'<p class="note">{n}</p>' for n in notes) + "</section>")
 
@@ -222,8 +262,13 @@ def _matrix(pairs, names: Dict[str, str], topology) -> str:
         cells[(p["a"], p["b"])] = p
         cells[(p["b"], p["a"])] = p
 
+    made_up = {d["bdf"] for d in devices if d.get("synthetic")}
+
     def label(b: str) -> str:
         return names.get(b) or b
+
+    def where(b: str) -> str:  # a header's tooltip: the address, or that there is none
+        return NO_BUS_ID if b in made_up else b
 
     out = ['<section id="pairs"><h2>Pairs</h2><p class="legend">Each cell: the path class as '
            '<code>nvidia-smi topo -m</code> prints it (PIX one switch, PXB several switches, PHB one root complex, '
@@ -249,25 +294,32 @@ def _matrix(pairs, names: Dict[str, str], topology) -> str:
             rows = []
             for g in gpus:
                 tds = "".join('<td class="self">X</td>' if c == g else _cell(cells.get((g, c))) for c in block)
-                rows.append(f'<tr><th class="row" title="{escape(g)}">{escape(label(g))}</th>{tds}'
+                rows.append(f'<tr><th class="row" title="{escape(where(g))}">{escape(label(g))}</th>{tds}'
                             f'<td class="numa">{_numa(numa.get(g))}</td></tr>')
-            ths = "".join(f'<th title="{escape(c)}">{escape(label(c))}</th>' for c in block)
+            ths = "".join(f'<th title="{escape(where(c))}">{escape(label(c))}</th>' for c in block)
             out.append(f'<h3 class="mcap">{escape(head)}</h3><table class="m"><thead><tr><th></th>{ths}'
                        f'<th class="numa">NUMA</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    out.append(_device_table(devices, topology, label, where, made_up))
+    out.append(_links(topology, label))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _device_table(devices, topology, label, where, made_up) -> str:
+    """The matrices' key: each GPU, NIC and NVMe by name, address (or that it has none), Linux names, model."""
     order = {"gpu": 0, "nic": 1, "nvme": 2}
     legend = sorted((d for d in devices if d.get("kind") in order), key=lambda d: order[d["kind"]])
     ident = {d["bdf"]: tm.ident(d) for d in topology.get("devices") or []}
     lines = []
     for d in legend:
         extra = tm.names_text(d)
-        lines.append(f"<tr><th>{escape(label(d['bdf']))}</th><td class=\"mono\">{escape(d['bdf'])}</td>"
-                     f"<td>{escape(extra)}</td><td>{escape(d.get('name') or ident.get(d['bdf'], ''))}</td>"
-                     f"<td>{_numa(d.get('numa_node'))}</td></tr>")
-    out.append('<table class="devices"><thead><tr><th>name</th><th>address</th><th>Linux names</th>'
-               f'<th>device</th><th>NUMA</th></tr></thead><tbody>{"".join(lines)}</tbody></table>')
-    out.append(_links(topology, label))
-    out.append("</section>")
-    return "".join(out)
+        name = d.get("name") or ident.get(d["bdf"], "")
+        if d["bdf"] in made_up and name.endswith(MADE_UP_NAME):  # nor the made-up name ("GPU0 of ...")
+            name = ""
+        lines.append(f"<tr><th>{escape(label(d['bdf']))}</th><td class=\"mono\">{escape(where(d['bdf']))}</td>"
+                     f"<td>{escape(extra)}</td><td>{escape(name)}</td><td>{_numa(d.get('numa_node'))}</td></tr>")
+    return ('<table class="devices"><thead><tr><th>name</th><th>address</th><th>Linux names</th>'
+            f'<th>device</th><th>NUMA</th></tr></thead><tbody>{"".join(lines)}</tbody></table>')
 
 
 def _nccl_log(pairs, names: Dict[str, str]) -> str:
@@ -345,8 +397,11 @@ def _bar1(bar1) -> str:
         else:
             bar, text = '<span class="bar none"></span>', "BAR1 size not known"
         mem = f"GPU memory {human_bytes(g['fb_total_bytes'])}" if g.get("fb_total_bytes") else ""
-        rows.append(f'<tr><th>{escape(label)}</th><td class="mono">{escape(g["bdf"])}</td>'
-                    f'<td class="gname">{escape(tm.short_name(g.get("name") or ""))}</td>'
+        gname = tm.short_name(g.get("name") or "")
+        gname = "" if g.get("synthetic") and gname.endswith(MADE_UP_NAME) else gname
+        bdf = NO_BUS_ID if g.get("synthetic") else g["bdf"]
+        rows.append(f'<tr><th>{escape(label)}</th><td class="mono">{escape(bdf)}'
+                    f'</td><td class="gname">{escape(gname)}</td>'
                     f'<td class="barcell">{bar}</td>'
                     f'<td>{escape(text)}</td><td class="muted">{escape(mem)}'
                     f'{" (" + escape(g["source"]) + ")" if g.get("source") else ""}</td></tr>')
@@ -415,109 +470,3 @@ def _notes(topology, pairs, bar1) -> str:
         return ""
     return ('<section id="notes"><h2>Notes on the input</h2><ul>'
             + "".join(f"<li>{escape(t)}</li>" for t in lines) + "</ul></section>")
-
-
-CSS = """
-@page { size: A4; margin: 12mm 12mm 14mm; }
-* { box-sizing: border-box; }
-html { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
-body { font: 13px/1.45 "DejaVu Sans", "Segoe UI", Arial, sans-serif; color: #1d2329; margin: 0 auto;
-  padding: 16px 20px; max-width: 1100px; overflow-wrap: anywhere; }
-h1 { font-size: 21px; margin: 0; }
-h2 { font-size: 16px; border-bottom: 1.5px solid #9aa7b3; padding-bottom: 3px; margin: 22px 0 8px;
-  break-after: avoid; page-break-after: avoid; }
-h3 { font-size: 13px; margin: 0 0 3px; }
-p { margin: 4px 0; }
-code, .mono { font-family: "DejaVu Sans Mono", Consolas, monospace; font-size: 0.92em; }
-code { background: #eef1f4; padding: 0 3px; border-radius: 3px; }
-.sub { color: #5f6b76; margin: 2px 0 10px; }
-.muted, .why { color: #5f6b76; }
-.why { font-size: 0.9em; }
-.unknown { color: #6a3d9a; font-weight: 600; }
-.verdict { display: flex; align-items: center; gap: 14px; padding: 8px 12px; border-radius: 6px;
-  border: 1px solid rgba(0,0,0,.15); break-inside: avoid; }
-.verdict .word { font-size: 20px; font-weight: 800; letter-spacing: .05em; }
-.verdict .line { font-family: "DejaVu Sans Mono", Consolas, monospace; font-size: 12px; }
-.verdict .aside { display: block; font-family: "DejaVu Sans", Arial, sans-serif; color: #7a4b00; }
-.v-pass, .v-ok { background: #cdebd0; } .v-fail { background: #f6c3bf; } .v-degraded { background: #ffe9a8; }
-.v-unknown { background: #e3d7f1; }
-.chip { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 0.92em; white-space: nowrap; }
-table { border-collapse: collapse; }
-table.facts { width: 100%; }
-table.facts th { text-align: left; font-weight: 600; width: 10.5em; padding: 2px 10px 2px 0;
-  vertical-align: top; color: #34495e; }
-table.facts td { padding: 2px 0; }
-table.facts tr { border-bottom: 1px solid #eceff2; }
-.legend { color: #34495e; font-size: 12px; break-after: avoid; page-break-after: avoid; }
-.sw { display: inline-block; width: 14px; height: 10px; border: 1.5px solid #8a97a3; border-radius: 2px;
-  margin: 0 3px 0 8px; vertical-align: -1px; }
-.sw.k-gpu { background: #e4f4e2; border-color: #2e7d32; } .sw.k-nic { background: #ddf1f6; border-color: #00838f; }
-.sw.k-nvme { background: #f3e5f5; border-color: #8e24aa; } .sw.k-nvs { background: #fff4d6; border-color: #c99700; }
-.sw.k-sw { background: #e8ecf0; border-color: #455a64; } .sw.k-rp { background: #fff; border-color: #78909c; }
-.sw.acs { border: 2.5px solid #c62828; } .sw.low { border: 2px dashed #d97a00; }
-.diagram { width: 100%; }
-svg.tree { display: block; width: 100%; height: auto; margin: 0 0 6px; break-inside: avoid;
-  page-break-inside: avoid; }
-svg text { font-family: "DejaVu Sans", Arial, sans-serif; fill: #1d2329; }
-svg .t10 { font-size: 10px; } svg .t9 { font-size: 9px; } svg .t8 { font-size: 8px; } svg .b { font-weight: 700; }
-svg .muted { fill: #5f6b76; } svg .warn { fill: #b35c00; } svg .bad, svg .acs-t { fill: #c62828; }
-svg .acs-t { font-weight: 700; }
-.band { fill: #f4f7fa; stroke: #cdd6df; }
-.bandlabel { font-size: 11px; font-weight: 700; fill: #34495e; }
-.box { fill: #fff; stroke: #8a97a3; stroke-width: 1.2; }
-.box.k-root { fill: #fdfdfd; stroke: #607080; }
-.box.k-gpu { fill: #e4f4e2; stroke: #2e7d32; } .box.k-nic { fill: #ddf1f6; stroke: #00838f; }
-.box.k-nvme { fill: #f3e5f5; stroke: #8e24aa; } .box.k-nvs { fill: #fff4d6; stroke: #c99700; }
-.box.k-sw { fill: #e8ecf0; stroke: #455a64; } .box.k-rp { fill: #fff; stroke: #78909c; }
-.box.low { stroke: #d97a00; stroke-dasharray: 5 2; stroke-width: 1.8; }
-.box.acs { stroke: #c62828; stroke-width: 2.6; stroke-dasharray: none; }
-.box.ghost { stroke-dasharray: 3 3; }
-.edge { fill: none; stroke: #7b8894; stroke-width: 1.2; }
-.edge.low { stroke: #d97a00; stroke-dasharray: 5 3; stroke-width: 1.8; }
-.edge.acs { stroke: #c62828; stroke-width: 2.2; }
-.note { font-size: 12px; color: #5f6b76; }
-table.m { margin: 6px 0 12px; }
-h3.mcap { margin: 10px 0 2px; break-after: avoid; page-break-after: avoid; }
-.key { white-space: nowrap; }
-table.m th, table.m td { border: 1px solid #fff; padding: 1px 3px; text-align: center; min-width: 3.7em;
-  font: 11px/1.35 "DejaVu Sans Mono", Consolas, monospace; white-space: nowrap; overflow-wrap: normal; }
-table.m thead th { background: #e8ecf0; }
-table.m th.row { text-align: left; background: #e8ecf0; min-width: 4.5em; }
-table.m td.self { color: #9aa7b3; } table.m td.none { background: #f7f8fa; }
-table.m td.numa, table.m th.numa { min-width: 0; color: #5f6b76; background: none; }
-table.m thead { display: table-header-group; }
-table.m tr, table.devices tr, table.bar1 tr { break-inside: avoid; page-break-inside: avoid; }
-table.devices { margin: 6px 0 4px; font-size: 12px; }
-table.devices th, table.devices td { text-align: left; padding: 1px 10px 1px 0; border-bottom: 1px solid #eceff2; }
-table.devices th, td.mono, table.bar1 th { white-space: nowrap; overflow-wrap: normal; }
-table.bar1 td { overflow-wrap: normal; } table.bar1 td.gname { white-space: nowrap; }
-table.bar1 { width: 100%; font-size: 12px; }
-table.bar1 th, table.bar1 td { text-align: left; padding: 3px 10px 3px 0; border-bottom: 1px solid #eceff2; }
-.barcell { width: 32%; }
-.bar { display: block; height: 12px; background: #dfe6ec; border: 1px solid #9aa7b3; border-radius: 2px;
-  position: relative; overflow: hidden; }
-.bar .used { display: block; height: 100%; background: #3b6e96; }
-.bar.high .used { background: #c62828; }
-.bar .nouse { display: block; height: 100%; background: repeating-linear-gradient(45deg, #dfe6ec 0 4px,
-  #c4ced8 4px 8px); }
-.bar.none { background: #f7f8fa; border-style: dashed; }
-.finding { border-left: 5px solid #9aa7b3; padding: 4px 10px 6px; margin: 8px 0; background: #fafbfc;
-  break-inside: avoid; page-break-inside: avoid; }
-.finding.s-error { border-color: #c62828; } .finding.s-warning { border-color: #d97a00; }
-.finding.s-info { border-color: #1e78b4; }
-.finding .sev { font-size: 11px; letter-spacing: .04em; }
-.s-error .sev { color: #c62828; } .s-warning .sev { color: #b35c00; } .s-info .sev { color: #1e78b4; }
-.finding .name { font-weight: 400; color: #34495e; }
-.finding .origin { font-weight: 400; font-size: 11px; color: #5f6b76; border: 1px solid #cdd6df;
-  border-radius: 8px; padding: 0 6px; }
-.finding .title { font-weight: 600; }
-.finding ul { margin: 3px 0 4px; padding-left: 18px; }
-.finding .fix { background: #eef6ee; padding: 3px 6px; border-radius: 3px; }
-footer code { white-space: nowrap; }
-footer { margin-top: 24px; font-size: 11px; color: #5f6b76; border-top: 1px solid #cdd6df; padding-top: 4px; }
-@media print {
-  body { padding: 0; max-width: none; font-size: 9.5pt; }
-  h2 { margin-top: 14px; }
-  .verdict { border-width: 2px; }
-}
-"""

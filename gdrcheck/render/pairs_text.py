@@ -126,8 +126,9 @@ def _numa_column(doc) -> Dict[str, str]:
 def _render_nccl(doc, console) -> None:
     n = doc["nccl"]
     blank(console)
-    put(console, f"NCCL {n['version']} rules: GDR level {n['gdr_level']} ({n['gdr_level_source']}), "
-                  f"P2P level {n['p2p_level']} ({n['p2p_level_source']})")
+    put(console, f"NCCL {n['version']} rules:")  # one line each: a source may hold parentheses of its own
+    put(console, f"  GDR level {n['gdr_level']}: {n['gdr_level_source']}", 4)
+    put(console, f"  P2P level {n['p2p_level']}: {n['p2p_level_source']}", 4)
     counts: Dict[str, int] = {}
     for p in doc["pairs"]:
         key = "gdr" if p["kind"] == "gpu-nic" else "p2p" if p["kind"] == "gpu-gpu" else None

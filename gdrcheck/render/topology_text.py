@@ -95,8 +95,9 @@ def render_topology(doc: Dict[str, Any], console, show_all: bool = False) -> Non
     given = doc.get("input") or {}
     put(console, Text(f"PCIe topology of {doc['host'] or given.get('label')} ({given.get('kind')})", style="bold"))
     tree = _Tree(doc)
-    made_up = [d for d in doc["devices"] if d.get("synthetic")]
-    made_roots = {d["root"] for d in made_up} - {d["root"] for d in doc["devices"] if not d.get("synthetic")}
+    shown_roots = {r["root"] for r in doc["roots"]}  # a function on none of them: placed in no tree the input shows
+    made_up = [d for d in doc["devices"] if d.get("synthetic") or d["root"] not in shown_roots]
+    made_roots = {d["root"] for d in made_up} - {d["root"] for d in doc["devices"] if d not in made_up}
     nodes = []
     for root in doc["roots"]:
         if root["root"] in made_roots:
@@ -115,7 +116,8 @@ def render_topology(doc: Dict[str, Any], console, show_all: bool = False) -> Non
     if made_up:
         put(console, "not placed in a PCIe tree (the input does not show where they sit):")
         for d in made_up:
-            put(console, "  " + device_line(d), 4)
+            numa = "" if d.get("synthetic") else f"  NUMA {'?' if d.get('numa_node') is None else d['numa_node']}"
+            put(console, "  " + device_line(d) + numa, 4)
             tree.memo[d["bdf"]] = True
     if not show_all:
         total = len(tree.by_bdf)

@@ -56,6 +56,12 @@ IOMMU_UNKNOWN = Rule(
     pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"))
 
 
+DECLARED_DOMAIN = "ffff:"  # a bridge an NCCL topology file declares (Azure's ffff:ff:01.0), or gdrcheck made up
+DECLARED_SETTLE = ("ask the provider or the host's administrator whether ACS redirect is off (or ATS on) on the "
+                   "host's switch ports; a guest can neither read nor change them (no setpci: the switch has no "
+                   "address here)")
+
+
 @lru_cache(maxsize=8)
 def _acs_map(topo) -> Dict[str, AcsState]:
     """The ACS state of each bridge of the topology (worked out once per topology)."""
@@ -90,6 +96,15 @@ def _check_acs(ctx: Context) -> Iterable[Finding]:
                       pairs=tuple(pairs), effect="fail",
                       evidence=f"config space offset 0x{(st.offset or 0) + 6:x} (ACS Control)")
     for bridges, pairs in sorted(unknown.items()):
+        if all(b.startswith(DECLARED_DOMAIN) for b in bridges):  # no device of the node: nothing to read or set
+            n = len(pairs)
+            yield Finding(ACS_UNKNOWN.code, "info", bridges,
+                          f"ACS of {', '.join(bridges)} unknown: {'a switch' if len(bridges) == 1 else 'switches'} "
+                          f"the input declares, with no address on the node (a guest's view of the host's PCIe "
+                          f"switch); {n} pair{'s' if n != 1 else ''} cross{'es' if n == 1 else ''} "
+                          f"{'it' if len(bridges) == 1 else 'them'}", pairs=tuple(pairs), effect="unknown",
+                          settle=DECLARED_SETTLE)
+            continue
         if ctx.snap.input_kind in ("lspci", "nccl-xml", "hwloc-xml"):
             why = f"the {ctx.snap.input_kind} input carries no config space"
         else:

@@ -202,6 +202,9 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
     for p in ctx.pairs:
         key = (p.a, p.b)
         view: Dict = views.get(key, _NO_VIEW)
+        if p.kind == "gpu-gpu" and st.user_p2p_level == "LOC" and view.get("p2p") == "disabled":
+            yield _p2p_off_by_setting(ctx, p)  # whatever joins the two, NVLink or PCIe
+            continue
         if p.kind == "gpu-gpu" and p.nvlink_unknown:
             said = unseen_words.get((p.nvlink_unknown, p.pcie_path, p.candidates))
             if said is None:
@@ -248,6 +251,25 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
                       f"{label(ctx, gpu)}: {n} {peers}{'s' if n != 1 else ''} {what[code]} "
                       f"({', '.join(p.b for p in ps[:4])}{', ...' if n > 4 else ''}); not the ones to use: "
                       f"its closest is {label(ctx, to)}, {cls}")
+
+
+def _p2p_off_by_setting(ctx: Context, p) -> Finding:
+    """GDR006 where the job's setting (NCCL_P2P_DISABLE=1, NCCL_P2P_LEVEL=LOC) turns P2P off: the hardware is not
+    the cause, NCCL runs the pair over shared host memory all the same (degraded)."""
+    st = ctx.nccl
+    src = st.sources.get(_setting_name(st)) or "the job"
+    said = (f"{st.p2p_level_source} turns P2P off (set in {_SET_WITH.get(src, src)}), "
+            f"whatever joins the two ({p.path or p.pcie_path or 'path not shown'}); unset it to let NCCL use P2P")
+    return Finding(P2P_BEYOND_LEVEL.code, "warning", (p.a, p.b),
+                   f"NCCL will use host memory, not P2P, between {pair_label(ctx, p)}: {said}",
+                   pairs=((p.a, p.b),), effect="degraded", fold=said)
+
+
+_SET_WITH = {"gdrcheck options": "gdrcheck --env"}  # the layer of NCCL's settings gdrcheck's own --env is
+
+
+def _setting_name(st) -> str:
+    return st.p2p_level_source.split("=", 1)[0]
 
 
 def _check_p2p_status(ctx: Context) -> Iterable[Finding]:

@@ -10,7 +10,7 @@ version found, to say which pairs would be decided differently under it).
 
 from __future__ import annotations
 
-from gdrcheck.record import field, record
+from gdrcheck.record import field, record, replace
 from gdrcheck.rules.nccl.cpu import node_cpu
 from gdrcheck.rules.nccl.file_tree import say_file_tree, topo_file_attrs, topo_file_classes
 from gdrcheck.rules.nccl.flags import GpuInfo, NicInfo, data_direct_functions, gpu_info, nic_info
@@ -47,6 +47,7 @@ class NodeNccl:
     p2p_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
     types: Dict[Tuple[str, str], tuple] = field(default_factory=dict)  # pair -> pair_type(): asked once
     job_gpus: Optional[int] = None  # the node's GPUs in the job's communicator, where known
+    job: Optional[object] = None  # cuda_visible.JobGpus: which GPUs, where the job sets CUDA_VISIBLE_DEVICES
 
 
 def build(snap, topo, pairs, options, version: Version, version_reason: str,
@@ -54,8 +55,13 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     """NCCL's view of the node at ``version`` (``version_reason``: why that one; ``found``: the versions found)."""
     gpus_bdf = topo.of_kind("gpu")
     cpu, cpu_src = node_cpu(snap)
-    st = settings_for(snap, version, dict(options.env), cpu, len(gpus_bdf), version_reason,
-                      getattr(options, "job_gpus", None))
+    from gdrcheck.rules import cuda_visible
+
+    job = cuda_visible.select(options.env, cuda_visible.gpu_ids(snap, topo))  # the job's CUDA_VISIBLE_DEVICES
+    job_gpus = job.count if job is not None and job.count is not None else getattr(options, "job_gpus", None)
+    st = settings_for(snap, version, dict(options.env), cpu, len(gpus_bdf), version_reason, job_gpus)
+    if job is not None and not st.user_p2p_level:
+        st = replace(st, p2p_level_source=f"{st.p2p_level_source}; {cuda_visible.numbering(job)}")
     topo_gpu, topo_net, topo_applied, topo_file = topo_file_attrs(snap, st)
     from gdrcheck.rules.nccl.job_log import hca_evidence
 
@@ -68,7 +74,7 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     gpus = {b: gpu_info(snap, topo, b, cpu, topo_gpu) for b in gpus_bdf}
     nics = {b: nic_info(snap, topo, b, rates, topo_net) for b in topo.of_kind("nic")}
     node = NodeNccl(version, version_reason, found, st, cpu, cpu_src, gpus, nics, plugins, topo_applied,
-                    job_gpus=getattr(options, "job_gpus", None))
+                    job_gpus=job_gpus, job=job)
     node.data_direct = data_direct_functions(snap)
     from gdrcheck.rules.base import Context
     from gdrcheck.rules.link_nic import rdma_capable

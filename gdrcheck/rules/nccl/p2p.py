@@ -51,18 +51,18 @@ def default_p2p_level(version: Version, cpu: Optional[str], n_gpus: int,
     if version >= PXB_DEFAULT_FROM:
         amd_sys = ("SYS", "x86 AMD CPU and at most 2 GPUs of the communicator on this node")
         if job_gpus is not None and job_gpus > 2 and cpu in (None, "amd"):
-            return DefaultLevel("PXB", f"NCCL {v} default (PXB: the communicator holds {job_gpus} GPUs of this "
-                                       "node, more than 2, on any CPU)")
+            return DefaultLevel("PXB", f"NCCL {v} default with {job_gpus} GPUs of this node in the "
+                                       "communicator, more than 2, on any CPU")
         if job_gpus is not None and cpu == "amd":
-            return DefaultLevel("SYS", f"NCCL {v} default on x86 AMD with {job_gpus} GPUs in the communicator (SYS)")
+            return DefaultLevel("SYS", f"NCCL {v} default on x86 AMD with {job_gpus} GPUs in the communicator")
         if cpu is None:
             return DefaultLevel(None, f"NCCL {v} default: PXB, SYS on x86 AMD with at most 2 GPUs; the CPU "
                                       "vendor is not shown",
                                 (amd_sys, ("PXB", "any other CPU, or more than 2 GPUs")))
         if cpu != "amd":
-            return DefaultLevel("PXB", f"NCCL {v} default (PXB; CPU {cpu})")
+            return DefaultLevel("PXB", f"NCCL {v} default on {cpu}")
         if n_gpus and n_gpus <= 2:
-            return DefaultLevel("SYS", f"NCCL {v} default on x86 AMD with {n_gpus} GPUs (SYS)")
+            return DefaultLevel("SYS", f"NCCL {v} default on x86 AMD with {n_gpus} GPUs")
         return DefaultLevel(None, f"NCCL {v} default on x86 AMD: SYS when the communicator has at most 2 GPUs "
                                   "on this node, else PXB",
                             (amd_sys, ("PXB", "x86 AMD CPU and more than 2 GPUs of the communicator on this node")))
@@ -72,11 +72,11 @@ def default_p2p_level(version: Version, cpu: Optional[str], n_gpus: int,
                                       "vendor is not shown",
                                 (("PXB", "Intel, ARM or Zhaoxin CPU"), ("SYS", "AMD, POWER or another CPU")))
         if cpu in ("intel", "arm", "zhaoxin"):
-            return DefaultLevel("PXB", f"NCCL {v} default on {cpu} (PXB)")
-        return DefaultLevel("SYS", f"NCCL {v} default on {cpu} (SYS)")
+            return DefaultLevel("PXB", f"NCCL {v} default on {cpu}")
+        return DefaultLevel("SYS", f"NCCL {v} default on {cpu}")
     # 2.8.x: SYS; ARM and Zhaoxin PXB; Intel Broadwell PXB, newer Intel PHB
     if cpu in ("arm", "zhaoxin"):
-        return DefaultLevel("PXB", f"NCCL {v} default on {cpu} (PXB)")
+        return DefaultLevel("PXB", f"NCCL {v} default on {cpu}")
     if cpu == "intel":
         return DefaultLevel(None, f"NCCL {v} default on Intel: PXB on Broadwell and older, PHB on newer",
                             (("PXB", "Intel Broadwell or older (cpuid model < 0x55)"),
@@ -86,7 +86,7 @@ def default_p2p_level(version: Version, cpu: Optional[str], n_gpus: int,
                                   "Intel; the CPU vendor is not shown",
                             (("SYS", "AMD, POWER or another CPU"), ("PXB", "ARM, Zhaoxin or Intel Broadwell"),
                              ("PHB", "Intel Skylake or newer")))
-    return DefaultLevel("SYS", f"NCCL {v} default on {cpu} (SYS)")
+    return DefaultLevel("SYS", f"NCCL {v} default on {cpu}")
 
 
 @record(frozen=True)

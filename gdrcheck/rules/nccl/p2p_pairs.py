@@ -40,6 +40,10 @@ def decide_p2p(node, snap, topo, pairs, types) -> Dict[Tuple[str, str], Dict[str
         if t is None and getattr(p, "nvlink_unknown", "") and view["p2p"] == "unknown":
             view["reason"] = f"{p.nvlink_unknown}; NCCL decides P2P over NVLink or over PCIe ({', '.join(cands)})"
             view["depends_on"] = ["whether NVLink joins the two GPUs (nvidia-smi nvlink -s, NVML)"]
+        if node.job is not None:  # the job's CUDA_VISIBLE_DEVICES: whether the pair is the job's, as cuda:N
+            from gdrcheck.rules.cuda_visible import pair_in_job
+
+            pair_in_job(node.job, p.a, p.b, view)
         out[(p.a, p.b)] = view
     return out
 

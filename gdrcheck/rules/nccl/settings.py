@@ -207,7 +207,7 @@ def gdr_default_level(version: Version, env: Mapping[str, str]) -> Tuple[str, st
     if version >= (2, 29, 0):
         c2c, how = param(env, "NCCL_NET_GDR_C2C", 1)
         if c2c:
-            return "P2C", "NCCL default (P2C while NCCL_NET_GDR_C2C is on; PXB on machines without C2C)"
+            return "P2C", "NCCL default: P2C while NCCL_NET_GDR_C2C is on, PXB on machines without C2C"
         return "PXB", f"NCCL default with {how}"
     return "PXB", "NCCL default"
 
