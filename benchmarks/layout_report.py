@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import sys
 from pathlib import Path
-from typing import Dict, List, Set, Tuple
 
 # pipeline stages, lowest first: an import may only point to its own stage or a lower one; pcie ranks
 # below collectors when it imports nothing of the package but the vocabulary (it is domain knowledge the
@@ -19,7 +18,7 @@ from typing import Dict, List, Set, Tuple
 STAGES = ("vocabulary", "io", "collectors", "pcie", "rules", "documents", "render", "fleet", "probe", "cli")
 
 
-def modules(root: Path) -> Dict[str, Path]:
+def modules(root: Path) -> dict[str, Path]:
     out = {}
     for p in sorted(root.rglob("*.py")):
         rel = p.relative_to(root.parent).with_suffix("")
@@ -30,12 +29,12 @@ def modules(root: Path) -> Dict[str, Path]:
     return out
 
 
-def imports(path: Path, name: str, known: Set[str]) -> Set[str]:
+def imports(path: Path, name: str, known: set[str]) -> set[str]:
     tree = ast.parse(path.read_text())
     pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    got: Set[str] = set()
+    got: set[str] = set()
     for node in ast.walk(tree):
-        targets: List[str] = []
+        targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -52,13 +51,13 @@ def imports(path: Path, name: str, known: Set[str]) -> Set[str]:
     return got
 
 
-def floors(graph: Dict[str, Set[str]]) -> Tuple[Dict[str, int], List[List[str]]]:
+def floors(graph: dict[str, set[str]]) -> tuple[dict[str, int], list[list[str]]]:
     """Longest import chain below each module (0: imports nothing of the package), and the cycles."""
-    level: Dict[str, int] = {}
-    cycles: List[List[str]] = []
-    state: Dict[str, int] = {}
+    level: dict[str, int] = {}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
 
-    def visit(m: str, stack: List[str]) -> int:
+    def visit(m: str, stack: list[str]) -> int:
         if state.get(m) == 2:
             return level[m]
         if state.get(m) == 1:
@@ -86,7 +85,7 @@ def stage_of(name: str) -> str:
             "render": "render", "fleet": "fleet", "probe": "probe", "cli": "cli"}.get(sub, "vocabulary")
 
 
-def longest_functions(files: Dict[str, Path], n: int = 12) -> List[Tuple[int, str]]:
+def longest_functions(files: dict[str, Path], n: int = 12) -> list[tuple[int, str]]:
     out = []
     for name, path in files.items():
         for node in ast.walk(ast.parse(path.read_text())):
@@ -95,7 +94,7 @@ def longest_functions(files: Dict[str, Path], n: int = 12) -> List[Tuple[int, st
     return sorted(out, reverse=True)[:n]
 
 
-def main(argv: List[str]) -> int:
+def main(argv: list[str]) -> int:
     root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1] / "gdrcheck"
     files = modules(root)
     known = set(files)

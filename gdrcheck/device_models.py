@@ -14,12 +14,13 @@ from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable, Optional, Tuple
+    from collections.abc import Iterable
+    from typing import Optional
 
 # -- NICs ---------------------------------------------------------------------------------------------
 
 # (vendor, device ids or None for every device of the vendor, RDMA-capable, what it is)
-_NIC_MODELS: Tuple[Tuple[int, Optional[frozenset], bool, str], ...] = (
+_NIC_MODELS: tuple[tuple[int, Optional[frozenset], bool, str], ...] = (
     (0x15B3, None, True, "NVIDIA/Mellanox ConnectX or BlueField (mlx5/mlx4)"),
     (0x1D0F, frozenset({0xEFA0, 0xEFA1, 0xEFA2, 0xEFA3}), True, "AWS Elastic Fabric Adapter (efa)"),
     (0x1D0F, frozenset({0xEC20, 0xEC21, 0x0EC2, 0x1EC2}), False, "AWS ENA (no RDMA)"),
@@ -69,7 +70,7 @@ _NIC_NAMES = (
 )
 
 
-def nic_model(d: PciFunction) -> Tuple[Optional[bool], str]:
+def nic_model(d: PciFunction) -> tuple[Optional[bool], str]:
     """(whether the model can be an RDMA device, what it is); (None, "") when the model is not known."""
     if d.class_code is not None and d.class_code >> 8 in (0x0207, 0x0C06):
         return True, "InfiniBand controller"
@@ -199,7 +200,7 @@ _VIRTUAL_NAMES = (
 )
 
 
-def virtual_platform(devices: Iterable[PciFunction]) -> Optional[Tuple[str, str]]:
+def virtual_platform(devices: Iterable[PciFunction]) -> Optional[tuple[str, str]]:
     """(platform, the device that shows it) when any device is one only a hypervisor presents."""
     for d in devices:
         if d.vendor is not None:

@@ -15,7 +15,8 @@ from gdrcheck.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+    from collections.abc import Iterable, Mapping
+    from typing import Any, Optional
 
 # ---------------------------------------------------------------------------
 # PCI addresses
@@ -48,14 +49,14 @@ def root_of(domain: int, bus: int) -> str:
 
 
 @lru_cache(maxsize=1 << 14)
-def bdf_key(bdf: str) -> Tuple[int, int, int, int]:
+def bdf_key(bdf: str) -> tuple[int, int, int, int]:
     """Numeric (domain, bus, device, function) sort key (kept: a large node sorts by it thousands of times)."""
     dom, bus, rest = bdf.rsplit(":", 2) if bdf.count(":") == 2 else ("0", *bdf.split(":"))
     dev, fn = rest.split(".")
     return int(dom, 16), int(bus, 16), int(dev, 16), int(fn)
 
 
-def bus_order(bdfs: Iterable[str]) -> Dict[str, int]:
+def bus_order(bdfs: Iterable[str]) -> dict[str, int]:
     """nvidia-smi's default GPU numbering: PCI bus order."""
     return {b: i for i, b in enumerate(sorted(bdfs, key=bdf_key))}
 
@@ -134,7 +135,7 @@ class PciFunction:
     bdf: str
     root: str
     parent: Optional[str] = None
-    unlisted_upstream: Tuple[str, ...] = ()
+    unlisted_upstream: tuple[str, ...] = ()
     class_code: Optional[int] = None  # 24-bit, e.g. 0x030200
     vendor: Optional[int] = None
     device: Optional[int] = None
@@ -145,7 +146,7 @@ class PciFunction:
     local_cpulist: Optional[str] = None
     name: Optional[str] = None  # human name as the input printed it (lspci -tv, pci.ids)
     kind_hint: Optional[str] = None  # what the input itself declares (NCCL <gpu>, <nic>)
-    bars: Tuple[Bar, ...] = ()
+    bars: tuple[Bar, ...] = ()
     link: Link = Link()
     driver: Optional[str] = None
     iommu_group: Optional[str] = None
@@ -153,9 +154,9 @@ class PciFunction:
     secondary_bus: Optional[int] = None
     subordinate_bus: Optional[int] = None
     config: Optional[bytes] = None  # config space as readable (64 bytes without root, 4096 with)
-    netdevs: Tuple[str, ...] = ()
-    rdma_devices: Tuple[str, ...] = ()
-    nvme_names: Tuple[str, ...] = ()
+    netdevs: tuple[str, ...] = ()
+    rdma_devices: tuple[str, ...] = ()
+    nvme_names: tuple[str, ...] = ()
     gpu_index: Optional[int] = None  # nvidia-smi's numbering
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -202,8 +203,8 @@ class DriverGpu:
     bar1_free_bytes: Optional[int] = None
     fb_total_bytes: Optional[int] = None
     source: str = ""  # "nvml", "nvidia-smi -q", "nvidia-smi -q -x"
-    cuda_compute: Optional[Tuple[int, int]] = None
-    processes: Tuple[GpuProcess, ...] = ()
+    cuda_compute: Optional[tuple[int, int]] = None
+    processes: tuple[GpuProcess, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
@@ -248,23 +249,23 @@ class Snapshot:
 
     input_kind: str
     label: str
-    devices: Tuple[PciFunction, ...]
-    roots: Tuple[str, ...] = ()  # every root bus the input shows, 'dddd:bb'
+    devices: tuple[PciFunction, ...]
+    roots: tuple[str, ...] = ()  # every root bus the input shows, 'dddd:bb'
     root_numa: Mapping[str, Optional[int]] = field(default_factory=lambda: MappingProxyType({}))
     numa_known: bool = True
     shows_nvlink: bool = False
-    nvlinks: Tuple[NvLink, ...] = ()
-    gpus: Tuple[DriverGpu, ...] = ()  # driver view (NVML / nvidia-smi)
-    p2p_status: Mapping[Tuple[str, str, str], str] = field(default_factory=lambda: MappingProxyType({}))
+    nvlinks: tuple[NvLink, ...] = ()
+    gpus: tuple[DriverGpu, ...] = ()  # driver view (NVML / nvidia-smi)
+    p2p_status: Mapping[tuple[str, str, str], str] = field(default_factory=lambda: MappingProxyType({}))
     host: Mapping[str, Fact] = field(default_factory=lambda: MappingProxyType({}))
-    collectors: Tuple[CollectorStatus, ...] = ()
+    collectors: tuple[CollectorStatus, ...] = ()
     hostname: Optional[str] = None
-    notes: Tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
     # pastes (--from given several times, nvidia-smi topo -m): classes stated per pair, keyed (a, b) as
     # (lower, higher) bus id; functions the input shows without their place in the PCIe tree
-    path_facts: Mapping[Tuple[str, str], PathFact] = field(default_factory=lambda: MappingProxyType({}))
-    unplaced: Tuple[str, ...] = ()
-    input_kinds: Tuple[str, ...] = ()  # the kind of every input merged (gdrcheck.reach: what each can show)
+    path_facts: Mapping[tuple[str, str], PathFact] = field(default_factory=lambda: MappingProxyType({}))
+    unplaced: tuple[str, ...] = ()
+    input_kinds: tuple[str, ...] = ()  # the kind of every input merged (gdrcheck.reach: what each can show)
 
     def device(self, bdf: str) -> Optional[PciFunction]:
         for d in self.devices:

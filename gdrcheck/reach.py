@@ -11,10 +11,10 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, FrozenSet, Iterable, Tuple
+    from collections.abc import Iterable
 
 # fact -> how it is said where an input cannot show it
-FACTS: Dict[str, str] = {
+FACTS: dict[str, str] = {
     "tree": "the PCIe tree",
     "gpus": "GPUs",
     "nics": "NICs",
@@ -33,7 +33,7 @@ FACTS: Dict[str, str] = {
 _ALL = frozenset(FACTS)
 
 # input kind -> the facts it can show (docs/inputs.md says the same in words)
-SHOWS: Dict[str, FrozenSet[str]] = {
+SHOWS: dict[str, frozenset[str]] = {
     "live": _ALL,
     "snapshot": _ALL,
     # a copy of /sys and /proc is read as / is: what it lacks, its facts say
@@ -56,15 +56,15 @@ SHOWS: Dict[str, FrozenSet[str]] = {
 }
 
 
-def kinds_of(snap) -> Tuple[str, ...]:
+def kinds_of(snap) -> tuple[str, ...]:
     """The kinds of the inputs a snapshot was read from."""
     kinds = tuple(getattr(snap, "input_kinds", ()) or ())
     return kinds or (snap.input_kind,)
 
 
-def shown(snap) -> FrozenSet[str]:
+def shown(snap) -> frozenset[str]:
     """The facts at least one of the snapshot's inputs can show (an unknown kind: every fact)."""
-    out: FrozenSet[str] = frozenset()
+    out: frozenset[str] = frozenset()
     for k in kinds_of(snap):
         out = out | SHOWS.get(k, _ALL)
     return out
@@ -74,7 +74,7 @@ def shows(snap, fact: str) -> bool:
     return fact in shown(snap)
 
 
-def not_shown(snap, facts: Iterable[str] = FACTS) -> Tuple[str, ...]:
+def not_shown(snap, facts: Iterable[str] = FACTS) -> tuple[str, ...]:
     """Of ``facts``, those no input of the snapshot can show, in the table's order."""
     have = shown(snap)
     return tuple(f for f in facts if f not in have)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Tuple
+    from typing import Any, Callable
 
 
 __all__ = ["record", "field", "replace", "fields_of", "FrozenInstanceError"]
@@ -45,7 +45,7 @@ def field(*, default_factory: Callable[[], Any]) -> Any:
 _NO_DEFAULT = object()
 
 
-def fields_of(cls_or_obj) -> Tuple[str, ...]:
+def fields_of(cls_or_obj) -> tuple[str, ...]:
     """The field names of a record class or instance, in order."""
     cls = cls_or_obj if isinstance(cls_or_obj, type) else type(cls_or_obj)
     return cls.__record_fields__
@@ -68,7 +68,7 @@ def _frozen_delattr(self, name):
     raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
-def _method_source(cls, name: str, glb: Dict[str, Any]) -> str:
+def _method_source(cls, name: str, glb: dict[str, Any]) -> str:
     names = cls.__record_fields__
     values = "".join(f"self.{n}, " for n in names)
     if name == "__init__":
@@ -99,8 +99,8 @@ def _method_source(cls, name: str, glb: Dict[str, Any]) -> str:
 
 def _compile(cls, name: str) -> None:
     """Compile one of the record's methods and put it on the class in place of its stub."""
-    glb: Dict[str, Any] = {"_NO": _NO_DEFAULT}
-    ns: Dict[str, Any] = {}
+    glb: dict[str, Any] = {"_NO": _NO_DEFAULT}
+    ns: dict[str, Any] = {}
     code = compile(_method_source(cls, name, glb), f"<record {cls.__qualname__}.{name}>", "exec")
     exec(code, glb, ns)  # noqa: S102 - text built above from the class's own field names
     fn = ns[name]
@@ -114,7 +114,7 @@ def _compile(cls, name: str) -> None:
 COMPILE_AFTER = 256
 
 
-def _generic_init(cls, self, args: tuple, kw: Dict[str, Any]) -> None:
+def _generic_init(cls, self, args: tuple, kw: dict[str, Any]) -> None:
     """What the compiled ``__init__`` does, by looking the fields up: cheaper than compiling for a class that
     makes a few instances in a run, slower per instance for one that makes thousands."""
     names = cls.__record_fields__

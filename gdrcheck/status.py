@@ -15,7 +15,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable, Optional
+    from collections.abc import Iterable
+    from typing import Optional
 
 
 VERDICTS = ("fail", "unknown", "degraded", "ok")  # worst first

@@ -14,7 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-from typing import Callable, Dict
+from typing import Callable
 
 from .sysfs_tree import ACS_CR, ACS_RR, BAR_MEM32, BAR_MEM64_PREF, SysfsTree
 
@@ -179,7 +179,7 @@ IP_ADDR = ("lo inet 127.0.0.1\nibp0s0 inet 10.10.0.11\nibp1s0 inet 10.11.0.11\n"
            "lo inet6 0000:0000:0000:0000:0000:0000:0000:0001\n")
 
 # case name -> changes to the healthy node
-CASES: Dict[str, Dict] = {
+CASES: dict[str, dict] = {
     "healthy-gdr-node": {},
     "acs-redirect-on-switch": {"acs": ACS_RR | ACS_CR},
     "iommu-translating": {"iommu_type": "DMA-FQ"},
@@ -233,4 +233,4 @@ def gz(text: str) -> bytes:
     return gzip.compress(text.encode())
 
 
-BUILDERS: Dict[str, Callable] = {}
+BUILDERS: dict[str, Callable] = {}

@@ -34,9 +34,10 @@ from __future__ import annotations
 import os
 import re
 import struct
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Optional, Union
 
 # PCIe capability port types
 ENDPOINT, LEGACY_ENDPOINT, ROOT_PORT, UPSTREAM, DOWNSTREAM, PCIE_TO_PCI, RC_ENDPOINT = 0, 1, 4, 5, 6, 7, 9
@@ -57,14 +58,14 @@ IORESOURCE_UNSET = 0x20000000
 GPU_BARS = ((16 << 20, BAR_MEM32), (64 << 30, BAR_MEM64_PREF), (32 << 20, BAR_MEM64_PREF))
 DEFAULT_LINK = ("16.0 GT/s PCIe", 16, "16.0 GT/s PCIe", 16)
 
-RootSpec = Union[Tuple[int, int], str]
+RootSpec = Union[tuple[int, int], str]
 AUTO = "auto"  # default of ``numa`` (the root bus's node) and ``port_type`` (from the structure)
 _BDF = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
 _SPEED = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
 _GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
-def split_bdf(bdf: str) -> Tuple[int, int, int, int]:
+def split_bdf(bdf: str) -> tuple[int, int, int, int]:
     m = _BDF.match(bdf.lower())
     if not m:
         raise ValueError(f"not a full PCI address (dddd:bb:dd.f): {bdf!r}")
@@ -99,7 +100,7 @@ def cpumask(cpus: Iterable[int]) -> str:
 def cpulist(cpus: Iterable[int]) -> str:
     """The kernel's ``%*pbl``: ``0-3,8-11``."""
     cs = sorted(set(cpus))
-    out: List[str] = []
+    out: list[str] = []
     i = 0
     while i < len(cs):
         j = i
@@ -111,9 +112,9 @@ def cpulist(cpus: Iterable[int]) -> str:
 
 
 def config_space(*, vendor: int, device: int, cls: int, revision: int = 0, header_type: int = 0,
-                 subsystem: Tuple[int, int] = (0, 0), primary: int = 0, secondary: int = 0,
+                 subsystem: tuple[int, int] = (0, 0), primary: int = 0, secondary: int = 0,
                  subordinate: int = 0, port_type: Optional[int] = ENDPOINT, link: Optional[Sequence] = None,
-                 acs: Optional[int] = None, acs_cap: int = 0x5F, bars: Sequence[Tuple[int, int, int, int]] = (),
+                 acs: Optional[int] = None, acs_cap: int = 0x5F, bars: Sequence[tuple[int, int, int, int]] = (),
                  size: int = 4096) -> bytes:
     """A little-endian config space image.
 
@@ -178,11 +179,11 @@ class Func:
     cls: int
     vendor: int
     device: int
-    subsystem: Tuple[int, int]
+    subsystem: tuple[int, int]
     revision: int
     numa: Optional[int]
-    link: Optional[Tuple]
-    bars: Tuple[Tuple[int, int], ...]
+    link: Optional[tuple]
+    bars: tuple[tuple[int, int], ...]
     driver: Optional[str]
     config: Optional[bytes]
     port_type: Union[int, None, str]
@@ -190,12 +191,12 @@ class Func:
     acs_cap: int
     config_size: int
     iommu_group: Optional[Union[int, str]]
-    netdevs: Tuple[str, ...]
-    rdma: Tuple[str, ...]
-    nvme: Tuple[str, ...]
+    netdevs: tuple[str, ...]
+    rdma: tuple[str, ...]
+    nvme: tuple[str, ...]
     secondary: Optional[int]
     physfn: Optional[str]
-    children: List[str] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
     subordinate: Optional[int] = None
 
     @property
@@ -214,8 +215,8 @@ class SysfsTree:
         self.root_dir = Path(root_dir)
         self.cpus_per_node = cpus_per_node
         self.resource_files = resource_files
-        self.roots: Dict[str, Optional[int]] = {}
-        self.funcs: Dict[str, Func] = {}
+        self.roots: dict[str, Optional[int]] = {}
+        self.funcs: dict[str, Func] = {}
         self.numa_nodes: set = set()
         self._written = False
 
@@ -235,8 +236,8 @@ class SysfsTree:
 
     def add(self, bdf: str, parent: Optional[str] = None, root: Optional[RootSpec] = None, *,
             cls: int = 0x030200, vendor: int = 0x10DE, device: int = 0x2335,
-            subsystem: Optional[Tuple[int, int]] = None, revision: int = 0xA1, numa: Union[int, None, str] = AUTO,
-            link: Optional[Tuple] = DEFAULT_LINK, bars: Optional[Sequence[Tuple[int, int]]] = None,
+            subsystem: Optional[tuple[int, int]] = None, revision: int = 0xA1, numa: Union[int, None, str] = AUTO,
+            link: Optional[tuple] = DEFAULT_LINK, bars: Optional[Sequence[tuple[int, int]]] = None,
             driver: Optional[str] = None, config: Optional[bytes] = None, port_type: Union[int, None, str] = AUTO,
             acs: Optional[int] = None, acs_cap: int = 0x5F, config_size: int = 4096,
             iommu_group: Optional[Union[int, str]] = None, netdevs: Sequence[str] = (),
@@ -311,7 +312,7 @@ class SysfsTree:
 
     def add_switch(self, upstream: str, downstream: Sequence[str], parent: Optional[str] = None,
                    root: Optional[RootSpec] = None, *, vendor: int = 0x1000, device: int = 0xC030,
-                   link: Optional[Tuple] = DEFAULT_LINK, acs: Optional[int] = None, **kw) -> List[str]:
+                   link: Optional[tuple] = DEFAULT_LINK, acs: Optional[int] = None, **kw) -> list[str]:
         """A switch: its upstream port, then its downstream ports (each with ``acs`` if given)."""
         self.add(upstream, parent, root, cls=0x060400, vendor=vendor, device=device, link=link, **kw)
         return [self.add(d, upstream, cls=0x060400, vendor=vendor, device=device, link=link, acs=acs, **kw)
@@ -319,7 +320,7 @@ class SysfsTree:
 
     # -- derived facts ---------------------------------------------------------------
 
-    def expected(self) -> Dict[str, Dict[str, Optional[object]]]:
+    def expected(self) -> dict[str, dict[str, Optional[object]]]:
         """``{bdf: {"parent", "root", "numa_node"}}`` as the contract's topology document states them."""
         return {b: {"parent": f.parent, "root": f.root, "numa_node": f.numa} for b, f in self.funcs.items()}
 
@@ -339,7 +340,7 @@ class SysfsTree:
         return RC_ENDPOINT if f.parent is None else ENDPOINT
 
     def _assign_buses(self) -> None:
-        used: Dict[int, set] = {}
+        used: dict[int, set] = {}
         for b in list(self.funcs) + [r + ":00.0" for r in self.roots]:
             d, bus = int(b.split(":")[0], 16), int(b.split(":")[1], 16)
             used.setdefault(d, set()).add(bus)
@@ -381,7 +382,7 @@ class SysfsTree:
             n, p = n + 1, self.funcs[p].parent
         return n
 
-    def _node_cpus(self) -> Dict[int, List[int]]:
+    def _node_cpus(self) -> dict[int, list[int]]:
         nodes = sorted(self.numa_nodes) or [0]
         per = self.cpus_per_node
         return {n: list(range(i * per, (i + 1) * per)) for i, n in enumerate(nodes)}
@@ -406,7 +407,7 @@ class SysfsTree:
         self._assign_buses()
         node_cpus = self._node_cpus()
         all_cpus = [c for cs in node_cpus.values() for c in cs]
-        slots: Dict[str, int] = {}
+        slots: dict[str, int] = {}
         for b in self.funcs:
             slots[b.rsplit(".", 1)[0]] = slots.get(b.rsplit(".", 1)[0], 0) + 1
         self._multi = {b for b in self.funcs if slots[b.rsplit(".", 1)[0]] > 1}
@@ -421,7 +422,7 @@ class SysfsTree:
         self._write_cpus(node_cpus)
         return self.root_dir
 
-    def _write_func(self, f: Func, n: int, cpus: List[int]) -> None:
+    def _write_func(self, f: Func, n: int, cpus: list[int]) -> None:
         d = self.device_dir(f.bdf)
         d.mkdir(parents=True, exist_ok=True)
         sysd = self.root_dir / "sys"
@@ -512,7 +513,7 @@ class SysfsTree:
             (nv / "address").write_text(f.bdf + "\n")
             (nv / "model").write_text("Fake NVMe\n")
 
-    def _bar_layout(self, f: Func, n: int) -> List[Tuple[int, int, int, int]]:
+    def _bar_layout(self, f: Func, n: int) -> list[tuple[int, int, int, int]]:
         out = []
         index = 0
         base = 0x3800_0000_0000 + n * (1 << 37)
@@ -544,7 +545,7 @@ class SysfsTree:
             at.unlink()
         os.symlink(os.path.relpath(target, at.parent), at)
 
-    def _write_cpus(self, node_cpus: Dict[int, List[int]]) -> None:
+    def _write_cpus(self, node_cpus: dict[int, list[int]]) -> None:
         sysd = self.root_dir / "sys" / "devices" / "system"
         all_cpus = sorted(c for cs in node_cpus.values() for c in cs)
         nodes = sorted(node_cpus)

@@ -19,7 +19,7 @@ from gdrcheck.cli.options import COMMANDS, ENGINE_FORMATS, NODE_COMMANDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Optional
+    from typing import Optional
 
 
 class Reading:
@@ -30,7 +30,7 @@ class Reading:
 
     __slots__ = ("command", "given", "plain", "engine")
 
-    def __init__(self, command: Optional[str], given: Dict, plain: bool) -> None:
+    def __init__(self, command: Optional[str], given: dict, plain: bool) -> None:
         self.command, self.given, self.plain = command, given, plain
         self.engine: Optional[str] = None
 

@@ -10,7 +10,8 @@ from gdrcheck.units import parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional, Sequence, Tuple
+    from collections.abc import Sequence
+    from typing import Optional
 
 
 def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool, gds_path: Optional[str],
@@ -56,7 +57,7 @@ def run_probe(from_path: Optional[str], dry_run: bool, risky: bool, force: bool,
 
 
 def _checked(from_path: Optional[str], dry_run: bool, gds_path: Optional[str],
-             copy_size: Optional[str]) -> Tuple[Optional[str], int]:
+             copy_size: Optional[str]) -> tuple[Optional[str], int]:
     """The options probe refuses together or by value; the --gds-path made absolute (the worker runs in /) and
     the bytes of a host copy."""
     import os

@@ -13,12 +13,13 @@ from importlib import import_module
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Optional, Sequence, Tuple
+    from collections.abc import Sequence
+    from typing import Any, Optional
 
 
-def env_of(pairs: Sequence[str]) -> Dict[str, str]:
+def env_of(pairs: Sequence[str]) -> dict[str, str]:
     """``--env NAME=VALUE`` given any number of times: NAME -> VALUE, the last one of a name counting."""
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for item in pairs or ():
         name, eq, value = item.partition("=")
         if not eq or not name or not name.replace("_", "").isalnum() or name[0].isdigit():
@@ -38,7 +39,7 @@ def options_of(nccl_version: Optional[str], min_bar1: Optional[str] = None,
         newest = ".".join(map(str, nccl.NEWEST))
         sys.stderr.write(f"gdrcheck: note: NCCL {nccl_version.strip()} is newer than the newest release gdrcheck "
                          f"knows; judged with the rules of NCCL {newest}\n")
-    kw: Dict[str, Any] = {"nccl_version": nccl_version}
+    kw: dict[str, Any] = {"nccl_version": nccl_version}
     if env:
         kw["env"] = _or_bad_parameter(env_of, env, "--env")  # CUDA_VISIBLE_DEVICES: rules.cuda_visible
     if min_bar1 is not None:
@@ -129,7 +130,7 @@ class View:
         for name in self.prepares:
             import_module(name)
 
-    prepares: Tuple[str, ...] = ("gdrcheck.documents.pairs", "gdrcheck.documents.fingerprint",
+    prepares: tuple[str, ...] = ("gdrcheck.documents.pairs", "gdrcheck.documents.fingerprint",
                                  "gdrcheck.render.json_out")
 
     def document(self, subject, run):  # a JSON document, or text ready to print

@@ -23,11 +23,11 @@ from gdrcheck.io.source import COMMANDS_FILE, Source
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Tuple
+    pass
 
 SNAPSHOT_FORMAT = "1.0"
 
-def capture(redact: bool = False, progress=None, root: str = "/") -> Tuple[Source, Dict]:
+def capture(redact: bool = False, progress=None, root: str = "/") -> tuple[Source, dict]:
     """Read the live machine once (or a tree laid out like one at ``root``), recording every read; return
     the source and the manifest."""
     from gdrcheck.collectors.gather import gather

@@ -48,7 +48,7 @@ from gdrcheck.pcie.caps import CAP_ID_PCIE, walk_caps
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Optional
+    from typing import Optional
 
 CAP_ID_SSVID = 0x0D
 HEADER_BYTES = 0x40
@@ -83,7 +83,7 @@ def _cap(config: bytes, cap_id: int) -> Optional[int]:
     return None
 
 
-def header_facts(config: Optional[bytes], class_code: Optional[int]) -> Dict[str, Optional[int]]:
+def header_facts(config: Optional[bytes], class_code: Optional[int]) -> dict[str, Optional[int]]:
     """vendor, device, revision, subsys_vendor, subsys_device, secondary_bus, subordinate_bus: those
     the bytes decide as sysfs shows them. ``class_code`` is what sysfs ``class`` said."""
     if config is None or len(config) < HEADER_BYTES:
@@ -94,7 +94,7 @@ def header_facts(config: Optional[bytes], class_code: Optional[int]) -> Dict[str
     (class_rev,) = struct.unpack_from("<I", config, 0x08)
     if class_code is None or class_rev >> 8 != class_code:
         return {}
-    out: Dict[str, Optional[int]] = {"vendor": vendor, "device": device, "revision": class_rev & 0xFF}
+    out: dict[str, Optional[int]] = {"vendor": vendor, "device": device, "revision": class_rev & 0xFF}
     hdr = config[0x0E] & 0x7F
     if hdr == 0:
         out["subsys_vendor"], out["subsys_device"] = struct.unpack_from("<HH", config, 0x2C)
@@ -112,7 +112,7 @@ def header_facts(config: Optional[bytes], class_code: Optional[int]) -> Dict[str
     return out
 
 
-def link_facts(config: Optional[bytes]) -> Dict[str, Optional[float]]:
+def link_facts(config: Optional[bytes]) -> dict[str, Optional[float]]:
     """cur_speed, cur_width, max_speed, max_width: those the bytes decide as sysfs shows them
     (all None for a function without a PCI Express capability: the kernel shows no link files)."""
     if config is None:
@@ -131,7 +131,7 @@ def link_facts(config: Optional[bytes]) -> Dict[str, Optional[float]]:
     (lnkcap,) = struct.unpack_from("<I", config, cap + 0x0C)
     (lnksta,) = struct.unpack_from("<H", config, cap + 0x12)
     lnkcap2 = struct.unpack_from("<I", config, cap + 0x2C)[0] if flags & 0xF > 1 else 0
-    out: Dict[str, Optional[float]] = {}
+    out: dict[str, Optional[float]] = {}
     cls = lnksta & 0xF
     if cls != _KERNEL_VERSION_DEPENDENT_SPEED:
         out["cur_speed"] = _SPEED.get(cls)

@@ -21,7 +21,7 @@ from gdrcheck.cuda_attr import ATTR
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Optional
 
 CUDA_FILE = "/gdrcheck/cuda.json"
 RECORD_VERSION = 1
@@ -45,7 +45,7 @@ def _load_libcuda():
         raise CudaUnavailable(f"libcuda.so.1 not loaded ({e})") from None
 
 
-def _ask(lib) -> Dict[str, Any]:
+def _ask(lib) -> dict[str, Any]:
     """One record of every CUDA device's flags; a call that fails leaves its field ``None``."""
     import ctypes
 
@@ -65,7 +65,7 @@ def _ask(lib) -> Dict[str, Any]:
     count = ctypes.c_int(0)
     if call("cuDeviceGetCount", ctypes.byref(count)) != 0:
         raise CudaUnavailable("cuDeviceGetCount failed")
-    devices: List[Dict[str, Any]] = []
+    devices: list[dict[str, Any]] = []
     for i in range(count.value):
         dev = ctypes.c_int(0)
         if call("cuDeviceGet", ctypes.byref(dev), ctypes.c_int(i)) != 0:
@@ -88,7 +88,7 @@ def _ask(lib) -> Dict[str, Any]:
     return {"version": RECORD_VERSION, "init": None, "driver_version": driver, "devices": devices}
 
 
-def _live_record() -> Dict[str, Any]:
+def _live_record() -> dict[str, Any]:
     try:
         return _ask(_load_libcuda())
     except CudaUnavailable as e:
@@ -97,7 +97,7 @@ def _live_record() -> Dict[str, Any]:
         return {"version": RECORD_VERSION, "init": f"{type(e).__name__}: {e}", "devices": []}
 
 
-def facts_from_record(rec: Dict[str, Any]):
+def facts_from_record(rec: dict[str, Any]):
     """(the ``cuda_attrs`` fact or None, the collector's status line)."""
     from gdrcheck.model import CollectorStatus, Fact, norm_bdf
 
@@ -105,7 +105,7 @@ def facts_from_record(rec: Dict[str, Any]):
         why = rec.get("init") if isinstance(rec, dict) else "not a record"
         return None, CollectorStatus("cuda", "unavailable", f"CUDA driver attributes not read: {why}",
                                      "run 'gdrcheck snapshot' on the node with the NVIDIA driver's libcuda.so.1")
-    gpus: Dict[str, Dict[str, Any]] = {}
+    gpus: dict[str, dict[str, Any]] = {}
     for d in rec.get("devices") or ():
         if not isinstance(d, dict) or not isinstance(d.get("bus_id"), str):
             continue
@@ -126,7 +126,7 @@ def facts_from_record(rec: Dict[str, Any]):
                                                                      "DMA-BUF attributes")
 
 
-def collect_cuda_attrs(src) -> Tuple[Optional[Any], Optional[Any]]:
+def collect_cuda_attrs(src) -> tuple[Optional[Any], Optional[Any]]:
     """(fact, status), or (None, None) where nothing is asked: a live run that records nothing, or an input
     made without the record."""
     if src.live:

@@ -13,19 +13,19 @@ from gdrcheck.record import field, record, replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Sequence, Tuple
+    from collections.abc import Sequence
 
 
 @record
 class DriverFacts:
-    gpus: Tuple[DriverGpu, ...] = ()
-    nvlinks: Tuple[NvLink, ...] = ()
-    p2p_status: Dict[Tuple[str, str, str], str] = field(default_factory=dict)
+    gpus: tuple[DriverGpu, ...] = ()
+    nvlinks: tuple[NvLink, ...] = ()
+    p2p_status: dict[tuple[str, str, str], str] = field(default_factory=dict)
     shows_nvlink: bool = False
-    statuses: List[CollectorStatus] = field(default_factory=list)
-    common_ancestor: Dict[Tuple[str, str], int] = field(default_factory=dict)  # NVML topology level per GPU pair
+    statuses: list[CollectorStatus] = field(default_factory=list)
+    common_ancestor: dict[tuple[str, str], int] = field(default_factory=dict)  # NVML topology level per GPU pair
 
-    def renumber(self, devices: Sequence[PciFunction]) -> Tuple[PciFunction, ...]:
+    def renumber(self, devices: Sequence[PciFunction]) -> tuple[PciFunction, ...]:
         """Give PCI functions the driver's GPU index where the driver said it."""
         idx = {g.bdf: g.index for g in self.gpus if g.index is not None}
         if not idx:
@@ -33,7 +33,7 @@ class DriverFacts:
         return tuple(replace(d, gpu_index=idx[d.bdf]) if d.bdf in idx else d for d in devices)
 
 
-def _with_bus_view(src: Source, gpus: Sequence[DriverGpu], devices: Sequence[PciFunction]) -> Tuple[DriverGpu, ...]:
+def _with_bus_view(src: Source, gpus: Sequence[DriverGpu], devices: Sequence[PciFunction]) -> tuple[DriverGpu, ...]:
     """The one read the bus view of BAR1 needs beyond the PCI function: its ``resourceN_resize`` file
     (kept as ``bar1_resize``; the view itself is joined once, in the BAR1 rules)."""
     from gdrcheck.pcie.rebar import bar1_index
@@ -50,7 +50,7 @@ def _with_bus_view(src: Source, gpus: Sequence[DriverGpu], devices: Sequence[Pci
     return tuple(sorted(out, key=lambda g: (g.index if g.index is not None else 1 << 30, bdf_key(g.bdf))))
 
 
-def _missing(gpus: Sequence[DriverGpu], devices: Sequence[PciFunction], who: str) -> List[CollectorStatus]:
+def _missing(gpus: Sequence[DriverGpu], devices: Sequence[PciFunction], who: str) -> list[CollectorStatus]:
     from gdrcheck.pcie.kinds import is_nvidia_gpu
 
     listed = {g.bdf for g in gpus}

@@ -12,7 +12,7 @@ from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Optional
+    from typing import Callable, Optional
 
 _NODE_RE = lazy_pattern(r"^node(\d+)$")
 
@@ -40,7 +40,7 @@ def _hostname(src: Source) -> Optional[str]:
     return clip_name(name, HOST_NAME_MAX) or None
 
 
-def _out_of_time(dl, what: str, statuses: List[CollectorStatus]) -> bool:
+def _out_of_time(dl, what: str, statuses: list[CollectorStatus]) -> bool:
     """True (and the collector marked not run) when the --timeout has run out before it starts."""
     if dl is None or not dl.expired():
         return False
@@ -59,7 +59,7 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
     from gdrcheck.collectors.sysfs_pci import collect_sysfs_pci
 
     say = progress or (lambda _msg: None)
-    statuses: List[CollectorStatus] = []
+    statuses: list[CollectorStatus] = []
     pending_nvml = None
     if want_driver and src.live:
         from gdrcheck.collectors.nvml import begin_nvml
@@ -108,11 +108,11 @@ def _named(src: Source, devices):
     return devices
 
 
-def _host_facts(src: Source, devices, statuses: List[CollectorStatus], say) -> Dict[str, Fact]:
+def _host_facts(src: Source, devices, statuses: list[CollectorStatus], say) -> dict[str, Fact]:
     """The host facts: NUMA nodes and their sockets, then the kernel's and the driver's state."""
     from gdrcheck.collectors.host import collect_host
 
-    host: Dict[str, Fact] = {"numa_nodes": _numa_nodes(src)}
+    host: dict[str, Fact] = {"numa_nodes": _numa_nodes(src)}
     if isinstance(host["numa_nodes"].value, list) and len(host["numa_nodes"].value) > 1:
         from gdrcheck.collectors.host_sockets import numa_packages
 
@@ -125,8 +125,8 @@ def _host_facts(src: Source, devices, statuses: List[CollectorStatus], say) -> D
     return host
 
 
-def _driver_facts(src: Source, devices, pending_nvml, while_waiting, host: Dict[str, Fact],
-                  statuses: List[CollectorStatus], say):
+def _driver_facts(src: Source, devices, pending_nvml, while_waiting, host: dict[str, Fact],
+                  statuses: list[CollectorStatus], say):
     """What the NVIDIA driver says (NVML, nvidia-smi), and the CUDA attributes a snapshot recorded."""
     from gdrcheck.collectors.cuda_attrs import collect_cuda_attrs
     from gdrcheck.collectors.driver import collect_driver

@@ -27,7 +27,8 @@ from gdrcheck.model import CollectorStatus, Fact, PciFunction, unknown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Sequence, Tuple
+    from collections.abc import Sequence
+    from typing import Callable
 
 # Every key collect_host returns, in a stable order (rules are written against these names).
 HOST_FACT_KEYS = (
@@ -45,7 +46,7 @@ INVENTORY_KEYS = ("nccl_conf", "nccl_topo_file", "nccl_versions", "rdma_port_rat
                   "rdma_port_states", "ip_interfaces")
 
 
-def _guard(name: str, fn: Callable[[], Dict[str, Fact]], errors: List[str]) -> Dict[str, Fact]:
+def _guard(name: str, fn: Callable[[], dict[str, Fact]], errors: list[str]) -> dict[str, Fact]:
     """A collector part never raises past the snapshot: its facts become unknown instead."""
     try:
         return fn()
@@ -54,10 +55,10 @@ def _guard(name: str, fn: Callable[[], Dict[str, Fact]], errors: List[str]) -> D
         return {}
 
 
-def collect_host(src: Source, devices: Sequence[PciFunction]) -> Tuple[Dict[str, Fact], List[CollectorStatus]]:
-    errors: List[str] = []
+def collect_host(src: Source, devices: Sequence[PciFunction]) -> tuple[dict[str, Fact], list[CollectorStatus]]:
+    errors: list[str] = []
     ctx = HostCtx.read(src, devices)
-    facts: Dict[str, Fact] = {}
+    facts: dict[str, Fact] = {}
     facts.update(_guard("kernel", lambda: kernel_facts(ctx), errors))
     facts.update(_guard("iommu", lambda: iommu_facts(ctx), errors))
     facts.update(_guard("nvidia", lambda: nvidia_facts(ctx), errors))

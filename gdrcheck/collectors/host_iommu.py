@@ -9,7 +9,7 @@ from gdrcheck.model import Fact, unknown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
 CLASS_IOMMU = "/sys/class/iommu"
 GROUPS = "/sys/kernel/iommu_groups"
@@ -21,7 +21,7 @@ GROUP_TYPE_MODE = {"identity": "passthrough", "DMA": "translated", "DMA-FQ": "tr
 # unmanaged (VFIO / VM), blocked, unknown. Host mode adds "mixed" (passthrough and translated groups).
 
 
-def _unit_kind(units: List[str]) -> Optional[str]:
+def _unit_kind(units: list[str]) -> Optional[str]:
     kinds = set()
     for u in units:
         if u.startswith("dmar"):
@@ -35,9 +35,9 @@ def _unit_kind(units: List[str]) -> Optional[str]:
     return ",".join(sorted(kinds)) or None
 
 
-def cmdline_iommu(tokens: List[str]) -> Tuple[List[str], Optional[bool], bool]:
+def cmdline_iommu(tokens: list[str]) -> tuple[list[str], Optional[bool], bool]:
     """(IOMMU-related tokens, pass-through asked (last one wins; None: not said), disabled asked)."""
-    hints: List[str] = []
+    hints: list[str] = []
     passthrough: Optional[bool] = None
     disabled = False
     for tok in tokens:
@@ -70,19 +70,19 @@ def _group_mode(gtype: Optional[str], cmd_pt: Optional[bool], cmdline_known: boo
     return GROUP_TYPE_MODE.get(gtype, "unknown")
 
 
-def iommu_facts(ctx: HostCtx) -> Dict[str, Fact]:
+def iommu_facts(ctx: HostCtx) -> dict[str, Fact]:
     src = ctx.src
     units = listdir_kept(src, CLASS_IOMMU)
     groups = sorted((g for g in listdir_kept(src, GROUPS) if g.isdigit()), key=int)
     hints, cmd_pt, cmd_off = cmdline_iommu(ctx.cmdline_tokens())
-    value: Dict[str, object] = {
+    value: dict[str, object] = {
         "units": units, "unit_kind": _unit_kind(units), "groups_present": bool(groups),
         "group_count": len(groups), "cmdline_hints": hints, "cmdline_passthrough": cmd_pt,
     }
     source = f"{CLASS_IOMMU}, {GROUPS}" + (", /proc/cmdline" if ctx.cmdline is not None else "")
     if not groups:
         return _no_groups(ctx, value, source, bool(units), cmd_off)
-    gtypes: Dict[str, Optional[str]] = {g: src.read_line(f"{GROUPS}/{g}/type") for g in groups}
+    gtypes: dict[str, Optional[str]] = {g: src.read_line(f"{GROUPS}/{g}/type") for g in groups}
     inferred = any(t is None for t in gtypes.values())
     known = ctx.cmdline is not None
     gmode = {g: _group_mode(t, cmd_pt, known) for g, t in gtypes.items()}
@@ -97,7 +97,7 @@ def iommu_facts(ctx: HostCtx) -> Dict[str, Fact]:
                                   source=f"{GROUPS}/<group>/type")}
 
 
-def _no_groups(ctx: HostCtx, value: Dict[str, object], source: str, units: bool, cmd_off: bool) -> Dict[str, Fact]:
+def _no_groups(ctx: HostCtx, value: dict[str, object], source: str, units: bool, cmd_off: bool) -> dict[str, Fact]:
     """No IOMMU group: the IOMMU is off (units or not), or the input cannot say."""
     src = ctx.src
     if not units:
@@ -118,7 +118,7 @@ def _no_groups(ctx: HostCtx, value: Dict[str, object], source: str, units: bool,
             "iommu_devices": Fact({d.bdf: "off" for d in ctx.devices}, source=source)}
 
 
-def _host_mode(gmode: Dict[str, str]) -> str:
+def _host_mode(gmode: dict[str, str]) -> str:
     """The host's mode from its groups': passthrough, translated, mixed (both), unmanaged or unknown."""
     relevant = {m for m in gmode.values() if m in ("passthrough", "translated")}
     if relevant == {"passthrough"}:
@@ -132,16 +132,16 @@ def _host_mode(gmode: Dict[str, str]) -> str:
     return "unknown"
 
 
-def _device_modes(ctx: HostCtx, groups: List[str], gmode: Dict[str, str], cmd_pt, known: bool) -> Dict[str, str]:
+def _device_modes(ctx: HostCtx, groups: list[str], gmode: dict[str, str], cmd_pt, known: bool) -> dict[str, str]:
     """Each device's mode: its group's, or no-group."""
     src = ctx.src
     # device -> group: the device's own link, else the groups' member lists
-    member: Dict[str, str] = {d.bdf: d.iommu_group for d in ctx.devices if d.iommu_group}
+    member: dict[str, str] = {d.bdf: d.iommu_group for d in ctx.devices if d.iommu_group}
     if len(member) < len(ctx.devices):
         for g in groups:
             for b in listdir_kept(src, f"{GROUPS}/{g}/devices"):
                 member.setdefault(b, g)
-    per_dev: Dict[str, str] = {}
+    per_dev: dict[str, str] = {}
     for d in ctx.devices:
         g = member.get(d.bdf)
         per_dev[d.bdf] = "no-group" if g is None else gmode.get(g) or _group_mode(

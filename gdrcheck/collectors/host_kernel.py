@@ -10,7 +10,7 @@ from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
 CONFIG_LIMIT = 16 << 20  # a kernel .config is some 250 KB; proc/config.gz is read up to this, decompressed
 
@@ -23,9 +23,9 @@ _VM_DMI = lazy_pattern(r"\bqemu\b|\bkvm\b|vmware|virtualbox|innotek|^xen$|\bhvm 
                      r"standard pc \(|\bahv\b|virtual machine", re.I)
 
 
-def kernel_facts(ctx: HostCtx) -> Dict[str, Fact]:
+def kernel_facts(ctx: HostCtx) -> dict[str, Fact]:
     src = ctx.src
-    out: Dict[str, Fact] = {}
+    out: dict[str, Fact] = {}
     out["kernel_release"] = (Fact(ctx.release, source="/proc/sys/kernel/osrelease") if ctx.release
                              else failed(src, "/proc/sys/kernel/osrelease"))
     out["kernel_cmdline"] = (Fact(ctx.cmdline, source="/proc/cmdline") if ctx.cmdline is not None
@@ -58,7 +58,7 @@ def _acs_cmdline(ctx: HostCtx) -> Fact:
     parameters are in Documentation/admin-guide/kernel-parameters.txt)."""
     if ctx.cmdline is None:
         return failed(ctx.src, "/proc/cmdline")
-    out: Dict[str, List[str]] = {"disable_acs_redir": [], "config_acs": [], "pcie_acs_override": []}
+    out: dict[str, list[str]] = {"disable_acs_redir": [], "config_acs": [], "pcie_acs_override": []}
     for tok in ctx.cmdline_tokens():
         tok = _unquote(tok)
         if tok.startswith("pci="):
@@ -84,7 +84,7 @@ def config_option(text: str, name: str) -> Optional[str]:
     return m.group(1).strip('"') if m else "n"
 
 
-def config_paths(release: Optional[str]) -> List[str]:
+def config_paths(release: Optional[str]) -> list[str]:
     """Where a kernel's .config may be, in the order tried: the distributions' copy beside the kernel
     (``/boot``; Fedora and RHEL also under ``/lib/modules``), the kernel's own (``CONFIG_IKCONFIG_PROC``),
     the build tree's."""
@@ -99,7 +99,7 @@ def _p2pdma_config(ctx: HostCtx) -> Fact:
     kernel makes that directory), else unknown. The symbol table (``/proc/kallsyms``) is never read: it
     holds the kernel's addresses, which a snapshot handed on must not carry."""
     src = ctx.src
-    tried: List[str] = []
+    tried: list[str] = []
     denied = False
     paths = config_paths(ctx.release)
     if not ctx.release:
@@ -143,9 +143,9 @@ def _p2pdma_config(ctx: HostCtx) -> Fact:
 CPUINFO_HEAD = 32 << 10  # bytes of /proc/cpuinfo read: a few processors' blocks
 
 
-def _cpuinfo_fields(text: str) -> Dict[str, str]:
+def _cpuinfo_fields(text: str) -> dict[str, str]:
     """First value of each key in /proc/cpuinfo (the first processor's block wins)."""
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, val = line.partition(":")
         if not sep:
@@ -156,7 +156,7 @@ def _cpuinfo_fields(text: str) -> Dict[str, str]:
     return out
 
 
-def _cpu(ctx: HostCtx) -> Dict[str, Fact]:
+def _cpu(ctx: HostCtx) -> dict[str, Fact]:
     src = ctx.src
     path = "/proc/cpuinfo"
     # the first processor's block decides; the kernel writes the file one CPU at a time as it is read, and on
@@ -166,7 +166,7 @@ def _cpu(ctx: HostCtx) -> Dict[str, Fact]:
         f = failed(src, path)
         return {"cpu_vendor": f, "cpu_family": f, "cpu_arch": f, "cpu_hypervisor_flag": f}
     fields = _cpuinfo_fields(text)
-    out: Dict[str, Fact] = {}
+    out: dict[str, Fact] = {}
     if "vendor_id" in fields:
         out["cpu_vendor"] = Fact(fields["vendor_id"], source=path)
         out["cpu_arch"] = Fact("x86_64", source=path)
@@ -204,10 +204,10 @@ def _cpu(ctx: HostCtx) -> Dict[str, Fact]:
 def _virtualization(ctx: HostCtx, flag: Optional[Fact]) -> Fact:
     src = ctx.src
     dmi = {k: src.read_line(f"/sys/class/dmi/id/{k}") for k in ("sys_vendor", "product_name")}
-    value: Dict[str, object] = {"sys_vendor": dmi["sys_vendor"], "product_name": dmi["product_name"],
+    value: dict[str, object] = {"sys_vendor": dmi["sys_vendor"], "product_name": dmi["product_name"],
                                 "hypervisor_flag": flag.value if flag is not None else None}
-    sources: List[str] = ["/sys/class/dmi/id/sys_vendor", "/sys/class/dmi/id/product_name"]
-    hits: List[Tuple[bool, str]] = []
+    sources: list[str] = ["/sys/class/dmi/id/sys_vendor", "/sys/class/dmi/id/product_name"]
+    hits: list[tuple[bool, str]] = []
     if flag is not None and flag.known:
         sources.insert(0, "/proc/cpuinfo")
         if flag.value:

@@ -17,7 +17,8 @@ from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, Tuple
+    from collections.abc import Mapping
+    from typing import Optional
 
 HONOURED = ("NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_NET_GDR_READ", "NCCL_TOPO_FILE",
             "NCCL_IGNORE_DISABLED_P2P", "NCCL_DMABUF_ENABLE", "NCCL_NET_GDR_C2C")
@@ -27,9 +28,9 @@ FROM_ENV = "environment"
 FROM_CAPTURED_ENV = f"captured environment ({ENV_CAPTURE})"
 
 
-def parse_nccl_conf(text: str) -> Dict[str, str]:
+def parse_nccl_conf(text: str) -> dict[str, str]:
     """NCCL's ``setEnvFile``: ``NAME=value`` per line, ``#`` lines skipped, no trimming, first wins."""
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for line in text.split("\n"):
         if line.endswith("\r"):
             line = line[:-1]
@@ -40,7 +41,7 @@ def parse_nccl_conf(text: str) -> Dict[str, str]:
     return out
 
 
-def _captured_env(ctx: HostCtx) -> Optional[Dict[str, str]]:
+def _captured_env(ctx: HostCtx) -> Optional[dict[str, str]]:
     text = ctx.src.read_text(ENV_CAPTURE)
     if text is None:
         return None
@@ -55,10 +56,10 @@ def _captured_env(ctx: HostCtx) -> Optional[Dict[str, str]]:
     return {str(k): str(v) for k, v in data.items() if isinstance(k, str) and v is not None}
 
 
-def _layers(ctx: HostCtx) -> Tuple[List[Tuple[str, Mapping[str, str]]], List[str]]:
+def _layers(ctx: HostCtx) -> tuple[list[tuple[str, Mapping[str, str]]], list[str]]:
     """Setting layers, strongest first, and the files that were read."""
-    layers: List[Tuple[str, Mapping[str, str]]] = []
-    read: List[str] = []
+    layers: list[tuple[str, Mapping[str, str]]] = []
+    read: list[str] = []
     env: Optional[Mapping[str, str]] = None
     if ctx.src.live:
         env = os.environ
@@ -69,7 +70,7 @@ def _layers(ctx: HostCtx) -> Tuple[List[Tuple[str, Mapping[str, str]]], List[str
             env = captured
             read.append(ENV_CAPTURE)
             layers.append((FROM_CAPTURED_ENV, {k: v for k, v in captured.items() if k.startswith("NCCL_")}))
-    files: List[str] = []
+    files: list[str] = []
     user = (env or {}).get("NCCL_CONF_FILE")
     if user:
         files.append(user)
@@ -90,13 +91,13 @@ def _layers(ctx: HostCtx) -> Tuple[List[Tuple[str, Mapping[str, str]]], List[str
 def nccl_env_fact(ctx: HostCtx) -> Fact:
     """{NAME: {"value", "source", "shadowed": [{"value", "source"}, ...]}} for the honoured names that are set."""
     layers, read = _layers(ctx)
-    out: Dict[str, Dict[str, object]] = {}
+    out: dict[str, dict[str, object]] = {}
     for name in HONOURED:
         hits = [(where, vals[name]) for where, vals in layers if name in vals]
         if not hits:
             continue
         where, value = hits[0]
-        entry: Dict[str, object] = {"value": value, "source": where}
+        entry: dict[str, object] = {"value": value, "source": where}
         if len(hits) > 1:
             entry["shadowed"] = [{"value": v, "source": w} for w, v in hits[1:]]
         out[name] = entry
@@ -112,7 +113,7 @@ CONF_LIMIT = 1 << 20
 TOPO_LIMIT = 8 << 20
 
 
-def _homes(ctx: HostCtx, env: Optional[Mapping[str, str]]) -> Dict[str, Optional[str]]:
+def _homes(ctx: HostCtx, env: Optional[Mapping[str, str]]) -> dict[str, Optional[str]]:
     """``$HOME`` (NCCL 2.30.3+) and the passwd home directory (``getpwuid(getuid())``, up to 2.30.2)."""
     home = (env or {}).get("HOME")
     pw_dir: Optional[str] = None
@@ -139,7 +140,7 @@ def nccl_conf_fact(ctx: HostCtx) -> Fact:
         if captured is not None:
             env, env_source = captured, FROM_CAPTURED_ENV
     homes = _homes(ctx, env)
-    candidates: List[str] = []
+    candidates: list[str] = []
     user = (env or {}).get("NCCL_CONF_FILE")
     if user:
         candidates.append(user)
@@ -147,7 +148,7 @@ def nccl_conf_fact(ctx: HostCtx) -> Fact:
         if d:
             candidates.append(f"{d}/.nccl.conf")
     candidates.append(ETC_CONF)
-    files: Dict[str, Optional[str]] = {}
+    files: dict[str, Optional[str]] = {}
     for path in dict.fromkeys(candidates):
         files[path] = ctx.src.read_text(path, CONF_LIMIT) if path.startswith("/") else None
     value = {"env": None if env is None else {k: v for k, v in env.items() if k.startswith("NCCL_")},
@@ -158,7 +159,7 @@ def nccl_conf_fact(ctx: HostCtx) -> Fact:
 def nccl_topo_file_fact(ctx: HostCtx, conf: Fact) -> Fact:
     """The text of every topology file NCCL may load before detection (NCCL_TOPO_FILE in the environment
     or any settings file, else the nvidia-topologyd default), for the rules to apply."""
-    paths: List[str] = []
+    paths: list[str] = []
     v = conf.value if isinstance(conf.value, dict) else {}
     layers = [v.get("env") or {}] + [parse_nccl_conf(t) for t in (v.get("files") or {}).values() if t]
     for layer in layers:
@@ -166,7 +167,7 @@ def nccl_topo_file_fact(ctx: HostCtx, conf: Fact) -> Fact:
         if p:
             paths.append(p)
     paths.append(TOPO_DEFAULT)
-    out: Dict[str, Optional[str]] = {}
+    out: dict[str, Optional[str]] = {}
     for p in dict.fromkeys(paths):
         out[p] = ctx.src.read_text(p, TOPO_LIMIT) if p.startswith("/") else None
     return Fact({"files": out}, source=", ".join(out))
@@ -189,8 +190,8 @@ _TORCH_NCCL = lazy_pattern(r"^Requires-Dist:\s*nvidia-nccl-cu\d+\s*==\s*(\d+)\.(
 SITE_DIRS_FILE = "/gdrcheck/python_site_dirs.json"  # in a snapshot: the site directories the live run looked in
 
 
-def _site_dirs(ctx: HostCtx) -> List[str]:
-    out: List[str] = []
+def _site_dirs(ctx: HostCtx) -> list[str]:
+    out: list[str] = []
     for base in PY_BASES:
         for n in ctx.src.listdir(base):
             if n.startswith("python3"):
@@ -217,8 +218,8 @@ def _site_dirs(ctx: HostCtx) -> List[str]:
 def nccl_versions_fact(ctx: HostCtx) -> Fact:
     """``{"found": [{"version", "where", "kind"}], "net_plugins": [paths]}``."""
     src = ctx.src
-    found: List[Dict[str, object]] = []
-    plugins: List[str] = []
+    found: list[dict[str, object]] = []
+    plugins: list[str] = []
     dirs = list(LIB_DIRS)
     if src.live:
         dirs.extend(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p.startswith("/"))
@@ -261,9 +262,9 @@ def rdma_port_rates_fact(ctx: HostCtx) -> Fact:
 IB_CLASS = "/sys/class/infiniband"
 
 
-def _port_attribute(ctx: HostCtx, name: str, conv) -> Dict[str, Dict[str, str]]:
+def _port_attribute(ctx: HostCtx, name: str, conv) -> dict[str, dict[str, str]]:
     """``{rdma device: {port: conv(text)}}`` for one attribute file of every port of every RDMA device."""
-    out: Dict[str, Dict[str, str]] = {}
+    out: dict[str, dict[str, str]] = {}
     for dev in listdir_kept(ctx.src, IB_CLASS):
         for port in listdir_kept(ctx.src, f"{IB_CLASS}/{dev}/ports"):
             text = ctx.src.read_line(f"{IB_CLASS}/{dev}/ports/{port}/{name}")
@@ -281,7 +282,7 @@ def bcm_switch_links_fact(ctx: HostCtx) -> Fact:
     function of vendor 0x1000, every entry of ``virtual_switch_links/<busid>/`` that names a PCI function."""
     from gdrcheck.model import is_bdf
 
-    out: Dict[str, list] = {}
+    out: dict[str, list] = {}
     if not ctx.src.listdir(BCM_LINKS):  # no Broadcom switch driver: nothing to look up per switch port
         return Fact(out, source=BCM_LINKS)
     for d in ctx.devices:

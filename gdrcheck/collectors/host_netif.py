@@ -17,19 +17,19 @@ from gdrcheck.model import Fact, unknown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Optional
+    from typing import Optional
 
 IFF_UP = 0x1  # include/uapi/linux/if.h
 NET_CLASS = "/sys/class/net"
 SOURCE = "getifaddrs (SIOCGIFADDR, /proc/net/if_inet6)"
 
 
-def parse_addresses(text: str) -> Dict[str, Dict[str, bool]]:
+def parse_addresses(text: str) -> dict[str, dict[str, bool]]:
     """``{interface: {"inet": bool, "inet6": bool}}`` from ``name family address`` lines; ``inet6`` counts only
     addresses NCCL keeps (not the IPv6 loopback)."""
     import ipaddress
 
-    out: Dict[str, Dict[str, bool]] = {}
+    out: dict[str, dict[str, bool]] = {}
     for line in text.splitlines():
         parts = line.split()
         if len(parts) != 3 or parts[1] not in ("inet", "inet6"):
@@ -66,7 +66,7 @@ def ip_interfaces_fact(ctx: HostCtx) -> Fact:
     res = ctx.src.ip_addresses()
     if not res.ok:
         return unknown(f"the IP addresses: {res.error or f'exit {res.rc}'}", settle="ip -o addr show", source=SOURCE)
-    out: Dict[str, Dict[str, Optional[bool]]] = dict(parse_addresses(res.stdout))
+    out: dict[str, dict[str, Optional[bool]]] = dict(parse_addresses(res.stdout))
     for name, fams in out.items():
         fams["running"] = _running(ctx, name)
     return Fact(out, source=f"{SOURCE}, {NET_CLASS}/*/flags, {NET_CLASS}/*/operstate")

@@ -10,7 +10,7 @@ from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Union
+    from typing import Optional, Union
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 SYS_VERSION = "/sys/module/nvidia/version"
@@ -31,9 +31,9 @@ def flavor_from_version_line(line: str) -> Optional[str]:
     return None
 
 
-def parse_params(text: str) -> Dict[str, Union[int, str]]:
+def parse_params(text: str) -> dict[str, Union[int, str]]:
     """``/proc/driver/nvidia/params``: ``Name: value`` lines; decimal values become int, quotes are dropped."""
-    out: Dict[str, Union[int, str]] = {}
+    out: dict[str, Union[int, str]] = {}
     for line in text.splitlines():
         name, sep, val = line.partition(":")
         name = name.strip()
@@ -49,9 +49,9 @@ def parse_params(text: str) -> Dict[str, Union[int, str]]:
     return out
 
 
-def parse_registry_dwords(text: str) -> Dict[str, Union[int, str]]:
+def parse_registry_dwords(text: str) -> dict[str, Union[int, str]]:
     """``"PeerMappingOverride=1;RMForceStaticBar1=1"`` -> {name: int or raw string}."""
-    out: Dict[str, Union[int, str]] = {}
+    out: dict[str, Union[int, str]] = {}
     for item in re.split(r"[;,]", text.strip().strip('"')):
         name, sep, val = item.partition("=")
         name = name.strip()
@@ -65,9 +65,9 @@ def parse_registry_dwords(text: str) -> Dict[str, Union[int, str]]:
     return out
 
 
-def nvidia_facts(ctx: HostCtx) -> Dict[str, Fact]:
+def nvidia_facts(ctx: HostCtx) -> dict[str, Fact]:
     src = ctx.src
-    out: Dict[str, Fact] = {}
+    out: dict[str, Fact] = {}
     loaded = ctx.loaded("nvidia")
     sys_ver = src.read_line(SYS_VERSION)
     proc_text = src.read_text(PROC_VERSION)
@@ -119,7 +119,7 @@ _MODEL = lazy_pattern(r"^Model:\s*(.*?)\s*$", re.M)
 def _gpu_models(ctx: HostCtx) -> Fact:
     """``{bus id: model}`` from the driver's ``/proc/driver/nvidia/gpus/*/information`` (no CUDA, no NVML):
     the GPU's model where NVML does not answer (rules/nccl/node.py, the GPU's GPUDirect RDMA flag)."""
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for bus in ctx.src.listdir(GPUS_DIR):
         m = _MODEL.search(ctx.src.read_text(f"{GPUS_DIR}/{bus}/information", 4096) or "")
         if m and m.group(1):
@@ -137,14 +137,14 @@ def _nvidia_fs(ctx: HostCtx) -> Fact:
         if loaded is False:
             return Fact(False, source=f"{ctx.module_source()}, {NVFS}/version")
         return failed(src, f"{NVFS}/version", "nvidia_fs state not readable (no /proc/modules, /sys/module)")
-    value: Dict[str, object] = {"loaded": True, "version": None, "bridges": None, "modules": None,
+    value: dict[str, object] = {"loaded": True, "version": None, "bridges": None, "modules": None,
                                 "devcount": None, "peerdirect": None, "rw_stats_enabled": None}
     if ver_text is not None:
         line = ver_text.strip().splitlines()[0] if ver_text.strip() else ""
         value["version"] = line.split(":", 1)[1].strip() if ":" in line else (line or None)
     btext = src.read_text(f"{NVFS}/bridges")
     if btext is not None:
-        bridges: List[str] = []
+        bridges: list[str] = []
         for ln in btext.split():
             try:
                 bridges.append(norm_bdf(ln))
@@ -153,7 +153,7 @@ def _nvidia_fs(ctx: HostCtx) -> Fact:
         value["bridges"] = bridges
     mtext = src.read_text(f"{NVFS}/modules")
     if mtext is not None:
-        mods: Dict[str, str] = {}
+        mods: dict[str, str] = {}
         for ln in mtext.splitlines():
             name, _, ver = ln.partition(":")
             if name.strip():

@@ -17,7 +17,8 @@ from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, Tuple
+    from collections.abc import Mapping
+    from typing import Optional
 
 MEMORY_PEERS = "/sys/kernel/mm/memory_peers"
 NV_MEM = f"{MEMORY_PEERS}/nv_mem/version"
@@ -26,7 +27,7 @@ NVIDIA_PEERMEM_PEER = f"{MEMORY_PEERS}/nvidia-peermem/version"
 SYS_PEERMEM = "/sys/module/nvidia_peermem/version"
 
 # (first (major, minor), last (major, minor) or None, files any one of which NCCL accepts)
-NCCL_PEERMEM_FILES: Tuple[Tuple[Tuple[int, int], Optional[Tuple[int, int]], Tuple[str, ...]], ...] = (
+NCCL_PEERMEM_FILES: tuple[tuple[tuple[int, int], Optional[tuple[int, int]], tuple[str, ...]], ...] = (
     ((0, 0), (2, 21), (NV_MEM, NVIDIA_PEERMEM_PEER)),
     ((2, 22), (2, 22), (NV_MEM, NV_MEM_NC)),
     ((2, 23), None, (NV_MEM, NV_MEM_NC, SYS_PEERMEM)),
@@ -34,7 +35,7 @@ NCCL_PEERMEM_FILES: Tuple[Tuple[Tuple[int, int], Optional[Tuple[int, int]], Tupl
 ALL_NCCL_PEERMEM_FILES = tuple(dict.fromkeys(p for _a, _b, ps in NCCL_PEERMEM_FILES for p in ps))
 
 
-def nccl_peermem_paths(nccl_version: Optional[str] = None) -> Tuple[str, ...]:
+def nccl_peermem_paths(nccl_version: Optional[str] = None) -> tuple[str, ...]:
     """The files the given NCCL version tests (the newest rule when None or unparsable)."""
     v = version_tuple(nccl_version)
     if v is None:
@@ -51,7 +52,7 @@ def nccl_sees_peermem(nccl_files: Mapping[str, bool], nccl_version: Optional[str
     return any(nccl_files.get(p, False) for p in nccl_peermem_paths(nccl_version))
 
 
-def _installed(ctx: HostCtx) -> Tuple[Optional[bool], Optional[bool], str]:
+def _installed(ctx: HostCtx) -> tuple[Optional[bool], Optional[bool], str]:
     """Whether nvidia-peermem / nv_peer_mem are installed (modules.dep of the running kernel)."""
     if not ctx.release:
         return None, None, ""
@@ -70,13 +71,13 @@ def peermem_fact(ctx: HostCtx) -> Fact:
         return failed(src, "/sys/module", "neither /proc/modules nor /sys/module is readable")
     peers = listdir_kept(src, MEMORY_PEERS)
     files = {p: src.exists(p) for p in ALL_NCCL_PEERMEM_FILES}
-    reg_bytes: Dict[str, int] = {}
+    reg_bytes: dict[str, int] = {}
     for client in peers:
         t = src.read_line(f"{MEMORY_PEERS}/{client}/num_reg_bytes")
         if t is not None and t.isdigit():
             reg_bytes[client] = int(t)
     installed, legacy_installed, dep = _installed(ctx)
-    value: Dict[str, object] = {
+    value: dict[str, object] = {
         "nvidia_peermem_loaded": ctx.loaded("nvidia_peermem"),
         "nv_peer_mem_loaded": ctx.loaded("nv_peer_mem"),
         "memory_peers": peers,
@@ -103,7 +104,7 @@ DMABUF_RDMA_DRIVERS = ("mlx5_ib", "efa", "bnxt_re", "irdma", "ionic")
 _IBVERBS_RE = lazy_pattern(r"^libibverbs\.so\.1\.(\d+)\.(\d+)((?:\.\d+)*)\S*$")
 
 
-def _libibverbs(ctx: HostCtx) -> Tuple[Optional[str], Optional[Tuple[int, int, str]]]:
+def _libibverbs(ctx: HostCtx) -> tuple[Optional[str], Optional[tuple[int, int, str]]]:
     """(path of libibverbs.so.1.<abi>.<rdma-core version>, (abi minor, rdma-core major, version))."""
     src = ctx.src
     dirs = list(_LIBDIRS)
@@ -137,10 +138,10 @@ def dmabuf_fact(ctx: HostCtx, facts: Mapping[str, Fact]) -> Fact:
         # answers "supported" for any RDMA driver that implements dma-buf registration, not only mlx5
         "rdma_driver_dmabuf": True if implementing else None,
     }
-    missing: List[str] = [k for k, v in checks.items() if v is False]
-    unknowns: List[str] = [k for k, v in checks.items() if v is None]
+    missing: list[str] = [k for k, v in checks.items() if v is False]
+    unknowns: list[str] = [k for k, v in checks.items() if v is None]
     possible = False if missing else (None if unknowns else True)
-    value: Dict[str, object] = dict(checks)
+    value: dict[str, object] = dict(checks)
     value.update({
         "mlx5_core_loaded": ctx.loaded("mlx5_core"),
         "rdma_drivers_with_dmabuf": implementing,

@@ -10,7 +10,8 @@ from gdrcheck.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Sequence, Set, Tuple
+    from collections.abc import Sequence
+    from typing import Optional
 
 PROC_MODULES = "/proc/modules"
 SYS_MODULE = "/sys/module"
@@ -30,7 +31,7 @@ def failed(src: Source, path: str, missing_reason: str = "", settle: str = "") -
     return unknown(f"{path}: {why}", settle=settle, source=path)
 
 
-def listdir_kept(src: Source, path: str) -> List[str]:
+def listdir_kept(src: Source, path: str) -> list[str]:
     """``src.listdir`` that also touches each entry, so a recording snapshot keeps the
     names (a recorded directory otherwise replays with only the entries read below it)."""
     names = src.listdir(path)
@@ -40,7 +41,7 @@ def listdir_kept(src: Source, path: str) -> List[str]:
     return names
 
 
-def version_tuple(text: Optional[str]) -> Optional[Tuple[int, ...]]:
+def version_tuple(text: Optional[str]) -> Optional[tuple[int, ...]]:
     """Leading numeric part of a version string: ``6.8.0-45-generic`` -> (6, 8, 0)."""
     if not text:
         return None
@@ -56,14 +57,14 @@ class HostCtx:
 
     src: Source
     devices: Sequence[PciFunction] = ()
-    proc_modules: Optional[Set[str]] = None  # None: /proc/modules unreadable
-    sys_modules: Optional[Set[str]] = None  # None: /sys/module unreadable
+    proc_modules: Optional[set[str]] = None  # None: /proc/modules unreadable
+    sys_modules: Optional[set[str]] = None  # None: /sys/module unreadable
     release: Optional[str] = None
     cmdline: Optional[str] = None
-    facts: Dict[str, Fact] = field(default_factory=dict)
+    facts: dict[str, Fact] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, src: Source, devices: Sequence[PciFunction]) -> "HostCtx":
+    def read(cls, src: Source, devices: Sequence[PciFunction]) -> HostCtx:
         ctx = cls(src, devices)
         text = src.read_text(PROC_MODULES)
         if text is not None:
@@ -96,5 +97,5 @@ class HostCtx:
         parts = [p for p, v in ((PROC_MODULES, self.proc_modules), (SYS_MODULE, self.sys_modules)) if v is not None]
         return ", ".join(parts) or f"{PROC_MODULES}, {SYS_MODULE}"
 
-    def cmdline_tokens(self) -> List[str]:
+    def cmdline_tokens(self) -> list[str]:
         return (self.cmdline or "").split()

@@ -20,7 +20,7 @@ from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, FrozenSet, Optional, Tuple
+    from typing import Any, Callable, Optional
 
 _PASTES = "gdrcheck.collectors.pastes."
 _HERE = "gdrcheck.collectors.input_kinds:"
@@ -32,7 +32,7 @@ class InputKind:
     __slots__ = ("name", "forms", "short", "recognised", "xml_root", "looks_like", "parse", "reads_as",
                  "merge_step")
 
-    def __init__(self, name: str, forms: Tuple[Tuple[str, str], ...], recognised: str, *, short: str = "",
+    def __init__(self, name: str, forms: tuple[tuple[str, str], ...], recognised: str, *, short: str = "",
                  xml_root: Optional[str] = None, looks_like: Optional[str] = None, parse: Optional[str] = None,
                  reads_as: Optional[str] = None, merge_step: str = "tree") -> None:
         self.name = name
@@ -46,7 +46,7 @@ class InputKind:
         self.merge_step = merge_step  # "tree": it draws the PCIe tree; else the merge's method that adds it
 
     @property
-    def shows(self) -> FrozenSet[str]:
+    def shows(self) -> frozenset[str]:
         """The facts this kind can show (:data:`gdrcheck.reach.SHOWS`; a kind not there: every fact)."""
         from gdrcheck.reach import FACTS, SHOWS
 
@@ -54,7 +54,7 @@ class InputKind:
 
 
 # In the order the README and --help list them; single files are recognised in RECOGNITION_ORDER.
-INPUT_KINDS: Tuple[InputKind, ...] = (
+INPUT_KINDS: tuple[InputKind, ...] = (
     InputKind("live", (), "no --from: this machine, read through /sys, /proc and the NVIDIA driver"),
     InputKind("sysfs", (("a directory laid out like /", "a copy of /sys and /proc, or an unpacked snapshot "
                                                          "archive"),),
@@ -136,7 +136,7 @@ def sniff(text: str) -> Optional[str]:
     return None
 
 
-def parse_as(kind: str, text: str, name: str) -> Tuple[str, Any]:
+def parse_as(kind: str, text: str, name: str) -> tuple[str, Any]:
     """(the kind its facts carry, what its parser returned) for the text of file ``name`` of ``kind``."""
     row = BY_NAME[kind]
     return row.reads_as, _function(row.parse)(text, name)
@@ -187,7 +187,7 @@ def _skip_xml_prolog(text: str) -> str:
     return s[pos:].lstrip()
 
 
-def read_kind(path: str, name: str) -> Tuple[str, str]:
+def read_kind(path: str, name: str) -> tuple[str, str]:
     """(kind, text) of a single file; one-line errors for what is none of the accepted kinds."""
     text = _read_text(path, name)
     kind = sniff(text)

@@ -29,7 +29,8 @@ from gdrcheck.model import Snapshot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Iterator, Optional
+    from collections.abc import Iterator
+    from typing import Callable, Optional
 
 
 _FROM_INPUT_KINDS = ("ACCEPTED_KINDS", "FILE_KINDS_TEXT", "INPUT_KINDS", "MAX_SINGLE_FILE", "sniff")

@@ -16,17 +16,17 @@ from gdrcheck.model import PciFunction
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Sequence
+    from collections.abc import Sequence
 
 NAMES_FILE = "/gdrcheck/names.json"
 
 
-def _from_udev(devices: Sequence[PciFunction]) -> Dict[str, str]:
+def _from_udev(devices: Sequence[PciFunction]) -> dict[str, str]:
     try:
         import pyudev
     except Exception:  # noqa: BLE001 - optional dependency, any import failure means no names
         return {}
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     try:
         ctx = pyudev.Context()
         for d in devices:
@@ -44,7 +44,7 @@ def _from_udev(devices: Sequence[PciFunction]) -> Dict[str, str]:
     return out
 
 
-def collect_names(src: Source, devices: Sequence[PciFunction]) -> Dict[str, str]:
+def collect_names(src: Source, devices: Sequence[PciFunction]) -> dict[str, str]:
     """{bdf: "Vendor Model"} from udev's hwdb (live) or from a snapshot's record."""
     if src.live:
         names = _from_udev(devices) if src.exists("/run/udev") else {}

@@ -15,7 +15,7 @@ from gdrcheck.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
 ID_ATTRS = ("vendor", "device", "subsystem_vendor", "subsystem_device")
 
@@ -26,16 +26,16 @@ class TopoFile:
     the first one in the document is the one NCCL's lookup returns (dicts keep the document's order)."""
 
     path: str
-    gpu_gdr: Dict[str, str]  # lower-case busid of a <pci> holding a <gpu gdr> -> that gdr
-    net_gdr: Dict[str, str]  # <net name> -> its gdr
-    parent: Dict[str, Optional[str]]  # busid -> the busid of the <pci> above it (None: under its <cpu>)
-    cpu: Dict[str, str]  # busid -> its <cpu numaid> ("-1" without one)
-    ids: Dict[str, Tuple[Optional[str], ...]]  # busid -> its ID_ATTRS as written
-    pci_class: Dict[str, str]  # busid -> its class attribute ("" without one)
+    gpu_gdr: dict[str, str]  # lower-case busid of a <pci> holding a <gpu gdr> -> that gdr
+    net_gdr: dict[str, str]  # <net name> -> its gdr
+    parent: dict[str, Optional[str]]  # busid -> the busid of the <pci> above it (None: under its <cpu>)
+    cpu: dict[str, str]  # busid -> its <cpu numaid> ("-1" without one)
+    ids: dict[str, tuple[Optional[str], ...]]  # busid -> its ID_ATTRS as written
+    pci_class: dict[str, str]  # busid -> its class attribute ("" without one)
     holds_nic: frozenset  # busids of the <pci> elements that hold a <nic>
-    pcilinks: Dict[str, List[str]]  # busid -> its <pcilink target>s, lower-case
-    net_pci: Dict[str, Optional[str]]  # <net name> -> the busid of the <pci> that holds its <nic>
-    net_cpu: Dict[str, str]  # <net name> -> its <cpu numaid>
+    pcilinks: dict[str, list[str]]  # busid -> its <pcilink target>s, lower-case
+    net_pci: dict[str, Optional[str]]  # <net name> -> the busid of the <pci> that holds its <nic>
+    net_cpu: dict[str, str]  # <net name> -> its <cpu numaid>
     empty: bool = False  # the root holds no element: no tree to merge the node's into
 
 
@@ -45,8 +45,8 @@ def read_topo_file(text: str, path: str) -> TopoFile:
     from gdrcheck.collectors.pastes.nccl_xml import parse_xml_safely
 
     root, _lines = parse_xml_safely(text, path, allow_doctype=False, what="an NCCL topology file")
-    gpus: Dict[str, str] = {}
-    nets: Dict[str, str] = {}
+    gpus: dict[str, str] = {}
+    nets: dict[str, str] = {}
     for pci in root.iter("pci"):
         for child in pci:
             if child.tag == "gpu" and child.get("gdr") is not None:
@@ -57,18 +57,18 @@ def read_topo_file(text: str, path: str) -> TopoFile:
     return _tree(root, path, gpus, nets, len(root) == 0)
 
 
-def _tree(root, path: str, gpus: Dict[str, str], nets: Dict[str, str], empty: bool) -> TopoFile:
-    parent: Dict[str, Optional[str]] = {}
-    cpus: Dict[str, str] = {}
-    ids: Dict[str, Tuple[Optional[str], ...]] = {}
-    classes: Dict[str, str] = {}
+def _tree(root, path: str, gpus: dict[str, str], nets: dict[str, str], empty: bool) -> TopoFile:
+    parent: dict[str, Optional[str]] = {}
+    cpus: dict[str, str] = {}
+    ids: dict[str, tuple[Optional[str], ...]] = {}
+    classes: dict[str, str] = {}
     holds_nic = set()
-    pcilinks: Dict[str, List[str]] = {}
-    net_pci: Dict[str, Optional[str]] = {}
-    net_cpu: Dict[str, str] = {}
+    pcilinks: dict[str, list[str]] = {}
+    net_pci: dict[str, Optional[str]] = {}
+    net_cpu: dict[str, str] = {}
     for cpu in root.iter("cpu"):
         numa = cpu.get("numaid") or "-1"
-        stack: List[Tuple[object, Optional[str]]] = [(c, None) for c in reversed(cpu)]
+        stack: list[tuple[object, Optional[str]]] = [(c, None) for c in reversed(cpu)]
         while stack:
             el, above = stack.pop()
             if el.tag == "pci":

@@ -22,7 +22,7 @@ from gdrcheck.model import CollectorStatus
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Optional, Tuple
+    from typing import Any, Callable, Optional
 
 NVML_FILE = "/gdrcheck/nvml.json"
 RECORD_VERSION = 1
@@ -34,7 +34,7 @@ _NO_LINK = ("NotSupported", "InvalidArgument")
 # live
 
 
-def _bindings(versions: bool = True) -> Tuple[Any, Dict[str, Any], Optional[Dict[str, Any]]]:
+def _bindings(versions: bool = True) -> tuple[Any, dict[str, Any], Optional[dict[str, Any]]]:
     """(module or None, what is installed, error doc or None).
 
     ``versions``: also look the packages up in the installed metadata (importlib.metadata
@@ -43,7 +43,7 @@ def _bindings(versions: bool = True) -> Tuple[Any, Dict[str, Any], Optional[Dict
     import importlib
     import warnings
 
-    info: Dict[str, Any] = {"module": None, "version": None, "deprecated_pynvml": None}
+    info: dict[str, Any] = {"module": None, "version": None, "deprecated_pynvml": None}
     try:
         if not versions:
             raise LookupError
@@ -107,7 +107,7 @@ class _Asker:
     def __init__(self, nv: Any) -> None:
         self.nv = nv
 
-    def __call__(self, errors: Dict[str, Any], key: str, fname: str, *args: Any,
+    def __call__(self, errors: dict[str, Any], key: str, fname: str, *args: Any,
                  conv: Optional[Callable[[Any], Any]] = None) -> Any:
         """``conv`` turns the answer into plain values inside the same guard."""
         fn = getattr(self.nv, fname, None)
@@ -128,7 +128,7 @@ def _text(v: Any) -> Optional[str]:
     return v if isinstance(v, str) else None
 
 
-def _proc_names(procs: List[Dict[str, Any]]) -> None:
+def _proc_names(procs: list[dict[str, Any]]) -> None:
     if not procs:
         return  # psutil costs tens of milliseconds to import: only when there is someone to name
     try:
@@ -144,9 +144,9 @@ def _proc_names(procs: List[Dict[str, Any]]) -> None:
             continue
 
 
-def _query_gpu(ask: _Asker, h: Any, index: int, names: bool, full: bool = True) -> Dict[str, Any]:
-    errors: Dict[str, Any] = {}
-    g: Dict[str, Any] = {"index": index, "errors": errors}
+def _query_gpu(ask: _Asker, h: Any, index: int, names: bool, full: bool = True) -> dict[str, Any]:
+    errors: dict[str, Any] = {}
+    g: dict[str, Any] = {"index": index, "errors": errors}
     g["bus_id"] = ask(errors, "pci", "nvmlDeviceGetPciInfo", h, conv=lambda p: _text(p.busId))
     g["name"] = ask(errors, "name", "nvmlDeviceGetName", h, conv=_text)
     g["uuid"] = ask(errors, "uuid", "nvmlDeviceGetUUID", h, conv=_text)
@@ -159,7 +159,7 @@ def _query_gpu(ask: _Asker, h: Any, index: int, names: bool, full: bool = True) 
     g["memory_total"] = ask(errors, "memory", "nvmlDeviceGetMemoryInfo", h, conv=lambda m: int(m.total))
     g["cuda_compute"] = ask(errors, "cuda_compute", "nvmlDeviceGetCudaComputeCapability", h,
                             conv=lambda c: [int(c[0]), int(c[1])])
-    procs: Dict[int, Dict[str, Any]] = {}
+    procs: dict[int, dict[str, Any]] = {}
     for kind, fname in (("compute", "nvmlDeviceGetComputeRunningProcesses"),
                         ("graphics", "nvmlDeviceGetGraphicsRunningProcesses")):
         got = ask(errors, f"processes_{kind}", fname, h,
@@ -174,16 +174,16 @@ def _query_gpu(ask: _Asker, h: Any, index: int, names: bool, full: bool = True) 
     g["processes"] = [procs[k] for k in sorted(procs)]
     if names:
         _proc_names(g["processes"])
-    links: List[Dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
     for link in range(MAX_LINKS):
-        lerr: Dict[str, Any] = {}
+        lerr: dict[str, Any] = {}
         state = ask(lerr, "state", "nvmlDeviceGetNvLinkState", h, link)
         if lerr:
             if lerr["state"]["error"] in _NO_LINK:
                 continue
             g["nvlink_error"] = lerr["state"]
             break
-        entry: Dict[str, Any] = {"link": link, "active": bool(state)}
+        entry: dict[str, Any] = {"link": link, "active": bool(state)}
         if state:
             entry["remote_bus_id"] = ask(lerr, "remote", "nvmlDeviceGetNvLinkRemotePciInfo", h, link,
                                          conv=lambda p: _text(p.busId))
@@ -202,13 +202,13 @@ def _query_gpu(ask: _Asker, h: Any, index: int, names: bool, full: bool = True) 
     return g
 
 
-def query_nvml(nv: Any, names: bool = True, full: bool = True) -> Dict[str, Any]:
+def query_nvml(nv: Any, names: bool = True, full: bool = True) -> dict[str, Any]:
     """Ask a (real or fake) pynvml module everything gdrcheck needs; never raises.
 
     ``full`` (snapshots) asks every P2P capability both ways and the common ancestors; a plain
     run asks only what verdicts use, read and write status once per pair, since each P2P query
     costs about 2 ms on a real driver."""
-    rec: Dict[str, Any] = {"version": RECORD_VERSION, "init": None, "gpus": [], "p2p": [], "topology": []}
+    rec: dict[str, Any] = {"version": RECORD_VERSION, "init": None, "gpus": [], "p2p": [], "topology": []}
     try:
         nv.nvmlInit()
     except Exception as e:  # noqa: BLE001
@@ -216,14 +216,14 @@ def query_nvml(nv: Any, names: bool = True, full: bool = True) -> Dict[str, Any]
         return rec
     try:
         ask = _Asker(nv)
-        top: Dict[str, Any] = {}
+        top: dict[str, Any] = {}
         rec["driver_version"] = _text(ask(top, "driver_version", "nvmlSystemGetDriverVersion"))
         count = ask(top, "count", "nvmlDeviceGetCount")
         rec["errors"] = top
         rec["count"] = int(count) if isinstance(count, int) else None
-        handles: List[Tuple[str, Any]] = []
+        handles: list[tuple[str, Any]] = []
         for i in range(rec["count"] or 0):
-            herr: Dict[str, Any] = {}
+            herr: dict[str, Any] = {}
             h = ask(herr, "handle", "nvmlDeviceGetHandleByIndex", i)
             if h is None:
                 rec["gpus"].append({"index": i, "handle_error": herr.get("handle")})
@@ -241,8 +241,8 @@ def query_nvml(nv: Any, names: bool = True, full: bool = True) -> Dict[str, Any]
             for y, (bb, hb) in enumerate(handles):
                 if x == y or (not full and y < x):
                     continue
-                perr: Dict[str, Any] = {}
-                entry: Dict[str, Any] = {"a": ba, "b": bb}
+                perr: dict[str, Any] = {}
+                entry: dict[str, Any] = {"a": ba, "b": bb}
                 for cap, idx in caps:
                     st = ask(perr, cap, "nvmlDeviceGetP2PStatus", ha, hb, idx)
                     entry[cap] = int(st) if isinstance(st, int) else None
@@ -250,7 +250,7 @@ def query_nvml(nv: Any, names: bool = True, full: bool = True) -> Dict[str, Any]
                     entry["errors"] = perr
                 rec["p2p"].append(entry)
                 if x < y and full:
-                    terr: Dict[str, Any] = {}
+                    terr: dict[str, Any] = {}
                     lvl = ask(terr, "level", "nvmlDeviceGetTopologyCommonAncestor", ha, hb)
                     rec["topology"].append({"a": ba, "b": bb, "level": int(lvl) if isinstance(lvl, int) else None,
                                             **({"error": terr["level"]} if terr else {})})
@@ -262,7 +262,7 @@ def query_nvml(nv: Any, names: bool = True, full: bool = True) -> Dict[str, Any]
     return rec
 
 
-def _live_record(full: bool = True) -> Dict[str, Any]:
+def _live_record(full: bool = True) -> dict[str, Any]:
     nv, info, err = _bindings(versions=full)
     if err is not None:
         return {"version": RECORD_VERSION, "init": err, "bindings": info, "gpus": [], "p2p": [], "topology": []}
@@ -271,7 +271,7 @@ def _live_record(full: bool = True) -> Dict[str, Any]:
     return rec
 
 
-_EARLY: Dict[str, Any] = {}  # a plain live run's NVML questions, begun by the console script (begin_early)
+_EARLY: dict[str, Any] = {}  # a plain live run's NVML questions, begun by the console script (begin_early)
 
 
 def begin_early() -> None:
@@ -280,7 +280,7 @@ def begin_early() -> None:
     then pass while Python imports. :func:`begin_nvml` takes the answer over."""
     import threading
 
-    box: Dict[str, Any] = {}
+    box: dict[str, Any] = {}
 
     def work() -> None:
         try:
@@ -309,8 +309,8 @@ def begin_nvml(src: Source) -> Callable[[], NvmlFacts]:
     return lambda: collect_nvml(src, waiter=wait)
 
 
-def collect_nvml(src: Source, query: Optional[Callable[[], Dict[str, Any]]] = None,
-                 waiter: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> NvmlFacts:
+def collect_nvml(src: Source, query: Optional[Callable[[], dict[str, Any]]] = None,
+                 waiter: Optional[Callable[[], Optional[dict[str, Any]]]] = None) -> NvmlFacts:
     """NVML facts of the source: asked live, or replayed from ``/gdrcheck/nvml.json``."""
     if src.live:
         ask = query if query is not None else (lambda: _live_record(full=src.recording))

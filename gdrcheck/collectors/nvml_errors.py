@@ -4,7 +4,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict
+    from typing import Any
 
 CODE_NAMES = {
     1: "Uninitialized", 2: "InvalidArgument", 3: "NotSupported", 4: "NoPermission", 6: "NotFound",
@@ -14,7 +14,7 @@ CODE_NAMES = {
 }
 
 
-def error_doc(e: BaseException) -> Dict[str, Any]:
+def error_doc(e: BaseException) -> dict[str, Any]:
     """A JSON-able description of an NVML (or any) exception."""
     cls = type(e).__name__
     code = getattr(e, "value", None)

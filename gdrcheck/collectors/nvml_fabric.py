@@ -14,7 +14,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Optional
 
 MAX_LINKS = 64
 FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
@@ -35,7 +35,7 @@ PART_NVLINK = {"P100 SXM2": (4, "1.0"), "V100 SXM2": (6, "2.0"), "V100 SXM3": (6
                "B300": (18, "5.0")}
 
 
-def part_nvlink(model: Optional[str]) -> Optional[Tuple[int, str]]:
+def part_nvlink(model: Optional[str]) -> Optional[tuple[int, str]]:
     """(links, NVLink version) of a GPU model as gdrcheck names it ("H100 SXM5 80GB" is an "H100 SXM5")."""
     if not model:
         return None
@@ -47,7 +47,7 @@ RETURN_NAMES = {0: "Success", 1: "Uninitialized", 2: "InvalidArgument", 3: "NotS
                 999: "Unknown"}
 
 
-def ask_fabric(nv: Any, h: Any) -> Dict[str, Any]:
+def ask_fabric(nv: Any, h: Any) -> dict[str, Any]:
     """The GPU's fabric info, or ``{"error": ...}``. Only the struct form passed by reference: the versioned
     call has crashed a process when handed its struct any other way."""
     import ctypes
@@ -68,7 +68,7 @@ def ask_fabric(nv: Any, h: Any) -> Dict[str, Any]:
         return {"error": error_doc(e)}
 
 
-def ask_fields(nv: Any, h: Any, links: List[int]) -> Dict[str, Any]:
+def ask_fields(nv: Any, h: Any, links: list[int]) -> dict[str, Any]:
     """Field values: ``{"<field>" or "<field>:<link>": {"ret": n, "value": v}}`` or ``{"error": ...}``."""
     from gdrcheck.collectors.nvml_errors import error_doc
 
@@ -80,7 +80,7 @@ def ask_fields(nv: Any, h: Any, links: List[int]) -> Dict[str, Any]:
         return {"error": {"error": "FunctionNotFound", "code": 13, "message": "pynvml has no nvmlDeviceGetFieldValues"}}
     try:
         got = fn(h, ids)
-        out: Dict[str, Any] = {}
+        out: dict[str, Any] = {}
         for (fid, scope), v in zip(ids, got):
             key = f"{fid}:{scope}" if fid == FI_GET_SPEED else str(fid)
             ret = int(getattr(v, "nvmlReturn", 999))
@@ -108,7 +108,7 @@ def _int(v: Any) -> Optional[int]:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def fabric_facts(g: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def fabric_facts(g: dict[str, Any]) -> Optional[dict[str, Any]]:
     """``{"state", "status", "clique_id", "cluster_uuid", "ok"}`` from a record's GPU entry; None when not asked;
     ``{"error": name}`` when NVML refused (NotSupported: no fabric on this part or driver)."""
     f = g.get("fabric")
@@ -128,7 +128,7 @@ def fabric_facts(g: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return out
 
 
-def nvlink_facts(g: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def nvlink_facts(g: dict[str, Any]) -> Optional[dict[str, Any]]:
     """The GPU's links: how many the part has, which are active and which down, into NVSwitches, the version
     and the per-link rate each way (GB/s, with where it came from). None when the record has no link answers."""
     links = [x for x in g.get("nvlinks") or () if isinstance(x, dict) and _int(x.get("link")) is not None
@@ -156,7 +156,7 @@ def nvlink_facts(g: Dict[str, Any]) -> Optional[Dict[str, Any]]:
             r = field(str(FI_SPEED_L[i]))
         if isinstance(r, (int, float)) and r > 0:
             rates.append(r / 1000.0)
-    out: Dict[str, Any] = {"links": total, "active": len(active), "down": down,
+    out: dict[str, Any] = {"links": total, "active": len(active), "down": down,
                            "to_nvswitch": _int(field(str(FI_SWITCH_LINKS))),
                            "version": versions[0] if len(versions) == 1 else (", ".join(versions) or None)}
     if rates:
@@ -168,9 +168,9 @@ def nvlink_facts(g: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return out
 
 
-def gpu_facts(g: Dict[str, Any]) -> Dict[str, Any]:
+def gpu_facts(g: dict[str, Any]) -> dict[str, Any]:
     """What goes into ``DriverGpu.extra``: ``fabric`` and ``nvlink`` where the record has them."""
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     fab = fabric_facts(g)
     if fab is not None:
         out["fabric"] = fab

@@ -13,18 +13,18 @@ from gdrcheck.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Optional
 
 # nvmlDeviceGetP2PStatus capability indexes. Literal ints on purpose: in nvidia-ml-py
 # NVML_P2P_CAPS_INDEX_READ is the tuple (0,) (a trailing comma) and passing it fails.
-P2P_CAPS: Tuple[Tuple[str, int], ...] = (("read", 0), ("write", 1), ("nvlink", 2), ("atomics", 3), ("prop", 4))
+P2P_CAPS: tuple[tuple[str, int], ...] = (("read", 0), ("write", 1), ("nvlink", 2), ("atomics", 3), ("prop", 4))
 # nvmlGpuP2PStatus_t -> the letters of ``nvidia-smi topo -p2p``
 P2P_LETTERS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
 NVLINK_GPU, NVLINK_IBMNPU, NVLINK_SWITCH = 0, 1, 2
 
 
 # error name -> (status, what it means, what to do)
-_ERRORS: Dict[str, Tuple[str, str, str]] = {
+_ERRORS: dict[str, tuple[str, str, str]] = {
     "BindingsMissing": ("unavailable", "the Python NVML bindings (nvidia-ml-py) are not installed",
                         "pip install nvidia-ml-py"),
     "BindingsNotNvidia": ("unavailable", "the installed 'pynvml' module is not NVIDIA's nvidia-ml-py",
@@ -65,20 +65,20 @@ class NvmlFacts:
     """What NVML said, turned into facts (also for a failed init: no GPUs, a status)."""
 
     status: CollectorStatus
-    gpus: Tuple[DriverGpu, ...] = ()
-    nvlinks: Tuple[NvLink, ...] = ()
-    p2p_status: Dict[Tuple[str, str, str], str] = field(default_factory=dict)
-    common_ancestor: Dict[Tuple[str, str], int] = field(default_factory=dict)
+    gpus: tuple[DriverGpu, ...] = ()
+    nvlinks: tuple[NvLink, ...] = ()
+    p2p_status: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    common_ancestor: dict[tuple[str, str], int] = field(default_factory=dict)
     shows_nvlink: bool = False
     answered: bool = False  # NVML initialised and listed the GPUs
-    record: Dict[str, Any] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------
 # errors
 
 
-def explain(err: Dict[str, Any]) -> Tuple[str, str, str]:
+def explain(err: dict[str, Any]) -> tuple[str, str, str]:
     """(status, meaning, hint) of a recorded error."""
     name = str(err.get("error") or "Unknown")
     if name in _ERRORS:
@@ -99,7 +99,7 @@ def _bdf(v: Any) -> Optional[str]:
         return None
 
 
-def _bindings_note(rec: Dict[str, Any]) -> str:
+def _bindings_note(rec: dict[str, Any]) -> str:
     b = rec.get("bindings")
     if isinstance(b, dict) and b.get("deprecated_pynvml"):
         return (f"the deprecated 'pynvml' package {b['deprecated_pynvml']} is installed beside nvidia-ml-py; "
@@ -111,11 +111,11 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _errs(v: Any) -> Dict[str, Any]:
+def _errs(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-def _gpu(g: Dict[str, Any], bdf: str) -> DriverGpu:
+def _gpu(g: dict[str, Any], bdf: str) -> DriverGpu:
     bar1 = g.get("bar1") if isinstance(g.get("bar1"), dict) else {}
     cc = g.get("cuda_compute")
     procs = []
@@ -126,7 +126,7 @@ def _gpu(g: Dict[str, Any], bdf: str) -> DriverGpu:
                                     used_memory_bytes=_int(p.get("used_memory"))))
     from gdrcheck.collectors.nvml_fabric import gpu_facts
 
-    extra: Dict[str, Any] = gpu_facts(g)
+    extra: dict[str, Any] = gpu_facts(g)
     if _errs(g.get("errors")):
         extra["nvml_errors"] = {k: str(_errs(v).get("error")) for k, v in g["errors"].items()}
     return DriverGpu(
@@ -142,7 +142,7 @@ def _gpu(g: Dict[str, Any], bdf: str) -> DriverGpu:
         processes=tuple(procs), extra=frozen_map(extra))
 
 
-def facts_from_record(rec: Dict[str, Any]) -> NvmlFacts:
+def facts_from_record(rec: dict[str, Any]) -> NvmlFacts:
     """Build facts from an NVML record (live or from a snapshot); tolerant of damage."""
     note = _bindings_note(rec)
     failed = _not_answered(rec, note)
@@ -158,7 +158,7 @@ def facts_from_record(rec: Dict[str, Any]) -> NvmlFacts:
                      common_ancestor=anc, shows_nvlink=shows, answered=True, record=rec)
 
 
-def _not_answered(rec: Dict[str, Any], note: str) -> Optional[NvmlFacts]:
+def _not_answered(rec: dict[str, Any], note: str) -> Optional[NvmlFacts]:
     """The facts of a record where NVML did not start or could not count the GPUs; None where it did."""
     init = rec.get("init")
     if isinstance(init, dict):
@@ -174,12 +174,12 @@ def _not_answered(rec: Dict[str, Any], note: str) -> Optional[NvmlFacts]:
     return None
 
 
-def _gpus_of(rec: Dict[str, Any]) -> Tuple[List[DriverGpu], Dict[str, Dict[str, Any]], List[str], List[str]]:
+def _gpus_of(rec: dict[str, Any]) -> tuple[list[DriverGpu], dict[str, dict[str, Any]], list[str], list[str]]:
     """(the GPUs that answered, sorted by index; their raw records by bus id; problems; hints)."""
-    gpus: List[DriverGpu] = []
-    problems: List[str] = []
-    hints: List[str] = []
-    raw: Dict[str, Dict[str, Any]] = {}
+    gpus: list[DriverGpu] = []
+    problems: list[str] = []
+    hints: list[str] = []
+    raw: dict[str, dict[str, Any]] = {}
     for g in rec.get("gpus") or ():
         if not isinstance(g, dict):
             continue
@@ -204,9 +204,9 @@ def _gpus_of(rec: Dict[str, Any]) -> Tuple[List[DriverGpu], Dict[str, Dict[str, 
     return gpus, raw, problems, hints
 
 
-def _p2p_status(rec: Dict[str, Any]) -> Dict[Tuple[str, str, str], str]:
+def _p2p_status(rec: dict[str, Any]) -> dict[tuple[str, str, str], str]:
     """The driver's P2P status per GPU pair and capability, as ``nvidia-smi topo -p2p`` letters."""
-    p2p: Dict[Tuple[str, str, str], str] = {}
+    p2p: dict[tuple[str, str, str], str] = {}
     for e in rec.get("p2p") or ():
         a, b = _bdf(_errs(e).get("a")), _bdf(_errs(e).get("b"))
         if a is None or b is None:
@@ -218,9 +218,9 @@ def _p2p_status(rec: Dict[str, Any]) -> Dict[Tuple[str, str, str], str]:
     return p2p
 
 
-def _common_ancestors(rec: Dict[str, Any]) -> Dict[Tuple[str, str], int]:
+def _common_ancestors(rec: dict[str, Any]) -> dict[tuple[str, str], int]:
     """NVML's topology level per GPU pair (nvmlDeviceGetTopologyCommonAncestor)."""
-    anc: Dict[Tuple[str, str], int] = {}
+    anc: dict[tuple[str, str], int] = {}
     for e in rec.get("topology") or ():
         a, b, lvl = _bdf(_errs(e).get("a")), _bdf(_errs(e).get("b")), _int(_errs(e).get("level"))
         if a and b and lvl is not None:
@@ -228,7 +228,7 @@ def _common_ancestors(rec: Dict[str, Any]) -> Dict[Tuple[str, str], int]:
     return anc
 
 
-def _with_ancestors(gpus: List[DriverGpu], anc: Dict[Tuple[str, str], int]) -> List[DriverGpu]:
+def _with_ancestors(gpus: list[DriverGpu], anc: dict[tuple[str, str], int]) -> list[DriverGpu]:
     from gdrcheck.record import replace
 
     return [replace(g, extra=frozen_map({**g.extra, "common_ancestor": {
@@ -236,7 +236,7 @@ def _with_ancestors(gpus: List[DriverGpu], anc: Dict[Tuple[str, str], int]) -> L
         for g in gpus]
 
 
-def _status(rec: Dict[str, Any], gpus: List[DriverGpu], problems: List[str], hints: List[str],
+def _status(rec: dict[str, Any], gpus: list[DriverGpu], problems: list[str], hints: list[str],
             note: str) -> CollectorStatus:
     degraded = sorted({f"{k} on {d.bdf}" for d in gpus for k in d.extra.get("nvml_errors", {})
                        if not k.startswith("processes") and k != "serial"})
@@ -250,10 +250,10 @@ def _status(rec: Dict[str, Any], gpus: List[DriverGpu], problems: List[str], hin
     return CollectorStatus("nvml", "error" if problems else "ok", detail, _join(*dict.fromkeys(hints), note))
 
 
-def _nvlinks(raw: Dict[str, Dict[str, Any]]) -> Tuple[Tuple[NvLink, ...], bool]:
+def _nvlinks(raw: dict[str, dict[str, Any]]) -> tuple[tuple[NvLink, ...], bool]:
     """Active links aggregated per remote; GPU-GPU pairs once (a before b)."""
     shows = bool(raw) and all("nvlink_error" not in g for g in raw.values())
-    per: Dict[Tuple[str, str], int] = {}
+    per: dict[tuple[str, str], int] = {}
     for a, g in raw.items():
         for link in g.get("nvlinks") or ():
             if not isinstance(link, dict) or not link.get("active"):
@@ -271,7 +271,7 @@ def _nvlinks(raw: Dict[str, Dict[str, Any]]) -> Tuple[Tuple[NvLink, ...], bool]:
             else:
                 b = "nvswitch"
             per[(a, b)] = per.get((a, b), 0) + 1
-    out: Dict[Tuple[str, str], int] = {}
+    out: dict[tuple[str, str], int] = {}
     for (a, b), n in per.items():
         if b in raw:
             key = (a, b) if bdf_key(a) < bdf_key(b) else (b, a)

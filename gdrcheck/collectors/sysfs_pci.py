@@ -35,7 +35,7 @@ from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, FrozenSet, List, Optional, Tuple
+    from typing import Optional
 
 DEVICES = "/sys/bus/pci/devices"
 _ROOT_RE = lazy_pattern(r"^pci([0-9a-f]{4,}):([0-9a-f]{2})$")
@@ -68,7 +68,7 @@ def parse_speed(text: Optional[str]) -> Optional[float]:
 _NO_REGION = "0x0000000000000000 0x0000000000000000 0x0000000000000000"
 
 
-def parse_resource(text: Optional[str]) -> Tuple[Bar, ...]:
+def parse_resource(text: Optional[str]) -> tuple[Bar, ...]:
     """sysfs ``resource``: ``start end flags`` per line; only lines holding a region."""
     if not text:
         return ()
@@ -93,7 +93,7 @@ def parse_resource(text: Optional[str]) -> Tuple[Bar, ...]:
     return tuple(bars)
 
 
-def parse_cpumask(text: Optional[str]) -> Optional[FrozenSet[int]]:
+def parse_cpumask(text: Optional[str]) -> Optional[frozenset[int]]:
     """sysfs ``local_cpus`` (``%*pb``: 32-bit hex words, most significant first) -> CPU numbers."""
     if not text or not text.strip():
         return None
@@ -106,7 +106,7 @@ def parse_cpumask(text: Optional[str]) -> Optional[FrozenSet[int]]:
     return frozenset(i for i in range(value.bit_length()) if value >> i & 1)
 
 
-def parse_cpulist(text: Optional[str]) -> Optional[FrozenSet[int]]:
+def parse_cpulist(text: Optional[str]) -> Optional[frozenset[int]]:
     """sysfs ``local_cpulist`` / node ``cpulist`` (``0-3,8``) -> CPU numbers; ``""`` -> empty."""
     if text is None:
         return None
@@ -133,9 +133,9 @@ class _NodeCpus:
 
     def __init__(self, src: Source) -> None:
         self.src = src
-        self._nodes: Optional[Dict[int, FrozenSet[int]]] = None
+        self._nodes: Optional[dict[int, frozenset[int]]] = None
 
-    def nodes(self) -> Dict[int, FrozenSet[int]]:
+    def nodes(self) -> dict[int, frozenset[int]]:
         if self._nodes is None:
             self._nodes = {}
             for n in self.src.listdir("/sys/devices/system/node"):
@@ -146,7 +146,7 @@ class _NodeCpus:
                         self._nodes[int(m.group(1))] = cpus
         return self._nodes
 
-    def node_of(self, cpus: Optional[FrozenSet[int]]) -> Optional[int]:
+    def node_of(self, cpus: Optional[frozenset[int]]) -> Optional[int]:
         """The one NUMA node whose CPUs these are; None when they span nodes or match none."""
         if not cpus:
             return None
@@ -154,14 +154,14 @@ class _NodeCpus:
         return hit[0] if len(hit) == 1 else None
 
 
-def _chain(real: str) -> Tuple[Optional[str], List[str]]:
+def _chain(real: str) -> tuple[Optional[str], list[str]]:
     """Root bus and the PCI functions of a resolved sysfs path, top first.
 
     A nested root (Intel VMD ``pci10000:00`` below an endpoint) restarts the
     chain: the VMD domain is its own root bus.
     """
     root = None
-    chain: List[str] = []
+    chain: list[str] = []
     for comp in real.split("/"):
         m = _ROOT_RE.match(comp)
         if m:
@@ -172,9 +172,9 @@ def _chain(real: str) -> Tuple[Optional[str], List[str]]:
     return root, chain
 
 
-def _class_links(src: Source, cls: str) -> Dict[str, List[str]]:
+def _class_links(src: Source, cls: str) -> dict[str, list[str]]:
     """``/sys/class/<cls>/<name>/device`` -> {bdf: [names]}."""
-    out: Dict[str, List[str]] = {}
+    out: dict[str, list[str]] = {}
     for name in src.listdir(f"/sys/class/{cls}"):
         real = src.realpath(f"/sys/class/{cls}/{name}/device")
         if not real:
@@ -197,7 +197,7 @@ def _wants_config(cls: Optional[int], endpoint_config: bool, has_nvme: bool) -> 
 
 
 def collect_sysfs_pci(src: Source, endpoint_config: bool = True
-                      ) -> Tuple[Tuple[PciFunction, ...], Dict[str, Optional[int]], CollectorStatus, Tuple[str, ...]]:
+                      ) -> tuple[tuple[PciFunction, ...], dict[str, Optional[int]], CollectorStatus, tuple[str, ...]]:
     """Read every PCI function under ``/sys/bus/pci/devices``: (functions, NUMA node of each root bus,
     status, notes on what the listing did not hold)."""
     names = src.listdir(DEVICES)
@@ -209,11 +209,11 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
     rdma = _class_links(src, "infiniband")
     nvme = _class_links(src, "nvme")
     node_cpus = _NodeCpus(src)
-    devices: List[PciFunction] = []
+    devices: list[PciFunction] = []
     # root bus -> what its functions say of its NUMA node: (on the root bus itself?, bdf, node or None)
-    said: Dict[str, List[Tuple[bool, str, Optional[int]]]] = {}
-    from_cpus: List[Tuple[str, int]] = []
-    unlisted: Dict[Tuple[Tuple[str, ...], Optional[str]], List[str]] = {}
+    said: dict[str, list[tuple[bool, str, Optional[int]]]] = {}
+    from_cpus: list[tuple[str, int]] = []
+    unlisted: dict[tuple[tuple[str, ...], Optional[str]], list[str]] = {}
     short_config = 0
     listed = {norm_bdf(n) for n in names if is_bdf(n)}
     classes = {n: parse_int(src.read_line(f"{DEVICES}/{n}/class"), 16) for n in names if is_bdf(n)}
@@ -253,7 +253,7 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
             _notes(unlisted, from_cpus))
 
 
-def _place(src: Source, base: str, name: str) -> Optional[Tuple[str, List[str]]]:
+def _place(src: Source, base: str, name: str) -> Optional[tuple[str, list[str]]]:
     """(root bus as ``dddd:bb``, the chain of functions from the root down to it) of a listed function; None
     where its link leads nowhere."""
     real = src.realpath(base)
@@ -268,7 +268,7 @@ def _place(src: Source, base: str, name: str) -> Optional[Tuple[str, List[str]]]
     return f"{int(dom_s, 16):04x}:{int(bus_s, 16):02x}", chain
 
 
-def _numa(src: Source, base: str, node_cpus: "_NodeCpus") -> Tuple[Optional[int], bool, Optional[str], bool]:
+def _numa(src: Source, base: str, node_cpus: _NodeCpus) -> tuple[Optional[int], bool, Optional[str], bool]:
     """A function's NUMA node, whether sysfs said one, its ``local_cpulist``, and whether the node was
     taken from its local CPUs (no ``numa_node`` file: the node those CPUs belong to, as hwloc does)."""
     numa_text = src.read_line(f"{base}/numa_node")
@@ -293,13 +293,13 @@ _HEADER_FILES = (("vendor", "vendor", 16), ("device", "device", 16), ("subsys_ve
 
 
 def _config_facts(src: Source, base: str, class_code: Optional[int], config: Optional[bytes],
-                  physfn: Optional[str]) -> Dict[str, object]:
+                  physfn: Optional[str]) -> dict[str, object]:
     """The header and link facts: from ``config`` where it says them as the kernel shows them
     (:mod:`gdrcheck.collectors.config_header`), from the attribute files for the rest. A recording
     source reads the files too, so that a snapshot replays under any command's reading policy."""
     from gdrcheck.collectors.config_header import header_facts, link_facts
 
-    got: Dict[str, object] = {}
+    got: dict[str, object] = {}
     if config is not None and physfn is None:
         got.update(header_facts(config, class_code))
         got.update(link_facts(config))
@@ -318,7 +318,7 @@ def _config_facts(src: Source, base: str, class_code: Optional[int], config: Opt
 
 
 def _function(src: Source, base: str, bdf: str, root_label: str, parent: Optional[str],
-              hops: Tuple[str, ...], class_code: Optional[int], numa: Optional[int], cpulist: Optional[str],
+              hops: tuple[str, ...], class_code: Optional[int], numa: Optional[int], cpulist: Optional[str],
               config: Optional[bytes], physfn: Optional[str], links) -> PciFunction:
     """One function's facts from its sysfs directory (``links``: the net, infiniband and nvme class links)."""
     netdevs, rdma, nvme = links
@@ -351,10 +351,10 @@ def _function(src: Source, base: str, bdf: str, root_label: str, parent: Optiona
     )
 
 
-def _listed_parent(chain: List[str], listed: set) -> Tuple[Optional[str], Tuple[str, ...]]:
+def _listed_parent(chain: list[str], listed: set) -> tuple[Optional[str], tuple[str, ...]]:
     """The nearest bridge above the function that /sys/bus/pci/devices lists, and the bridges between
     the two that it does not list (top first)."""
-    hops: List[str] = []
+    hops: list[str] = []
     for comp in reversed(chain[:-1]):
         b = norm_bdf(comp)
         if b in listed:
@@ -363,7 +363,7 @@ def _listed_parent(chain: List[str], listed: set) -> Tuple[Optional[str], Tuple[
     return None, tuple(reversed(hops))
 
 
-def _root_node(said: List[Tuple[bool, str, Optional[int]]]) -> Optional[int]:
+def _root_node(said: list[tuple[bool, str, Optional[int]]]) -> Optional[int]:
     """A root bus's NUMA node from what its functions say: those directly on the bus decide (all the
     nodes they name agree, or none is known); only when none of them says anything, the functions below."""
     on_bus = [n for top, _b, n in said if top]
@@ -376,16 +376,16 @@ _NOTE_ITEMS = 8  # functions named in one note; the rest are counted
 _NOTE_HOPS = 6  # unlisted bridges given a note each; the rest share one
 
 
-def _named(items: List[str]) -> str:
+def _named(items: list[str]) -> str:
     more = f" and {len(items) - _NOTE_ITEMS} more" if len(items) > _NOTE_ITEMS else ""
     return ", ".join(items[:_NOTE_ITEMS]) + more
 
 
-def _notes(unlisted: Dict[Tuple[Tuple[str, ...], Optional[str]], List[str]],
-           from_cpus: List[Tuple[str, int]]) -> Tuple[str, ...]:
+def _notes(unlisted: dict[tuple[tuple[str, ...], Optional[str]], list[str]],
+           from_cpus: list[tuple[str, int]]) -> tuple[str, ...]:
     from gdrcheck.model import bdf_key
 
-    notes: List[str] = []
+    notes: list[str] = []
     groups = sorted(unlisted.items(), key=lambda kv: bdf_key(kv[0][0][0]))
     for (hops, parent), below in groups[:_NOTE_HOPS]:
         where = f"placed below {parent}, the nearest bridge listed above" if parent else "placed on the root bus"
@@ -403,7 +403,7 @@ def _notes(unlisted: Dict[Tuple[Tuple[str, ...], Optional[str]], List[str]],
     return tuple(notes)
 
 
-def _number_gpus(devices: List[PciFunction]) -> List[PciFunction]:
+def _number_gpus(devices: list[PciFunction]) -> list[PciFunction]:
     """nvidia-smi numbers NVIDIA GPUs in PCI bus order (its default)."""
     from gdrcheck.model import bus_order
     from gdrcheck.pcie.kinds import is_nvidia_gpu

@@ -7,7 +7,8 @@ from gdrcheck.rules.bar1 import GpuBar1, driver_answered, gpu_views
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterable, List
+    from collections.abc import Iterable
+    from typing import Any
 
 BAR1_CODES = range(100, 120)
 
@@ -16,8 +17,8 @@ def is_bar1_code(code: str) -> bool:
     return code.startswith("GDR") and code[3:].isdigit() and int(code[3:]) in BAR1_CODES
 
 
-def _disagreements(v: GpuBar1) -> List[Dict[str, Any]]:
-    out: List[Dict[str, Any]] = []
+def _disagreements(v: GpuBar1) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     d = v.drv
     bus = v.bus.get("sysfs_bar1_bytes")
     cur = v.bus.get("rebar_current_bytes")
@@ -30,7 +31,7 @@ def _disagreements(v: GpuBar1) -> List[Dict[str, Any]]:
     return out
 
 
-def gpu_doc(v: GpuBar1, driver_view: bool = True) -> Dict[str, Any]:
+def gpu_doc(v: GpuBar1, driver_view: bool = True) -> dict[str, Any]:
     """``driver_listed``: whether the NVIDIA driver lists the GPU; null where the input has no driver view (an
     lspci paste, an XML file, a node without NVML and nvidia-smi), which can show neither."""
     d = v.drv
@@ -39,7 +40,7 @@ def gpu_doc(v: GpuBar1, driver_view: bool = True) -> Dict[str, Any]:
     used = d.bar1_used_bytes if from_driver else None
     from gdrcheck.collectors.pastes.merge import SYNTH_DOMAIN
 
-    doc: Dict[str, Any] = {
+    doc: dict[str, Any] = {
         "bdf": v.bdf,
         "index": v.index,
         "name": v.name,
@@ -65,7 +66,7 @@ def gpu_doc(v: GpuBar1, driver_view: bool = True) -> Dict[str, Any]:
     return doc
 
 
-def bar1_doc(snap, topo, findings: Iterable) -> Dict[str, Any]:
+def bar1_doc(snap, topo, findings: Iterable) -> dict[str, Any]:
     """The ``gdrcheck bar1`` JSON document (findings: all of the run's; BAR1's are kept)."""
     doc = header_doc(snap)
     view = driver_answered(snap)
@@ -77,7 +78,7 @@ def bar1_doc(snap, topo, findings: Iterable) -> Dict[str, Any]:
     return doc
 
 
-def bar1_status(doc: Dict[str, Any], snap, topo, findings: Iterable, fail_on: str) -> "tuple[str, str]":
+def bar1_status(doc: dict[str, Any], snap, topo, findings: Iterable, fail_on: str) -> tuple[str, str]:
     """The status word of ``gdrcheck bar1`` and, when it is not a plain pass or fail, the line saying why."""
     from gdrcheck.status import reaches
 

@@ -9,10 +9,10 @@ from gdrcheck.status import node_status
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict
+    from typing import Any
 
 
-def nccl_decision(evaluation: Evaluation, pair) -> Dict[str, Any]:
+def nccl_decision(evaluation: Evaluation, pair) -> dict[str, Any]:
     """NCCL's predicted decision for the pair (``gdr`` or ``p2p``), with the reason and what the job decides:
     the evaluation's own view where it holds the decision (shared, not copied: read it, do not change it)."""
     view = evaluation.nccl_view.get((pair.a, pair.b))

@@ -24,7 +24,7 @@ from gdrcheck.status import worst_verdict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Optional
 
 
 @record(frozen=True)
@@ -37,11 +37,11 @@ class Assumption:
     fact: str
     assumed: str
     settle: str
-    codes: Tuple[str, ...] = ()
-    words: Tuple[str, ...] = ()
+    codes: tuple[str, ...] = ()
+    words: tuple[str, ...] = ()
     brief: str = ""  # how a one-line verdict names it ("peer memory loaded")
 
-    def to_doc(self) -> Dict[str, str]:
+    def to_doc(self) -> dict[str, str]:
         return {"fact": self.fact, "assumed": self.assumed, "settle": self.settle, "brief": self.brief}
 
 
@@ -110,9 +110,9 @@ _NV_COUNT = (("H100", 18), ("H200", 18), ("H800", 8), ("GH200", 18), ("B200", 18
 class Expected:
     """The expected answers of one evaluation: per pair ``{verdict, path, nccl, assumes}``, and the node's."""
 
-    pairs: Dict[Tuple[str, str], Dict[str, Any]]
+    pairs: dict[tuple[str, str], dict[str, Any]]
     status: str  # pass or fail
-    assumes: List[Dict[str, Any]]  # each assumption once, with how many pairs rest on it
+    assumes: list[dict[str, Any]]  # each assumption once, with how many pairs rest on it
 
 
 def _acs_off_config(config: Optional[bytes]) -> bytes:
@@ -130,12 +130,12 @@ def _nv_count(part: str) -> int:
     return 1
 
 
-def assumed_facts(evaluation) -> Tuple[Any, Any, Tuple[Assumption, ...]]:
+def assumed_facts(evaluation) -> tuple[Any, Any, tuple[Assumption, ...]]:
     """(a copy of the snapshot with the facts it lacks filled in, the options to judge it with, the assumptions
     made)."""
     snap, topo = evaluation.snap, evaluation.topo
-    made: List[Assumption] = []
-    changes: Dict[str, Any] = {"host": frozen_map(_host_filled(snap, topo, made)),
+    made: list[Assumption] = []
+    changes: dict[str, Any] = {"host": frozen_map(_host_filled(snap, topo, made)),
                                "devices": _acs_filled(snap, topo, made)}
     gpus = topo.of_kind("gpu")
     status = dict(snap.p2p_status)
@@ -170,7 +170,7 @@ def assumed_facts(evaluation) -> Tuple[Any, Any, Tuple[Assumption, ...]]:
     return replace(snap, **changes), options, tuple(made)
 
 
-def _host_filled(snap, topo, made: List[Assumption]) -> Dict[str, Any]:
+def _host_filled(snap, topo, made: list[Assumption]) -> dict[str, Any]:
     """The host facts with peer memory, the IOMMU mode and nvidia-fs filled where the input lacks them."""
     from gdrcheck.collectors.host_peermem import ALL_NCCL_PEERMEM_FILES
 
@@ -194,7 +194,7 @@ def _host_filled(snap, topo, made: List[Assumption]) -> Dict[str, Any]:
     return host
 
 
-def _acs_filled(snap, topo, made: List[Assumption]) -> Tuple[Any, ...]:
+def _acs_filled(snap, topo, made: list[Assumption]) -> tuple[Any, ...]:
     """The functions, each bridge whose ACS the input cannot show given an ACS capability with Control 0."""
     devices = list(snap.devices)
     for i, d in enumerate(devices):
@@ -206,13 +206,13 @@ def _acs_filled(snap, topo, made: List[Assumption]) -> Tuple[Any, ...]:
     return tuple(devices)
 
 
-def _links_filled(snap, topo, gpus, made: List[Assumption]) -> List[NvLink]:
+def _links_filled(snap, topo, gpus, made: list[Assumption]) -> list[NvLink]:
     """NVLink where the input cannot show it and both GPUs are parts whose GPUs are all joined (NVSwitch, or
     all-to-all xGMI); a part whose links may join only some pairs (a V100/P100 SXM2 hybrid cube mesh, a model
     the input does not name) gets no link, and the assumption says so."""
     from gdrcheck.device_models import link_word, nvlink_part
 
-    links: List[NvLink] = []
+    links: list[NvLink] = []
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
             if topo.nvlink_unseen(a, b):
@@ -231,7 +231,7 @@ def _word(kind: str) -> Optional[str]:
     return "gdr" if kind == "gpu-nic" else "p2p" if kind == "gpu-gpu" else None
 
 
-def _own(evaluation, pair) -> Dict[str, Any]:
+def _own(evaluation, pair) -> dict[str, Any]:
     from gdrcheck.documents.decisions import nccl_decision
 
     word = _word(pair.kind)
@@ -240,8 +240,8 @@ def _own(evaluation, pair) -> Dict[str, Any]:
             "nccl": {word: view.get(word)} if word else {}, "assumes": []}
 
 
-def _unknown_codes(evaluation) -> Dict[Tuple[str, str], List[Any]]:
-    out: Dict[Tuple[str, str], List[Any]] = {}
+def _unknown_codes(evaluation) -> dict[tuple[str, str], list[Any]]:
+    out: dict[tuple[str, str], list[Any]] = {}
     for f in evaluation.findings:
         if f.effect == "unknown":
             for k in f.pairs:
@@ -249,7 +249,7 @@ def _unknown_codes(evaluation) -> Dict[Tuple[str, str], List[Any]]:
     return out
 
 
-def _said(view: Dict[str, Any]) -> str:
+def _said(view: dict[str, Any]) -> str:
     return " ".join([str(view.get("reason") or "")] + [str(d) for d in view.get("depends_on") or ()])
 
 
@@ -263,7 +263,7 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
     open_pairs = [p for p in evaluation.pairs
                   if (p.a, p.b) in before or evaluation.verdicts[(p.a, p.b)] == "unknown"
                   or (_word(p.kind) and nccl_decision(evaluation, p).get(_word(p.kind)) == "unknown")]
-    out: Dict[Tuple[str, str], Dict[str, Any]] = {(p.a, p.b): _own(evaluation, p) for p in evaluation.pairs}
+    out: dict[tuple[str, str], dict[str, Any]] = {(p.a, p.b): _own(evaluation, p) for p in evaluation.pairs}
     node_open = [f for f in evaluation.findings if f.effect == "unknown" and not f.pairs]
     if not open_pairs and not node_open:
         return Expected(out, _status(evaluation, out, fail_on), [])
@@ -274,7 +274,7 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
         caps = [c for c, k in (("gdr", "gpu-nic"), ("p2p", "gpu-gpu"), ("gds", "gpu-nvme")) if k in kinds]
         again = restrict(again, caps, required=False)
     after = _unknown_codes(again)
-    effects_of: Dict[Tuple[str, str], List[str]] = {}  # pair -> the effects of its findings, once for all pairs
+    effects_of: dict[tuple[str, str], list[str]] = {}  # pair -> the effects of its findings, once for all pairs
     for f in again.findings:
         if f.effect is not None and f.effect != "unknown":
             for k in f.pairs:
@@ -296,7 +296,7 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
     return Expected(out, status, node)
 
 
-def _pair_expected(evaluation, again, p, q, seen, made, own: Dict[str, Any]) -> Dict[str, Any]:
+def _pair_expected(evaluation, again, p, q, seen, made, own: dict[str, Any]) -> dict[str, Any]:
     """One open pair's expected answer: ``q``, the pair judged again on the filled facts; ``seen``: (the open
     findings before, those after, each pair's effects after); ``own``: the pair's own answer."""
     from gdrcheck.documents.decisions import nccl_decision
@@ -306,7 +306,7 @@ def _pair_expected(evaluation, again, p, q, seen, made, own: Dict[str, Any]) -> 
     word = _word(p.kind)
     own_view = nccl_decision(evaluation, p)
     view = nccl_decision(again, q)
-    assumes: List[Dict[str, str]] = []
+    assumes: list[dict[str, str]] = []
     codes = {f.code for f in before.get(key, ())}
     said = _said(own_view) if word and own_view.get(word) == "unknown" else ""
     job_level = "|" in str(evaluation.settings.p2p_level)  # NCCL's default P2P level rests on the job
@@ -318,7 +318,7 @@ def _pair_expected(evaluation, again, p, q, seen, made, own: Dict[str, Any]) -> 
     if verdict == "unknown":
         verdict = worst_verdict(effects_of.get(key, ()))
         assumes.extend(_not_in_the_way(f) for f in after.get(key, ()))
-    nccl: Dict[str, Any] = {}
+    nccl: dict[str, Any] = {}
     if word:
         decided = view.get(word)
         if decided not in ("enabled", "disabled"):
@@ -333,7 +333,7 @@ def _pair_expected(evaluation, again, p, q, seen, made, own: Dict[str, Any]) -> 
     return {"verdict": verdict, "path": q.path, "nccl": nccl, "assumes": _unique(assumes)}
 
 
-def _not_in_the_way(f) -> Dict[str, str]:
+def _not_in_the_way(f) -> dict[str, str]:
     """A finding no assumption settles, taken as no obstacle: said in words (the rule's title), not by code."""
     from gdrcheck.rules import by_code
 
@@ -349,7 +349,7 @@ def _finding_fails(evaluation, fail_on: str) -> bool:
     return any(SEVERITY_RANK[f.severity] >= SEVERITY_RANK[fail_on] for f in evaluation.findings)
 
 
-def _unique(items: List[Dict[str, str]]) -> List[Dict[str, str]]:
+def _unique(items: list[dict[str, str]]) -> list[dict[str, str]]:
     seen, out = set(), []
     for i in items:
         k = (i["fact"], i["assumed"])
@@ -368,8 +368,8 @@ def _status(evaluation, out, fail_on: str) -> str:
     return "fail" if any(e["verdict"] == "fail" for e in out.values()) else "pass"
 
 
-def _node_assumes(out) -> List[Dict[str, Any]]:
-    counts: Dict[Tuple[str, str, str, str], int] = {}
+def _node_assumes(out) -> list[dict[str, Any]]:
+    counts: dict[tuple[str, str, str, str], int] = {}
     for e in out.values():
         for a in e["assumes"]:
             k = (a["fact"], a["assumed"], a["settle"], a.get("brief", ""))
@@ -379,12 +379,12 @@ def _node_assumes(out) -> List[Dict[str, Any]]:
     return [{"fact": f, "assumed": v, "settle": s, "brief": b, "pairs": counts[(f, v, s, b)]} for f, v, s, b in keys]
 
 
-def expected_if(doc: Dict[str, Any]) -> str:
+def expected_if(doc: dict[str, Any]) -> str:
     """``expected PASS if: peer memory loaded, IOMMU off or passthrough (run gdrcheck on the node)``: what a
     document's ``expected_status`` rests on, in one line; '' where the document assumed nothing."""
     if doc.get("status") != "unknown" or not doc.get("expected_status"):
         return ""
-    briefs: List[str] = []
+    briefs: list[str] = []
     for a in doc.get("assumes") or ():
         b = a.get("brief") or a["fact"]
         if b not in briefs:

@@ -20,7 +20,8 @@ from gdrcheck.units import speed_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Iterable, List, Optional, Tuple
+    from collections.abc import Iterable
+    from typing import Optional
 
 DEVICE_KINDS = ("gpu", "nic", "nvme", "nvswitch")
 _REACH_OF_KIND = {"gpu": "gpus", "nic": "nics", "nvme": "nvme", "nvswitch": "tree"}  # gdrcheck.reach's facts
@@ -61,14 +62,14 @@ def _module(loaded, name: str) -> str:
 class Fingerprint:
     """The canonical lines of a node in both forms, the hashes, and the address of each position."""
 
-    def __init__(self, shape_lines: List[str], topology_lines: List[str], positions: Dict[str, str]) -> None:
+    def __init__(self, shape_lines: list[str], topology_lines: list[str], positions: dict[str, str]) -> None:
         self.shape_lines = shape_lines
         self.topology_lines = topology_lines
         self.positions = positions
         self.shape = "sha256:" + _digest(shape_lines)
         self.topology = "sha256:" + _digest(topology_lines)
 
-    def to_doc(self) -> Dict[str, object]:
+    def to_doc(self) -> dict[str, object]:
         return {"shape": self.shape, "topology": self.topology, "lines": list(self.shape_lines),
                 "positions": dict(self.positions)}
 
@@ -90,10 +91,10 @@ def _digest(lines: Iterable[str]) -> str:
     return _sha256()("\n".join(lines).encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate of an input
 
 
-def positions(topo) -> Dict[str, str]:
+def positions(topo) -> dict[str, str]:
     """Address -> position name (``gpu0``, ``nic1``, ``bridge4``, ``root0``), in PCI address order per kind."""
-    names: Dict[str, str] = {}
-    counters: Dict[str, int] = {}
+    names: dict[str, str] = {}
+    counters: dict[str, int] = {}
     for bdf in sorted(topo.by_bdf, key=bdf_key):
         kind = topo.device_kind[bdf]
         tag = "bridge" if kind in BRIDGE_TAGGED else kind if kind in DEVICE_KINDS else "fn"
@@ -105,7 +106,7 @@ def positions(topo) -> Dict[str, str]:
     return names
 
 
-def _host_facts(evaluation) -> List[Tuple[str, str]]:
+def _host_facts(evaluation) -> list[tuple[str, str]]:
     snap = evaluation.snap
 
     def val(name: str, key: Optional[str] = None):
@@ -143,7 +144,7 @@ def fingerprint(evaluation) -> Fingerprint:
     pos = positions(topo)
     # key templates name addresses as {0}, {1}; rendered once with positions, once with addresses.
     # A value that is an address is given as an int: the index of that address in ``addrs``.
-    facts: List[Tuple[Tuple[str, ...], str, object]] = []
+    facts: list[tuple[tuple[str, ...], str, object]] = []
 
     def add(key: str, value: object, *addrs: str) -> None:
         facts.append((addrs, key, value))
@@ -168,11 +169,11 @@ def fingerprint(evaluation) -> Fingerprint:
     return Fingerprint(shape_lines, topology_lines, dict(sorted(by_pos.items(), key=lambda kv: _pos_key(kv[0]))))
 
 
-def _device_facts(evaluation, add) -> Dict[str, Dict[str, int]]:
+def _device_facts(evaluation, add) -> dict[str, dict[str, int]]:
     """Each GPU, NIC, NVMe drive and NVSwitch: its id, parent, NUMA node, link, BAR1 (a GPU) and whether an RDMA
     device is bound (a NIC). Returns how many of each model there are, per kind."""
     topo = evaluation.topo
-    models: Dict[str, Dict[str, int]] = {k: {} for k in DEVICE_KINDS}
+    models: dict[str, dict[str, int]] = {k: {} for k in DEVICE_KINDS}
     bar1 = {g.bdf: g.bar1_total_bytes for g in evaluation.snap.gpus if g.bar1_total_bytes is not None}
     for bdf in sorted(topo.by_bdf, key=bdf_key):
         kind = topo.device_kind[bdf]
@@ -197,7 +198,7 @@ def _device_facts(evaluation, add) -> Dict[str, Dict[str, int]]:
     return models
 
 
-def _device_counts(topo, models: Dict[str, Dict[str, int]], add) -> None:
+def _device_counts(topo, models: dict[str, dict[str, int]], add) -> None:
     from gdrcheck.reach import shows
 
     for kind in DEVICE_KINDS:
@@ -220,10 +221,10 @@ def _bridge_facts(evaluation, add) -> None:
         add("bridge[{0}].link", _link(d, with_speed=False), b)
 
 
-def _pair_rows(evaluation) -> List[Tuple[str, str, str]]:
+def _pair_rows(evaluation) -> list[tuple[str, str, str]]:
     """The pairs, most lines of a large node, kept apart: (a, b, "=value"), each distinct value worded once."""
-    pair_rows: List[Tuple[str, str, str]] = []
-    pair_values: Dict[tuple, str] = {}  # (pcie_path, path, candidates) -> "=value"
+    pair_rows: list[tuple[str, str, str]] = []
+    pair_values: dict[tuple, str] = {}  # (pcie_path, path, candidates) -> "=value"
     for p in evaluation.pairs:
         value = pair_values.get((p.pcie_path, p.path, p.candidates))
         if value is None:
@@ -234,7 +235,7 @@ def _pair_rows(evaluation) -> List[Tuple[str, str, str]]:
     return pair_rows
 
 
-def _render(prepared, pair_rows, pair_ends, names: Dict[str, str], order: Dict[str, object]) -> List[str]:
+def _render(prepared, pair_rows, pair_ends, names: dict[str, str], order: dict[str, object]) -> list[str]:
     """The lines with addresses shown by ``names`` (an address where it has none), sorted per thing (host
     facts, then each device, bridge and pair in ``order``)."""
     keyed = []
@@ -252,10 +253,10 @@ def _render(prepared, pair_rows, pair_ends, names: Dict[str, str], order: Dict[s
     return before + pair_lines + after
 
 
-def _pair_lines(pair_rows, pair_ends, names: Dict[str, str], order: Dict[str, object]) -> List[str]:
+def _pair_lines(pair_rows, pair_ends, names: dict[str, str], order: dict[str, object]) -> list[str]:
     """Every pair line has the one key template ``pair[{0},{1}]``: it sorts among the others by its head, and
     among pairs by its two ends' order, which an integer rank per address stands for."""
-    rank: Dict[str, int] = {}
+    rank: dict[str, int] = {}
     last, r = None, -1
     for a in sorted(pair_ends, key=order.__getitem__):
         if r < 0 or order[a] != last:
@@ -271,7 +272,7 @@ def _pair_lines(pair_rows, pair_ends, names: Dict[str, str], order: Dict[str, ob
         (k, f"pair[{names.get(a, a)},{names.get(b, b)}]{value}") for k, (a, b, value) in zip(keys, pair_rows))]
 
 
-def _pos_key(name: str) -> Tuple[str, int]:
+def _pos_key(name: str) -> tuple[str, int]:
     i = len(name.rstrip("0123456789"))
     return (name[:i], int(name[i:] or 0))
 
@@ -281,7 +282,7 @@ def one_line(evaluation, fp: Fingerprint) -> str:
     topo = evaluation.topo
 
     def models(kind: str) -> str:
-        m: Dict[str, int] = {}
+        m: dict[str, int] = {}
         for b in topo.of_kind(kind):
             d = topo.by_bdf[b]
             ident = f"{d.vendor:04x}:{d.device:04x}" if d.vendor is not None and d.device is not None else "?"
@@ -289,7 +290,7 @@ def one_line(evaluation, fp: Fingerprint) -> str:
         return ",".join(f"{n}x{i}" for i, n in sorted(m.items())) or "0"
 
     def classes(kind: str) -> str:
-        c: Dict[str, int] = {}
+        c: dict[str, int] = {}
         for p in evaluation.pairs:
             if p.kind == kind:
                 k = p.path or "?"

@@ -7,14 +7,14 @@ from gdrcheck.units import natural_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List
+    from typing import Any
 
 
-def device_labels(devices: List[Dict[str, Any]]) -> Dict[str, str]:
+def device_labels(devices: list[dict[str, Any]]) -> dict[str, str]:
     """Column names as ``nvidia-smi topo -m`` prints them: GPUn by the driver's index, NICn in the
     order of the RDMA devices (NIC0 is ``mlx5_0``; NICs without an RDMA name follow in bus order), and
     NVMen in bus order. A NIC that is not a GPUDirect NIC (``rdma: false``) gets none."""
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     nics = [d for d in devices if d["kind"] == "nic" and d.get("rdma") is not False]
     nics.sort(key=lambda d: (0, natural_key(d["rdma_devices"][0])) if d.get("rdma_devices") else (1, bdf_key(d["bdf"])))
     for i, d in enumerate(nics):

@@ -10,11 +10,11 @@ from gdrcheck.documents.topology import topology_doc
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Optional
+    from typing import Any, Optional
 
 
-def node_documents(evaluation, fail_on: str = "error", *, pairs: Optional[Dict[str, Any]] = None,
-                   describe_input: bool = False) -> Dict[str, Dict[str, Any]]:
+def node_documents(evaluation, fail_on: str = "error", *, pairs: Optional[dict[str, Any]] = None,
+                   describe_input: bool = False) -> dict[str, dict[str, Any]]:
     """``pairs`` (given: the pairs a gate judges), ``topology``, ``bar1`` and the ``rules`` of the findings."""
     return {"pairs": pairs if pairs is not None else pairs_doc(evaluation, fail_on),
             "topology": topology_doc(evaluation.topo, describe_input=describe_input),

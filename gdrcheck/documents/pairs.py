@@ -11,12 +11,12 @@ from gdrcheck.status import SEVERITY_RANK, STATUS_WORDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Tuple
+    from typing import Any
 
 
-def _names(topo, bdf: str) -> Dict[str, Any]:
+def _names(topo, bdf: str) -> dict[str, Any]:
     d = topo.by_bdf[bdf]
-    out: Dict[str, Any] = {"bdf": bdf, "kind": topo.device_kind[bdf], **names_doc(d)}
+    out: dict[str, Any] = {"bdf": bdf, "kind": topo.device_kind[bdf], **names_doc(d)}
     if out["kind"] == "nic":
         out.update(rdma_doc(topo, bdf))
     if d.gpu_index is not None and topo.device_kind[bdf] == "gpu":
@@ -27,7 +27,7 @@ def _names(topo, bdf: str) -> Dict[str, Any]:
     return out
 
 
-def rules_doc(evaluation: Evaluation) -> Dict[str, Any]:
+def rules_doc(evaluation: Evaluation) -> dict[str, Any]:
     """For each finding code of the document: the rule's name, title, origin (in words) and the fix in
     force (the guest's fix in a virtual machine), so renderers need not read the registry."""
     from gdrcheck.rules import by_code
@@ -35,7 +35,7 @@ def rules_doc(evaluation: Evaluation) -> Dict[str, Any]:
 
     rules = by_code()
     virtual = bool(evaluation.topo.virtual())
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     for code in sorted({f.code for f in evaluation.findings}):
         r = rules.get(code)
         if r is not None:
@@ -43,12 +43,12 @@ def rules_doc(evaluation: Evaluation) -> Dict[str, Any]:
     return out
 
 
-def nccl_doc(evaluation: Evaluation) -> Dict[str, Any]:
+def nccl_doc(evaluation: Evaluation) -> dict[str, Any]:
     """The top-level ``nccl`` object: the version judged and why, the versions found, the settings in force,
     and the pairs another version found on the node would decide differently."""
     st = evaluation.settings
     node = evaluation.nccl_node
-    doc: Dict[str, Any] = {
+    doc: dict[str, Any] = {
         "version": ".".join(map(str, st.version)),
         "version_reason": st.version_reason or (node.version_reason if node is not None else ""),
         "versions_found": [dict(e) for e in (node.versions_found if node is not None else [])],
@@ -78,9 +78,9 @@ def nccl_doc(evaluation: Evaluation) -> Dict[str, Any]:
     return doc
 
 
-def _gpu_nics(evaluation: Evaluation) -> Dict[str, Any]:
+def _gpu_nics(evaluation: Evaluation) -> dict[str, Any]:
     """For each GPU, the NICs NCCL would use with GPUDirect RDMA, and through which GPU (PXN)."""
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     node = evaluation.nccl_node
     for (g, n), v in sorted(node.gdr_view.items()):
         if v.get("gdr") == "enabled":
@@ -91,7 +91,7 @@ def _gpu_nics(evaluation: Evaluation) -> Dict[str, Any]:
     return out
 
 
-def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> Dict[str, Any]:
+def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
     snap, topo = evaluation.snap, evaluation.topo
     doc = header_doc(snap)
     doc["nccl"] = nccl_doc(evaluation)
@@ -102,7 +102,7 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> Dict[str, Any]:
     for dev in doc["devices"]:
         if dev["bdf"] in labels:
             dev["label"] = labels[dev["bdf"]]
-    pairs: List[Dict[str, Any]] = []
+    pairs: list[dict[str, Any]] = []
     verdicts, codes, path_facts = evaluation.verdicts, evaluation.pair_findings, snap.path_facts
     for p in evaluation.pairs:
         key = (p.a, p.b)
@@ -127,7 +127,7 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> Dict[str, Any]:
     doc["pairs"] = pairs
     doc["findings"] = [f.to_doc() for f in evaluation.findings]
     doc["rules"] = rules_doc(evaluation)
-    counts: Dict[str, int] = {}
+    counts: dict[str, int] = {}
     for v in evaluation.verdicts.values():
         counts[v] = counts.get(v, 0) + 1
     doc["summary"] = {"pairs": len(pairs), "verdicts": counts,
@@ -153,7 +153,7 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> Dict[str, Any]:
 SUMMARY_MAX = 80  # Node Problem Detector cuts at 80 bytes; a Slurm drain reason shows the first word
 
 
-def timeout_doc(seconds, host=None) -> Dict[str, Any]:
+def timeout_doc(seconds, host=None) -> dict[str, Any]:
     """What can be said when the run overstayed its --timeout before any evaluation was made."""
     from gdrcheck import FORMAT_VERSION, __version__
 
@@ -173,7 +173,7 @@ def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
     """One line, code first, at most 80 bytes: what an NHC drain reason or an NPD condition shows."""
     word = node_status_word(evaluation, fail_on)
     if word == "pass":
-        counts: Dict[str, int] = {}
+        counts: dict[str, int] = {}
         for v in evaluation.verdicts.values():
             counts[v] = counts.get(v, 0) + 1
         topo = evaluation.topo
@@ -244,7 +244,7 @@ def _fit(text: str, tail: str = "") -> str:
     return text + tail
 
 
-def status_and_missing(evaluation: Evaluation, fail_on: str = "error") -> Tuple[str, List[str]]:
+def status_and_missing(evaluation: Evaluation, fail_on: str = "error") -> tuple[str, list[str]]:
     """The node's status word, and when it is unknown the facts that were missing."""
     word = node_status_word(evaluation, fail_on)
     if word != "unknown":

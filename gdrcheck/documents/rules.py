@@ -5,10 +5,11 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterable
+    from collections.abc import Iterable
+    from typing import Any
 
 
-def rules_part(codes: Iterable[str]) -> Dict[str, Dict[str, Any]]:
+def rules_part(codes: Iterable[str]) -> dict[str, dict[str, Any]]:
     """``{code: rule document}`` for the codes given that the registry knows."""
     from gdrcheck.rules import by_code
 

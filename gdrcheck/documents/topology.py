@@ -8,17 +8,17 @@ from gdrcheck.pcie.topology import Topology
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Optional
 
 
-def _bar_doc(b: Bar) -> Dict[str, Any]:
+def _bar_doc(b: Bar) -> dict[str, Any]:
     return {"index": b.index, "size_bytes": b.size, "is_64bit": b.is_64bit,
             "prefetchable": b.prefetchable, "unset": b.unset}
 
 
-def names_doc(d) -> Dict[str, Any]:
+def names_doc(d) -> dict[str, Any]:
     """The Linux names of a function (netdevs, RDMA devices, NVMe controllers), where it has any."""
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     if d.netdevs:
         out["netdevs"] = list(d.netdevs)
     if d.rdma_devices:
@@ -30,20 +30,20 @@ def names_doc(d) -> Dict[str, Any]:
     return out
 
 
-def rdma_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
+def rdma_doc(topo: Topology, bdf: str) -> dict[str, Any]:
     """``rdma``: whether the NIC is (or may be) a GPUDirect RDMA device, null where the input cannot tell;
     ``rdma_basis``: what decided it."""
     capable, basis = topo.rdma(bdf)
-    out: Dict[str, Any] = {"rdma": capable}
+    out: dict[str, Any] = {"rdma": capable}
     if basis:
         out["rdma_basis"] = basis
     return out
 
 
-def device_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
+def device_doc(topo: Topology, bdf: str) -> dict[str, Any]:
     d = topo.by_bdf[bdf]
     link = d.link
-    doc: Dict[str, Any] = {
+    doc: dict[str, Any] = {
         "bdf": d.bdf,
         "parent": topo.parent(d.bdf),
         "root": d.root,
@@ -78,14 +78,14 @@ def device_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
     return doc
 
 
-def gpu_link_doc(topo: Topology, bdf: str) -> Dict[str, Any]:
+def gpu_link_doc(topo: Topology, bdf: str) -> dict[str, Any]:
     """NVML's NVSwitch fabric state (``fabric``) and NVLink link state (``nvlink``) of a GPU, where shown."""
     g = next((x for x in topo.snap.gpus if x.bdf == bdf), None)
     extra = (g.extra or {}) if g is not None else {}
     return {k: dict(extra[k]) for k in ("fabric", "nvlink") if isinstance(extra.get(k), dict)}
 
 
-def acs_doc(topo, bdf: str) -> Dict[str, Any]:
+def acs_doc(topo, bdf: str) -> dict[str, Any]:
     """A bridge's ACS as read, with ``redirect``: whether it sends peer traffic up to the root complex
     (true/false, null where the registers could not be read)."""
     from gdrcheck.pcie.acs import redirect_names, redirects
@@ -98,14 +98,14 @@ def acs_doc(topo, bdf: str) -> Dict[str, Any]:
     return doc
 
 
-def _fact(snap, name: str, pick=None) -> Dict[str, Any]:
+def _fact(snap, name: str, pick=None) -> dict[str, Any]:
     f = snap.host.get(name)
     if f is None:
         return {"value": None, "reason": "not read from this input"}
     v = f.value
     if v is not None and pick is not None:
         v = pick(v)
-    out: Dict[str, Any] = {"value": v}
+    out: dict[str, Any] = {"value": v}
     if f.source:
         out["source"] = f.source
     if v is None and (f.reason or f.settle):
@@ -121,7 +121,7 @@ def _peermem(v) -> Optional[str]:
     return ", ".join(loaded) if loaded else "none loaded"
 
 
-def host_facts_doc(snap) -> Dict[str, Any]:
+def host_facts_doc(snap) -> dict[str, Any]:
     """The host facts a reader looks at first: driver, kernel, IOMMU, peer memory, CPU, virtualisation."""
     return {
         "kernel_release": _fact(snap, "kernel_release"),
@@ -137,12 +137,12 @@ def host_facts_doc(snap) -> Dict[str, Any]:
     }
 
 
-def collectors_doc(snap) -> List[Dict[str, str]]:
+def collectors_doc(snap) -> list[dict[str, str]]:
     return [{"name": c.name, "status": c.status, "detail": c.detail, **({"hint": c.hint} if c.hint else {})}
             for c in snap.collectors]
 
 
-def header_doc(snap) -> Dict[str, Any]:
+def header_doc(snap) -> dict[str, Any]:
     return {
         "format_version": FORMAT_VERSION,
         "gdrcheck_version": __version__,
@@ -150,7 +150,7 @@ def header_doc(snap) -> Dict[str, Any]:
     }
 
 
-def topology_doc(topo: Topology, describe_input: bool = False) -> Dict[str, Any]:
+def topology_doc(topo: Topology, describe_input: bool = False) -> dict[str, Any]:
     """``describe_input``: add where the facts came from (for pages that say so); left out of
     ``--json`` so that a snapshot replays to the same bytes as the live run."""
     snap = topo.snap

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional, Sequence
+    from collections.abc import Sequence
+    from typing import Optional
 
 
 def summarize_command(paths: Sequence[str], expect: Optional[str], reference: Optional[str], input_format: str,

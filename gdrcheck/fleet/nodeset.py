@@ -17,7 +17,7 @@ from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Iterable, List, Tuple
+    from collections.abc import Iterable
 
 # names ClusterShell's parser reads as plain node names (no operators, groups or brackets)
 _SAFE = lazy_pattern(r"^[A-Za-z0-9._+-]+$")
@@ -60,8 +60,8 @@ def fold(names: Iterable[str], use_clustershell: bool = True) -> str:
 
 def fold_own(names: Iterable[str]) -> str:
     """Our own folding (what ``fold`` gives without ClusterShell)."""
-    patterns: Dict[Tuple[str, str], List[str]] = {}
-    plain: List[str] = []
+    patterns: dict[tuple[str, str], list[str]] = {}
+    plain: list[str] = []
     for n in set(names):
         m = _LAST_NUMBER.match(n) if _SAFE.match(n) else None
         if m:
@@ -70,15 +70,15 @@ def fold_own(names: Iterable[str]) -> str:
             plain.append(n)
     parts = [(p.replace("%", "%%") + "%s" + s, _fold_numbers(nums), len(nums), p, s)
              for (p, s), nums in patterns.items()]
-    out: List[Tuple[str, str]] = [(n, n) for n in plain]
+    out: list[tuple[str, str]] = [(n, n) for n in plain]
     for key, ranges, count, p, s in parts:
         out.append((key, f"{p}[{ranges}]{s}" if count > 1 else f"{p}{ranges}{s}"))
     return ",".join(text for _key, text in sorted(out))
 
 
-def _fold_numbers(nums: List[str]) -> str:
+def _fold_numbers(nums: list[str]) -> str:
     """Runs of consecutive numbers, zero padding kept apart: ``1,01,001-002,100`` as ClusterShell orders them."""
-    runs: List[Tuple[int, int, int]] = []  # start, last, pad (0 = not padded)
+    runs: list[tuple[int, int, int]] = []  # start, last, pad (0 = not padded)
     last = pad = None
     padded_run = False
     for s in sorted(set(nums), key=lambda e: (len(e), e)):
@@ -97,7 +97,7 @@ def _fold_numbers(nums: List[str]) -> str:
 # -- expansion -------------------------------------------------------------------------------------------
 
 
-def expand(text: str, use_clustershell: bool = True) -> List[str]:
+def expand(text: str, use_clustershell: bool = True) -> list[str]:
     """``"gpu[001-003],login"`` -> the names, sorted and without duplicates. Names separated by spaces or
     lines (what ``$(scontrol show hostnames)`` gives) are as good as commas."""
     text = ",".join(text.split())
@@ -119,16 +119,16 @@ def expand(text: str, use_clustershell: bool = True) -> List[str]:
     return sorted(set(expand_own(text)))
 
 
-def expand_own(text: str) -> List[str]:
+def expand_own(text: str) -> list[str]:
     """Our own expansion: comma-separated names, each with any number of ``[ranges]``."""
     if "@" in text or any(op in text for op in "!&^"):
         raise NodeSetError(f"{text!r}: groups (@name) and set operators need ClusterShell (pip install ClusterShell)")
-    out: List[str] = []
+    out: list[str] = []
     for term in _split_top(text):
         term = term.strip()
         if not term:
             continue
-        pieces: List[List[str]] = []
+        pieces: list[list[str]] = []
         pos = 0
         for m in re.finditer(r"\[([^\[\]]*)\]", term):
             pieces.append([term[pos:m.start()]])
@@ -148,7 +148,7 @@ def expand_own(text: str) -> List[str]:
     return out
 
 
-def _split_top(text: str) -> List[str]:
+def _split_top(text: str) -> list[str]:
     """Split at commas outside brackets."""
     parts, depth, cur = [], 0, []
     for c in text:
@@ -169,8 +169,8 @@ def _split_top(text: str) -> List[str]:
     return parts
 
 
-def _expand_ranges(body: str, term: str) -> List[str]:
-    out: List[str] = []
+def _expand_ranges(body: str, term: str) -> list[str]:
+    out: list[str] = []
     for r in body.split(","):
         m = _RANGE.match(r.strip())
         if not m:

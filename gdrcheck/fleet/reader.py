@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import IO, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from collections.abc import Iterator, Sequence
+from typing import IO, NamedTuple, Optional
 
 from gdrcheck.errors import InputError
 from gdrcheck.patterns import lazy_pattern
@@ -66,7 +67,7 @@ def report_problem(doc) -> Optional[str]:
     return problem(doc)
 
 
-def _parse(raw: bytes) -> Tuple[Optional[dict], Optional[str]]:
+def _parse(raw: bytes) -> tuple[Optional[dict], Optional[str]]:
     if not raw.strip():
         return None, "empty file"
     try:
@@ -171,7 +172,7 @@ def _looks_prefixed(line: bytes) -> bool:
 
 def _read_lines(first: bytes, doc, problem, f, name, label, jsonl) -> Iterator[Item]:
     """JSONL: the file's name is the node's only when the file holds one report and is not ``*.jsonl``."""
-    pending: Optional[Tuple[Optional[dict], Optional[str], int]] = (doc, problem, 1)
+    pending: Optional[tuple[Optional[dict], Optional[str], int]] = (doc, problem, 1)
     lineno = 1
     for line in f:
         lineno += 1
@@ -197,7 +198,7 @@ def _line_item(doc, problem, lineno: int, label: str) -> Item:
 
 def _read_prefixed(first: bytes, f) -> Iterator[Item]:
     """``host: {json}`` lines; a report spread over several lines of one host is joined up to its ``}``."""
-    partial: Dict[str, List[bytes]] = {}
+    partial: dict[str, list[bytes]] = {}
     seen = set()
     noise = set()
     lines = _chain(first, f)

@@ -6,7 +6,7 @@ from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Optional
 
 
 DIFF_SHOWN = 20      # diff lines shown per group; the JSON document has them all
@@ -27,7 +27,7 @@ def _val(v: Optional[str]) -> str:
     return "(absent)" if v is None else (v if v != "" else '""')
 
 
-def diff_lines(diff: List[Dict[str, Any]], key: str, limit: int) -> List[str]:
+def diff_lines(diff: list[dict[str, Any]], key: str, limit: int) -> list[str]:
     out = [f"{d[key]}: {_val(d['reference'])} -> {_val(d['value'])}" for d in diff[:limit]]
     if len(diff) > limit:
         out.append(f"(+{len(diff) - limit} more)")
@@ -38,11 +38,11 @@ def _count(n: int, what: str = "node") -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-def _set(s: Dict[str, Any]) -> str:
+def _set(s: dict[str, Any]) -> str:
     return _count(s["count"]) + (f" {s['nodes']}" if s["count"] else "")
 
 
-def headline(doc: Dict[str, Any]) -> str:
+def headline(doc: dict[str, Any]) -> str:
     n = doc["nodes"]
     parts = [_count(n["reported"], "report")]
     if n["unreadable"]:
@@ -55,7 +55,7 @@ def headline(doc: Dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def status_line(doc: Dict[str, Any]) -> str:
+def status_line(doc: dict[str, Any]) -> str:
     n = doc["nodes"]
     why = []
     if doc["outliers"]:
@@ -69,7 +69,7 @@ def status_line(doc: Dict[str, Any]) -> str:
     return f"{doc['status']} (exit {doc['exit_status']}): " + ", ".join(why)
 
 
-def _reference_text(doc: Dict[str, Any]) -> str:
+def _reference_text(doc: dict[str, Any]) -> str:
     ref = doc["reference"]
     if ref["source"] == "file":
         where = f"{ref['file']} (shape {short(ref['shape'])})"
@@ -77,8 +77,8 @@ def _reference_text(doc: Dict[str, Any]) -> str:
     return "the largest group" if ref["source"] == "largest-group" else "none"
 
 
-def render_text(doc: Dict[str, Any]) -> str:
-    out: List[str] = [f"gdrcheck fleet summary: {headline(doc)}", ""]
+def render_text(doc: dict[str, Any]) -> str:
+    out: list[str] = [f"gdrcheck fleet summary: {headline(doc)}", ""]
     groups = doc["groups"]
     if groups:
         out.append(f"groups by shape fingerprint (reference: {_reference_text(doc)}):")
@@ -149,15 +149,15 @@ def _code_cell(text: str) -> str:
 _TICKS = lazy_pattern("`+")
 
 
-def _fence(lines: List[str]) -> str:
+def _fence(lines: list[str]) -> str:
     """A code fence longer than any run of backticks in ``lines``, which therefore cannot close it."""
     longest = max((len(m) for line in lines for m in _TICKS.findall(line)), default=0)
     return "`" * max(3, longest + 1)
 
 
-def render_md(doc: Dict[str, Any]) -> str:
+def render_md(doc: dict[str, Any]) -> str:
     n = doc["nodes"]
-    out: List[str] = ["# gdrcheck fleet summary", "", f"**Status: {status_line(doc)}**", ""]
+    out: list[str] = ["# gdrcheck fleet summary", "", f"**Status: {status_line(doc)}**", ""]
     out += ["| nodes | count |", "|---|---:|"]
     rows = [("expected", n["expected"])] if n["expected"] is not None else []
     rows += [("reported", n["reported"]), ("pass", n["pass"]), ("fail", n["fail"]), ("unknown", n["unknown"]),

@@ -16,7 +16,8 @@ from gdrcheck.units import natural_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+    from collections.abc import Iterable, Sequence
+    from typing import Any, Optional
 
 FLEET_FORMAT_VERSION = "1.0"  # the fleet document's own version (fleet.schema.json)
 NO_FINGERPRINT = "no fingerprint in the report (made by an older gdrcheck?)"
@@ -44,11 +45,11 @@ def _fingerprint(doc: dict) -> Optional[dict]:
     return fp
 
 
-def _lines(fp: dict) -> Tuple[str, ...]:
+def _lines(fp: dict) -> tuple[str, ...]:
     return tuple(str(x) for x in fp.get("lines") or () if isinstance(x, str))
 
 
-def _positions(fp: dict) -> Dict[str, str]:
+def _positions(fp: dict) -> dict[str, str]:
     pos = fp.get("positions")
     return {str(k): str(v) for k, v in pos.items()} if isinstance(pos, dict) else {}
 
@@ -58,14 +59,14 @@ class Fleet:
 
     def __init__(self) -> None:
         # name -> (status, timed_out, shape, topology, codeset id, reason)
-        self.nodes: Dict[str, Tuple[str, bool, Optional[str], Optional[str], int, Optional[str]]] = {}
-        self.shape_lines: Dict[str, Tuple[str, ...]] = {}
-        self.positions: Dict[Tuple[str, str], Dict[str, str]] = {}
-        self._codesets: Dict[FrozenSet[Tuple[str, str]], int] = {frozenset(): 0}
-        self.codesets: List[FrozenSet[Tuple[str, str]]] = [frozenset()]
-        self.samples: Dict[Tuple[str, str], Tuple[str, str, List[str]]] = {}
-        self._strings: Dict[str, str] = {}
-        self.duplicates: List[str] = []
+        self.nodes: dict[str, tuple[str, bool, Optional[str], Optional[str], int, Optional[str]]] = {}
+        self.shape_lines: dict[str, tuple[str, ...]] = {}
+        self.positions: dict[tuple[str, str], dict[str, str]] = {}
+        self._codesets: dict[frozenset[tuple[str, str]], int] = {frozenset(): 0}
+        self.codesets: list[frozenset[tuple[str, str]]] = [frozenset()]
+        self.samples: dict[tuple[str, str], tuple[str, str, list[str]]] = {}
+        self._strings: dict[str, str] = {}
+        self.duplicates: list[str] = []
 
     def _intern(self, s: Optional[str]) -> Optional[str]:
         if s is None:
@@ -133,13 +134,13 @@ class Fleet:
     # -- the document ------------------------------------------------------------------------------------
 
     def document(self, expected: Optional[Sequence[str]] = None, reference: Optional[dict] = None,
-                 reference_path: Optional[str] = None) -> Dict[str, Any]:
+                 reference_path: Optional[str] = None) -> dict[str, Any]:
         from gdrcheck import __version__
 
-        by_status: Dict[str, List[str]] = {"pass": [], "fail": [], "unknown": [], "unreadable": []}
-        shapes: Dict[str, Dict[str, List[str]]] = {}
-        unknown: Dict[Tuple[str, bool], List[str]] = {}
-        unreadable: Dict[str, List[str]] = {}
+        by_status: dict[str, list[str]] = {"pass": [], "fail": [], "unknown": [], "unreadable": []}
+        shapes: dict[str, dict[str, list[str]]] = {}
+        unknown: dict[tuple[str, bool], list[str]] = {}
+        unreadable: dict[str, list[str]] = {}
         for name in sorted(self.nodes):
             status, timed_out, shape, topo, _codes, reason = self.nodes[name]
             by_status[status].append(name)
@@ -186,7 +187,7 @@ class Fleet:
             "unexpected": _set_doc(unexpected),
         }
 
-    def _groups(self, shapes: Dict[str, Dict[str, List[str]]], reference: Optional[dict],
+    def _groups(self, shapes: dict[str, dict[str, list[str]]], reference: Optional[dict],
                 reference_path: Optional[str]):
         def size(shape: str) -> int:
             return sum(len(v) for v in shapes[shape].values())
@@ -233,8 +234,8 @@ class Fleet:
                "group": next((g["label"] for g in groups if g["reference"]), None)}
         return groups, outliers, ref
 
-    def _finding_docs(self) -> List[Dict[str, Any]]:
-        nodes_of: Dict[Tuple[str, str], List[str]] = {}
+    def _finding_docs(self) -> list[dict[str, Any]]:
+        nodes_of: dict[tuple[str, str], list[str]] = {}
         for name, rec in self.nodes.items():
             for key in self.codesets[rec[4]]:
                 nodes_of.setdefault(key, []).append(name)
@@ -257,7 +258,7 @@ def _unknown_reason(line) -> str:
     return " ".join(words)[:120]
 
 
-def _rule_names() -> Dict[str, str]:
+def _rule_names() -> dict[str, str]:
     try:
         from gdrcheck.rules import by_code
 
@@ -266,16 +267,16 @@ def _rule_names() -> Dict[str, str]:
         return {}
 
 
-def _main_topology(topos: Dict[str, List[str]]) -> str:
+def _main_topology(topos: dict[str, list[str]]) -> str:
     return min(topos, key=lambda t: (-len(topos[t]), topos[t][0]))
 
 
-def _split(line: str) -> Tuple[str, str]:
+def _split(line: str) -> tuple[str, str]:
     key, _, value = line.partition("=")
     return key, value
 
 
-def _diff(ref: Dict[str, str], other: Dict[str, str], what: str) -> List[Dict[str, Optional[str]]]:
+def _diff(ref: dict[str, str], other: dict[str, str], what: str) -> list[dict[str, Optional[str]]]:
     """What differs, by key in natural order: ``reference`` or ``value`` is None where the key is absent."""
     out = []
     for key in sorted(set(ref) | set(other), key=natural_key):
@@ -294,5 +295,5 @@ def _label(i: int) -> str:
     return s
 
 
-def _set_doc(names: Sequence[str]) -> Dict[str, Any]:
+def _set_doc(names: Sequence[str]) -> dict[str, Any]:
     return {"count": len(names), "nodes": fold(names)}

@@ -17,7 +17,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import threading
-    from typing import Callable, List, Optional, TypeVar
+    from typing import Callable, Optional, TypeVar
 
     T = TypeVar("T")
 
@@ -34,7 +34,7 @@ class Deadline:
         self.seconds = seconds if seconds and 0 < seconds < MAX_SECONDS else None
         self.start = time.monotonic()
         self.end = self.start + self.seconds if self.seconds else None
-        self.missed: List[str] = []
+        self.missed: list[str] = []
 
     def remaining(self) -> Optional[float]:
         return None if self.end is None else max(0.0, self.end - time.monotonic())
@@ -108,11 +108,11 @@ class TimedOut(BaseException):
         self.status = status
 
 
-_spoken: List[int] = []  # the status the watchdog ended the run with, once it has spoken
+_spoken: list[int] = []  # the status the watchdog ended the run with, once it has spoken
 _standing = [True]  # False once the run is ending on its own: the watchdog's signal then raises nothing
 
 
-_armed: List["Watchdog"] = []  # the run's watchdogs: stand_down disarms each, whatever path the run ended by
+_armed: list[Watchdog] = []  # the run's watchdogs: stand_down disarms each, whatever path the run ended by
 
 
 def stand_down() -> Optional[int]:

@@ -31,7 +31,8 @@ from gdrcheck.errors import InputError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import IO, Iterator, Optional, Tuple
+    from collections.abc import Iterator
+    from typing import IO, Optional
 
 
 _STREAM_DIRS = ("/dev/fd/", "/proc/self/fd/")
@@ -64,7 +65,7 @@ def in_place(path: str) -> bool:
     return _plan(path)[0] == "stream"
 
 
-def _plan(path: str) -> Tuple:
+def _plan(path: str) -> tuple:
     """How ``path`` is written: ``("stream", path)`` in place, or ``("file", directory, name, stat or None)``
     for a regular file (existing or not) replaced by a rename in ``directory``. Links are followed one at a
     time, each checked by :func:`_may_follow`. Raises :class:`InputError` for what cannot be written."""
@@ -173,7 +174,7 @@ def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
         os.close(dfd)
 
 
-def _temporary(shown: str, dfd: int, prefix: str) -> Tuple[int, str]:
+def _temporary(shown: str, dfd: int, prefix: str) -> tuple[int, str]:
     """A new file in the directory ``dfd``, opened without following a link and only if the name is free."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(100):

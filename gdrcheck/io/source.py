@@ -27,7 +27,8 @@ from gdrcheck.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Sequence, Tuple
+    from collections.abc import Sequence
+    from typing import Optional
 
 MAX_READ = 1 << 20  # no sysfs or procfs file gdrcheck reads is near 1 MiB
 MAX_LINK_HOPS = 40  # as the kernel's own limit on nested links
@@ -39,7 +40,7 @@ TOOL_PATH = "/usr/bin:/usr/sbin:/bin:/sbin:/usr/local/bin:/usr/local/sbin:/usr/l
 class CommandResult:
     """What a command did. ``error`` is set when it did not run to an exit status."""
 
-    argv: Tuple[str, ...]
+    argv: tuple[str, ...]
     rc: Optional[int] = None
     stdout: str = ""
     stderr: str = ""
@@ -61,13 +62,13 @@ class Source:
         self.label = label or ("live" if self.live else self.root)
         self.recording = record
         # path -> ("f", bytes) | ("l", target) | ("d", None)
-        self.recorded: Dict[str, Tuple[str, Optional[object]]] = {}
-        self.recorded_commands: Dict[str, dict] = {}
-        self._commands: Optional[Dict[str, dict]] = None
-        self._errors: Dict[str, str] = {}
+        self.recorded: dict[str, tuple[str, Optional[object]]] = {}
+        self.recorded_commands: dict[str, dict] = {}
+        self._commands: Optional[dict[str, dict]] = None
+        self._errors: dict[str, str] = {}
         self._placeholders: set = set()
-        self._rcache: Dict[Tuple[str, bool], str] = {}
-        self._dcache: Dict[str, str] = {}  # directory as asked -> resolved inside the root
+        self._rcache: dict[tuple[str, bool], str] = {}
+        self._dcache: dict[str, str] = {}  # directory as asked -> resolved inside the root
         self.deadline = None  # a gdrcheck.io.deadline.Deadline when --timeout applies
 
     # -- paths ---------------------------------------------------------------
@@ -83,7 +84,7 @@ class Source:
             self.recorded[path] = (kind, value)
             self._placeholders.discard(path)
 
-    def _note_listing(self, real: str, names: List[str]) -> None:
+    def _note_listing(self, real: str, names: list[str]) -> None:
         """Remember what a directory held, so a replay lists the same names."""
         for n in names:
             p = posixpath.join(real, n)
@@ -116,7 +117,7 @@ class Source:
             self._errors[path] = "too many levels of symbolic links"
         return got
 
-    def _resolve(self, path: str, follow_last: bool, hops: List[int]) -> Optional[str]:
+    def _resolve(self, path: str, follow_last: bool, hops: list[int]) -> Optional[str]:
         if path == "/":
             return "/"
         key = (path, follow_last)
@@ -266,7 +267,7 @@ class Source:
         t = self.readlink(path)
         return posixpath.basename(t.rstrip("/")) if t else None
 
-    def listdir(self, path: str) -> List[str]:
+    def listdir(self, path: str) -> list[str]:
         real = self.resolve(path)
         if real is None:
             return []
@@ -352,7 +353,7 @@ class Source:
         import fcntl
         import socket
 
-        lines: List[str] = []
+        lines: list[str] = []
         try:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
                 for _index, name in socket.if_nameindex():
@@ -375,7 +376,7 @@ class Source:
                                                "error": res.error}
         return res
 
-    def _replay(self, argv: Tuple[str, ...], key: str) -> CommandResult:
+    def _replay(self, argv: tuple[str, ...], key: str) -> CommandResult:
         if self._commands is None:
             self._commands = {}
             text = self.read_text(COMMANDS_FILE, 64 * MAX_READ)
@@ -409,7 +410,7 @@ def _why(e: OSError) -> str:
     return os.strerror(e.errno or 0) or str(e)
 
 
-def _search_path() -> List[str]:
+def _search_path() -> list[str]:
     return [p for p in os.environ.get("GDRCHECK_TOOL_PATH", TOOL_PATH).split(":") if p.startswith("/")]
 
 
@@ -423,7 +424,7 @@ def _find_tool(name: str) -> Optional[str]:
     return None
 
 
-def _tool_env() -> Dict[str, str]:
+def _tool_env() -> dict[str, str]:
     env = {"PATH": ":".join(_search_path()), "LC_ALL": "C", "LANG": "C"}
     for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "HOME"):
         if k in os.environ:

@@ -19,10 +19,10 @@ import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Optional
+    from typing import Optional
 
 _DIRS: set = set()
-_held: Optional[List[BaseException]] = None  # while a removal runs: what signals raised, raised after
+_held: Optional[list[BaseException]] = None  # while a removal runs: what signals raised, raised after
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -91,7 +91,7 @@ def remove_all() -> None:
         remove(d)
 
 
-def pending() -> List[str]:
+def pending() -> list[str]:
     return sorted(_DIRS)
 
 
@@ -136,7 +136,7 @@ def remove_tree(top: str) -> None:
     _quietly(os.rmdir, top)
 
 
-def _clear_files(dfd: int) -> List[str]:
+def _clear_files(dfd: int) -> list[str]:
     """Unlink everything in the directory ``dfd`` but its subdirectories; their names."""
     subdirs = []
     try:

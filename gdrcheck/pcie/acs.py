@@ -17,10 +17,11 @@ from gdrcheck.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, Tuple
+    from collections.abc import Mapping
+    from typing import Optional
 
 # bit, kernel name, lspci label, flag name (same positions in Capability and Control)
-ACS_BITS: Tuple[Tuple[int, str, str, str], ...] = (
+ACS_BITS: tuple[tuple[int, str, str, str], ...] = (
     (0x01, "SV", "SrcValid", "source_validation"),
     (0x02, "TB", "TransBlk", "translation_blocking"),
     (0x04, "RR", "ReqRedir", "request_redirect"),
@@ -35,7 +36,7 @@ ACS_GDS_MASK = 0x7F  # nvidia-fs nvfs_pcie_acs_enabled(): any of bits 0-6
 NOT_ROOT_REASON = "config space past 64 bytes not readable (needs root)"
 
 
-def _flags(bits: int) -> Dict[str, bool]:
+def _flags(bits: int) -> dict[str, bool]:
     return {name: bool(bits & mask) for mask, _k, _l, name in ACS_BITS}
 
 
@@ -67,10 +68,10 @@ class AcsState:
     egress_control = property(lambda self: bool(self.ctrl & 0x20))
     direct_translated = property(lambda self: bool(self.ctrl & 0x40))
 
-    def to_doc(self) -> Dict[str, object]:
+    def to_doc(self) -> dict[str, object]:
         if not self.known:
             return {"known": False, "reason": self.reason}
-        doc: Dict[str, object] = {"known": True, "present": self.present}
+        doc: dict[str, object] = {"known": True, "present": self.present}
         if self.present:
             doc.update({"offset": self.offset, "version": self.version, "cap": self.cap, "ctrl": self.ctrl,
                         "cap_flags": dict(self.cap_flags), "ctrl_flags": dict(self.ctrl_flags),
@@ -137,5 +138,5 @@ def format_acs(bits: int, label: str = "ACSCtl", sep: str = " ") -> str:
     return f"{label}:{sep}" + " ".join(f"{lsp}{'+' if bits & mask else '-'}" for mask, _k, lsp, _n in ACS_BITS)
 
 
-def redirect_names(bits: int) -> List[str]:
+def redirect_names(bits: int) -> list[str]:
     return [k for mask, k, _l, _n in ACS_BITS if bits & mask & ACS_REDIRECT_MASK]

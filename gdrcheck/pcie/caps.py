@@ -17,7 +17,7 @@ from gdrcheck.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Optional, Tuple
+    from typing import Optional
 
 HEADER_SIZE = 0x40
 EXT_CAP_START = 0x100
@@ -36,13 +36,13 @@ class ExtCap:
     version: int
 
 
-def walk_caps(config: Optional[bytes]) -> Tuple[List[Tuple[int, int]], str]:
+def walk_caps(config: Optional[bytes]) -> tuple[list[tuple[int, int]], str]:
     """The standard capability list as (offset, id), and why the walk stopped early ("" when it ended cleanly)."""
     if not config or len(config) < HEADER_SIZE:
         return [], "truncated"
     if not struct.unpack_from("<H", config, 0x06)[0] & 0x10:  # Status: capabilities list
         return [], ""
-    out: List[Tuple[int, int]] = []
+    out: list[tuple[int, int]] = []
     seen = set()
     ptr = config[0x34] & 0xFC
     while ptr:
@@ -79,9 +79,9 @@ def pcie_port_type(config: Optional[bytes]) -> Optional[int]:
     return (config[off + 2] >> 4) & 0xF
 
 
-def walk_ext_caps(config: Optional[bytes]) -> Tuple[List[ExtCap], str]:
+def walk_ext_caps(config: Optional[bytes]) -> tuple[list[ExtCap], str]:
     """The extended capability list, and why the walk stopped early ("" when it ended cleanly)."""
-    caps: List[ExtCap] = []
+    caps: list[ExtCap] = []
     if not config or len(config) < EXT_CAP_START + 4:
         return caps, "truncated"
     off = EXT_CAP_START

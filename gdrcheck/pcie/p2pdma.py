@@ -12,7 +12,8 @@ from gdrcheck.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+    from collections.abc import Mapping, Sequence
+    from typing import Optional
 
     from gdrcheck.model import PciFunction
 
@@ -29,7 +30,7 @@ class WhitelistEntry:
 _INTEL, _GOOGLE, _NVIDIA, _ZHAOXIN = 0x8086, 0x1AE0, 0x10DE, 0x1D17
 
 # pci_p2pdma_whitelist[] of drivers/pci/p2pdma.c in the Linux PCI maintainer tree
-P2PDMA_WHITELIST: Tuple[WhitelistEntry, ...] = (
+P2PDMA_WHITELIST: tuple[WhitelistEntry, ...] = (
     WhitelistEntry(_INTEL, 0x3C00, True, "Xeon E5 / Core i7 (Sandy Bridge-EP)", "5.2"),
     WhitelistEntry(_INTEL, 0x3C01, True, "Xeon E5 / Core i7 (Sandy Bridge-EP)", "5.2"),
     WhitelistEntry(_INTEL, 0x2F00, True, "Xeon E7 v3 / E5 v3 (Haswell-EP)", "5.2"),
@@ -63,7 +64,7 @@ P2PDMA_WHITELIST: Tuple[WhitelistEntry, ...] = (
 )
 
 
-def whitelist_match(ids: Optional[Tuple[int, int]]) -> Optional[WhitelistEntry]:
+def whitelist_match(ids: Optional[tuple[int, int]]) -> Optional[WhitelistEntry]:
     if ids is None:
         return None
     vendor, device = ids
@@ -85,7 +86,7 @@ def cpu_supports_p2pdma(cpu_vendor: Optional[str], cpu_family: Optional[int]) ->
 
 
 def host_bridge_whitelisted(root_a: str, root_b: str,
-                            root_ids: Mapping[str, Optional[Tuple[int, int]]]) -> Optional[bool]:
+                            root_ids: Mapping[str, Optional[tuple[int, int]]]) -> Optional[bool]:
     """``host_bridge_whitelist()``: ``root_ids`` maps a root bus to the vendor:device of its
     qualifying first device (None: none qualifies); a missing key means not known."""
     if root_a not in root_ids or root_b not in root_ids:
@@ -104,9 +105,9 @@ class P2pdmaVerdict:
     map_type: str
     distance: Optional[int] = None
     reason: str = ""
-    redirect: Tuple[str, ...] = ()
-    unknown_acs: Tuple[str, ...] = ()
-    candidates: Tuple[str, ...] = ()
+    redirect: tuple[str, ...] = ()
+    unknown_acs: tuple[str, ...] = ()
+    candidates: tuple[str, ...] = ()
     common: Optional[str] = None
 
     @property
@@ -119,7 +120,7 @@ class P2pdmaVerdict:
         """The kernel parameter its warning suggests, or "" when nothing redirects."""
         return f"pci=disable_acs_redir={';'.join(self.redirect)}" if self.redirect else ""
 
-    def as_tuple(self) -> Tuple[str, object]:
+    def as_tuple(self) -> tuple[str, object]:
         """("bus_addr", distance) | ("thru_host_bridge", distance) | ("not_supported", reason) | ("unknown", reason)."""
         if self.map_type in ("bus_addr", "thru_host_bridge"):
             return (self.map_type, self.distance)
@@ -127,8 +128,8 @@ class P2pdmaVerdict:
 
 
 def _host_bridge_step(dist: int, root_a: str, root_b: str, cpu_vendor: Optional[str],
-                      cpu_family: Optional[int], root_ids: Mapping[str, Optional[Tuple[int, int]]],
-                      redirect: Tuple[str, ...], unknown: Tuple[str, ...], why: str) -> P2pdmaVerdict:
+                      cpu_family: Optional[int], root_ids: Mapping[str, Optional[tuple[int, int]]],
+                      redirect: tuple[str, ...], unknown: tuple[str, ...], why: str) -> P2pdmaVerdict:
     amd = cpu_supports_p2pdma(cpu_vendor, cpu_family)
     wl = host_bridge_whitelisted(root_a, root_b, root_ids)
     if amd or wl:
@@ -145,7 +146,7 @@ def _host_bridge_step(dist: int, root_a: str, root_b: str, cpu_vendor: Optional[
 def kernel_p2pdma_verdict(provider_chain: Sequence[str], client_chain: Sequence[str],
                           acs: Mapping[str, Optional[AcsState]], *, provider_root: str, client_root: str,
                           cpu_vendor: Optional[str], cpu_family: Optional[int],
-                          root_ids: Mapping[str, Optional[Tuple[int, int]]]) -> P2pdmaVerdict:
+                          root_ids: Mapping[str, Optional[tuple[int, int]]]) -> P2pdmaVerdict:
     """The kernel's map type for a provider/client pair (``calc_map_type_and_dist()``, drivers/pci/p2pdma.c).
 
     Chains list the device first, then each ``pci_upstream_bridge()`` up to the
@@ -160,8 +161,8 @@ def kernel_p2pdma_verdict(provider_chain: Sequence[str], client_chain: Sequence[
         return _host_bridge_step(len(A) + len(B), provider_root, client_root, cpu_vendor, cpu_family,
                                  root_ids, (), (), "no common upstream bridge")
     ia, ib = A.index(common), B.index(common)
-    redirect: List[str] = []
-    unknown: List[str] = []
+    redirect: list[str] = []
+    unknown: list[str] = []
     for d in A[:ia + 1] + B[:ib]:
         r = redirects(acs.get(d))
         if r is None:
@@ -185,7 +186,7 @@ def kernel_p2pdma_verdict(provider_chain: Sequence[str], client_chain: Sequence[
 
 
 def upstream_chain(bdf: str, parent: Mapping[str, Optional[str]],
-                   physfn: Optional[Mapping[str, Optional[str]]] = None) -> List[str]:
+                   physfn: Optional[Mapping[str, Optional[str]]] = None) -> list[str]:
     """Device first, then ``pci_upstream_bridge()`` repeatedly; a VF continues at its PF's bridge."""
     chain = [bdf]
     seen = {bdf}
@@ -200,7 +201,7 @@ def upstream_chain(bdf: str, parent: Mapping[str, Optional[str]],
     return chain
 
 
-def device_chain(dev: "PciFunction", devices: Sequence["PciFunction"]) -> List[str]:
+def device_chain(dev: PciFunction, devices: Sequence[PciFunction]) -> list[str]:
     """:func:`upstream_chain` over a list of :class:`~gdrcheck.model.PciFunction`."""
     parent = {d.bdf: d.parent for d in devices}
     parent.setdefault(dev.bdf, dev.parent)
@@ -215,7 +216,7 @@ def _devfn(bdf: str) -> int:
     return int(dev, 16) * 8 + int(fn)
 
 
-def root_ids_from_devices(devices: Sequence["PciFunction"]) -> Dict[str, Optional[Tuple[int, int]]]:
+def root_ids_from_devices(devices: Sequence[PciFunction]) -> dict[str, Optional[tuple[int, int]]]:
     """Root bus -> vendor:device of ``pci_host_bridge_dev()`` (drivers/pci/p2pdma.c), emulated.
 
     The lowest-devfn function on the root bus counts only if it is ``00.0`` or a
@@ -223,11 +224,11 @@ def root_ids_from_devices(devices: Sequence["PciFunction"]) -> Dict[str, Optiona
     read); then None. Roots whose first function's IDs are not known are left out
     (unknown to :func:`host_bridge_whitelisted`).
     """
-    on_root: Dict[str, List["PciFunction"]] = {}
+    on_root: dict[str, list[PciFunction]] = {}
     for d in devices:
         if d.parent is None and d.physfn is None:
             on_root.setdefault(d.root, []).append(d)
-    out: Dict[str, Optional[Tuple[int, int]]] = {}
+    out: dict[str, Optional[tuple[int, int]]] = {}
     for root, funcs in on_root.items():
         first = min(funcs, key=lambda d: _devfn(d.bdf))
         if first.vendor is None or first.device is None:

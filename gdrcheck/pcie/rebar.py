@@ -26,7 +26,7 @@ from gdrcheck.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Optional, Tuple
+    from typing import Any, Optional
 
 MIB = 1 << 20
 BAR1_INDEX = 1
@@ -38,7 +38,7 @@ class RebarEntry:
 
     bar: int
     current_bytes: Optional[int]
-    supported_bytes: Tuple[int, ...]
+    supported_bytes: tuple[int, ...]
 
     @property
     def max_bytes(self) -> Optional[int]:
@@ -51,12 +51,12 @@ def _u32(cfg: bytes, off: int) -> Optional[int]:
     return int.from_bytes(cfg[off:off + 4], "little")
 
 
-def sizes_from_mask(mask: int) -> Tuple[int, ...]:
+def sizes_from_mask(mask: int) -> tuple[int, ...]:
     """Bitmask with bit n = 1 MiB << n -> sizes in bytes, ascending."""
     return tuple(MIB << n for n in range(64) if mask >> n & 1)
 
 
-def parse_rebar(cfg: Optional[bytes]) -> Dict[int, RebarEntry]:
+def parse_rebar(cfg: Optional[bytes]) -> dict[int, RebarEntry]:
     """Resizable BAR entries by BAR index; empty when the capability is absent or unreadable."""
     found = find_ext_cap(cfg, EXT_CAP_ID_REBAR)
     if found is None or cfg is None:
@@ -67,7 +67,7 @@ def parse_rebar(cfg: Optional[bytes]) -> Dict[int, RebarEntry]:
         return {}
     nbars = (first_ctrl >> 5) & 0x7
     nbars = nbars if 1 <= nbars <= 6 else 1
-    out: Dict[int, RebarEntry] = {}
+    out: dict[int, RebarEntry] = {}
     for i in range(nbars):
         cap = _u32(cfg, off + 4 + 8 * i)
         ctrl = _u32(cfg, off + 8 + 8 * i)
@@ -80,7 +80,7 @@ def parse_rebar(cfg: Optional[bytes]) -> Dict[int, RebarEntry]:
     return out
 
 
-def parse_resize_file(text: Optional[str]) -> Tuple[int, ...]:
+def parse_resize_file(text: Optional[str]) -> tuple[int, ...]:
     """``resourceN_resize`` content (``%016llx``) -> supported sizes in bytes; () when absent or odd."""
     if not text:
         return ()
@@ -112,7 +112,7 @@ def bar1_of(dev: PciFunction) -> Optional[Bar]:
     return None
 
 
-def sysfs_bar1(dev: PciFunction, resize_text: Optional[str] = None) -> Dict[str, Any]:
+def sysfs_bar1(dev: PciFunction, resize_text: Optional[str] = None) -> dict[str, Any]:
     """What the bus says of a GPU's BAR1, as plain JSON-able values.
 
     Keys: ``sysfs_bar1_index`` (the ``resourceN`` register of the aperture),
@@ -123,7 +123,7 @@ def sysfs_bar1(dev: PciFunction, resize_text: Optional[str] = None) -> Dict[str,
     (``config``, ``resourceN_resize`` or None).
     """
     idx = bar1_index(dev)
-    out: Dict[str, Any] = {
+    out: dict[str, Any] = {
         "sysfs_bar1_index": idx if dev.bars else None,
         "sysfs_bar1_bytes": None, "sysfs_bar1_unset": None, "sysfs_bar1_prefetchable": None,
         "sysfs_bar1_64bit": None, "rebar_current_bytes": None, "rebar_supported_bytes": [],

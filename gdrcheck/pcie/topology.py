@@ -20,7 +20,7 @@ from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
 PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
@@ -30,24 +30,24 @@ class Topology:
 
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
-        self.by_bdf: Dict[str, PciFunction] = {d.bdf: d for d in snap.devices}
-        self.children: Dict[Optional[str], List[str]] = {}
+        self.by_bdf: dict[str, PciFunction] = {d.bdf: d for d in snap.devices}
+        self.children: dict[Optional[str], list[str]] = {}
         for d in snap.devices:
             parent = d.parent if d.parent in self.by_bdf else None
             self.children.setdefault(parent, []).append(d.bdf)
         for kids in self.children.values():
             kids.sort(key=bdf_key)
-        self.device_kind: Dict[str, str] = {}
+        self.device_kind: dict[str, str] = {}
         self._classify()
         self._number_gpus()
-        self._anc: Dict[str, Tuple[str, ...]] = {}
-        self._anc_set: Dict[str, frozenset] = {}  # bdf -> its ancestors as a set (path lookups)
-        self._paths: Dict[Tuple[str, str], Tuple[Optional[str], Tuple[str, ...]]] = {}  # (a, b) -> (lca, bridges)
-        self._rdma: Dict[str, Tuple[Optional[bool], str]] = {}  # NIC -> rdma()'s answer
-        self._links: Optional["_LinkIndex"] = None  # the snapshot's NVLinks by pair, built on first use
-        self._unseen: Dict[Tuple[str, str], str] = {}  # (a, b) -> nvlink_unseen()'s answer
-        self._numa: Dict[str, Optional[int]] = {}  # bdf -> numa()'s answer
-        self._acs: Dict[str, AcsState] = {}
+        self._anc: dict[str, tuple[str, ...]] = {}
+        self._anc_set: dict[str, frozenset] = {}  # bdf -> its ancestors as a set (path lookups)
+        self._paths: dict[tuple[str, str], tuple[Optional[str], tuple[str, ...]]] = {}  # (a, b) -> (lca, bridges)
+        self._rdma: dict[str, tuple[Optional[bool], str]] = {}  # NIC -> rdma()'s answer
+        self._links: Optional[_LinkIndex] = None  # the snapshot's NVLinks by pair, built on first use
+        self._unseen: dict[tuple[str, str], str] = {}  # (a, b) -> nvlink_unseen()'s answer
+        self._numa: dict[str, Optional[int]] = {}  # bdf -> numa()'s answer
+        self._acs: dict[str, AcsState] = {}
         nodes = snap.host.get("numa_nodes")
         self.single_numa: Optional[int] = None
         if nodes is not None and isinstance(nodes.value, (list, tuple)) and len(nodes.value) == 1:
@@ -121,12 +121,12 @@ class Topology:
         p = self.by_bdf[bdf].parent
         return p if p in self.by_bdf else None
 
-    def ancestors(self, bdf: str) -> Tuple[str, ...]:
+    def ancestors(self, bdf: str) -> tuple[str, ...]:
         """Bridges above ``bdf``, nearest first."""
         got = self._anc.get(bdf)
         if got is not None:
             return got
-        chain: List[str] = []
+        chain: list[str] = []
         p = self.parent(bdf)
         seen = {bdf}
         while p is not None and p not in seen:
@@ -146,10 +146,10 @@ class Topology:
                 return p
         return bdf
 
-    def of_kind(self, *kinds: str) -> List[str]:
+    def of_kind(self, *kinds: str) -> list[str]:
         return sorted((b for b, k in self.device_kind.items() if k in kinds), key=bdf_key)
 
-    def roots(self) -> List[str]:
+    def roots(self) -> list[str]:
         roots = set(self.snap.roots) | {d.root for d in self.snap.devices}
         return sorted(roots, key=lambda r: tuple(int(x, 16) for x in r.split(":")))
 
@@ -176,9 +176,9 @@ class Topology:
         return self.single_numa
 
     @cached_property
-    def _bus_numa(self) -> Dict[str, int]:
+    def _bus_numa(self) -> dict[str, int]:
         """``dddd:bb`` -> the NUMA node the functions on that bus that state one agree on (built once)."""
-        seen: Dict[str, set] = {}
+        seen: dict[str, set] = {}
         for d in self.snap.devices:
             if d.numa_node is not None:
                 seen.setdefault(d.bdf.rsplit(":", 1)[0], set()).add(d.numa_node)
@@ -186,7 +186,7 @@ class Topology:
 
     # -- path class ----------------------------------------------------------
 
-    def _path(self, a: str, b: str) -> Tuple[Optional[str], Tuple[str, ...]]:
+    def _path(self, a: str, b: str) -> tuple[Optional[str], tuple[str, ...]]:
         """(lowest common bridge, bridges on the path) of ``a`` and ``b``, worked out once per pair."""
         got = self._paths.get((a, b))
         if got is not None:
@@ -201,11 +201,11 @@ class Topology:
         got = self._paths[(a, b)] = (lca, bridges)
         return got
 
-    def path_bridges(self, a: str, b: str) -> Tuple[str, ...]:
+    def path_bridges(self, a: str, b: str) -> tuple[str, ...]:
         """Bridges on the path from ``a`` to ``b`` through their lowest common bridge."""
         return self._path(a, b)[1]
 
-    def pcie_class(self, a: str, b: str) -> Tuple[Optional[str], Tuple[str, ...]]:
+    def pcie_class(self, a: str, b: str) -> tuple[Optional[str], tuple[str, ...]]:
         """(class, candidates): class None when the input cannot decide.
 
         A class the input states for the pair (an ``nvidia-smi topo -m`` cell, ``snap.path_facts``) wins;
@@ -228,7 +228,7 @@ class Topology:
         d = self.by_bdf[bdf]
         return bool(d.extra and d.extra.get("synthetic"))
 
-    def tree_class(self, a: str, b: str) -> Tuple[Optional[str], Tuple[str, ...]]:
+    def tree_class(self, a: str, b: str) -> tuple[Optional[str], tuple[str, ...]]:
         """(class, candidates) from the PCIe tree alone."""
         da, db = self.by_bdf[a], self.by_bdf[b]
         if da.root != db.root:
@@ -244,7 +244,7 @@ class Topology:
 
     # -- what the devices are ----------------------------------------------------
 
-    def rdma(self, nic: str) -> Tuple[Optional[bool], str]:
+    def rdma(self, nic: str) -> tuple[Optional[bool], str]:
         """Whether a NIC is (or may be) an RDMA device, and what says so.
 
         The kernel's word first (its entries in /sys/class/infiniband); where the input shows the kernel's
@@ -257,7 +257,7 @@ class Topology:
             got = self._rdma[nic] = self._rdma_of(nic)
         return got
 
-    def _rdma_of(self, nic: str) -> Tuple[Optional[bool], str]:
+    def _rdma_of(self, nic: str) -> tuple[Optional[bool], str]:
         from gdrcheck.device_models import nic_model
 
         d = self.by_bdf[nic]
@@ -288,7 +288,7 @@ class Topology:
         got = virtual_platform(self.snap.devices)
         return f"{got[0]}: {got[1]}" if got else None
 
-    def gpudirect_nics(self) -> List[str]:
+    def gpudirect_nics(self) -> list[str]:
         """NICs that are, or may be, RDMA devices: the ones that make GPU-NIC pairs."""
         return [n for n in self.of_kind("nic") if self.rdma(n)[0] is not False]
 
@@ -316,7 +316,7 @@ class Topology:
         return (f"{word} is not in this {self.snap.input_kind} input, and {parts} GPUs are normally joined by "
                 f"{word}{'/NVSwitch' if word == 'NVLink' else ''}")
 
-    def links(self) -> "_LinkIndex":
+    def links(self) -> _LinkIndex:
         """The snapshot's NVLinks indexed by the pair they join (built once)."""
         if self._links is None:
             self._links = _LinkIndex(self.snap.nvlinks, self.device_kind)
@@ -353,10 +353,10 @@ class _LinkIndex:
     """A snapshot's NVLinks by the unordered pair of ends they join, and each end's links into the NVSwitch
     fabric (summed counts), so a pair's links are a lookup rather than a scan of every link."""
 
-    def __init__(self, nvlinks, device_kind: Dict[str, str]) -> None:
+    def __init__(self, nvlinks, device_kind: dict[str, str]) -> None:
         self.device_kind = device_kind
-        self.by_pair: Dict[frozenset, List] = {}
-        self.fabric: Dict[str, int] = {}
+        self.by_pair: dict[frozenset, list] = {}
+        self.fabric: dict[str, int] = {}
         for link in nvlinks:
             self.by_pair.setdefault(frozenset((link.a, link.b)), []).append(link)
             if self.to_fabric(link):
@@ -365,5 +365,5 @@ class _LinkIndex:
     def to_fabric(self, link) -> bool:
         return link.b == "nvswitch" or self.device_kind.get(link.b) == "nvswitch"
 
-    def between(self, a: str, b: str) -> List:
+    def between(self, a: str, b: str) -> list:
         return self.by_pair.get(frozenset((a, b)), [])

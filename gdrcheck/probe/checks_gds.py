@@ -18,7 +18,7 @@ from gdrcheck.probe.libs import LibraryMissing, bind, load
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Optional
+    from typing import Any, Optional
 
 READ_BYTES = 16 << 20
 NVFS_STATS = "/proc/driver/nvidia-fs/stats"
@@ -45,7 +45,7 @@ def nvfs_reads() -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-def cufile_config(path: Optional[str] = None) -> Dict[str, Any]:
+def cufile_config(path: Optional[str] = None) -> dict[str, Any]:
     """What /etc/cufile.json (or CUFILE_ENV_PATH_JSON) says about compatibility and P2PDMA modes."""
     path = path or os.environ.get("CUFILE_ENV_PATH_JSON") or "/etc/cufile.json"
     try:
@@ -59,7 +59,7 @@ def cufile_config(path: Optional[str] = None) -> Dict[str, Any]:
             "use_pci_p2pdma": props.get("use_pci_p2pdma")}
 
 
-def gds_mode(cfg: Dict[str, Any]) -> Dict[str, Any]:
+def gds_mode(cfg: dict[str, Any]) -> dict[str, Any]:
     forced = os.environ.get("CUFILE_FORCE_COMPAT_MODE", "").lower() in ("1", "true", "yes")
     nvfs = os.path.exists(NVFS_VERSION)
     if forced:
@@ -101,11 +101,11 @@ def _err(call: str, e: CUfileError) -> Optional[str]:
             + (f" (CUresult {e.cu_err})" if e.cu_err else ""))
 
 
-def check_gds_read(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any]:
+def check_gds_read(params: dict[str, Any], load_cuda=Cuda) -> dict[str, Any]:
     d = params.get("gds_path")
     if not d:
         return {"status": "skipped", "reason": "no --gds-path DIR given", "measured": {}, "evidence": {}}
-    m: Dict[str, Any] = {}
+    m: dict[str, Any] = {}
     cfg = cufile_config()
     m.update(gds_mode(cfg))
     m["cufile_json"] = cfg
@@ -116,7 +116,7 @@ def check_gds_read(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any]:
         fd, log = tempfile.mkstemp(prefix="gdrcheck-cufile-", suffix=".log")
         os.close(fd)
         os.environ["CUFILE_LOGFILE_PATH"] = log
-    result: Dict[str, Any] = {"status": "unknown", "measured": m, "evidence": {}}
+    result: dict[str, Any] = {"status": "unknown", "measured": m, "evidence": {}}
     try:
         result = _read(params, d, m, load_cuda)
     finally:
@@ -141,7 +141,7 @@ def cufile_errors(path: str, keep: int = 4) -> list:
     return lines[-keep:]
 
 
-def _read(params: Dict[str, Any], d: str, m: Dict[str, Any], load_cuda) -> Dict[str, Any]:
+def _read(params: dict[str, Any], d: str, m: dict[str, Any], load_cuda) -> dict[str, Any]:
     try:
         cf = CuFile()
     except LibraryMissing as e:
@@ -184,7 +184,7 @@ def _write_test_file(d: str, host, c: Cleanup) -> str:
     return path
 
 
-def _open_for_cufile(cf: CuFile, path: str, d: str, m: Dict[str, Any], c: Cleanup):
+def _open_for_cufile(cf: CuFile, path: str, d: str, m: dict[str, Any], c: Cleanup):
     """cuFile's driver open, the file opened with O_DIRECT and registered with cuFile: ((handle, its
     descriptor), None), or (None, the failed result)."""
     e = _err("cuFileDriverOpen", cf.driver_open())
@@ -207,7 +207,7 @@ def _open_for_cufile(cf: CuFile, path: str, d: str, m: Dict[str, Any], c: Cleanu
     return (fh, descr), None
 
 
-def _gpu_buffer(cf: CuFile, load_cuda, gpu: str, n: int, m: Dict[str, Any], c: Cleanup):
+def _gpu_buffer(cf: CuFile, load_cuda, gpu: str, n: int, m: dict[str, Any], c: Cleanup):
     """(the driver API, ``n`` zeroed bytes of the GPU's memory), the buffer registered with cuFile where it
     takes it (else why not, in ``m``)."""
     cu = load_cuda()
@@ -227,7 +227,7 @@ def _gpu_buffer(cf: CuFile, load_cuda, gpu: str, n: int, m: Dict[str, Any], c: C
     return cu, dptr
 
 
-def _read_and_verify(cf: CuFile, cu, fh, dptr: int, host, n: int, m: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def _read_and_verify(cf: CuFile, cu, fh, dptr: int, host, n: int, m: dict[str, Any]) -> Optional[dict[str, Any]]:
     """cuFileRead of the file into GPU memory, read back and compared with the pattern, nvidia-fs's read
     counter around it; None when it arrived whole, else the failed result."""
     before = nvfs_reads()

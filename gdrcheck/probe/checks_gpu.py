@@ -14,7 +14,7 @@ from gdrcheck.probe.cuda import CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, Cuda, Cu
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Optional, Tuple
+    from typing import Any, Callable, Optional
 
 PATTERN_BYTES = 1 << 20
 SMALL_BYTES = 4096
@@ -28,7 +28,7 @@ def _libc():
     return libc
 
 
-_BLOCKS: Dict[int, bytes] = {}
+_BLOCKS: dict[int, bytes] = {}
 
 
 def pattern_block(seed: int) -> bytes:
@@ -75,8 +75,8 @@ class Cleanup:
     """Undo actions run in reverse order, each whatever the others did."""
 
     def __init__(self) -> None:
-        self.undo: List[Callable[[], Any]] = []
-        self.errors: List[str] = []
+        self.undo: list[Callable[[], Any]] = []
+        self.errors: list[str] = []
 
     def push(self, fn: Callable[[], Any]) -> None:
         self.undo.append(fn)
@@ -90,15 +90,15 @@ class Cleanup:
                 self.errors.append(str(e))
 
 
-def _fail(e: Exception, **measured) -> Dict[str, Any]:
-    ev: Dict[str, Any] = {"error": str(e)}
+def _fail(e: Exception, **measured) -> dict[str, Any]:
+    ev: dict[str, Any] = {"error": str(e)}
     if isinstance(e, CudaError):
         ev.update({"call": e.call, "cuda_result": e.name})
     return {"status": "fail", "measured": measured, "evidence": ev}
 
 
-def check_cuda(cu: Cuda, params: Dict[str, Any]) -> Dict[str, Any]:
-    m: Dict[str, Any] = {}
+def check_cuda(cu: Cuda, params: dict[str, Any]) -> dict[str, Any]:
+    m: dict[str, Any] = {}
     try:
         v = cu.init()
         m["driver_api_version"] = version_text(v)
@@ -122,7 +122,7 @@ def check_cuda(cu: Cuda, params: Dict[str, Any]) -> Dict[str, Any]:
     return {"status": "ok", "measured": m, "evidence": {}}
 
 
-def dmabuf_export(cu: Cuda, size: int = 2 << 20) -> Dict[str, Any]:
+def dmabuf_export(cu: Cuda, size: int = 2 << 20) -> dict[str, Any]:
     """Export a small GPU allocation as a DMA-BUF file descriptor (what NCCL registers with a NIC), then close."""
     import os
 
@@ -156,8 +156,8 @@ def _gbps(size: int, reps: int, ms: float) -> float:
     return round(size * reps / (ms / 1e3) / 1e9, 1) if ms > 0 else 0.0
 
 
-def read_link(bdf: str) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
+def read_link(bdf: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for k in ("current_link_speed", "current_link_width"):
         try:
             with open(f"/sys/bus/pci/devices/{bdf}/{k}") as f:
@@ -167,7 +167,7 @@ def read_link(bdf: str) -> Dict[str, Any]:
     return out
 
 
-def _host_pair(cu: Cuda, c: Cleanup, n: int, pinned: Optional[Callable[[int], Tuple[int, int]]]) -> Tuple[int, int]:
+def _host_pair(cu: Cuda, c: Cleanup, n: int, pinned: Optional[Callable[[int], tuple[int, int]]]) -> tuple[int, int]:
     """Two pinned host buffers of ``n`` bytes: the worker's own, kept for its life (``pinned``: pinning a
     quarter GiB costs about a tenth of a second, once per NUMA node rather than per step), or this step's."""
     if pinned is not None:
@@ -179,12 +179,12 @@ def _host_pair(cu: Cuda, c: Cleanup, n: int, pinned: Optional[Callable[[int], Tu
     return a, b
 
 
-def check_host_bandwidth(cu: Cuda, params: Dict[str, Any],
-                         pinned: Optional[Callable[[int], Tuple[int, int]]] = None) -> Dict[str, Any]:
+def check_host_bandwidth(cu: Cuda, params: dict[str, Any],
+                         pinned: Optional[Callable[[int], tuple[int, int]]] = None) -> dict[str, Any]:
     n = int(params.get("bytes") or (256 << 20))
     reps = int(params.get("reps") or REPS)
     exp = params.get("expected") or {}
-    m: Dict[str, Any] = {"bytes": n, "reps": reps}
+    m: dict[str, Any] = {"bytes": n, "reps": reps}
     c = Cleanup()
     try:
         cu.init()
@@ -220,7 +220,7 @@ def check_host_bandwidth(cu: Cuda, params: Dict[str, Any],
         return _fail(e, **m)
     finally:
         c.run()
-    ev: Dict[str, Any] = {}
+    ev: dict[str, Any] = {}
     if c.errors:
         ev["cleanup_errors"] = c.errors
     if m.get("verified") is False:
@@ -255,8 +255,8 @@ def _check_device(cu: Cuda, dptr: int, n: int, host: int, back: int, v: int) -> 
     return ""
 
 
-def check_p2p(cu: Cuda, params: Dict[str, Any], harmless_only: bool = False,
-              pinned: Optional[Callable[[int], Tuple[int, int]]] = None) -> Dict[str, Any]:
+def check_p2p(cu: Cuda, params: dict[str, Any], harmless_only: bool = False,
+              pinned: Optional[Callable[[int], tuple[int, int]]] = None) -> dict[str, Any]:
     """Peer access both ways; a verified copy each way; the rate each way and both at once, with copies of
     ``bytes`` (256 MiB by default: on four NVSwitch H200s the one-way rate of single copies reaches 97% of
     its 1 GiB value at 256 MiB and 88% at 64 MiB, and here ``reps`` copies are queued back to back); the copy
@@ -265,7 +265,7 @@ def check_p2p(cu: Cuda, params: Dict[str, Any], harmless_only: bool = False,
     n = int(params.get("bytes") or (256 << 20))
     reps = int(params.get("reps") or P2P_REPS)
     v = min(n, VERIFY_CHUNK)
-    m: Dict[str, Any] = {}
+    m: dict[str, Any] = {}
     c = Cleanup()
     try:
         cu.init()
@@ -301,7 +301,7 @@ class _PeerPair:
 
     other = {"a": "b", "b": "a"}
 
-    def __init__(self, cu: Cuda, c: Cleanup, a: int, b: int, n: int, m: Dict[str, Any]) -> None:
+    def __init__(self, cu: Cuda, c: Cleanup, a: int, b: int, n: int, m: dict[str, Any]) -> None:
         self.cu = cu
         ca = cu.retain(a)
         c.push(lambda: cu.release(a))
@@ -316,8 +316,8 @@ class _PeerPair:
                     m["enable_peer_access_error"] = e.name
                     raise
             c.push(lambda mine=mine, other=other: (cu.set_current(mine), cu.call("cuCtxDisablePeerAccess", other)))
-        self.bufs: Dict[str, int] = {}
-        self.streams: Dict[str, int] = {}
+        self.bufs: dict[str, int] = {}
+        self.streams: dict[str, int] = {}
         for side, ctx in (("a", ca), ("b", cb)):
             cu.set_current(ctx)
             for kind in ("src", "dst"):
@@ -335,8 +335,8 @@ class _PeerPair:
                                ctx_of[frm], size, self.streams[frm])
 
 
-def _verify_each_way(pair: _PeerPair, bdfs: Tuple[str, str], n: int, host: int, back: int, v: int,
-                     m: Dict[str, Any]) -> bool:
+def _verify_each_way(pair: _PeerPair, bdfs: tuple[str, str], n: int, host: int, back: int, v: int,
+                     m: dict[str, Any]) -> bool:
     """Each way a page, then the whole buffer, copied and read back against the pattern; False (with where
     it differs in ``m``) at the first copy that comes back different."""
     cu, bufs, ctx_of = pair.cu, pair.bufs, pair.ctx_of
@@ -363,7 +363,7 @@ def _verify_each_way(pair: _PeerPair, bdfs: Tuple[str, str], n: int, host: int, 
     return True
 
 
-def _peer_rates(pair: _PeerPair, n: int, reps: int, m: Dict[str, Any]) -> None:
+def _peer_rates(pair: _PeerPair, n: int, reps: int, m: dict[str, Any]) -> None:
     """The rate each way (after a warm-up copy), both ways at once, and the slower way's."""
     cu = pair.cu
     for frm, key in (("a", "a_to_b_gb_per_s"), ("b", "b_to_a_gb_per_s")):
@@ -391,7 +391,7 @@ def _staged_rate(pair: _PeerPair, n: int, host: int, v: int) -> float:
     return round(n * staged_reps / dt / 1e9, 1) if dt > 0 else 0.0
 
 
-def _p2p_verdict(m: Dict[str, Any], exp: Dict[str, Any], c: Cleanup) -> Dict[str, Any]:
+def _p2p_verdict(m: dict[str, Any], exp: dict[str, Any], c: Cleanup) -> dict[str, Any]:
     """Degraded when peer copies are slower than staged ones, or below the link's expected rate."""
     status = "degraded" if m["p2p_gb_per_s"] < m["staged_gb_per_s"] else "ok"
     want = exp.get("gb_per_s")

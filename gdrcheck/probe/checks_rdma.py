@@ -28,7 +28,7 @@ from gdrcheck.probe.verbs import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict
+    from typing import Any
 
 ACCESS = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ
 REG_BYTES = 4 << 20
@@ -36,7 +36,7 @@ SWEEP_CHUNK = 64 << 20  # the registration sweep pins GPU memory in chunks of th
 SWEEP_BYTES = 1 << 30   # ... up to this much (or --pin-bytes), then releases every chunk
 
 
-def _open_nic(v: Verbs, params: Dict[str, Any], m: Dict[str, Any]):
+def _open_nic(v: Verbs, params: dict[str, Any], m: dict[str, Any]):
     """(name, context) of the NIC's RDMA device, or a skipped/fail result."""
     devs = v.devices()
     m["rdma_devices_found"] = len(devs)
@@ -58,7 +58,7 @@ def _open_nic(v: Verbs, params: Dict[str, Any], m: Dict[str, Any]):
     return (name, ctx), None
 
 
-def _register(v: Verbs, pd: int, call, *args) -> Dict[str, Any]:
+def _register(v: Verbs, pd: int, call, *args) -> dict[str, Any]:
     ctypes.set_errno(0)
     mr = call(pd, *args)
     if not mr:
@@ -67,7 +67,7 @@ def _register(v: Verbs, pd: int, call, *args) -> Dict[str, Any]:
     return {"ok": True}
 
 
-def _pin_sweep(v: Verbs, pd: int, cu, target: int, chunk: int = SWEEP_CHUNK) -> Dict[str, Any]:
+def _pin_sweep(v: Verbs, pd: int, cu, target: int, chunk: int = SWEEP_CHUNK) -> dict[str, Any]:
     """How much GPU memory registers with the NIC at once: chunks allocated and registered until ``target``
     or the first refusal (ENOMEM: BAR1 or the NIC's translation tables ran out), then all released."""
     held = []
@@ -95,11 +95,11 @@ def _pin_sweep(v: Verbs, pd: int, cu, target: int, chunk: int = SWEEP_CHUNK) -> 
             "chunk_mib": chunk >> 20, **({"stopped_by": stopped} if stopped else {})}
 
 
-def _nic_session(params: Dict[str, Any], step, finish=None) -> Dict[str, Any]:
+def _nic_session(params: dict[str, Any], step, finish=None) -> dict[str, Any]:
     """libibverbs opened, the NIC opened and its ports read, ``step(v, name, ctx, m, c)`` run, and everything
     released whatever happens; a CUDA error is the step's failure. ``step`` returns the result, or None to
     have ``finish(m, c)`` decide it once everything is released (it sees the cleanup's errors)."""
-    m: Dict[str, Any] = {}
+    m: dict[str, Any] = {}
     c = Cleanup()
     try:
         v = Verbs()
@@ -122,8 +122,8 @@ def _nic_session(params: Dict[str, Any], step, finish=None) -> Dict[str, Any]:
     return result if result is not None else finish(m, c)
 
 
-def check_rdma_register(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any]:
-    def step(v: Verbs, name: str, ctx: int, m: Dict[str, Any], c: Cleanup):
+def check_rdma_register(params: dict[str, Any], load_cuda=Cuda) -> dict[str, Any]:
+    def step(v: Verbs, name: str, ctx: int, m: dict[str, Any], c: Cleanup):
         pd = v.alloc_pd(ctx)
         if not pd:
             return {"status": "fail", "measured": m, "evidence": {"error": "ibv_alloc_pd failed: "
@@ -177,10 +177,10 @@ def check_rdma_register(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any
     return _nic_session(params, step, _register_verdict)
 
 
-def _register_verdict(m: Dict[str, Any], c: Cleanup) -> Dict[str, Any]:
+def _register_verdict(m: dict[str, Any], c: Cleanup) -> dict[str, Any]:
     works = [k for k in ("reg_mr", "reg_dmabuf_mr") if (m.get(k) or {}).get("ok")]
     m["gpu_memory_registers"] = bool(works)
-    ev: Dict[str, Any] = {"cleanup_errors": c.errors} if c.errors else {}
+    ev: dict[str, Any] = {"cleanup_errors": c.errors} if c.errors else {}
     sweep = m.get("pin_sweep") or {}
     if works and sweep.get("stopped_by") == "ENOMEM":
         ev["error"] = (f"registration ran out of memory after {sweep['registered_mib']} MiB of the "
@@ -194,8 +194,8 @@ def _register_verdict(m: Dict[str, Any], c: Cleanup) -> Dict[str, Any]:
     return {"status": "ok", "measured": m, "evidence": ev}
 
 
-def check_rdma_loopback(params: Dict[str, Any], load_cuda=Cuda) -> Dict[str, Any]:
-    def step(v: Verbs, name: str, ctx: int, m: Dict[str, Any], c: Cleanup):
+def check_rdma_loopback(params: dict[str, Any], load_cuda=Cuda) -> dict[str, Any]:
+    def step(v: Verbs, name: str, ctx: int, m: dict[str, Any], c: Cleanup):
         active = [p for p in m["ports"] if p["state"] in ("ACTIVE", "ACTIVE_DEFER")]
         if not active:
             return {"status": "skipped", "measured": m, "evidence": {}, "reason": f"no ACTIVE port on {name}"}
@@ -208,7 +208,7 @@ class LoopbackError(Exception):
     pass
 
 
-def _connect_to_itself(v: Verbs, ctx: int, pd: int, port: Dict[str, Any], c: Cleanup):
+def _connect_to_itself(v: Verbs, ctx: int, pd: int, port: dict[str, Any], c: Cleanup):
     """A reliable-connection queue pair whose destination is itself, in RTS; and its completion queue."""
     cq = v.create_cq(ctx, 16, None, None, 0)
     if not cq:
@@ -264,7 +264,7 @@ def _reg_any(v: Verbs, pd: int, cu, addr: int, size: int, gpu: bool, c: Cleanup)
     return mr.contents, how
 
 
-def _write_and_wait(v: Verbs, ctx: int, qp, cq, src, dst, size: int, timeout_s: float) -> Dict[str, Any]:
+def _write_and_wait(v: Verbs, ctx: int, qp, cq, src, dst, size: int, timeout_s: float) -> dict[str, Any]:
     post = verbs.ops_function(ctx, "post_send", ctypes.c_int, ctypes.POINTER(verbs.IbvQp),
                               ctypes.POINTER(verbs.IbvSendWr), ctypes.POINTER(ctypes.POINTER(verbs.IbvSendWr)))
     poll = verbs.ops_function(ctx, "poll_cq", ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
@@ -291,7 +291,7 @@ def _write_and_wait(v: Verbs, ctx: int, qp, cq, src, dst, size: int, timeout_s: 
             return {"completed": False, "error": f"no completion within {timeout_s:g} s"}
     dt = time.perf_counter() - t0
     name = verbs.wc_status_name(wc.status)
-    out: Dict[str, Any] = {"completed": True, "wc_status": name}
+    out: dict[str, Any] = {"completed": True, "wc_status": name}
     if wc.status != 0:
         out["vendor_err"] = wc.vendor_err
         out["meaning"] = verbs.WC_MEANING.get(name, "")
@@ -300,8 +300,8 @@ def _write_and_wait(v: Verbs, ctx: int, qp, cq, src, dst, size: int, timeout_s: 
     return out
 
 
-def _loopback(v: Verbs, ctx: int, port: Dict[str, Any], params: Dict[str, Any], m: Dict[str, Any], c: Cleanup,
-              load_cuda) -> Dict[str, Any]:
+def _loopback(v: Verbs, ctx: int, port: dict[str, Any], params: dict[str, Any], m: dict[str, Any], c: Cleanup,
+              load_cuda) -> dict[str, Any]:
     size = int(params.get("bytes") or REG_BYTES)
     m["port"] = port["port"]
     pd = v.alloc_pd(ctx)
@@ -327,18 +327,18 @@ class _SelfLink:
     """A reliable-connection queue pair connected to itself on one port, its protection domain and its
     completion queue: memory registers with it, and an RDMA write goes from one buffer to another."""
 
-    def __init__(self, v: Verbs, ctx: int, pd: int, port: Dict[str, Any], c: Cleanup) -> None:
+    def __init__(self, v: Verbs, ctx: int, pd: int, port: dict[str, Any], c: Cleanup) -> None:
         self.v, self.ctx, self.pd = v, ctx, pd
         self.cq, self.qp = _connect_to_itself(v, ctx, pd, port, c)
 
     def register(self, cu, addr: int, size: int, gpu: bool, c: Cleanup):
         return _reg_any(self.v, self.pd, cu, addr, size, gpu, c)
 
-    def write(self, src, dst, size: int, timeout_s: float) -> Dict[str, Any]:
+    def write(self, src, dst, size: int, timeout_s: float) -> dict[str, Any]:
         return _write_and_wait(self.v, self.ctx, self.qp, self.cq, src, dst, size, timeout_s)
 
 
-def _host_write(link: _SelfLink, size: int, params: Dict[str, Any], c: Cleanup):
+def _host_write(link: _SelfLink, size: int, params: dict[str, Any], c: Cleanup):
     """An RDMA write between two host buffers, the source holding the pattern: (source, destination, what
     the write did, the completion timeout)."""
     from gdrcheck.probe.checks_gpu import fill_pattern, same
@@ -354,7 +354,7 @@ def _host_write(link: _SelfLink, size: int, params: Dict[str, Any], c: Cleanup):
     return hs, hd, host, wait
 
 
-def _gpu_write(link: _SelfLink, load_cuda, gpu_bdf: str, hs, size: int, wait: float, m: Dict[str, Any],
+def _gpu_write(link: _SelfLink, load_cuda, gpu_bdf: str, hs, size: int, wait: float, m: dict[str, Any],
                c: Cleanup):
     """The pattern copied into one GPU buffer, written by RDMA to another, zeroed one: (the driver API, the
     destination, what the write did); how the GPU memory registered, and the write, in ``m``."""
@@ -383,7 +383,7 @@ def _gpu_write(link: _SelfLink, load_cuda, gpu_bdf: str, hs, size: int, wait: fl
     return cu, gd, gpu
 
 
-def _gpu_verdict(cu, hs, gd: int, gpu: Dict[str, Any], size: int, m: Dict[str, Any]) -> Dict[str, Any]:
+def _gpu_verdict(cu, hs, gd: int, gpu: dict[str, Any], size: int, m: dict[str, Any]) -> dict[str, Any]:
     """Whether the GPU-to-GPU write completed and the destination holds the pattern."""
     from gdrcheck.probe.checks_gpu import first_difference, same
 

@@ -16,7 +16,7 @@ from gdrcheck.probe.libs import bind, load
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Optional
+    from typing import Optional
 
 CUresult = c_int
 CUdevice = c_int
@@ -95,8 +95,8 @@ class Cuda:
                                                c_int, c_uint64, optional=True),
         }
         self.version: Optional[int] = None
-        self._retained: Dict[int, int] = {}
-        self.held: Dict[int, int] = {}  # primary contexts kept open for the worker's life
+        self._retained: dict[int, int] = {}
+        self.held: dict[int, int] = {}  # primary contexts kept open for the worker's life
 
     # --- plumbing
     def error_name(self, code: int) -> str:

@@ -7,9 +7,9 @@ from gdrcheck.status import SEVERITY_RANK
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Optional
 
-def compare_across_gpus(checks: List[Dict[str, Any]]) -> None:
+def compare_across_gpus(checks: list[dict[str, Any]]) -> None:
     """A GPU whose host copies are far below the node's best is degraded beside its peers (in place)."""
     hb = [c for c in checks if c["check"] == "host-bandwidth" and c["status"] in ("ok", "degraded")
           and (c.get("measured") or {}).get("h2d_gb_per_s")]
@@ -24,14 +24,14 @@ def compare_across_gpus(checks: List[Dict[str, Any]]) -> None:
             c["status"] = "degraded"
 
 
-def probe_doc(report, plan: Plan, results: Optional[List[Dict[str, Any]]], dry_run: bool,
-              fail_on: str = "error", elapsed_s: Optional[float] = None) -> Dict[str, Any]:
+def probe_doc(report, plan: Plan, results: Optional[list[dict[str, Any]]], dry_run: bool,
+              fail_on: str = "error", elapsed_s: Optional[float] = None) -> dict[str, Any]:
     from gdrcheck.documents.topology import header_doc
     from gdrcheck.rules.probe_rules import probe_findings
 
     doc = header_doc(report.snap)
     doc["dry_run"] = dry_run
-    checks: List[Dict[str, Any]] = []
+    checks: list[dict[str, Any]] = []
     for i, step in enumerate(plan.steps):
         c = step.to_doc()
         c["measured"] = {}
@@ -56,7 +56,7 @@ def probe_doc(report, plan: Plan, results: Optional[List[Dict[str, Any]]], dry_r
         doc["notes"] = list(plan.notes)
     findings = [] if dry_run else probe_findings(checks)
     doc["findings"] = [f.to_doc() for f in findings]
-    counts: Dict[str, int] = {}
+    counts: dict[str, int] = {}
     for c in checks:
         counts[c["status"]] = counts.get(c["status"], 0) + 1
     doc["summary"] = {"checks": len(checks), "statuses": counts,
@@ -69,7 +69,7 @@ def probe_doc(report, plan: Plan, results: Optional[List[Dict[str, Any]]], dry_r
     return doc
 
 
-def probe_status(doc: Dict[str, Any], fail_on: str = "error") -> str:
+def probe_status(doc: dict[str, Any], fail_on: str = "error") -> str:
     """pass: nothing at the threshold (or only a plan); fail: a finding at it or a failed check; unknown:
     nothing measured or a check unknown."""
     if doc.get("dry_run"):
@@ -85,7 +85,7 @@ def probe_status(doc: Dict[str, Any], fail_on: str = "error") -> str:
     return "pass"
 
 
-def summary_line(doc: Dict[str, Any], fail_on: str = "error") -> str:
+def summary_line(doc: dict[str, Any], fail_on: str = "error") -> str:
     from gdrcheck.documents.pairs import _fit
     from gdrcheck.rules import by_code
 

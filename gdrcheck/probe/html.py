@@ -9,14 +9,14 @@ from gdrcheck.errors import InputError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List
+    from typing import Any
 
 FIGURES = ("h2d_gb_per_s", "d2h_gb_per_s", "p2p_gb_per_s", "staged_gb_per_s", "verified", "driver_api_version",
            "gpu_direct_rdma_supported", "dma_buf_supported", "mode", "rdma_device", "wc_status", "registered_by",
            "replay_counter_delta")
 
 
-def load_probe(path: str) -> Dict[str, Any]:
+def load_probe(path: str) -> dict[str, Any]:
     """A ``probe --json`` document, or a one-line error."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -30,9 +30,9 @@ def load_probe(path: str) -> Dict[str, Any]:
     return doc
 
 
-def _measured(c: Dict[str, Any]) -> str:
+def _measured(c: dict[str, Any]) -> str:
     m = c.get("measured") or {}
-    parts: List[str] = []
+    parts: list[str] = []
     for k in FIGURES:
         if k in m:
             v = m[k]
@@ -52,7 +52,7 @@ def _measured(c: Dict[str, Any]) -> str:
     return "<br>".join(escape(p) for p in parts)
 
 
-def _predicted(c: Dict[str, Any]) -> str:
+def _predicted(c: dict[str, Any]) -> str:
     p = c.get("predicted") or {}
     e = c.get("expected") or {}
     parts = []
@@ -64,7 +64,7 @@ def _predicted(c: Dict[str, Any]) -> str:
     return "<br>".join(escape(x) for x in parts)
 
 
-def measured_section(doc: Dict[str, Any], rules: Dict[str, Dict[str, Any]]) -> str:
+def measured_section(doc: dict[str, Any], rules: dict[str, dict[str, Any]]) -> str:
     """``doc``: a probe document; ``rules``: the rules part of its findings (``documents.rules.rules_part``)."""
     when = "planned (dry run)" if doc.get("dry_run") else "measured"
     rows = []

@@ -14,7 +14,7 @@ from gdrcheck.model import norm_bdf
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Optional
+    from typing import Any, Optional
 
 COMPUTE_MODES = {0: "default", 1: "exclusive-thread", 2: "prohibited", 3: "exclusive-process"}
 
@@ -22,7 +22,7 @@ COMPUTE_MODES = {0: "default", 1: "exclusive-thread", 2: "prohibited", 3: "exclu
 class NvmlState:
     def __init__(self) -> None:
         self.nv = None
-        self.handles: Dict[str, Any] = {}
+        self.handles: dict[str, Any] = {}
         self.error = ""
         try:
             import pynvml
@@ -50,12 +50,12 @@ class NvmlState:
         except Exception:
             return None
 
-    def busy_state(self) -> Dict[str, Dict[str, Any]]:
-        out: Dict[str, Dict[str, Any]] = {}
+    def busy_state(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
         if self.nv is None:
             return out
         for bdf, h in self.handles.items():
-            st: Dict[str, Any] = {}
+            st: dict[str, Any] = {}
             mode = self._ask(self.nv.nvmlDeviceGetComputeMode, h)
             st["compute_mode"] = COMPUTE_MODES.get(mode, mode) if mode is not None else None
             mig = self._ask(self.nv.nvmlDeviceGetMigMode, h)
@@ -65,9 +65,9 @@ class NvmlState:
             out[bdf] = st
         return out
 
-    def sample(self, bdf: str) -> Dict[str, Any]:
+    def sample(self, bdf: str) -> dict[str, Any]:
         """BAR1 used (bytes) and the replay counter of one GPU, as far as NVML answers."""
-        out: Dict[str, Any] = {}
+        out: dict[str, Any] = {}
         h = self.handles.get(bdf)
         if self.nv is not None and h is not None:
             bar1 = self._ask(self.nv.nvmlDeviceGetBAR1MemoryInfo, h)
@@ -92,7 +92,7 @@ def peer_reg_bytes() -> Optional[int]:
     return total if seen else None
 
 
-def left_behind(before: Dict[str, Any], after: Dict[str, Any], tolerance: int = 2 << 20) -> str:
+def left_behind(before: dict[str, Any], after: dict[str, Any], tolerance: int = 2 << 20) -> str:
     """What did not return to where it was: '' when everything did (BAR1 within ``tolerance``)."""
     out = []
     b, a = before.get("bar1_used_bytes"), after.get("bar1_used_bytes")

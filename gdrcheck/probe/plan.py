@@ -13,7 +13,8 @@ from gdrcheck.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Sequence, Tuple
+    from collections.abc import Sequence
+    from typing import Any, Optional
 
 RISKY_CODES = {"GDR040": "ACS redirect on the path", "GDR042": "a translating IOMMU"}
 PATH_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
@@ -35,18 +36,18 @@ class Step:
     """One check on one subject: what it is, why it is planned, or why it is skipped."""
 
     check: str
-    subjects: Tuple[str, ...]
+    subjects: tuple[str, ...]
     status: str  # planned | skipped
     why: str
     reason: str = ""  # why skipped
-    predicted: Dict[str, Any] = field(default_factory=dict)
-    expected: Dict[str, Any] = field(default_factory=dict)
-    params: Dict[str, Any] = field(default_factory=dict)  # what the worker needs
+    predicted: dict[str, Any] = field(default_factory=dict)
+    expected: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)  # what the worker needs
     harmless_only: bool = False  # risky pair: only the calls that move no data
     deadline_s: float = 60.0
 
-    def to_doc(self) -> Dict[str, Any]:
-        doc: Dict[str, Any] = {"check": self.check, "subjects": list(self.subjects), "status": self.status,
+    def to_doc(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"check": self.check, "subjects": list(self.subjects), "status": self.status,
                                "why": self.why}
         if self.reason:
             doc["reason"] = self.reason
@@ -64,13 +65,13 @@ class Step:
 
 @record
 class Plan:
-    steps: List[Step]
-    busy: List[str]  # why the node is busy (empty: idle)
+    steps: list[Step]
+    busy: list[str]  # why the node is busy (empty: idle)
     refused: bool  # busy and not --force
-    notes: List[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
-def link_expectation(topo, bdf: str) -> Dict[str, Any]:
+def link_expectation(topo, bdf: str) -> dict[str, Any]:
     """The expected host copy rate from the GPU's link: the lower of its own and its port's maximum."""
     d = topo.by_bdf[bdf]
     speeds = [d.link.max_speed]
@@ -99,7 +100,7 @@ def link_expectation(topo, bdf: str) -> Dict[str, Any]:
                      f"degraded below {int(DEGRADED_BELOW * 100)}% of that"}
 
 
-def p2p_expectation(report, a: str, b: str) -> Dict[str, Any]:
+def p2p_expectation(report, a: str, b: str) -> dict[str, Any]:
     """What a peer copy each way should reach: NVLink active links x the per-link rate NVML gives (the lower of
     the two GPUs'), or over PCIe the lower of the two GPUs' expected host copy rates; degraded below 75%."""
     topo, snap = report.topo, report.snap
@@ -137,10 +138,10 @@ def p2p_expectation(report, a: str, b: str) -> Dict[str, Any]:
 
 
 class _NoGpu:
-    extra: Dict[str, Any] = {}
+    extra: dict[str, Any] = {}
 
 
-def _risky(report, a: str, b: str) -> List[str]:
+def _risky(report, a: str, b: str) -> list[str]:
     """Why copying on this pair is dangerous: ACS redirect on its path, or a translating IOMMU that fails it."""
     codes = set(report.pair_findings.get((a, b), ())) | set(report.pair_findings.get((b, a), ()))
     out = []
@@ -151,9 +152,9 @@ def _risky(report, a: str, b: str) -> List[str]:
     return sorted(set(out))
 
 
-def busy_reasons(snap, live_state: Optional[Dict[str, Any]] = None) -> List[str]:
+def busy_reasons(snap, live_state: Optional[dict[str, Any]] = None) -> list[str]:
     """Why the node is busy: compute processes (the snapshot), MIG and compute mode (asked live)."""
-    out: List[str] = []
+    out: list[str] = []
     for g in snap.gpus:
         if g.processes:
             pids = ", ".join(str(p.pid) for p in g.processes[:4])
@@ -167,9 +168,9 @@ def busy_reasons(snap, live_state: Optional[Dict[str, Any]] = None) -> List[str]
     return out
 
 
-def _gpu_pred(report, bdf: str) -> Dict[str, Any]:
+def _gpu_pred(report, bdf: str) -> dict[str, Any]:
     g = next((x for x in report.snap.gpus if x.bdf == bdf), None)
-    out: Dict[str, Any] = {"listed_by_driver": g is not None if report.snap.gpus else None}
+    out: dict[str, Any] = {"listed_by_driver": g is not None if report.snap.gpus else None}
     if g is not None and g.name:
         out["name"] = g.name
     codes = sorted({f.code for f in report.findings if bdf in f.subject and not f.pairs})
@@ -178,7 +179,7 @@ def _gpu_pred(report, bdf: str) -> Dict[str, Any]:
     return out
 
 
-def _pair_pred(report, a: str, b: str, key: str) -> Dict[str, Any]:
+def _pair_pred(report, a: str, b: str, key: str) -> dict[str, Any]:
     p = next((x for x in report.pairs if (x.a, x.b) in ((a, b), (b, a))), None)
     if p is None:
         return {}
@@ -197,14 +198,14 @@ def _pair_pred(report, a: str, b: str, key: str) -> Dict[str, Any]:
 
 
 def build_plan(report, risky: bool = False, force: bool = False, gds_path: Optional[str] = None,
-               live_state: Optional[Dict[str, Any]] = None, only: Sequence[str] = (),
+               live_state: Optional[dict[str, Any]] = None, only: Sequence[str] = (),
                copy_bytes: int = HOST_COPY_BYTES) -> Plan:
     topo, snap = report.topo, report.snap
     busy = busy_reasons(snap, live_state)
     refused = bool(busy) and not force
     gpus = sorted(topo.of_kind("gpu"), key=bdf_key)
     rdma_pairs = _rdma_pairs(report, gpus)
-    steps: List[Step] = []
+    steps: list[Step] = []
     for step in _steps(report, gpus, rdma_pairs, risky, gds_path, copy_bytes):
         if only and step.check not in only:
             continue
@@ -220,7 +221,7 @@ def build_plan(report, risky: bool = False, force: bool = False, gds_path: Optio
     return Plan(steps=steps, busy=busy, refused=refused, notes=notes)
 
 
-def _steps(report, gpus: List[str], rdma_pairs, risky: bool, gds_path: Optional[str], copy_bytes: int):
+def _steps(report, gpus: list[str], rdma_pairs, risky: bool, gds_path: Optional[str], copy_bytes: int):
     """Every step, in the order they run: each check on all its subjects before the next check."""
     yield from _cuda_steps(report, gpus)
     yield from _host_bandwidth_steps(report, gpus, copy_bytes)
@@ -229,18 +230,18 @@ def _steps(report, gpus: List[str], rdma_pairs, risky: bool, gds_path: Optional[
     yield from _gds_steps(report, gpus, gds_path)
 
 
-def _gpu_params(topo, bdf: str) -> Dict[str, Any]:
+def _gpu_params(topo, bdf: str) -> dict[str, Any]:
     d = topo.by_bdf[bdf]
     return {"gpu": bdf, "cpulist": d.local_cpulist, "numa_node": topo.numa(bdf)}
 
 
-def _cuda_steps(report, gpus: List[str]):
+def _cuda_steps(report, gpus: list[str]):
     for g in gpus:
         yield Step("cuda", (g,), "planned", "every GPU: the driver API answers and finds it by its bus id",
                    predicted=_gpu_pred(report, g), params=_gpu_params(report.topo, g))
 
 
-def _host_bandwidth_steps(report, gpus: List[str], copy_bytes: int):
+def _host_bandwidth_steps(report, gpus: list[str], copy_bytes: int):
     for g in gpus:
         exp = link_expectation(report.topo, g)
         yield Step("host-bandwidth", (g,), "planned",
@@ -250,7 +251,7 @@ def _host_bandwidth_steps(report, gpus: List[str], copy_bytes: int):
                    params={**_gpu_params(report.topo, g), "bytes": copy_bytes, "expected": exp})
 
 
-def _p2p_steps(report, gpus: List[str], risky: bool, copy_bytes: int):
+def _p2p_steps(report, gpus: list[str], risky: bool, copy_bytes: int):
     """Every GPU pair; on a risky pair (without ``--risky``) only cuDeviceCanAccessPeer."""
     topo = report.topo
     for i, a in enumerate(gpus):
@@ -300,7 +301,7 @@ def _rdma_steps(report, rdma_pairs, risky: bool):
         yield st
 
 
-def _gds_steps(report, gpus: List[str], gds_path: Optional[str]):
+def _gds_steps(report, gpus: list[str], gds_path: Optional[str]):
     for g in gpus:
         st = Step("gds-read", (g,), "planned", "with --gds-path: an O_DIRECT read through cuFile into GPU memory, "
                   "verified against a host read, nvidia-fs counters moving", predicted=_gpu_pred(report, g),
@@ -310,7 +311,7 @@ def _gds_steps(report, gpus: List[str], gds_path: Optional[str]):
         yield st
 
 
-def _peer_memory(report) -> Dict[str, Any]:
+def _peer_memory(report) -> dict[str, Any]:
     """Whether the static view has a peer-memory module loaded and expects DMA-BUF to work (None: not known)."""
     from gdrcheck.rules.base import Context
     from gdrcheck.rules.peermem import dmabuf_possible
@@ -323,9 +324,9 @@ def _peer_memory(report) -> Dict[str, Any]:
             "dmabuf_expected": dmabuf_possible(ctx)}
 
 
-def _rdma_pairs(report, gpus) -> List[Tuple[str, str, str]]:
+def _rdma_pairs(report, gpus) -> list[tuple[str, str, str]]:
     """Per GPU, the RDMA NICs NCCL would use for it (GPUDirect enabled) and the closest ones."""
-    out: List[Tuple[str, str, str]] = []
+    out: list[tuple[str, str, str]] = []
     for g in gpus:
         cands = []
         for p in report.pairs:

@@ -27,7 +27,7 @@ from gdrcheck.probe.stages import stages_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Optional
 
 KILL_WAIT_S = 5.0
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(gdrcheck.__file__)))
@@ -36,7 +36,7 @@ GPU_CHECKS = ("cuda", "host-bandwidth", "p2p")
 OPEN_DEADLINE_S = 60.0  # cuInit and every GPU's primary context, at once: the cuda check's deadline
 
 
-def worker_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+def worker_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("CUDA_MODULE_LOADING", "LAZY")
     env.pop("CUDA_VISIBLE_DEVICES", None)  # the step names its GPU by bus id
@@ -45,7 +45,7 @@ def worker_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     return env
 
 
-def worker_argv(env: Dict[str, str]) -> List[str]:
+def worker_argv(env: dict[str, str]) -> list[str]:
     """The isolated interpreter, the worker by its path, and the only directories it may import from: the
     package's own parent first, then the absolute entries of ``PYTHONPATH`` (never an empty or relative
     one, which would mean the working directory)."""
@@ -68,7 +68,7 @@ def _stages(err: str) -> list:
 class Worker:
     """One worker process; :meth:`ask` sends a step and waits for its result within the step's deadline."""
 
-    def __init__(self, env: Optional[Dict[str, str]] = None) -> None:
+    def __init__(self, env: Optional[dict[str, str]] = None) -> None:
         full = worker_env(env)
         self.err = tempfile.TemporaryFile("w+b")
         self.p = subprocess.Popen(worker_argv(full), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -100,7 +100,7 @@ class Worker:
         line, self.buf = self.buf.split(b"\n", 1)
         return line
 
-    def send(self, step: Dict[str, Any]) -> None:
+    def send(self, step: dict[str, Any]) -> None:
         """Hand the worker a step without waiting: :meth:`receive` takes its result."""
         self.pending = (time.monotonic(), os.fstat(self.err.fileno()).st_size)
         try:
@@ -112,12 +112,12 @@ class Worker:
             self.kill()
             raise
 
-    def ask(self, step: Dict[str, Any], deadline_s: float) -> Dict[str, Any]:
+    def ask(self, step: dict[str, Any], deadline_s: float) -> dict[str, Any]:
         """The worker's result for ``step``, or a ``fail`` saying it hung (and whether it could be killed)."""
         self.send(step)
         return self.receive(deadline_s)
 
-    def receive(self, deadline_s: float) -> Dict[str, Any]:
+    def receive(self, deadline_s: float) -> dict[str, Any]:
         """The result of the step sent last, within ``deadline_s`` of now."""
         t0, offset = self.pending
         try:
@@ -183,7 +183,7 @@ class Worker:
         self.err.close()
 
 
-def run_step(step: Dict[str, Any], deadline_s: float, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+def run_step(step: dict[str, Any], deadline_s: float, env: Optional[dict[str, str]] = None) -> dict[str, Any]:
     """One step in a worker of its own."""
     w = Worker(env)
     try:
@@ -205,7 +205,7 @@ def _kill_group(p: subprocess.Popen) -> bool:
     return True
 
 
-def _sample(nv, peer_reg_bytes, g: str) -> Dict[str, Any]:
+def _sample(nv, peer_reg_bytes, g: str) -> dict[str, Any]:
     return {**nv.sample(g), "peer_reg_bytes": peer_reg_bytes()}
 
 
@@ -217,12 +217,12 @@ def _runs_beside(step) -> bool:
             and bool((step.expected or {}).get("nvlinks")))
 
 
-def schedule(plan, serial: bool = False) -> List[List[int]]:
+def schedule(plan, serial: bool = False) -> list[list[int]]:
     """The steps' indexes in the order they run, grouped: a group of more than one runs at the same time
     (p2p steps over NVLink on disjoint GPUs, at most one per GPU); every other step runs alone, in plan order."""
     steps = plan.steps
     done: set = set()
-    out: List[List[int]] = []
+    out: list[list[int]] = []
     for i, step in enumerate(steps):
         if i in done:
             continue
@@ -239,7 +239,7 @@ def schedule(plan, serial: bool = False) -> List[List[int]]:
     return out
 
 
-def start_early(env: Optional[Dict[str, str]] = None) -> Worker:
+def start_early(env: Optional[dict[str, str]] = None) -> Worker:
     """A worker started before the facts are read, initialising the driver (``cuInit`` only: no context, so
     a busy node that is then refused is not touched) while the facts are read; :func:`run_plan` takes it."""
     w = Worker(env)
@@ -293,9 +293,9 @@ def _runs(step) -> bool:
     return step.status == "planned" or (step.harmless_only and step.check == "p2p")
 
 
-def _gpus_to_open(plan) -> List[str]:
+def _gpus_to_open(plan) -> list[str]:
     """The GPUs of every GPU step that runs, in plan order: a worker opens their contexts first."""
-    to_open: List[str] = []
+    to_open: list[str] = []
     for step in plan.steps:
         if step.check in GPU_CHECKS and _runs(step):
             to_open.extend(s for s in step.subjects if s not in to_open)
@@ -310,16 +310,16 @@ class _PlanRun:
         self.plan, self.nv, self.klog, self.env, self.worker = plan, nv, klog, env, worker
         self.peer_reg_bytes, self.left_behind = nvml_calls
         self.scale, self.step_timeout, self.progress = 1.0, None, None
-        self.early: Dict[str, Any] = {}
+        self.early: dict[str, Any] = {}
         self.open_failed = False
         self.results: list = [None] * len(plan.steps)
         self.wedged: set = set()
-        self.first_before: Dict[str, Dict[str, Any]] = {}
-        self.last_step: Dict[str, int] = {}
+        self.first_before: dict[str, dict[str, Any]] = {}
+        self.last_step: dict[str, int] = {}
         self.to_open = _gpus_to_open(plan)
         self.fresh = True  # a new worker opens the contexts (of the GPUs not wedged) before its first GPU step
 
-    def run_group(self, group: List[int]) -> None:
+    def run_group(self, group: list[int]) -> None:
         """One group of :func:`schedule`: its steps sent at once, each result recorded."""
         todo = self._todo(group)
         if not todo:
@@ -342,7 +342,7 @@ class _PlanRun:
         for i, step, r in zip(todo, steps, rs):
             self._record(i, step, r, gpus_of[i], before, lines)
 
-    def _todo(self, group: List[int]) -> List[int]:
+    def _todo(self, group: list[int]) -> list[int]:
         """The group's steps that go to the worker; one on a wedged device is skipped here."""
         todo = []
         for i in group:
@@ -356,7 +356,7 @@ class _PlanRun:
             todo.append(i)
         return todo
 
-    def _sample_before(self, todo: List[int], steps):
+    def _sample_before(self, todo: list[int], steps):
         """Each step's GPUs, and their samples now; every GPU's start too when a worker is about to open
         their contexts."""
         nv, w = self.nv, self.worker
@@ -381,9 +381,9 @@ class _PlanRun:
             self.worker = Worker(self.env)
             self.fresh = True
 
-    def _open_contexts(self, steps) -> Dict[str, Any]:
+    def _open_contexts(self, steps) -> dict[str, Any]:
         """A fresh worker opens every GPU's context before its first GPU step: what that took, or why not."""
-        opened: Dict[str, Any] = {}
+        opened: dict[str, Any] = {}
         if not (self.fresh and not self.open_failed and any(s.check in GPU_CHECKS for s in steps)):
             return opened
         self.fresh = False
@@ -400,7 +400,7 @@ class _PlanRun:
             self.worker = Worker(self.env)
         return opened
 
-    def _record(self, i: int, step, r, gpus: List[str], before, lines: List[str]) -> None:
+    def _record(self, i: int, step, r, gpus: list[str], before, lines: list[str]) -> None:
         """A step's result with its kernel log lines and BAR1 before and after (recorded, not judged)."""
         if not isinstance(r, dict):
             r = {"status": "unknown", "measured": {}, "evidence": {"error": "no result from the worker"}}
@@ -434,7 +434,7 @@ class _PlanRun:
             self.klog.close()
 
 
-def _split_answer(got: Dict[str, Any], todo: List[int], steps) -> list:
+def _split_answer(got: dict[str, Any], todo: list[int], steps) -> list:
     """The worker's answer as one result per step of the group: a batch's own results (each naming the steps
     that ran beside it), else (hung, or the worker died) the one answer, copied to every step."""
     if len(todo) == 1:

@@ -6,14 +6,14 @@ from gdrcheck.probe import CHECKS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict
+    from typing import Any
 
 STYLE = {"ok": "green", "degraded": "yellow", "fail": "bold red", "unknown": "magenta", "skipped": "dim",
          "planned": "cyan"}
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def _figures(d: Dict[str, Any]) -> str:
+def _figures(d: dict[str, Any]) -> str:
     parts = []
     for k, v in d.items():
         if k == "basis" or isinstance(v, (dict, list)):
@@ -22,7 +22,7 @@ def _figures(d: Dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _nested(d: Dict[str, Any]) -> str:
+def _nested(d: dict[str, Any]) -> str:
     parts = []
     for k, v in d.items():
         if isinstance(v, dict) and "ok" in v:
@@ -79,7 +79,7 @@ def _check_section(doc, check: str, items, console) -> None:
         _evidence(c, console)
 
 
-def _measured(c: Dict[str, Any], console) -> None:
+def _measured(c: dict[str, Any], console) -> None:
     from rich.text import Text
 
     from gdrcheck.render.layout import put
@@ -94,7 +94,7 @@ def _measured(c: Dict[str, Any], console) -> None:
             put(console, Text(f"           {nest}"))
 
 
-def _expected_and_predicted(c: Dict[str, Any], console) -> None:
+def _expected_and_predicted(c: dict[str, Any], console) -> None:
     from rich.text import Text
 
     from gdrcheck.render.layout import put
@@ -112,7 +112,7 @@ def _expected_and_predicted(c: Dict[str, Any], console) -> None:
                            f"{nccl or '?'}: {p.get('nccl_reason') or ''})", style="dim"))
 
 
-def _evidence(c: Dict[str, Any], console) -> None:
+def _evidence(c: dict[str, Any], console) -> None:
     from rich.text import Text
 
     from gdrcheck.render.layout import put

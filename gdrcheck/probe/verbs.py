@@ -30,7 +30,7 @@ from gdrcheck.probe.libs import bind, load
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Tuple
+    pass
 
 IBV_ACCESS_LOCAL_WRITE = 1
 IBV_ACCESS_REMOTE_WRITE = 1 << 1
@@ -204,7 +204,7 @@ def errno_name(code: int) -> str:
     return errno.errorcode.get(code, str(code))
 
 
-def errno_doc(code: int) -> Dict[str, object]:
+def errno_doc(code: int) -> dict[str, object]:
     name = errno_name(code)
     return {"ok": False, "errno": name, "meaning": ERRNO_MEANING.get(code, os.strerror(code) if code else "")}
 
@@ -237,7 +237,7 @@ class Verbs:
     def errno() -> int:
         return ctypes.get_errno()
 
-    def devices(self) -> List[Tuple[str, int]]:
+    def devices(self) -> list[tuple[str, int]]:
         """(name, ibv_device pointer) of every RDMA device; the list stays allocated until :meth:`close`."""
         n = c_int(0)
         ctypes.set_errno(0)
@@ -259,7 +259,7 @@ class Verbs:
             self.free_device_list(lst)
             self._list = None
 
-    def ports(self, ctx: int) -> List[Dict[str, object]]:
+    def ports(self, ctx: int) -> list[dict[str, object]]:
         attr = IbvDeviceAttr()
         if self.query_device(ctx, ctypes.byref(attr)) != 0:
             return []
@@ -274,7 +274,7 @@ class Verbs:
         return out
 
 
-def data_direct_sysfs_path(ctx: int) -> Dict[str, object]:
+def data_direct_sysfs_path(ctx: int) -> dict[str, object]:
     """NCCL's question to an mlx5 device (v2.30.7 ``net_ib/init.cc:378-392``, ``misc/mlx5dvwrap.cc:61-70``):
     ``mlx5dv_get_data_direct_sysfs_path`` (libmlx5, ``MLX5_1.25``). ``ok`` True with ``path``: NCCL lists the
     device as ``<dev>_dma`` on that function's PCI path; False with ``ENODEV``: no data-direct function."""
@@ -293,7 +293,7 @@ def data_direct_sysfs_path(ctx: int) -> Dict[str, object]:
             if rc == errno.ENODEV else os.strerror(rc) if rc > 0 else ""}
 
 
-def rdma_device_of(bdf: str, sysfs: str = "/sys/class/infiniband") -> List[str]:
+def rdma_device_of(bdf: str, sysfs: str = "/sys/class/infiniband") -> list[str]:
     """The RDMA device names whose PCI function is ``bdf`` (from sysfs)."""
     out = []
     try:

@@ -23,14 +23,14 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Optional
 
 PR_SET_PDEATHSIG = 1
 
 
-def parse_cpulist(text: Optional[str]) -> List[int]:
+def parse_cpulist(text: Optional[str]) -> list[int]:
     """``0-3,8,10-11`` (sysfs local_cpulist) -> CPU numbers."""
-    out: List[int] = []
+    out: list[int] = []
     for part in (text or "").strip().split(","):
         part = part.strip()
         if not part:
@@ -68,8 +68,8 @@ class Session:
 
     def __init__(self) -> None:
         self.cu: Any = None
-        self.opened: Dict[str, Any] = {}
-        self.buffers: Dict[Any, Any] = {}  # (key, bytes) -> two pinned host buffers
+        self.opened: dict[str, Any] = {}
+        self.buffers: dict[Any, Any] = {}  # (key, bytes) -> two pinned host buffers
 
     def pinned(self, key: Any):
         """A function giving two pinned host buffers of n bytes, kept for the worker's life and shared by the
@@ -105,7 +105,7 @@ class Session:
             self.cu = Cuda()
         return self.cu
 
-    def open(self, gpus: List[str]) -> Dict[str, Any]:
+    def open(self, gpus: list[str]) -> dict[str, Any]:
         """cuInit once, then every GPU's primary context at the same time; what each took (or its error)."""
         from gdrcheck.probe.cuda import CudaError
         from gdrcheck.probe.libs import LibraryMissing
@@ -121,7 +121,7 @@ class Session:
             cu.init()
         except (CudaError, LibraryMissing) as e:
             return {"error": str(e)}
-        out: Dict[str, Any] = {"cuinit_s": round(time.monotonic() - t0, 3)}
+        out: dict[str, Any] = {"cuinit_s": round(time.monotonic() - t0, 3)}
         stage("opening the primary contexts of " + ", ".join(todo))
 
         def one(bdf: str) -> None:
@@ -144,7 +144,7 @@ class Session:
         return out
 
 
-def run(step: Dict[str, Any], session: Optional[Session] = None) -> Dict[str, Any]:
+def run(step: dict[str, Any], session: Optional[Session] = None) -> dict[str, Any]:
     from gdrcheck.probe.libs import LibraryMissing
     from gdrcheck.probe.stages import stage
 
@@ -167,7 +167,7 @@ def run(step: Dict[str, Any], session: Optional[Session] = None) -> Dict[str, An
     check, params = step["check"], step.get("params") or {}
     pinned = pin(params.get("cpulist"))
     stage(f"{check} started" + (f", pinned to CPUs {pinned}" if pinned else ""))
-    opened: Dict[str, Any] = {}
+    opened: dict[str, Any] = {}
     try:
         if check in ("rdma-register", "rdma-loopback", "gds-read"):
             from gdrcheck.probe import checks_gds, checks_rdma
@@ -203,14 +203,14 @@ def run(step: Dict[str, Any], session: Optional[Session] = None) -> Dict[str, An
     return result
 
 
-def run_batch(batch: Dict[str, Any], session: Session) -> Dict[str, Any]:
+def run_batch(batch: dict[str, Any], session: Session) -> dict[str, Any]:
     """Steps that share no link, at the same time (one thread each; the driver calls release the GIL, and each
     thread has its own current context): ``{"results": [...]}`` in their order."""
     import threading
 
     opened = session.open(list(batch["open"])) if batch.get("open") else {}
     steps = list(batch.get("steps") or ())
-    results: List[Any] = [None] * len(steps)
+    results: list[Any] = [None] * len(steps)
 
     def one(k: int) -> None:
         t0 = time.monotonic()
@@ -263,11 +263,11 @@ def serve(inp=None, out=None) -> None:
     session.close()
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def main(argv: Optional[list[str]] = None) -> None:
     """``worker.py [--parent PID] [--path DIR]...``: the paths go first on sys.path, in order."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parent = 0
-    paths: List[str] = []
+    paths: list[str] = []
     while argv:
         opt = argv.pop(0)
         if opt == "--parent" and argv:

@@ -19,24 +19,24 @@ from gdrcheck.status import STATUS_WORDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Optional
 
 
-def nhc(doc: Dict[str, Any]) -> Tuple[str, str]:
+def nhc(doc: dict[str, Any]) -> tuple[str, str]:
     word = doc["status"]
     return ("" if word == "pass" else doc["summary_line"] + "\n"), word
 
 
-def npd(doc: Dict[str, Any]) -> Tuple[str, str]:
+def npd(doc: dict[str, Any]) -> tuple[str, str]:
     return doc["summary_line"] + "\n", doc["status"]
 
 
-def _counts(doc: Dict[str, Any]) -> Dict[str, int]:
+def _counts(doc: dict[str, Any]) -> dict[str, int]:
     verdicts = doc.get("summary", {}).get("verdicts", {})
     return {v: int(verdicts.get(v, 0)) for v in ("ok", "degraded", "fail", "unknown")}
 
 
-def nagios(doc: Dict[str, Any]) -> Tuple[str, str]:
+def nagios(doc: dict[str, Any]) -> tuple[str, str]:
     sev = {s: sum(f.get("folded", 1) for f in doc["findings"] if f["severity"] == s)
            for s in ("error", "warning", "info")}
     # the node's status decides (fail: CRITICAL, unknown: UNKNOWN); a passing node with warnings below
@@ -57,7 +57,7 @@ def nagios(doc: Dict[str, Any]) -> Tuple[str, str]:
     return "\n".join(lines) + "\n", word
 
 
-def _headline(findings: List[Dict[str, Any]], rules: Dict[str, Any]) -> str:
+def _headline(findings: list[dict[str, Any]], rules: dict[str, Any]) -> str:
     """Code first, like the summary line: the first finding's code, rule name (from the document's
     ``rules``) and subject (+N more)."""
     from gdrcheck.documents.pairs import headline
@@ -77,7 +77,7 @@ def usage_line(fmt: str, message: str) -> str:
     return _fit("gdrcheck error: " + message) + "\n"
 
 
-def _first_said(f: Dict[str, Any]) -> str:
+def _first_said(f: dict[str, Any]) -> str:
     """A finding's message; a folded one's without the count of pairs like it (the line counts them all)."""
     from gdrcheck.rules.base import folded_suffix
 
@@ -86,7 +86,7 @@ def _first_said(f: Dict[str, Any]) -> str:
     return msg[: -len(suffix)] if suffix and msg.endswith(suffix) else msg
 
 
-def check_text(doc: Dict[str, Any], width: Optional[int] = None) -> Tuple[str, str]:
+def check_text(doc: dict[str, Any], width: Optional[int] = None) -> tuple[str, str]:
     """The gate as a person reads it: the verdict line, then each finding with where to read the fix. ``width``:
     a terminal's, to wrap each line to (a finding's under its message); None in a log, one line each."""
     word = STATUS_WORDS[doc["status"]]
@@ -95,13 +95,13 @@ def check_text(doc: Dict[str, Any], width: Optional[int] = None) -> Tuple[str, s
 
     exp = expected_if(doc)
     if exp:
-        lines: List[str] = [f"gdrcheck {word} on {host}; {exp}", f"why {word}: {doc['summary_line']}"]
+        lines: list[str] = [f"gdrcheck {word} on {host}; {exp}", f"why {word}: {doc['summary_line']}"]
     else:
         lines = [f"gdrcheck {word} on {host}: {doc['summary_line']}"]
     c = _counts(doc)
     lines.append("pairs: " + ", ".join(f"{n} {v}" for v, n in c.items() if n) if doc["pairs"] else "pairs: none")
     shown = [f for f in doc["findings"] if f["severity"] != "info" or f.get("effect") == "unknown"]
-    groups: Dict[tuple, List[Dict[str, Any]]] = {}
+    groups: dict[tuple, list[dict[str, Any]]] = {}
     for f in shown:  # one line per code and severity: the first finding, and how many more say the same
         groups.setdefault((f["code"], f["severity"]), []).append(f)
     order = {"error": 0, "warning": 1, "info": 2}

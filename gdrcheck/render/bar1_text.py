@@ -7,13 +7,13 @@ from gdrcheck.units import human_bytes, size_range_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List
+    from typing import Any
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 COLLECTORS = ("nvml", "nvidia-smi", "driver-gpus", "sysfs-pci")
 
 
-def _used(g: Dict[str, Any]) -> str:
+def _used(g: dict[str, Any]) -> str:
     if g.get("bar1_used_bytes") is None:
         return "?"
     pct = g.get("bar1_used_pct")
@@ -26,7 +26,7 @@ def _short(n) -> str:
     return text.replace(".0 ", " ").replace(" ", "").replace("iB", "") if n is not None else "?"
 
 
-def _rebar(g: Dict[str, Any]) -> str:
+def _rebar(g: dict[str, Any]) -> str:
     sizes = g.get("rebar_supported_bytes") or []
     cur = g.get("rebar_current_bytes")
     if not sizes and cur is None:
@@ -34,19 +34,19 @@ def _rebar(g: Dict[str, Any]) -> str:
     return f"{_short(cur)} ({size_range_text(sizes, _short)})"
 
 
-def _bus(g: Dict[str, Any]) -> str:
+def _bus(g: dict[str, Any]) -> str:
     if g.get("sysfs_bar1_unset"):
         return "UNSET"
     return human_bytes(g["sysfs_bar1_bytes"]) if g.get("sysfs_bar1_bytes") is not None else "?"
 
 
-def _gpu_name(g: Dict[str, Any]) -> str:
+def _gpu_name(g: dict[str, Any]) -> str:
     from gdrcheck.render.tree_model import short_name
 
     return short_name(g.get("name") or "")
 
 
-def _process_line(p: Dict[str, Any]) -> str:
+def _process_line(p: dict[str, Any]) -> str:
     bits = [f"pid {p['pid']}"]
     if p.get("user"):
         bits.append(p["user"])
@@ -55,7 +55,7 @@ def _process_line(p: Dict[str, Any]) -> str:
     return f"{p.get('name') or '?'} ({', '.join(bits)})"
 
 
-def _table(gpus: List[Dict[str, Any]], console) -> None:
+def _table(gpus: list[dict[str, Any]], console) -> None:
     """One row per GPU; the name column goes under each row when the table would not fit,
     and the columns split into blocks when even that does not fit. No cell is ever cut."""
     header = ["GPU", "address", "BAR1", "used", "memory", "sysfs", "ReBAR (range)"]
@@ -82,10 +82,10 @@ def _table(gpus: List[Dict[str, Any]], console) -> None:
                 put(console, "  " + name, 2)
 
 
-def render_bar1(doc: Dict[str, Any], console) -> None:
+def render_bar1(doc: dict[str, Any], console) -> None:
     from rich.text import Text
 
-    gpus: List[Dict[str, Any]] = doc.get("gpus") or []
+    gpus: list[dict[str, Any]] = doc.get("gpus") or []
     host = doc.get("host") or (doc.get("input") or {}).get("label") or "this node"
     if gpus:
         put(console, Text(f"GPU BAR1 on {host}", style="bold"))

@@ -12,7 +12,7 @@ from gdrcheck.render import tree_model as tm
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional
+    from typing import Optional
 
 FILL = {"gpu": "#e4f4e2", "nic": "#ddf1f6", "nvme": "#f3e5f5", "nvswitch": "#fff4d6",
         "switch_upstream": "#e8ecf0", "switch_downstream": "#f1f4f6", "root_port": "#ffffff"}
@@ -24,7 +24,7 @@ def q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _label(dev: dict, names: Dict[str, str]) -> str:
+def _label(dev: dict, names: dict[str, str]) -> str:
     kind = dev.get("kind") or "other"
     head = names.get(dev["bdf"]) or tm.KIND_LABEL.get(kind, kind)
     lines = [head, dev["bdf"]]
@@ -47,7 +47,7 @@ def render_dot(doc: dict, show_all: bool = False) -> str:
     forest = tm.build(doc, show_all=show_all)
     names = tm.device_names(doc)
     host = doc.get("host") or (doc.get("input") or {}).get("label") or "this input"
-    out: List[str] = [
+    out: list[str] = [
         "digraph pcie {",
         f"  graph [rankdir=LR, fontname=\"Helvetica\", fontsize=12, labelloc=t, "
         f"label={q('PCIe topology of ' + host)}, nodesep=0.15, ranksep=0.5];",
@@ -55,10 +55,10 @@ def render_dot(doc: dict, show_all: bool = False) -> str:
         'color="#8a97a3"];',
         '  edge [color="#7b8894", arrowhead=none, fontname="Helvetica"];',
     ]
-    groups: Dict[Optional[int], List[tm.Root]] = {}
+    groups: dict[Optional[int], list[tm.Root]] = {}
     for r in forest.roots:
         groups.setdefault(r.numa, []).append(r)
-    edges: List[str] = []
+    edges: list[str] = []
     for n, numa in enumerate(sorted(groups, key=lambda x: (x is None, x if x is not None else 0))):
         title = f"NUMA node {numa}" if numa is not None else "NUMA node not known"
         out.append(f"  subgraph cluster_numa_{n} {{")
@@ -84,7 +84,7 @@ def render_dot(doc: dict, show_all: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def _node(dev: dict, names: Dict[str, str]) -> str:
+def _node(dev: dict, names: dict[str, str]) -> str:
     kind = dev.get("kind") or "other"
     attrs = [f"label={q(_label(dev, names))}", f"fillcolor={q(FILL.get(kind, '#fafafa'))}"]
     acs = tm.acs_redirect(dev)

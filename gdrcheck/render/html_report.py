@@ -17,7 +17,8 @@ from gdrcheck.units import human_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterable, List, Optional
+    from collections.abc import Iterable
+    from typing import Any, Optional
 
 MAX_COLS = 12  # matrix columns per block: fits the A4 text width
 MAX_COLS_WIDE = 8  # when a cell names several candidate classes (NODE/SYS?)
@@ -31,8 +32,8 @@ ORIGIN = {"nccl": "NCCL rule", "nvidia-docs": "NVIDIA requirement", "kernel": "k
           "gdrcheck": "gdrcheck check"}
 
 
-def render_html(topology: Dict[str, Any], pairs: Dict[str, Any], bar1: Dict[str, Any],
-                rules: Dict[str, Dict[str, Any]], extra: Iterable[str] = ()) -> str:
+def render_html(topology: dict[str, Any], pairs: dict[str, Any], bar1: dict[str, Any],
+                rules: dict[str, dict[str, Any]], extra: Iterable[str] = ()) -> str:
     """The page. ``rules``: the rules part, ``{code: rule document}`` (``documents.rules.rules_part``);
     ``extra``: finished sections (HTML) placed before the findings, e.g. the probe's "Measured"."""
     from gdrcheck.render.svg_tree import render_svgs
@@ -70,7 +71,7 @@ def render_html(topology: Dict[str, Any], pairs: Dict[str, Any], bar1: Dict[str,
 
 # -- sections ---------------------------------------------------------------------
 
-def overall(pairs: Dict[str, Any]) -> str:
+def overall(pairs: dict[str, Any]) -> str:
     """pass, fail or unknown: the document's own word, else from its counts (as the exit status is)."""
     if pairs.get("status") in STATUS:
         return pairs["status"]
@@ -108,7 +109,7 @@ def _expected_aside(pairs) -> str:
     return f'<span class="aside">{escape(said)}</span>' if said else ""
 
 
-def _fact_cell(facts: Dict[str, Any], key: str, show=None) -> str:
+def _fact_cell(facts: dict[str, Any], key: str, show=None) -> str:
     f = facts.get(key) or {}
     v = f.get("value")
     if v is None:
@@ -123,7 +124,7 @@ def _yes_no(v) -> str:
 
 def _summary(topology, pairs) -> str:
     facts = topology.get("host_facts") or {}
-    kinds: Dict[str, int] = {}
+    kinds: dict[str, int] = {}
     for d in topology.get("devices") or []:
         kinds[d.get("kind")] = kinds.get(d.get("kind"), 0) + 1
     drv = _fact_cell(facts, "nvidia_driver_version")
@@ -177,7 +178,7 @@ MADE_UP_NAME = " of nvidia-smi topo -m"  # the name a matrix's device is given (
 KIND_WORD = {"gpu": "GPU", "nic": "NIC", "nvme": "NVMe", "nvswitch": "NVSwitch"}
 
 
-def synthetic_name(d: Dict[str, Any], names: Dict[str, str]) -> str:
+def synthetic_name(d: dict[str, Any], names: dict[str, str]) -> str:
     """A device whose address gdrcheck made up, as ``gdrcheck pairs`` names it: ``GPU0``, ``NIC mlx5_0``."""
     label = names.get(d["bdf"]) or KIND_WORD.get(d.get("kind"), "")
     if d.get("kind") == "gpu":
@@ -187,7 +188,7 @@ def synthetic_name(d: Dict[str, Any], names: Dict[str, str]) -> str:
     return f"{label} {own}".strip()
 
 
-def _unplaced(made_up: List[Dict[str, Any]], names: Dict[str, str]) -> str:
+def _unplaced(made_up: list[dict[str, Any]], names: dict[str, str]) -> str:
     if not made_up:
         return ""
     kept = [d for d in made_up if d.get("synthetic") or d["bdf"] in names]  # GPUs, NICs, NVMe; not the rest
@@ -199,7 +200,7 @@ def _unplaced(made_up: List[Dict[str, Any]], names: Dict[str, str]) -> str:
                         + f" (NUMA {_numa(d.get('numa_node'))})" for d in kept) + ".")
 
 
-def _tree(svgs: List[str], forest: tm.Forest, topology, unplaced: str = "") -> str:
+def _tree(svgs: list[str], forest: tm.Forest, topology, unplaced: str = "") -> str:
     keys = (("k-gpu", "GPU"), ("k-nic", "NIC"), ("k-nvme", "NVMe"), ("k-nvs", "NVSwitch"),
             ("k-sw", "switch (its downstream ports are the edges below it)"), ("k-rp", "root port"),
             ("acs", "ACS redirect: peer traffic goes up to the root complex"), ("low", "link below its maximum"))
@@ -224,13 +225,13 @@ def _tree(svgs: List[str], forest: tm.Forest, topology, unplaced: str = "") -> s
             + "</div>" + "".join(f'<p class="note">{n}</p>' for n in notes) + "</section>")
 
 
-def _path(p: Optional[Dict[str, Any]]) -> str:
+def _path(p: Optional[dict[str, Any]]) -> str:
     if p is None:
         return ""
     return p.get("path") or "/".join(p.get("path_candidates") or []) or "?"
 
 
-def _cell(p: Optional[Dict[str, Any]]) -> str:
+def _cell(p: Optional[dict[str, Any]]) -> str:
     if p is None:
         return '<td class="none"></td>'
     path = _path(p)
@@ -251,7 +252,7 @@ def _cell(p: Optional[Dict[str, Any]]) -> str:
     return f'<td class="v-{escape(v)}" title="{escape(tip)}">{escape(path)}{MARK.get(v, "")}</td>'
 
 
-def _matrix(pairs, names: Dict[str, str], topology) -> str:
+def _matrix(pairs, names: dict[str, str], topology) -> str:
     devices = pairs.get("devices") or []
     gpus = [d["bdf"] for d in devices if d.get("kind") == "gpu"]
     if not gpus:
@@ -322,7 +323,7 @@ def _device_table(devices, topology, label, where, made_up) -> str:
             f'<th>device</th><th>NUMA</th></tr></thead><tbody>{"".join(lines)}</tbody></table>')
 
 
-def _nccl_log(pairs, names: Dict[str, str]) -> str:
+def _nccl_log(pairs, names: dict[str, str]) -> str:
     """A job's NCCL log: per pair the prediction beside what NCCL used, and the likely cause where they differ."""
     log = (pairs.get("nccl") or {}).get("log")
     if not log:
@@ -415,9 +416,9 @@ def _code_spans(text: str) -> str:
     return re.sub(r"`([^`]+)`", lambda m: f"<code>{m.group(1)}</code>", escape(text))
 
 
-def _findings(pairs, bar1, rules: Dict[str, Dict[str, Any]]) -> str:
+def _findings(pairs, bar1, rules: dict[str, dict[str, Any]]) -> str:
     seen = set()
-    groups: Dict[str, List[Dict[str, Any]]] = {}
+    groups: dict[str, list[dict[str, Any]]] = {}
     for f in list(pairs.get("findings") or []) + list(bar1.get("findings") or []):
         key = (f["code"], tuple(f.get("subject") or ()), f.get("message"))
         if key in seen:

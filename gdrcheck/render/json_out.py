@@ -8,10 +8,10 @@ from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict
+    from typing import Any
 
 
-def render_json(doc: Dict[str, Any], pretty: bool = False) -> str:
+def render_json(doc: dict[str, Any], pretty: bool = False) -> str:
     """Compact (C encoder, fast) for pipes and files; indented when a person reads a terminal. A document is a
     tree (built fresh by gdrcheck.documents; parts may be shared, never contain themselves), so the encoder's
     cycle check, a lookup per object of a large fabric's tens of thousands, is left out. Strings are kept

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Optional, Sequence, Tuple, Union
-    Cell = Tuple[str, str]
+    from collections.abc import Sequence
+    from typing import Optional, Union
+    Cell = tuple[str, str]
     LineLike = Union[str, "object"]
 
 
@@ -76,15 +77,15 @@ def blank(console) -> None:
     console.print(soft_wrap=True)
 
 
-def column_blocks(widths: Sequence[int], fixed: int, width: int) -> List[List[int]]:
+def column_blocks(widths: Sequence[int], fixed: int, width: int) -> list[list[int]]:
     """Indexes of the value columns, split into consecutive blocks whose rows fit ``width``.
 
     ``fixed`` is the width every row of every block carries anyway (key columns and
     their gaps, a tail column); each value column costs its width plus :data:`GAP`.
     A block holds at least one column, even if that overflows.
     """
-    blocks: List[List[int]] = []
-    cur: List[int] = []
+    blocks: list[list[int]] = []
+    cur: list[int] = []
     used = fixed
     for i, w in enumerate(widths):
         cost = w + GAP
@@ -104,7 +105,7 @@ def column_blocks(widths: Sequence[int], fixed: int, width: int) -> List[List[in
 
 
 def grid(header: Sequence[str], rows: Sequence[Sequence[Cell]], width: int, keys: int = 1, tail: int = 0,
-         right: Sequence[int] = (), header_style: str = "bold") -> List[list]:
+         right: Sequence[int] = (), header_style: str = "bold") -> list[list]:
     """A table as blocks of rich Text lines: ``keys`` leading columns and ``tail`` trailing columns
     repeat in every block; the value columns between them are split so each block fits ``width``.
 
@@ -125,7 +126,7 @@ def grid(header: Sequence[str], rows: Sequence[Sequence[Cell]], width: int, keys
     fixed += sum(widths[c] + GAP for c in tail_idx)
     blocks = column_blocks([widths[c] for c in val_idx], fixed, width) if val_idx else [[]]
 
-    def line(cells: Sequence[Cell], cols: List[int], style_all: str = "") -> Text:
+    def line(cells: Sequence[Cell], cols: list[int], style_all: str = "") -> Text:
         t = Text()
         for j, c in enumerate(cols):
             s, style = cells[c]

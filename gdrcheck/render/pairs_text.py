@@ -6,7 +6,7 @@ from gdrcheck.render.layout import blank, grid, put
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List
+    pass
 
 MARK = {"ok": " ", "degraded": "~", "fail": "!", "unknown": "?"}
 STYLE = {"ok": "green", "degraded": "yellow", "fail": "bold red", "unknown": "magenta"}
@@ -16,7 +16,7 @@ SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 PAIRS_SHOWN = 6  # pairs named under a finding said of many
 
 
-def _short(dev: Dict) -> str:
+def _short(dev: dict) -> str:
     kind = dev["kind"]
     if kind == "gpu":
         return f"GPU{dev['gpu_index']}" if "gpu_index" in dev else "GPU?"
@@ -29,7 +29,7 @@ def _label_number(label: str) -> int:
     return int(digits) if digits else -1
 
 
-def _column_names(doc) -> Dict[str, str]:
+def _column_names(doc) -> dict[str, str]:
     """The document's own labels (GPUn, NICn in nvidia-smi's order, NVMen); NICs that are not GPUDirect
     NICs have none and make no column."""
     return {dev["bdf"]: dev["label"] for dev in doc["devices"] if dev.get("label")}
@@ -118,7 +118,7 @@ def expected_legend(doc) -> str:
     return f"* undecided on this input; the class and mark shown are expected if: {briefs}"
 
 
-def _numa_column(doc) -> Dict[str, str]:
+def _numa_column(doc) -> dict[str, str]:
     """Each device's NUMA column, made once (a scan of the device list per row was quadratic)."""
     return {d["bdf"]: "?" if d.get("numa_node") is None else str(d["numa_node"]) for d in doc["devices"]}
 
@@ -129,7 +129,7 @@ def _render_nccl(doc, console) -> None:
     put(console, f"NCCL {n['version']} rules:")  # one line each: a source may hold parentheses of its own
     put(console, f"  GDR level {n['gdr_level']}: {n['gdr_level_source']}", 4)
     put(console, f"  P2P level {n['p2p_level']}: {n['p2p_level_source']}", 4)
-    counts: Dict[str, int] = {}
+    counts: dict[str, int] = {}
     for p in doc["pairs"]:
         key = "gdr" if p["kind"] == "gpu-nic" else "p2p" if p["kind"] == "gpu-gpu" else None
         if key and key in p["nccl"]:
@@ -167,7 +167,7 @@ def _render_log(doc, console, names) -> None:
     if log["settings"]:
         put(console, "  the job's settings (NCCL reported them set): "
             + ", ".join(f"{s['name']}={s['value']}" for s in log["settings"]), 4)
-    rows: Dict[tuple, List[str]] = {}
+    rows: dict[tuple, list[str]] = {}
     for p in doc["pairs"]:
         obs = p["nccl"].get("observed")
         if not obs:
@@ -189,7 +189,7 @@ def _render_findings(doc, console) -> None:
     from rich.text import Text
 
     rules = doc.get("rules") or {}
-    groups: Dict[tuple, List[dict]] = {}
+    groups: dict[tuple, list[dict]] = {}
     for f in doc["findings"]:
         groups.setdefault((f["code"], f["severity"]), []).append(f)
     if not groups:
@@ -227,7 +227,7 @@ def _render_summary(doc, console) -> None:
     s = doc["summary"]
     blank(console)
     verdicts = ", ".join(f"{n} {v}" for v, n in sorted(s["verdicts"].items()))
-    exp: Dict[str, int] = {}
+    exp: dict[str, int] = {}
     for p in doc["pairs"]:
         if p["verdict"] == "unknown" and (p.get("expected") or {}).get("verdict"):
             exp[p["expected"]["verdict"]] = exp.get(p["expected"]["verdict"], 0) + 1

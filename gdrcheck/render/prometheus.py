@@ -12,7 +12,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterable, List, Optional, Tuple
+    from collections.abc import Iterable
+    from typing import Any, Optional
 
 
 CAPABILITY = {"gpu-nic": "gdr", "gpu-gpu": "p2p", "gpu-nvme": "gds"}
@@ -23,7 +24,7 @@ def _esc(v: object) -> str:
     return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _labels(labels: Dict[str, object]) -> str:
+def _labels(labels: dict[str, object]) -> str:
     if not labels:
         return ""
     return "{" + ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items()) + "}"
@@ -39,24 +40,24 @@ def _num(v: float) -> str:
 
 class _Out:
     def __init__(self) -> None:
-        self.lines: List[str] = []
+        self.lines: list[str] = []
 
     def metric(self, name: str, kind: str, help_text: str,
-               samples: Iterable[Tuple[Dict[str, object], float]]) -> None:
+               samples: Iterable[tuple[dict[str, object], float]]) -> None:
         self.lines.append(f"# HELP {name} {help_text}")
         self.lines.append(f"# TYPE {name} {kind}")
         for labels, value in samples:
             self.lines.append(f"{name}{_labels(labels)} {_num(value)}")
 
 
-def check_results(doc: Dict[str, Any]) -> Dict[str, str]:
+def check_results(doc: dict[str, Any]) -> dict[str, str]:
     """pass / fail / unknown per capability (gdr, p2p, gds): fail when a pair of that kind fails or an
     error-level finding concerns one (ACS redirect leaves a path working but is still a failed check)."""
     from gdrcheck.status import node_status
 
     errors = {f["code"] for f in doc["findings"] if f["severity"] == "error"}
     unmet = {f["code"] for f in doc["findings"] if f["code"] in UNMET_CODES}
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     nothing_read = bool(doc.get("timed_out")) and not doc["pairs"]  # the --timeout ran out before any pair
     for kind, cap in CAPABILITY.items():
         mine = [p for p in doc["pairs"] if p["kind"] == kind]
@@ -79,7 +80,7 @@ UNMET_CODES_OF = {"gdr": {"GDR010", "GDR011"}, "p2p": {"GDR010", "GDR012"}, "gds
 UNMET_CODES = set().union(*UNMET_CODES_OF.values())
 
 
-def link_degraded(topology: Dict[str, Any]) -> List[Tuple[str, bool]]:
+def link_degraded(topology: dict[str, Any]) -> list[tuple[str, bool]]:
     """GPUs, NICs and NVMe drives whose link state the input shows, and whether the link runs below its maximum.
 
     Width below max counts for all; speed only for NICs and drives (an idle GPU
@@ -101,7 +102,7 @@ def link_degraded(topology: Dict[str, Any]) -> List[Tuple[str, bool]]:
     return out
 
 
-def render_prometheus(pairs: Dict[str, Any], bar1: Optional[Dict[str, Any]], topology: Dict[str, Any],
+def render_prometheus(pairs: dict[str, Any], bar1: Optional[dict[str, Any]], topology: dict[str, Any],
                       version: str, duration: float, now: float, per_pair: bool = False) -> str:
     o = _Out()
     o.metric("gdrcheck_build_info", "gauge", "gdrcheck version (always 1).", [({"version": version}, 1)])
@@ -116,7 +117,7 @@ def render_prometheus(pairs: Dict[str, Any], bar1: Optional[Dict[str, Any]], top
     hidden = set(pairs.get("not_in_input") or ())  # a kind the input cannot show has no count, not 0
     o.metric("gdrcheck_devices", "gauge", "GPUs, NICs and NVMe drives seen on PCIe (none for a kind the input "
              "cannot show).", [({"kind": k}, n) for k, n in kinds.items() if _FACT_OF_KIND[k] not in hidden])
-    counts: Dict[Tuple[str, str], int] = {}
+    counts: dict[tuple[str, str], int] = {}
     for p in pairs["pairs"]:
         key = (p["kind"], RESULT[p["verdict"]])
         counts[key] = counts.get(key, 0) + 1
@@ -131,7 +132,7 @@ def render_prometheus(pairs: Dict[str, Any], bar1: Optional[Dict[str, Any]], top
     status = pairs.get("status", "unknown")
     o.metric("gdrcheck_status", "gauge", "The node's status (pass, fail, unknown): 1 for the one in force.",
              [({"status": s}, 1 if status == s else 0) for s in ("pass", "fail", "unknown")])
-    codes: Dict[Tuple[str, str], int] = {}
+    codes: dict[tuple[str, str], int] = {}
     for f in pairs["findings"]:
         key = (f["code"], f["severity"])
         # a finding folded from per-pair ones counts each pair's two devices, as they were before folding

@@ -16,7 +16,7 @@ from gdrcheck.render import tree_model as tm
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
 MARGIN = 8
 HEAD = 24  # band label strip
@@ -45,19 +45,19 @@ class Item:
     col: int
     lo: int = 0
     hi: int = 0
-    via: List[dict] = field(default_factory=list)  # folded downstream ports on the edge above
-    children: List["Item"] = field(default_factory=list)
+    via: list[dict] = field(default_factory=list)  # folded downstream ports on the edge above
+    children: list[Item] = field(default_factory=list)
 
 
 @record
 class Band:
     numa: Optional[int]
-    roots: List[Item]
-    rows: List[Tuple[Item, float]]  # each device row: its item and the y of its centre
-    path: List[Tuple[int, ...]]  # per row: ids of the items above it (to choose cuts)
+    roots: list[Item]
+    rows: list[tuple[Item, float]]  # each device row: its item and the y of its centre
+    path: list[tuple[int, ...]]  # per row: ids of the items above it (to choose cuts)
 
 
-def render_svgs(doc: dict, names: Optional[Dict[str, str]] = None) -> Tuple[List[str], tm.Forest]:
+def render_svgs(doc: dict, names: Optional[dict[str, str]] = None) -> tuple[list[str], tm.Forest]:
     """The diagram of a topology document: a list of ``<svg>`` elements, and the forest drawn."""
     forest = tm.build(doc)
     names = names if names is not None else tm.device_names(doc)
@@ -67,7 +67,7 @@ def render_svgs(doc: dict, names: Optional[Dict[str, str]] = None) -> Tuple[List
     width = leaf_x + LEAF_W + MARGIN
     scale = min(1.0, PAGE_PX / width)
     per_slice = max(8, int(SLICE_PX / scale) // ROW)
-    out: List[str] = []
+    out: list[str] = []
     for band in bands:
         cuts = _cuts(band, per_slice)
         for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
@@ -77,9 +77,9 @@ def render_svgs(doc: dict, names: Optional[Dict[str, str]] = None) -> Tuple[List
 
 # -- layout --------------------------------------------------------------------
 
-def _fold(node: tm.Node, via: List[dict]) -> List[Tuple[tm.Node, List[dict]]]:
+def _fold(node: tm.Node, via: list[dict]) -> list[tuple[tm.Node, list[dict]]]:
     """A node's children with downstream ports folded into the edge: (child, ports passed)."""
-    out: List[Tuple[tm.Node, List[dict]]] = []
+    out: list[tuple[tm.Node, list[dict]]] = []
     for c in node.children:
         if c.kind == "switch_downstream" and c.children:
             out.extend(_fold(c, via + [c.dev]))
@@ -88,8 +88,8 @@ def _fold(node: tm.Node, via: List[dict]) -> List[Tuple[tm.Node, List[dict]]]:
     return out
 
 
-def _bands(forest: tm.Forest) -> List[Band]:
-    groups: Dict[Optional[int], List[tm.Root]] = {}
+def _bands(forest: tm.Forest) -> list[Band]:
+    groups: dict[Optional[int], list[tm.Root]] = {}
     for r in forest.roots:
         groups.setdefault(r.numa, []).append(r)
     bands = []
@@ -106,7 +106,7 @@ def _bands(forest: tm.Forest) -> List[Band]:
     return bands
 
 
-def _place(item: Item, kids, band: Band, y: float, path: Tuple[int, ...]) -> float:
+def _place(item: Item, kids, band: Band, y: float, path: tuple[int, ...]) -> float:
     """Give every device below ``item`` a row, depth first; return the next free y."""
     item.lo = len(band.rows)
     if not kids:
@@ -131,7 +131,7 @@ def _depth(item: Item) -> int:
     return best
 
 
-def _cuts(band: Band, per_slice: int) -> List[int]:
+def _cuts(band: Band, per_slice: int) -> list[int]:
     """Row indices where the band is cut into slices: at the shallowest seam in each page's last half."""
     n = len(band.rows)
     cuts = [0]
@@ -164,7 +164,7 @@ def _slice_svg(band: Band, a: int, b: int, width: float, leaf_x: float, names, c
     top = ys[0] - ROW / 2 - HEAD
     bottom = ys[-1] + ROW / 2 + 4
     height = bottom - top
-    parts: List[str] = []
+    parts: list[str] = []
     title = f"NUMA node {band.numa}" if band.numa is not None else "NUMA node not known"
     parts.append(f'<rect x="0" y="{top:.1f}" width="{width:.0f}" height="{height:.1f}" class="band"/>')
     parts.append(f'<text x="{MARGIN}" y="{top + 16:.1f}" class="bandlabel">{escape(title)}'
@@ -179,13 +179,13 @@ def _slice_svg(band: Band, a: int, b: int, width: float, leaf_x: float, names, c
             + "".join(parts) + "</svg>")
 
 
-def _span(item: Item, band: Band, a: int, b: int) -> Tuple[float, float]:
+def _span(item: Item, band: Band, a: int, b: int) -> tuple[float, float]:
     lo, hi = max(item.lo, a), min(item.hi, b - 1)
     return band.rows[lo][1], band.rows[hi][1]
 
 
-def _draw(item: Item, band: Band, a: int, b: int, leaf_x: float, names, parts: List[str],
-          parent_xy: Optional[Tuple[float, float]]) -> None:
+def _draw(item: Item, band: Band, a: int, b: int, leaf_x: float, names, parts: list[str],
+          parent_xy: Optional[tuple[float, float]]) -> None:
     y0, y1 = _span(item, band, a, b)
     cut = item.lo < a or item.hi >= b
     if item.node is None:
@@ -220,7 +220,7 @@ def _draw(item: Item, band: Band, a: int, b: int, leaf_x: float, names, parts: L
             _draw(c, band, a, b, leaf_x, names, parts, anchor)
 
 
-def _edge(p: Tuple[float, float], c: Tuple[float, float], via: List[dict], dev: dict, parts: List[str]) -> None:
+def _edge(p: tuple[float, float], c: tuple[float, float], via: list[dict], dev: dict, parts: list[str]) -> None:
     px, py = p
     cx, cy = c
     mx = px + 9
@@ -240,7 +240,7 @@ def _edge(p: Tuple[float, float], c: Tuple[float, float], via: List[dict], dev: 
         parts.append(f'<text x="{cx - 3:.0f}" y="{cy - 3:.1f}" class="t8 acs-t" text-anchor="end">ACS</text>')
 
 
-def _box(item: Item, x: float, cy: float, w: float, names, parts: List[str], ghost: bool) -> None:
+def _box(item: Item, x: float, cy: float, w: float, names, parts: list[str], ghost: bool) -> None:
     dev = item.node.dev
     kind = item.node.kind
     acs = tm.acs_redirect(dev)

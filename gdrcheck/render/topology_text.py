@@ -7,7 +7,7 @@ from gdrcheck.units import human_bytes, speed_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Optional
 
 INTERESTING = ("gpu", "nic", "nvme", "nvswitch")
 LABEL = {
@@ -19,7 +19,7 @@ STYLE = {"gpu": "bold green", "nic": "bold cyan", "nvme": "bold magenta", "nvswi
          "switch_upstream": "bold"}
 
 
-def _link_text(dev: Dict[str, Any]) -> str:
+def _link_text(dev: dict[str, Any]) -> str:
     link = dev["link"]
     cur_speed, cur_width = link["current_speed_gts"], link["current_width"]
     max_speed, max_width = link["max_speed_gts"], link["max_width"]
@@ -33,7 +33,7 @@ def _link_text(dev: Dict[str, Any]) -> str:
     return cur
 
 
-def device_line(dev: Dict[str, Any]) -> str:
+def device_line(dev: dict[str, Any]) -> str:
     """One function of the topology document as a line: address, label, name, Linux names, link, BARs."""
     kind = dev["kind"]
     label = LABEL.get(kind, kind)
@@ -45,7 +45,7 @@ def device_line(dev: Dict[str, Any]) -> str:
         name = (dev.get("name") or "").replace(" of nvidia-smi topo -m", "")
         head = label if kind == "gpu" else f"{label} {', '.join(names) or name}".strip()
         return f"{head}  no bus id in this input  NUMA {'?' if numa is None else numa}"
-    parts: List[str] = [dev["bdf"]]
+    parts: list[str] = [dev["bdf"]]
     if label:
         parts.append(label)
     if dev["name"]:
@@ -68,12 +68,12 @@ def device_line(dev: Dict[str, Any]) -> str:
 class _Tree:
     """The topology document's functions by address and by parent (children in document order)."""
 
-    def __init__(self, doc: Dict[str, Any]) -> None:
+    def __init__(self, doc: dict[str, Any]) -> None:
         self.by_bdf = {d["bdf"]: d for d in doc["devices"]}
-        self.children: Dict[Optional[str], List[str]] = {}
+        self.children: dict[Optional[str], list[str]] = {}
         for d in doc["devices"]:
             self.children.setdefault(d["parent"], []).append(d["bdf"])
-        self.memo: Dict[str, bool] = {}
+        self.memo: dict[str, bool] = {}
 
     def keep(self, bdf: str, show_all: bool) -> bool:
         if show_all:
@@ -88,7 +88,7 @@ class _Tree:
         return self.memo[bdf]
 
 
-def render_topology(doc: Dict[str, Any], console, show_all: bool = False) -> None:
+def render_topology(doc: dict[str, Any], console, show_all: bool = False) -> None:
     """The topology document (with ``input``: ``topology_doc(..., describe_input=True)``) as a tree."""
     from rich.text import Text
 

@@ -12,7 +12,7 @@ from gdrcheck.units import speed_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Optional
 
 INTERESTING = ("gpu", "nic", "nvme", "nvswitch")
 KIND_LABEL = {
@@ -27,8 +27,8 @@ SHORTER = lazy_pattern(r"(?<=\w) (?:Corporation|Technologies|Electronics Co Ltd|
 
 @record
 class Node:
-    dev: Dict[str, Any]
-    children: List["Node"] = field(default_factory=list)
+    dev: dict[str, Any]
+    children: list[Node] = field(default_factory=list)
 
     @property
     def bdf(self) -> str:
@@ -43,21 +43,21 @@ class Node:
 class Root:
     root: str
     numa: Optional[int]
-    top: List[Node]
+    top: list[Node]
 
 
 @record
 class Forest:
-    roots: List[Root]
+    roots: list[Root]
     hidden: int  # functions not drawn (nothing of interest below them)
     total: int
 
 
-def build(doc: Dict[str, Any], show_all: bool = False) -> Forest:
+def build(doc: dict[str, Any], show_all: bool = False) -> Forest:
     """The forest of ``doc['devices']``; without ``show_all`` only paths to GPUs, NICs, NVMe, NVSwitches."""
     devices = doc.get("devices") or []
     by_bdf = {d["bdf"]: d for d in devices}
-    kids: Dict[Optional[str], List[str]] = {}
+    kids: dict[Optional[str], list[str]] = {}
     for d in devices:
         p = d.get("parent")
         kids.setdefault(p if p in by_bdf else None, []).append(d["bdf"])
@@ -83,7 +83,7 @@ def build(doc: Dict[str, Any], show_all: bool = False) -> Forest:
     return Forest(roots, len(devices) - len(keep), len(devices))
 
 
-def _orphans(nodes: Dict[str, Node], tops: List[str]) -> List[str]:
+def _orphans(nodes: dict[str, Node], tops: list[str]) -> list[str]:
     """Functions whose parents loop (damaged input): cut the loop and draw them on their root bus."""
     seen = set()
     stack = list(tops)
@@ -125,7 +125,7 @@ def _kept(by_bdf, kids, show_all: bool) -> set:
     return keep
 
 
-def device_names(doc: Dict[str, Any]) -> Dict[str, str]:
+def device_names(doc: dict[str, Any]) -> dict[str, str]:
     """Short names as ``gdrcheck pairs`` prints them (GPU<index>, NIC<n>, NVMe<n>): the one numbering,
     :func:`gdrcheck.documents.labels.device_labels` (a NIC that is not a GPUDirect NIC gets no number)."""
     from gdrcheck.documents.labels import device_labels
@@ -138,7 +138,7 @@ def _speed(v) -> str:
     return f"Gen{g}" if g else speed_text(v)
 
 
-def link_text(dev: Dict[str, Any]) -> Tuple[str, bool]:
+def link_text(dev: dict[str, Any]) -> tuple[str, bool]:
     """(``Gen4 x16`` or ``Gen4 x8 (max Gen4 x16)``, whether the link runs below its maximum)."""
     link = dev.get("link") or {}
     cs, cw, ms, mw = (link.get(k) for k in ("current_speed_gts", "current_width", "max_speed_gts", "max_width"))
@@ -155,7 +155,7 @@ def _link(speed, width) -> str:
     return " ".join(t for t in (_speed(speed) if speed else "", f"x{width}" if width else "") if t)
 
 
-def acs_redirect(dev: Dict[str, Any]) -> Optional[bool]:
+def acs_redirect(dev: dict[str, Any]) -> Optional[bool]:
     """True when the bridge's ACS sends peer traffic up to the root complex; None when not readable."""
     acs = dev.get("acs")
     if not acs:
@@ -163,13 +163,13 @@ def acs_redirect(dev: Dict[str, Any]) -> Optional[bool]:
     return acs.get("redirect")
 
 
-def acs_text(dev: Dict[str, Any]) -> str:
+def acs_text(dev: dict[str, Any]) -> str:
     acs = dev.get("acs") or {}
     bits = acs.get("redirect_bits") or []
     return "ACS redirect" + (f" ({' '.join(bits)})" if bits else "")
 
 
-def names_text(dev: Dict[str, Any]) -> str:
+def names_text(dev: dict[str, Any]) -> str:
     return " ".join(list(dev.get("rdma_devices") or []) + list(dev.get("netdevs") or [])
                     + list(dev.get("nvme_names") or []))
 
@@ -180,7 +180,7 @@ def short_name(name: str) -> str:
     return SHORTER.sub("", name)
 
 
-def ident(dev: Dict[str, Any]) -> str:
+def ident(dev: dict[str, Any]) -> str:
     """The device's name as the input gave it, else its vendor:device IDs."""
     if dev.get("name"):
         return short_name(dev["name"])

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from gdrcheck.rules.base import Rule
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Dict, List, Tuple
-
 # Each family module exports CHECKS: a tuple of (Rule, check function or None).
 # A rule with check None is evaluated by the family's other checks (it only names findings).
-_FAMILIES: Tuple[str, ...] = (
+_FAMILIES: tuple[str, ...] = (
     "gdrcheck.rules.topology_rules",
     "gdrcheck.rules.peermem",
     "gdrcheck.rules.acs_iommu",
@@ -29,28 +25,28 @@ _FAMILIES: Tuple[str, ...] = (
 )
 
 
-def _load() -> List[Tuple[Rule, object]]:
+def _load() -> list[tuple[Rule, object]]:
     import importlib
 
-    out: List[Tuple[Rule, object]] = []
+    out: list[tuple[Rule, object]] = []
     for mod in _FAMILIES:
         out.extend(importlib.import_module(mod).CHECKS)
     out.sort(key=lambda rc: rc[0].code)
     return out
 
 
-_CACHE: List[Tuple[Rule, object]] = []
+_CACHE: list[tuple[Rule, object]] = []
 
 
-def registry() -> List[Tuple[Rule, object]]:
+def registry() -> list[tuple[Rule, object]]:
     if not _CACHE:
         _CACHE.extend(_load())
     return _CACHE
 
 
-def all_rules() -> List[Rule]:
+def all_rules() -> list[Rule]:
     return [r for r, _ in registry()]
 
 
-def by_code() -> Dict[str, Rule]:
+def by_code() -> dict[str, Rule]:
     return {r.code: r for r in all_rules()}

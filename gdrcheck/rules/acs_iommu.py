@@ -10,7 +10,7 @@ from gdrcheck.rules.util import label, value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Iterable, List, Tuple
+    from collections.abc import Iterable
 
 ACS_REDIRECT = Rule(
     "GDR040", "acs-redirect-on-path", "error", "pair",
@@ -63,15 +63,15 @@ DECLARED_SETTLE = ("ask the provider or the host's administrator whether ACS red
 
 
 @lru_cache(maxsize=8)
-def _acs_map(topo) -> Dict[str, AcsState]:
+def _acs_map(topo) -> dict[str, AcsState]:
     """The ACS state of each bridge of the topology (worked out once per topology)."""
     return {b: topo.acs(b) for b, d in topo.by_bdf.items() if topo.device_kind[b] != "gpu" and d.is_bridge}
 
 
 def _check_acs(ctx: Context) -> Iterable[Finding]:
     acs = _acs_map(ctx.topo)
-    redirect: Dict[str, List[Tuple[str, str]]] = {}
-    unknown: Dict[Tuple[str, ...], List[Tuple[str, str]]] = {}
+    redirect: dict[str, list[tuple[str, str]]] = {}
+    unknown: dict[tuple[str, ...], list[tuple[str, str]]] = {}
     for p in ctx.pairs:
         if p.nvlinks or p.pcie_path not in ("PIX", "PXB"):
             continue  # NVLink, or the path already goes through the root complex
@@ -128,8 +128,8 @@ def _check_iommu(ctx: Context) -> Iterable[Finding]:
                       pairs=tuple([(p.a, p.b) for p in pairs]), effect="unknown",
                       settle=(f.settle if f is not None and f.settle else "run gdrcheck on the node"))
         return
-    bad: Dict[str, List[Tuple[str, str]]] = {}
-    unknown: List[Tuple[str, str]] = []
+    bad: dict[str, list[tuple[str, str]]] = {}
+    unknown: list[tuple[str, str]] = []
     for p in pairs:
         modes = {x: per_dev.get(x, "unknown") for x in (p.a, p.b)}
         for x, m in modes.items():

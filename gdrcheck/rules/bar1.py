@@ -19,7 +19,8 @@ from gdrcheck.units import human_bytes, size_range_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterator, List, Optional, Tuple
+    from collections.abc import Iterator
+    from typing import Any, Optional
 
 BIOS = ("in the system BIOS/UEFI set 'Above 4G Decoding' to Enabled and 'Re-Size BAR Support' (also called "
         "'Resizable BAR' or 'Smart Access Memory') to Enabled, boot in UEFI mode (CSM off), and on servers give "
@@ -100,7 +101,7 @@ class GpuBar1:
     bdf: str
     dev: Optional[PciFunction]
     drv: Optional[DriverGpu]
-    bus: Dict[str, Any] = field(default_factory=dict)  # keys of gdrcheck.pcie.rebar.sysfs_bar1
+    bus: dict[str, Any] = field(default_factory=dict)  # keys of gdrcheck.pcie.rebar.sysfs_bar1
 
     @property
     def index(self) -> Optional[int]:
@@ -149,7 +150,7 @@ def _is_nvidia(topo, bdf: str) -> bool:
     return d.vendor == NVIDIA
 
 
-def gpu_views(snap, topo) -> List[GpuBar1]:
+def gpu_views(snap, topo) -> list[GpuBar1]:
     """Every NVIDIA GPU the driver lists or the bus shows, in GPU index order."""
     drv = {g.bdf: g for g in snap.gpus}
     bdfs = set(drv) | {b for b in topo.by_bdf if _is_nvidia(topo, b)}
@@ -170,7 +171,7 @@ def driver_answered(snap) -> bool:
     return any(c.name in ("nvml", "nvidia-smi") and c.status == "ok" for c in snap.collectors) or bool(snap.gpus)
 
 
-def _pairs(ctx: Context, bdf: str, kinds: Tuple[str, ...], either_end: bool = False) -> Tuple[Tuple[str, str], ...]:
+def _pairs(ctx: Context, bdf: str, kinds: tuple[str, ...], either_end: bool = False) -> tuple[tuple[str, str], ...]:
     return tuple((p.a, p.b) for p in ctx.pairs_with(bdf) if p.kind in kinds
                  and (p.a == bdf or (either_end and p.kind == "gpu-gpu" and p.b == bdf)))
 
@@ -278,7 +279,7 @@ def check_unread(ctx: Context) -> Iterator[Finding]:
     answered = driver_answered(ctx.snap)
     why = "; ".join(f"{c.name}: {c.detail}" for c in ctx.snap.collectors
                     if c.name in ("nvml", "nvidia-smi") and c.status != "ok") or "no driver view in this input"
-    unread: List[GpuBar1] = []
+    unread: list[GpuBar1] = []
     for v in views:
         if v.drv is None and answered:
             bound = v.dev.driver if v.dev is not None else None

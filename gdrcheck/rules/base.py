@@ -15,7 +15,8 @@ from gdrcheck.status import EFFECTS, SEVERITIES  # noqa: F401 - the one vocabula
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+    from collections.abc import Iterable, Mapping
+    from typing import Any, Callable, Optional
     Check = Callable[["Context"], Iterable["Finding"]]
 
 SCOPES = ("host", "device", "pair")
@@ -35,13 +36,13 @@ class Rule:
     rationale: str
     remediation: str
     origin: str = "gdrcheck"
-    pair_kinds: Tuple[str, ...] = ()  # for pair rules: which of gpu-gpu, gpu-nic, gpu-nvme
+    pair_kinds: tuple[str, ...] = ()  # for pair rules: which of gpu-gpu, gpu-nic, gpu-nvme
     vm_remediation: str = ""  # the fix inside a virtual machine, where the guest cannot move cards or set ACS
 
     def fix(self, virtual: bool) -> str:
         return self.vm_remediation if virtual and self.vm_remediation else self.remediation
 
-    def to_doc(self) -> Dict[str, Any]:
+    def to_doc(self) -> dict[str, Any]:
         return {
             "code": self.code, "name": self.name, "severity": self.severity, "scope": self.scope,
             "title": self.title, "rationale": self.rationale, "remediation": self.remediation,
@@ -65,9 +66,9 @@ class Finding:
 
     code: str
     severity: str
-    subject: Tuple[str, ...]
+    subject: tuple[str, ...]
     message: str
-    pairs: Tuple[Tuple[str, str], ...] = ()
+    pairs: tuple[tuple[str, str], ...] = ()
     effect: Optional[str] = None
     evidence: str = ""
     settle: str = ""  # for unknowns: what would settle it
@@ -78,8 +79,8 @@ class Finding:
         """How many findings this one stands for: a finding folded from per-pair ones, one per pair."""
         return len(self.pairs) if self.fold and len(self.pairs) > 1 else 1
 
-    def to_doc(self) -> Dict[str, Any]:
-        doc: Dict[str, Any] = {"code": self.code, "severity": self.severity, "subject": list(self.subject),
+    def to_doc(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"code": self.code, "severity": self.severity, "subject": list(self.subject),
                                "message": self.message}
         if self.weight > 1:
             doc["folded"] = self.weight
@@ -119,8 +120,8 @@ class PairInfo:
     kind: str  # gpu-gpu, gpu-nic, gpu-nvme
     pcie_path: Optional[str]
     path: Optional[str]
-    candidates: Tuple[str, ...]
-    bridges: Tuple[str, ...]  # bridges on the path (through the lowest common bridge)
+    candidates: tuple[str, ...]
+    bridges: tuple[str, ...]  # bridges on the path (through the lowest common bridge)
     nvlinks: Optional[int] = None
     nvlink_unknown: str = ""  # GPU-GPU: why NVLink may join the pair although the input cannot show it
 
@@ -131,34 +132,34 @@ class Context:
 
     snap: Any  # gdrcheck.model.Snapshot
     topo: Any  # gdrcheck.pcie.topology.Topology
-    pairs: Tuple[PairInfo, ...]
+    pairs: tuple[PairInfo, ...]
     options: Options = Options()
     nccl: Any = None  # gdrcheck.rules.nccl.NcclSettings in force
-    nccl_view: Mapping[Tuple[str, str], Dict[str, Any]] = field(default_factory=dict)
+    nccl_view: Mapping[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     @cached_property
-    def _by_kind(self) -> Dict[str, Tuple[PairInfo, ...]]:
-        got: Dict[str, List[PairInfo]] = {}
+    def _by_kind(self) -> dict[str, tuple[PairInfo, ...]]:
+        got: dict[str, list[PairInfo]] = {}
         for p in self.pairs:
             got.setdefault(p.kind, []).append(p)
         return {k: tuple(v) for k, v in got.items()}
 
     @cached_property
-    def _by_dev(self) -> Dict[str, Tuple[PairInfo, ...]]:
-        index: Dict[str, List[PairInfo]] = {}
+    def _by_dev(self) -> dict[str, tuple[PairInfo, ...]]:
+        index: dict[str, list[PairInfo]] = {}
         for p in self.pairs:
             index.setdefault(p.a, []).append(p)
             index.setdefault(p.b, []).append(p)
         return {k: tuple(v) for k, v in index.items()}
 
-    def pairs_of(self, *kinds: str) -> Tuple[PairInfo, ...]:
+    def pairs_of(self, *kinds: str) -> tuple[PairInfo, ...]:
         if len(kinds) == 1:
             return self._by_kind.get(kinds[0], ())
         return tuple(p for p in self.pairs if p.kind in kinds)
 
-    def pairs_with(self, bdf: str) -> Tuple[PairInfo, ...]:
+    def pairs_with(self, bdf: str) -> tuple[PairInfo, ...]:
         """Every pair one of whose ends is ``bdf`` (indexed once: no per-device scans)."""
         return self._by_dev.get(bdf, ())
 
-    def gpu_bdfs(self) -> Tuple[str, ...]:
+    def gpu_bdfs(self) -> tuple[str, ...]:
         return tuple(self.topo.of_kind("gpu"))

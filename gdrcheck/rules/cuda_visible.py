@@ -17,7 +17,8 @@ from gdrcheck.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+    from collections.abc import Mapping, Sequence
+    from typing import Optional
 
 _INDEX = re.compile(r"\d+")
 _MIG_OF_GPU = re.compile(r"MIG-(GPU-[0-9A-Fa-f-]+)(/\d+/\d+)?")
@@ -40,13 +41,13 @@ class JobGpus:
 
     setting: str
     order: str
-    gpus: Optional[Tuple[str, ...]]
+    gpus: Optional[tuple[str, ...]]
     count: Optional[int]
     assumes: str = ""
     note: str = ""
 
 
-def _order(order: str, gpus: Sequence[GpuId]) -> Tuple[Optional[List[str]], str]:
+def _order(order: str, gpus: Sequence[GpuId]) -> tuple[Optional[list[str]], str]:
     """The node's GPUs in CUDA's index order, and what that order rests on (``None``: the input cannot say)."""
     from gdrcheck.model import bdf_key
 
@@ -70,7 +71,7 @@ def _order(order: str, gpus: Sequence[GpuId]) -> Tuple[Optional[List[str]], str]
                   "capabilities the input does not show: which GPU an index names is not known (nvidia-smi -L)")
 
 
-def _by_uuid(prefix: str, gpus: Sequence[GpuId]) -> Tuple[Optional[str], str]:
+def _by_uuid(prefix: str, gpus: Sequence[GpuId]) -> tuple[Optional[str], str]:
     """The GPU a UUID or UUID prefix names; (None, why) when none or several do, or the input shows no UUID."""
     if not any(g.uuid for g in gpus):
         return None, "unknown"
@@ -89,7 +90,7 @@ def select(env: Mapping[str, str], gpus: Sequence[GpuId]) -> Optional[JobGpus]:
     if setting.strip() == "":
         return JobGpus(setting, order, (), 0, note="an empty CUDA_VISIBLE_DEVICES shows no GPU")
     indexed, assumes = _order(order, gpus)
-    got: List[str] = []
+    got: list[str] = []
     count: Optional[int] = 0
     note = ""
     undecided = False
@@ -135,13 +136,13 @@ def numbering(job: JobGpus, labels: Optional[Mapping[str, str]] = None) -> str:
     return f"the job holds {held}, {where}{'; ' + job.note if job.note else ''}"
 
 
-def gpu_ids(snap, topo) -> List[GpuId]:
+def gpu_ids(snap, topo) -> list[GpuId]:
     """The node's GPUs as :func:`select` needs them: the model from the PCI id or name, the compute capability
     and UUID from the driver's view."""
     from gdrcheck.device_models import gpu_model, nvidia_device_id
 
-    driver: Dict[str, object] = {g.bdf: g for g in getattr(snap, "gpus", ()) or ()}
-    out: List[GpuId] = []
+    driver: dict[str, object] = {g.bdf: g for g in getattr(snap, "gpus", ()) or ()}
+    out: list[GpuId] = []
     for b in topo.of_kind("gpu"):
         d = topo.by_bdf[b]
         dg = driver.get(b)
@@ -154,7 +155,7 @@ def gpu_ids(snap, topo) -> List[GpuId]:
     return out
 
 
-def pair_in_job(job: JobGpus, a: str, b: str, view: Dict[str, object]) -> None:
+def pair_in_job(job: JobGpus, a: str, b: str, view: dict[str, object]) -> None:
     """Say in a GPU pair's P2P ``view`` whether the job's communicator holds the pair, and as which devices."""
     if job.gpus is None:
         view["depends_on"] = list(view.get("depends_on", ())) + [  # type: ignore[call-overload]

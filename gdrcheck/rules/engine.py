@@ -15,7 +15,7 @@ from gdrcheck.status import severity_for, worst_verdict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Optional
 
 
 @record
@@ -27,15 +27,15 @@ class Evaluation:
     topo: Topology
     options: Options
     settings: nccl.NcclSettings
-    pairs: Tuple[PairInfo, ...]
-    findings: List[Finding]
-    verdicts: Dict[Tuple[str, str], str] = field(default_factory=dict)
-    pair_findings: Dict[Tuple[str, str], List[str]] = field(default_factory=dict)
-    nccl_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
-    whole: Optional["Evaluation"] = None  # for an evaluation restricted to some pair kinds: the node's full evaluation
+    pairs: tuple[PairInfo, ...]
+    findings: list[Finding]
+    verdicts: dict[tuple[str, str], str] = field(default_factory=dict)
+    pair_findings: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    nccl_view: dict[tuple[str, str], dict] = field(default_factory=dict)
+    whole: Optional[Evaluation] = None  # for an evaluation restricted to some pair kinds: the node's full evaluation
     nccl_node: Any = None  # gdrcheck.rules.nccl.node.NodeNccl: NCCL's view of the node at the version judged
-    nic_side: Tuple[Optional[bool], str] = (None, "")  # NCCL's NIC-side GDR flag for this node, and why
-    reconciled: Optional[Dict[str, Any]] = None  # a job's NCCL log held to the prediction (rules.nccl_log)
+    nic_side: tuple[Optional[bool], str] = (None, "")  # NCCL's NIC-side GDR flag for this node, and why
+    reconciled: Optional[dict[str, Any]] = None  # a job's NCCL log held to the prediction (rules.nccl_log)
 
 
 PAIR_KIND_OF = {"gdr": "gpu-nic", "p2p": "gpu-gpu", "gds": "gpu-nvme"}
@@ -67,11 +67,11 @@ def restrict(evaluation: Evaluation, capabilities, required: bool = True) -> Eva
                       nic_side=evaluation.nic_side, reconciled=evaluation.reconciled)
 
 
-def build_pairs(topo: Topology) -> Tuple[PairInfo, ...]:
+def build_pairs(topo: Topology) -> tuple[PairInfo, ...]:
     gpus = topo.of_kind("gpu")
     nics = topo.gpudirect_nics()
     nvmes = topo.of_kind("nvme")
-    out: List[PairInfo] = []
+    out: list[PairInfo] = []
 
     pcie_class, path_bridges = topo.pcie_class, topo.path_bridges
 
@@ -122,22 +122,22 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
         for f in check(ctx):
             sev = severity_for(f.effect if f.pairs else None, f.severity)
             evaluation.findings.append(f if sev == f.severity else replace(f, severity=sev))
-    subject_keys: Dict[str, Tuple[int, ...]] = {}  # subject -> its sort key (an address's numeric key, else zeros)
+    subject_keys: dict[str, tuple[int, ...]] = {}  # subject -> its sort key (an address's numeric key, else zeros)
 
-    def subject_key(s: str) -> Tuple[int, ...]:
+    def subject_key(s: str) -> tuple[int, ...]:
         got = subject_keys.get(s)
         if got is None:
             got = subject_keys[s] = bdf_key(s) if s.count(":") == 2 else (0, 0, 0, 0)
         return got
 
     evaluation.findings.sort(key=lambda f: (f.code, [subject_key(s) for s in f.subject], f.subject, f.message))
-    by_pair: Dict[Tuple[str, str], List[Tuple[str, Optional[str]]]] = {}  # pair -> (code, effect) of its findings
+    by_pair: dict[tuple[str, str], list[tuple[str, Optional[str]]]] = {}  # pair -> (code, effect) of its findings
     for f in evaluation.findings:
         said = (f.code, f.effect)
         for key in f.pairs:
             by_pair.setdefault(key, []).append(said)
     # pairs whose findings have the same codes and effects share one verdict and one list of codes
-    judged: Dict[tuple, Tuple[str, List[str]]] = {}
+    judged: dict[tuple, tuple[str, list[str]]] = {}
     for pair in pairs:
         key = (pair.a, pair.b)
         said = tuple(by_pair.get(key, ()))
@@ -152,15 +152,15 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
 FOLD_OVER = 8  # a code said of more pairs than this (what a text listing shows one by one) is folded
 
 
-def fold_repeats(findings: List[Finding], kinds: Dict[Tuple[str, str], str]) -> List[Finding]:
+def fold_repeats(findings: list[Finding], kinds: dict[tuple[str, str], str]) -> list[Finding]:
     """Per-pair findings that say the same thing (code, severity, effect, what settles it, the message without
     the pair, and the kind of pair) become one finding where the first of them stood: its message is the
     first one's, with how many more pairs say the same, its ``pairs`` all of them. Only a code said of more than
     FOLD_OVER pairs is folded, all of its groups alike: on a large fabric, thousands of lines that differ
     only in the pair they name. ``kinds``: pair -> gpu-gpu, gpu-nic, gpu-nvme (a group never mixes kinds,
     so restricting an evaluation to some kinds keeps or drops a folded finding whole)."""
-    per_code: Dict[Tuple[str, str], int] = {}  # (code, severity) -> how many foldable findings
-    groups: Dict[tuple, List[int]] = {}  # what a foldable finding says -> where such findings stand
+    per_code: dict[tuple[str, str], int] = {}  # (code, severity) -> how many foldable findings
+    groups: dict[tuple, list[int]] = {}  # what a foldable finding says -> where such findings stand
     for i, f in enumerate(findings):
         if f.fold and len(f.pairs) == 1 and tuple(f.subject) == f.pairs[0]:
             per_code[(f.code, f.severity)] = per_code.get((f.code, f.severity), 0) + 1
@@ -169,7 +169,7 @@ def fold_repeats(findings: List[Finding], kinds: Dict[Tuple[str, str], str]) -> 
         return findings
     big = {idx[0]: idx for key, idx in groups.items() if per_code[key[:2]] > FOLD_OVER and len(idx) > 1}
     drop = {i for idx in big.values() for i in idx[1:]}
-    out: List[Finding] = []
+    out: list[Finding] = []
     for i, f in enumerate(findings):
         if i in drop:
             continue
@@ -229,11 +229,11 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
     return view
 
 
-def other_versions(evaluation: Evaluation) -> List[Dict[str, Any]]:
+def other_versions(evaluation: Evaluation) -> list[dict[str, Any]]:
     """For each other NCCL version found on the node: the pairs it would decide differently."""
     node = evaluation.nccl_node
     seen = {node.version}
-    out: List[Dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
     for e in node.versions_found:
         try:
             v = nccl.parse_version(str(e["version"]))

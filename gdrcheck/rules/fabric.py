@@ -8,7 +8,8 @@ from gdrcheck.rules.util import label, pair_label
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterable, List, Optional
+    from collections.abc import Iterable
+    from typing import Any, Optional
 
 FM_CHECK = (
     "On the node: `systemctl status nvidia-fabricmanager` (it must be active), `nv-fabricmanager --version` "
@@ -49,11 +50,11 @@ FABRIC_UNKNOWN = Rule(
     "shows it by hand.")
 
 
-def _gpu_extra(ctx: Context) -> Dict[str, Dict[str, Any]]:
+def _gpu_extra(ctx: Context) -> dict[str, dict[str, Any]]:
     return {g.bdf: dict(g.extra or {}) for g in ctx.snap.gpus}
 
 
-def _switched(ctx: Context, bdf: str, extra: Dict[str, Any]) -> bool:
+def _switched(ctx: Context, bdf: str, extra: dict[str, Any]) -> bool:
     """Whether the GPU has links into NVSwitches (NVML's remote type, or the connected-link field)."""
     nvl = extra.get("nvlink") or {}
     if nvl.get("to_nvswitch"):
@@ -64,14 +65,14 @@ def _switched(ctx: Context, bdf: str, extra: Dict[str, Any]) -> bool:
     return False
 
 
-def _fabric_text(f: Dict[str, Any]) -> str:
+def _fabric_text(f: dict[str, Any]) -> str:
     return f"state {f.get('state')}, status {f.get('status')}"
 
 
 def _check_fabric(ctx: Context) -> Iterable[Finding]:
     gg = ctx.pairs_of("gpu-gpu")
     extras = _gpu_extra(ctx)
-    bad: Dict[str, str] = {}
+    bad: dict[str, str] = {}
     for bdf, ex in extras.items():
         f = ex.get("fabric")
         if not isinstance(f, dict):
@@ -103,7 +104,7 @@ def _check_fabric(ctx: Context) -> Iterable[Finding]:
                       pairs=pairs, effect="fail", evidence=f"NVML nvmlDeviceGetGpuFabricInfo: {why}")
 
 
-def _down_text(ex: Dict[str, Any]) -> Optional[str]:
+def _down_text(ex: dict[str, Any]) -> Optional[str]:
     nvl = ex.get("nvlink") or {}
     total, active = nvl.get("links"), nvl.get("active")
     if not isinstance(total, int) or not isinstance(active, int) or active >= total:
@@ -124,7 +125,7 @@ def _check_links(ctx: Context) -> Iterable[Finding]:
         if not which:
             continue
         n = ctx.topo.nvlink_count(p.a, p.b) if ctx.snap.shows_nvlink else None
-        parts: List[str] = [f"{label(ctx, b)}: {short[b]}" for b in which]
+        parts: list[str] = [f"{label(ctx, b)}: {short[b]}" for b in which]
         nv = f"NV{n}" if n else "no NVLink"
         full = max((extras[b].get("nvlink") or {}).get("links") or 0 for b in (p.a, p.b))
         msg = f"{pair_label(ctx, p)} joined by {nv}" + (f" where the GPUs have {full} links" if full else "") \

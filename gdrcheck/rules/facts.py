@@ -7,7 +7,7 @@ from gdrcheck.rules.util import value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
 NCCL_OVERRIDES = Rule(
     "GDR120", "nccl-overrides-in-effect", "info", "host",

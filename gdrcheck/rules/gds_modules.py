@@ -15,7 +15,7 @@ from gdrcheck.rules.base import Context, Finding, Rule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
 NVME_KEY = "nvme"
 NVME_NOT_REGISTERED = Rule(

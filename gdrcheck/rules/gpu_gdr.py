@@ -7,7 +7,7 @@ from gdrcheck.rules.util import pair_label
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
 GPU_WITHOUT_GDR = Rule(
     "GDR170", "gpu-without-gdr-support", "error", "pair",

@@ -7,7 +7,8 @@ from gdrcheck.rules.util import label
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Iterable, Optional, Tuple
+    from collections.abc import Iterable
+    from typing import Optional
 
 LINK_WIDTH = Rule(
     "GDR080", "link-width-downtrained", "warning", "device",
@@ -73,8 +74,8 @@ def _check_links(ctx: Context) -> Iterable[Finding]:
     (a x16 card in a x8 slot trains x8 as it should); where the upper end's maximum is not in the input, the
     finding says so instead of calling the link downtrained."""
     topo = ctx.topo
-    narrow: Dict[str, Tuple[int, int, Optional[int]]] = {}  # bdf -> (current, own max, expected or None)
-    slow: Dict[str, Tuple[float, float, Optional[float]]] = {}
+    narrow: dict[str, tuple[int, int, Optional[int]]] = {}  # bdf -> (current, own max, expected or None)
+    slow: dict[str, tuple[float, float, Optional[float]]] = {}
     for bdf, d in topo.by_bdf.items():
         if topo.device_kind.get(bdf) in _DOWN_FACING:
             continue  # the same link as its child's, judged from the child

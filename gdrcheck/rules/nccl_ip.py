@@ -8,7 +8,7 @@ from gdrcheck.rules.nccl import ib as ib_rules
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
 NO_IP_INTERFACE = Rule(
     "GDR208", "nccl-no-ip-interface", "error", "host",

@@ -19,7 +19,8 @@ from gdrcheck.rules.nccl.job_log import hca_evidence, job_log  # noqa: F401 - hc
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterable, List, Optional, Tuple
+    from collections.abc import Iterable
+    from typing import Any, Optional
 
 P2P_DIFFERS = Rule(
     "GDR180", "nccl-log-p2p-differs", "warning", "pair",
@@ -89,7 +90,7 @@ UNMODELLED = ("NCCL_TOPO_FILE", "NCCL_NET_DISABLE_INTRA", "NCCL_CUMEM_ENABLE", "
               "NCCL_IB_HCA", "NCCL_NET", "NCCL_NET_PLUGIN", "NCCL_IB_DISABLE", "NCCL_SHM_DISABLE")
 
 
-def job_options(snap, options, version: Optional[str] = None) -> Tuple[Any, Optional[str], str]:
+def job_options(snap, options, version: Optional[str] = None) -> tuple[Any, Optional[str], str]:
     """The options with the job's settings (every NCCL_* the log reports as set, under the options' own
     ``--env``), the job's NCCL version to judge with (None: the log names none) and why."""
     job = job_log(snap)
@@ -117,8 +118,8 @@ def job_options(snap, options, version: Optional[str] = None) -> Tuple[Any, Opti
 # reconcile
 
 
-def reconcile(snap, topo, pairs, views: Dict[Tuple[str, str], dict], node,
-              given: Optional[Dict[str, str]] = None) -> Optional[Dict[str, Any]]:
+def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
+              given: Optional[dict[str, str]] = None) -> Optional[dict[str, Any]]:
     """Put ``observed`` into the view of every pair the log shows; the summary of what agreed and what not.
     ``given``: the settings of ``--env``, which a prediction takes and the logged job may not have had."""
     job = job_log(snap)
@@ -171,7 +172,7 @@ def _with_log_line(view: dict, job, topo, p) -> dict:
     return view
 
 
-def _count(summary: Dict[str, Any], obs: dict) -> None:
+def _count(summary: dict[str, Any], obs: dict) -> None:
     summary["pairs"] += 1
     summary["connections"] += obs["connections"]
     if obs["agrees"] is True:
@@ -183,7 +184,7 @@ def _count(summary: Dict[str, Any], obs: dict) -> None:
         summary["settled"] += 1
 
 
-def _node_env(snap, node) -> Dict[str, str]:
+def _node_env(snap, node) -> dict[str, str]:
     """The settings the node itself gives NCCL (its environment capture and settings files), without the log."""
     if node is None:
         return {}
@@ -203,7 +204,7 @@ def _given_cause(job) -> Optional[str]:
     return None
 
 
-def _job_setting_cause(job, node_env: Dict[str, str], names: Iterable[str]) -> Optional[str]:
+def _job_setting_cause(job, node_env: dict[str, str], names: Iterable[str]) -> Optional[str]:
     log = job["log"]
     for name, value, _line in log.settings:
         if name in names and node_env.get(name) != value:
@@ -222,7 +223,7 @@ def _observed_p2p(conns, view: dict, job, node_env, topo, ranks) -> dict:
     p2p = all(_kind_word(t) == "P2P" for t in transports)
     mixed = not p2p and any(_kind_word(t) == "P2P" for t in transports)
     said = "enabled" if p2p else "disabled"
-    obs: Dict[str, Any] = {"p2p": "mixed" if mixed else said, "transport": ", ".join(transports),
+    obs: dict[str, Any] = {"p2p": "mixed" if mixed else said, "transport": ", ".join(transports),
                            "line": conns[0].line, "connections": len(conns)}
     pred = view.get("p2p")
     if pred not in ("enabled", "disabled") or mixed:
@@ -261,7 +262,7 @@ def _observed_gdr(items, view: dict, job, node_env, snap, topo, nic: str) -> dic
     gdr = "enabled" if all(basis) else "disabled" if not any(basis) else "mixed"
     transports = sorted({getattr(it, "transport", None) or ("GDR " + ("Enabled" if o["gdrdma"] else "Disabled"))
                          for it, o in items})
-    obs: Dict[str, Any] = {"gdr": gdr, "transport": ", ".join(transports), "line": lines[0].line,
+    obs: dict[str, Any] = {"gdr": gdr, "transport": ", ".join(transports), "line": lines[0].line,
                            "connections": len(items)}
     if vias:
         obs["via"] = vias[0]
@@ -300,7 +301,7 @@ def _gdr_cause(view: dict, gdr: str, job, node_env, snap, topo, nic: str) -> str
     return MODEL_WRONG
 
 
-def log_doc(evaluation) -> Optional[Dict[str, Any]]:
+def log_doc(evaluation) -> Optional[dict[str, Any]]:
     """The top-level ``nccl.log`` object: what the job's log says, which host is the node, and how the
     log's connections compare with the prediction, in one sentence (``summary``)."""
     job = job_log(evaluation.snap)
@@ -309,7 +310,7 @@ def log_doc(evaluation) -> Optional[Dict[str, Any]]:
         return None
     log = job["log"]
     host = job["host"]
-    doc: Dict[str, Any] = {
+    doc: dict[str, Any] = {
         "file": log.label, "version": log.version, "cuda": log.cuda, "cuda_driver": log.cuda_driver,
         "host": host, "host_reason": job.get("host_reason"), "hosts": list(log.hosts),
         "settings": [{"name": n, "value": v, "line": ln} for n, v, ln in log.settings],
@@ -330,7 +331,7 @@ def log_doc(evaluation) -> Optional[Dict[str, Any]]:
     return doc
 
 
-def summary_sentence(s: Dict[str, Any]) -> str:
+def summary_sentence(s: dict[str, Any]) -> str:
     n, agree, differ, settled = s["pairs"], s["agree"], s["differ"], s["settled"]
     if not n:
         return "the log shows no connection between devices of this node"
@@ -403,7 +404,7 @@ def check(ctx) -> Iterable[Finding]:
     yield from _hca_findings(ctx, job, names)
 
 
-def _found_versions(snap) -> List[str]:
+def _found_versions(snap) -> list[str]:
     f = snap.host.get("nccl_versions")
     if f is None or not isinstance(f.value, dict):
         return []
@@ -437,8 +438,8 @@ def _hca_findings(ctx, job, names) -> Iterable[Finding]:
                           evidence=h.line)
 
 
-def _labels(topo) -> Dict[str, str]:
-    out: Dict[str, str] = {}
+def _labels(topo) -> dict[str, str]:
+    out: dict[str, str] = {}
     for b in topo.of_kind("gpu"):
         d = topo.by_bdf[b]
         out[b] = f"GPU{d.gpu_index}" if d.gpu_index is not None else b

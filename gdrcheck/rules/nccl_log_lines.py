@@ -11,17 +11,17 @@ import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Optional
 
 
-def rank_map(job, topo) -> Tuple[Dict[int, Tuple[Optional[str], Optional[str], Optional[int]]], List[str]]:
+def rank_map(job, topo) -> tuple[dict[int, tuple[Optional[str], Optional[str], Optional[int]]], list[str]]:
     """rank -> (host, bus id, cudaDev) of the communicator with the most ranks; and what was assumed."""
     log = job["log"]
-    notes: List[str] = []
-    by_comm: Dict[str, List[Any]] = {}
+    notes: list[str] = []
+    by_comm: dict[str, list[Any]] = {}
     for r in log.ranks:
         by_comm.setdefault(r.comm, []).append(r)
-    out: Dict[int, Tuple[Optional[str], Optional[str], Optional[int]]] = {}
+    out: dict[int, tuple[Optional[str], Optional[str], Optional[int]]] = {}
     if by_comm:
         comm = max(by_comm, key=lambda c: len(by_comm[c]))
         for r in by_comm[comm]:
@@ -95,15 +95,15 @@ class Ranks:
         return bdf_of_bracket(bracket, self.topo, self.logv)
 
 
-def connection_lines(job, topo, rk: Ranks, gpus) -> Tuple[Dict[Tuple[str, str], List[Any]],
-                                                            Dict[Tuple[str, str], List[Tuple[Any, dict]]]]:
+def connection_lines(job, topo, rk: Ranks, gpus) -> tuple[dict[tuple[str, str], list[Any]],
+                                                            dict[tuple[str, str], list[tuple[Any, dict]]]]:
     """The log's connection lines of this host: by GPU pair (in bus order), and by GPU and NIC with what each
     says (``/GDRDMA``, the relay GPU of a PXN connection)."""
     from gdrcheck.model import bdf_key
 
     log, local_host = job["log"], job["host"]
-    gg: Dict[Tuple[str, str], List[Any]] = {}
-    gn: Dict[Tuple[str, str], List[Tuple[Any, dict]]] = {}
+    gg: dict[tuple[str, str], list[Any]] = {}
+    gn: dict[tuple[str, str], list[tuple[Any, dict]]] = {}
     for c in log.connections:
         if c.host != local_host and local_host is not None and c.host is not None:
             continue
@@ -130,7 +130,7 @@ def connection_lines(job, topo, rk: Ranks, gpus) -> Tuple[Dict[Tuple[str, str], 
     return gg, gn
 
 
-def pair_gdr_lines(job, topo, rk: Ranks, gpus, gn: Dict[Tuple[str, str], List[Tuple[Any, dict]]]) -> None:
+def pair_gdr_lines(job, topo, rk: Ranks, gpus, gn: dict[tuple[str, str], list[tuple[Any, dict]]]) -> None:
     """NCCL's own ``GPU Direct RDMA Enabled|Disabled for GPU .. / HCA ..`` lines of this host, added to ``gn``."""
     from gdrcheck.collectors.pastes.nccl_log import bdf_of_busid
 

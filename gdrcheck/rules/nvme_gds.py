@@ -8,7 +8,7 @@ from gdrcheck.rules.util import pair_label, value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable, List, Tuple
+    from collections.abc import Iterable
 
 NVFS_MISSING = Rule(
     "GDR060", "nvidia-fs-missing", "warning", "pair",
@@ -43,7 +43,7 @@ GDS_UNKNOWN = Rule(
     "Run gdrcheck on the node, or send a snapshot.", pair_kinds=("gpu-nvme",))
 
 
-def _verdicts(ctx: Context, pairs) -> List[Tuple[object, object]]:
+def _verdicts(ctx: Context, pairs) -> list[tuple[object, object]]:
     devices = ctx.snap.devices
     acs = {d.bdf: ctx.topo.acs(d.bdf) for d in devices}
     roots = root_ids_from_devices(devices)

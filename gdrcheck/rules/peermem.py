@@ -8,7 +8,8 @@ from gdrcheck.rules.util import value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable, Optional, Tuple
+    from collections.abc import Iterable
+    from typing import Optional
 
 NO_PEER_MEMORY = Rule(
     "GDR020", "no-peer-memory-path", "error", "pair",
@@ -65,7 +66,7 @@ def dmabuf_possible(ctx: Context) -> Optional[bool]:
     return None
 
 
-def nic_gdr(ctx: Context) -> Tuple[Optional[bool], str]:
+def nic_gdr(ctx: Context) -> tuple[Optional[bool], str]:
     """NCCL's NIC-side GDR flag for this node, and why."""
     pm = value(ctx, "peermem")
     version = ctx.nccl.version if ctx.nccl else nccl.NEWEST

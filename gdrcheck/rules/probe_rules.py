@@ -11,8 +11,9 @@ from gdrcheck.rules.base import Finding, Rule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
-    Detector = Callable[[Dict[str, Any]], Optional[str]]
+    from collections.abc import Iterable
+    from typing import Any, Callable, Optional
+    Detector = Callable[[dict[str, Any]], Optional[str]]
 
 CUDA_UNAVAILABLE = Rule(
     "GDR140", "probe-cuda-unavailable", "error", "device",
@@ -160,7 +161,7 @@ CHECKS = tuple((r, None) for r in (
 PROBE_CODES = frozenset(r.code for r, _ in CHECKS)
 
 
-def _m(c: Dict[str, Any]) -> Dict[str, Any]:
+def _m(c: dict[str, Any]) -> dict[str, Any]:
     return c.get("measured") or {}
 
 
@@ -215,7 +216,7 @@ def _p2p_denied(c):
     return None
 
 
-def _reg(c, key) -> Dict[str, Any]:
+def _reg(c, key) -> dict[str, Any]:
     return _m(c).get(key) or {}
 
 
@@ -291,7 +292,7 @@ def _left(c):
     return f"after {c['check']}: {left}" if left else None
 
 
-DETECTORS: Tuple[Tuple[Rule, Detector], ...] = (
+DETECTORS: tuple[tuple[Rule, Detector], ...] = (
     (CUDA_UNAVAILABLE, _cuda), (HOST_BANDWIDTH_LOW, _host_low), (HOST_COPY_MISMATCH, _host_mismatch),
     (P2P_DATA_MISMATCH, _p2p_mismatch), (P2P_SLOWER_THAN_STAGED, _p2p_slow), (P2P_DENIED, _p2p_denied),
     (PEERMEM_NOT_WORKING, _peermem), (DMABUF_NOT_WORKING, _dmabuf), (GDR_WORKS_NCCL_BLIND, _blind),
@@ -299,9 +300,9 @@ DETECTORS: Tuple[Tuple[Rule, Detector], ...] = (
     (GDS_READ_FAILED, _gds_failed), (STEP_HUNG, _hung), (LEFT_BEHIND, _left), (P2P_BELOW_LINK, _p2p_below_link))
 
 
-def probe_findings(checks: Iterable[Dict[str, Any]]) -> List[Finding]:
+def probe_findings(checks: Iterable[dict[str, Any]]) -> list[Finding]:
     """The findings of a probe: every check document run past every detector."""
-    out: List[Finding] = []
+    out: list[Finding] = []
     for c in checks:
         if c.get("status") in ("planned", None):
             continue

@@ -7,7 +7,7 @@ from gdrcheck.rules.base import Context, Finding, Rule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
 NOT_IN_INPUT = Rule(
     "GDR160", "not-in-this-input", "info", "host",

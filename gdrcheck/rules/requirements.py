@@ -8,7 +8,7 @@ from gdrcheck.rules.base import Finding, Rule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable, List
+    from collections.abc import Iterable
 
 NO_GPU = Rule(
     "GDR010", "no-gpu", "error", "host",
@@ -39,11 +39,11 @@ NO_NVME = Rule(
     "--require.")
 
 
-def unmet(topo, capabilities: Iterable[str]) -> List[Finding]:
+def unmet(topo, capabilities: Iterable[str]) -> list[Finding]:
     """One error finding per requirement nothing on the node could satisfy."""
     caps = set(capabilities)
     gpus = topo.of_kind("gpu")
-    out: List[Finding] = []
+    out: list[Finding] = []
     if any(c.name == "sysfs-pci" and c.status != "ok" for c in topo.snap.collectors):
         return out  # the PCI tree was not read: what the node has is unknown (GDR123), not absent
     from gdrcheck.rules.facts import blank_functions

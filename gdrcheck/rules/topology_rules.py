@@ -7,7 +7,8 @@ from gdrcheck.rules.util import label, pair_label
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Iterable, List, Optional, Tuple
+    from collections.abc import Iterable
+    from typing import Optional
 
 # in a guest, placement is the host's to change
 VM_PLACEMENT_FIX = (
@@ -109,10 +110,10 @@ P2P_UNKNOWN = Rule(
 ORDER = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
 
 
-def _closest(ctx: Context) -> Dict:
+def _closest(ctx: Context) -> dict:
     """Per (GPU, pair kind): the best path class the GPU has to any peer of that kind, and to which."""
-    best: Dict = {}
-    rdma: Dict[str, object] = {}  # NIC -> _rdma_capable(), asked once per NIC
+    best: dict = {}
+    rdma: dict[str, object] = {}  # NIC -> _rdma_capable(), asked once per NIC
     for p in ctx.pairs:
         if p.kind == "gpu-gpu" or p.pcie_path is None:
             continue
@@ -126,13 +127,13 @@ def _closest(ctx: Context) -> Dict:
     return best
 
 
-def _far(ctx: Context, p, best: Dict) -> bool:
+def _far(ctx: Context, p, best: dict) -> bool:
     """A GPU-NIC or GPU-NVMe pair worse than the GPU's closest peer of that kind: not the one to use."""
     got = best.get((p.a, p.kind))
     return got is not None and p.pcie_path in ORDER and ORDER[got[0]] < ORDER[p.pcie_path]
 
 
-def _distance_code(p, view: Dict) -> Optional[str]:
+def _distance_code(p, view: dict) -> Optional[str]:
     """The one finding a pair's distance gives, if any, by its code: NCCL's own level decision first (GDR001,
     GDR006), else what NVIDIA documents for the class (GDR002 root complex, GDR003 across NUMA nodes). Its words
     are :func:`_distance_words` (a pair that is not the one to use needs none)."""
@@ -170,7 +171,7 @@ def _sys_where(ctx: Context, p) -> str:
             "whether they are different sockets)")
 
 
-def _distance_words(ctx: Context, p, code: str, view: Dict) -> Tuple[str, str]:
+def _distance_words(ctx: Context, p, code: str, view: dict) -> tuple[str, str]:
     """(message, the message without the pair) of a distance finding with ``code``."""
     st = ctx.nccl
     where = _sys_where(ctx, p) if p.pcie_path == "SYS" else _WHERE.get(p.pcie_path, f"are {p.pcie_path} apart")
@@ -186,7 +187,7 @@ def _distance_words(ctx: Context, p, code: str, view: Dict) -> Tuple[str, str]:
     return f"{pair_label(ctx, p)} {where}", f"the two {where}"
 
 
-_NO_VIEW: Dict = {}  # what a pair without NCCL's view reads (never written)
+_NO_VIEW: dict = {}  # what a pair without NCCL's view reads (never written)
 NVLINK_SETTLE = ("run gdrcheck on the node (NVML shows NVLink), or give an NCCL topology dump made there "
                  "(NCCL_TOPO_DUMP_FILE) or nvidia-smi topo -m")
 
@@ -196,12 +197,12 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
     best = _closest(ctx)
     # pairs that are not the ones to use (a GPU has a closer peer of that kind) only inform, folded
     # into one finding per (rule, GPU, peer kind): NCCL and GDS take the closest
-    far: Dict[Tuple[str, str, str], List] = {}
-    unseen_words: Dict[tuple, str] = {}  # what GDR009 says of a GPU pair, by what it is made of (one per kind)
+    far: dict[tuple[str, str, str], list] = {}
+    unseen_words: dict[tuple, str] = {}  # what GDR009 says of a GPU pair, by what it is made of (one per kind)
     views = ctx.nccl_view
     for p in ctx.pairs:
         key = (p.a, p.b)
-        view: Dict = views.get(key, _NO_VIEW)
+        view: dict = views.get(key, _NO_VIEW)
         if p.kind == "gpu-gpu" and st.user_p2p_level == "LOC" and view.get("p2p") == "disabled":
             yield _p2p_off_by_setting(ctx, p)  # whatever joins the two, NVLink or PCIe
             continue
@@ -307,7 +308,7 @@ def _check_close_nic(ctx: Context) -> Iterable[Finding]:
     nic_set = set(nics)
     for g in ctx.gpu_bdfs():
         mine = [p for p in ctx.pairs_with(g) if p.kind == "gpu-nic" and p.a == g and p.b in nic_set]
-        close: List[str] = [p.b for p in mine if p.pcie_path in ("PIX", "PXB")]
+        close: list[str] = [p.b for p in mine if p.pcie_path in ("PIX", "PXB")]
         undecided = any(p.pcie_path is None for p in mine)
         said = all(ctx.nccl_view.get((p.a, p.b), {}).get("within_gdr_level") is False for p in mine) or \
             any(ctx.nccl_view.get((p.a, p.b), {}).get("gpu_gdr_supported") is False for p in mine)  # GDR170

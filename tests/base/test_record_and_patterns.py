@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
-from typing import Optional, Tuple
+from typing import Optional
 
 import pytest
 
@@ -17,7 +17,7 @@ from gdrcheck.record import FrozenInstanceError, field, fields_of, record, repla
 class Frozen:
     a: int
     b: Optional[int] = None
-    c: Tuple[int, ...] = field(default_factory=tuple)
+    c: tuple[int, ...] = field(default_factory=tuple)
 
 
 @record
@@ -68,7 +68,7 @@ def test_lazy_pattern_behaves_as_compiled():
 @record(frozen=True)
 class Many:
     a: int
-    b: Tuple[int, ...] = field(default_factory=tuple)
+    b: tuple[int, ...] = field(default_factory=tuple)
     c: str = "x"
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 import tarfile
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Optional
 
 import pytest
 from support.replay import replay_tree
@@ -53,9 +53,9 @@ def _unpack(archive: Path, dest: Path) -> Path:
     return top
 
 
-def _compare(root: Path) -> Dict[str, int]:
+def _compare(root: Path) -> dict[str, int]:
     """Every fact config decides against its attribute file; returns how many were compared, per fact."""
-    compared: Dict[str, int] = {}
+    compared: dict[str, int] = {}
     devices = root / DEVICES.lstrip("/")
     for d in sorted(devices.iterdir()):
         cfg_file = d / "config"
@@ -131,7 +131,7 @@ def _config(*, vendor=0x10DE, device=0x2335, cls=0x030200, rev=0xA1, hdr=0, subs
         cfg[0x18], cfg[0x19], cfg[0x1A] = buses
     else:
         struct.pack_into("<HH", cfg, 0x2C, *subsys)
-    caps: List[int] = []
+    caps: list[int] = []
     if port_type is not None:
         caps.append(0x40)
         cfg[0x40] = 0x10
@@ -239,7 +239,7 @@ def _tree(tmp_path: Path) -> Path:
 class Counting(Source):
     def __init__(self, *a, **k):
         super().__init__(*a, **k)
-        self.paths: List[str] = []
+        self.paths: list[str] = []
 
     def read_bytes(self, path, limit=1 << 20):
         self.paths.append(path)

@@ -30,7 +30,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from typing import Callable, List, Optional
+from typing import Callable, Optional
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -110,7 +110,7 @@ def expect_sysfs_values(text: str) -> None:
 _REPLAY_DIR: Optional[str] = None
 
 
-def expect_replay(content: bytes, keys: List[str]) -> None:
+def expect_replay(content: bytes, keys: list[str]) -> None:
     global _REPLAY_DIR
     CASES["commands-replay"] += 1
     if _REPLAY_DIR is None:
@@ -182,8 +182,8 @@ NAMES = ("NVIDIA Corporation GH100 [H100 SXM5 80GB] [10de:2330]", "Mellanox Tech
 
 class _Line:
     def __init__(self) -> None:
-        self.buf: List[str] = []
-        self.out: List[str] = []
+        self.buf: list[str] = []
+        self.out: list[str] = []
 
     def put(self, p: int, s: str) -> int:
         need = p + len(s) - len(self.buf)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from typing import Dict, Optional, Union
+from typing import Optional, Union
 
 import pytest
 from support.replay import replay_tree
@@ -30,7 +30,7 @@ PROC_MODULES = ("nvidia_peermem 16384 0 - Live 0x0000000000000000 (POE)\n"
                 "ib_core 434176 2 nvidia_peermem,mlx5_ib, Live 0x0000000000000000 (OE)\n")
 AMD_CPUINFO = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
                "flags\t\t: fpu vme de pse sse sse2 ht\n\nprocessor\t: 1\nvendor_id\t: AuthenticAMD\n")
-Files = Dict[str, Union[str, bytes, None]]
+Files = dict[str, Union[str, bytes, None]]
 
 
 def make_tree(root, files: Files) -> Source:
@@ -462,7 +462,7 @@ DEVS = [PciFunction("0000:17:00.0", "0000:16", "0000:16:01.0", iommu_group="3"),
         PciFunction("0000:19:00.0", "0000:16", "0000:16:03.0")]
 
 
-def _groups(types: Dict[str, Optional[str]]) -> Files:
+def _groups(types: dict[str, Optional[str]]) -> Files:
     files: Files = {"sys/class/iommu/dmar0/": None}
     for g, t in types.items():
         files[f"sys/kernel/iommu_groups/{g}/devices/"] = None

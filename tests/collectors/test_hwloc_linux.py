@@ -27,7 +27,7 @@ import subprocess
 import tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Optional
 
 import pytest
 from support.cli_util import run
@@ -67,7 +67,7 @@ class Capture:
         return None
 
 
-_CACHE: Dict[str, Capture] = {}
+_CACHE: dict[str, Capture] = {}
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def unpacked(tmp_path_factory):
 _IO = ("Bridge", "PCIDev", "OSDev", "Misc")
 
 
-def _bits(mask: Optional[str]) -> Set[int]:
+def _bits(mask: Optional[str]) -> set[int]:
     value = 0
     for word in (mask or "").split(","):
         word = word.strip().lower().removeprefix("0x")
@@ -107,14 +107,14 @@ def _bits(mask: Optional[str]) -> Set[int]:
     return {i for i in range(value.bit_length()) if value >> i & 1}
 
 
-def hwloc_functions(xml: str) -> Dict[str, Tuple[Optional[str], Optional[int]]]:
+def hwloc_functions(xml: str) -> dict[str, tuple[Optional[str], Optional[int]]]:
     """bdf -> (parent bridge, NUMA node) as lstopo placed each PCI function: the parent is the nearest
     bridge above with a bus id (none below a host bridge); the NUMA node is the one node of the CPU-side
     object the I/O tree hangs from, or the machine's only node."""
     top = ET.fromstring(xml)
     numa = [int(el.get("os_index")) for el in top.iter("object") if el.get("type") == "NUMANode"]
-    out: Dict[str, Tuple[Optional[str], Optional[int]]] = {}
-    stack: List[Tuple[ET.Element, Set[int], Optional[str]]] = [(top, set(numa), None)]
+    out: dict[str, tuple[Optional[str], Optional[int]]] = {}
+    stack: list[tuple[ET.Element, set[int], Optional[str]]] = [(top, set(numa), None)]
     while stack:
         el, nodes, parent = stack.pop()
         typ = el.get("type")

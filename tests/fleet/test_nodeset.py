@@ -40,7 +40,7 @@ def _names(rng: random.Random) -> list:
 
 def test_examples():
     assert fold_own(["gpu001", "gpu002", "gpu003", "gpu005"]) == "gpu[001-003,005]"
-    assert fold_own(["gpu%03d" % i for i in range(1, 77)] + ["gpu078"]) == "gpu[001-076,078]"
+    assert fold_own([f"gpu{i:03d}" for i in range(1, 77)] + ["gpu078"]) == "gpu[001-076,078]"
     assert fold_own(["a1b", "a2b", "a3b", "a5b"]) == "a[1-3,5]b"
     assert fold_own(["login"]) == "login"
     assert fold_own(["gpu7"]) == "gpu7"

@@ -118,7 +118,7 @@ def test_every_literal_path_the_collectors_read_is_in_the_readme():
         for literal in call.findall(py.read_text()):
             paths = [literal]
             for name, vals in values.items():
-                paths = [p.replace("{%s}" % name, v) for p in paths for v in vals]
+                paths = [p.replace("{" + name + "}", v) for p in paths for v in vals]
             for path in {re.sub(r"\{[^}]*\}", "x", p) for p in paths}:
                 if not _allowed(path, read, names):
                     stray.append(f"{py.name}: {path}")

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -44,10 +44,10 @@ class Chromium:
         os.close(from_child_w)
         self._buf = b""
         self._id = 0
-        self.events: List[Dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
         self.session: Optional[str] = None
 
-    def __enter__(self) -> "Chromium":
+    def __enter__(self) -> Chromium:
         target = self.call("Target.createTarget", url="about:blank", session=False)["targetId"]
         self.session = self.call("Target.attachToTarget", targetId=target, flatten=True, session=False)["sessionId"]
         for domain in ("Page", "Network", "Runtime"):
@@ -69,9 +69,9 @@ class Chromium:
 
     # -- protocol -------------------------------------------------------------
 
-    def call(self, method: str, session: bool = True, **params) -> Dict[str, Any]:
+    def call(self, method: str, session: bool = True, **params) -> dict[str, Any]:
         self._id += 1
-        msg: Dict[str, Any] = {"id": self._id, "method": method, "params": params}
+        msg: dict[str, Any] = {"id": self._id, "method": method, "params": params}
         if session and self.session:
             msg["sessionId"] = self.session
         os.write(self._w, json.dumps(msg).encode() + b"\0")
@@ -85,7 +85,7 @@ class Chromium:
             if "method" in m:
                 self.events.append(m)
 
-    def _read(self) -> Dict[str, Any]:
+    def _read(self) -> dict[str, Any]:
         end = time.monotonic() + self.timeout
         while b"\0" not in self._buf:
             left = end - time.monotonic()
@@ -98,7 +98,7 @@ class Chromium:
         raw, self._buf = self._buf.split(b"\0", 1)
         return json.loads(raw)
 
-    def wait_event(self, method: str) -> Dict[str, Any]:
+    def wait_event(self, method: str) -> dict[str, Any]:
         for i, e in enumerate(self.events):
             if e["method"] == method:
                 return self.events.pop(i)
@@ -126,7 +126,7 @@ class Chromium:
         return got["result"].get("value")
 
     def screenshot(self, out: Path, full: bool = True) -> None:
-        kw: Dict[str, Any] = {"format": "png"}
+        kw: dict[str, Any] = {"format": "png"}
         if full:
             w, h = self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
             kw.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": w, "height": min(h, 16000),
@@ -138,7 +138,7 @@ class Chromium:
         out.write_bytes(data)
         return data
 
-    def requested(self) -> List[str]:
+    def requested(self) -> list[str]:
         """Every URL the page asked for since it was opened."""
         while True:  # drain what is already queued
             if not select.select([self._r], [], [], 0.2)[0] and b"\0" not in self._buf:

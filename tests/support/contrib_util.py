@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Optional
 
 import pytest
 
@@ -42,7 +42,7 @@ def engine(name: str) -> str:
     return path
 
 
-def gdrcheck_env(tmp_path: Path, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+def gdrcheck_env(tmp_path: Path, extra: Optional[dict[str, str]] = None) -> dict[str, str]:
     """An environment with this checkout's gdrcheck first on PATH and HOME under tmp_path."""
     bindir = tmp_path / "bin"
     bindir.mkdir(exist_ok=True)

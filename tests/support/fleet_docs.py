@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Optional, Union
 
 BASE_LINES = (
     "bridge[bridge0].acs=none",
@@ -32,7 +33,7 @@ BASE_LINES = (
 BASE_POSITIONS = {"bridge0": "0000:00:01.0", "bridge1": "0000:01:00.0", "bridge2": "0000:02:00.0",
                   "gpu0": "0000:03:00.0", "gpu1": "0000:04:00.0", "nic0": "0000:05:00.0"}
 
-Finding = Union[Tuple[str, str], Tuple[str, str, str], dict]
+Finding = Union[tuple[str, str], tuple[str, str, str], dict]
 
 
 def sha(text: str) -> str:
@@ -108,7 +109,7 @@ def write_fleet(directory: Path, docs: Mapping[str, dict], suffix: str = "") -> 
     return directory
 
 
-def renumbered(positions: Optional[Dict[str, str]] = None, shift: int = 0x10) -> Dict[str, str]:
+def renumbered(positions: Optional[dict[str, str]] = None, shift: int = 0x10) -> dict[str, str]:
     """The same board with bus numbers shifted (another BIOS, another slot order)."""
     out = {}
     for k, bdf in (positions or BASE_POSITIONS).items():

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, Iterator
 
 from benchmarks.trees import scenarios
 from benchmarks.trees.sysfs_tree import ACS_CR, ACS_RR
@@ -62,7 +62,7 @@ def _shift(bdf: str, shift: int) -> str:
 
 @contextmanager
 def _shifted(shift: int) -> Iterator[None]:
-    saved: Dict[str, object] = {k: getattr(scenarios, k) for k in ("GPUS", "NICS", "NVMES", "SWITCH_DSP")}
+    saved: dict[str, object] = {k: getattr(scenarios, k) for k in ("GPUS", "NICS", "NVMES", "SWITCH_DSP")}
     try:
         scenarios.GPUS = tuple(_shift(b, shift) for b in scenarios.GPUS)
         scenarios.NICS = tuple(_shift(b, shift) for b in scenarios.NICS)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Optional
 
 GPU = (0x10DE, 0x2330, 0x030200)
 NIC = (0x15B3, 0x1021, 0x020000)
@@ -48,7 +48,7 @@ class Tree:
     """Functions with their true parent and root; ``bridge()`` and ``leaf()`` add them."""
 
     def __init__(self) -> None:
-        self.fns: List[Fn] = []
+        self.fns: list[Fn] = []
 
     def leaf(self, dom, bus, dev, fn, ids, parent=None, root=None) -> Fn:
         f = Fn(dom, bus, dev, fn, ids, parent, root or f"{dom:04x}:{bus:02x}", primary=bus)
@@ -60,7 +60,7 @@ class Tree:
         f.sec, f.sub = sec, sub
         return f
 
-    def truth(self) -> Dict[str, tuple]:
+    def truth(self) -> dict[str, tuple]:
         return {f.bdf: (f.parent, f.root) for f in self.fns}
 
     def dump(self) -> str:

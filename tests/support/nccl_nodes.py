@@ -9,8 +9,9 @@ peer-memory files, the driver flavour, RDMA drivers, port rates, settings files 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Optional
 
 from benchmarks.trees.sysfs_tree import SysfsTree
 from gdrcheck.collectors.inputs import load_facts
@@ -25,21 +26,21 @@ CPUINFO = {"GenuineIntel": "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\
 GEN5 = "32.0 GT/s PCIe"
 
 
-def build(root: Path, *, devices: Sequence[Tuple[str, str, int, str]], cpu: Optional[str] = "GenuineIntel",
-          port_vendor: int = 0x8086, nvlinks: Sequence[Tuple[str, str, int]] = (), nvswitch: bool = False,
+def build(root: Path, *, devices: Sequence[tuple[str, str, int, str]], cpu: Optional[str] = "GenuineIntel",
+          port_vendor: int = 0x8086, nvlinks: Sequence[tuple[str, str, int]] = (), nvswitch: bool = False,
           p2p_status: int = 0, peermem: bool = True, flavor: str = "open", gpu_name: str = "NVIDIA H100 80GB HBM3",
-          cc: Tuple[int, int] = (9, 0), modules: Sequence[str] = ("mlx5_core", "mlx5_ib"),
-          nic_driver: str = "mlx5_core", rates: Optional[Dict[str, str]] = None,
-          files: Optional[Dict[str, str]] = None, kernel: str = "6.8.0-49-generic",
+          cc: tuple[int, int] = (9, 0), modules: Sequence[str] = ("mlx5_core", "mlx5_ib"),
+          nic_driver: str = "mlx5_core", rates: Optional[dict[str, str]] = None,
+          files: Optional[dict[str, str]] = None, kernel: str = "6.8.0-49-generic",
           libibverbs: Optional[str] = "libibverbs.so.1.14.50.0",
-          below: Sequence[Tuple[int, str, Sequence[str], str, Tuple[int, int], int]] = ()) -> Path:
+          below: Sequence[tuple[int, str, Sequence[str], str, tuple[int, int], int]] = ()) -> Path:
     """``devices``: (kind "gpu"|"nic"|"data-direct", bdf, socket, "switch"|"root"|a downstream port of
     ``below``); "data-direct" is a ConnectX-8 Data Direct DMA function (15b3:2100, Linux mlx5_data_direct).
     ``below``: more switches under a socket's switch, (socket, upstream port, downstream ports, the port above,
     subsystem ids, device id), in order."""
     t = SysfsTree(root)
     sockets = sorted({d[2] for d in devices})
-    switches: Dict[int, Tuple[str, list]] = {}
+    switches: dict[int, tuple[str, list]] = {}
     free_port = {s: 1 for s in sockets}
     for s in sockets:
         bus = 0x80 * s
@@ -133,7 +134,7 @@ def _nvml(gpus, nvlinks, nvswitch, status, name, cc) -> dict:
             "gpus": out, "p2p": p2p, "topology": []}
 
 
-def decide(root: Path, version: Optional[str] = None, env: Optional[Dict[str, str]] = None):
+def decide(root: Path, version: Optional[str] = None, env: Optional[dict[str, str]] = None):
     """(the pairs document's ``nccl`` object, {(a, b): pair's ``nccl``})."""
     snap = load_facts(str(root))
     doc = pairs_doc(evaluate(snap, Options(nccl_version=version, env=env or {})))

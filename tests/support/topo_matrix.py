@@ -7,19 +7,18 @@ escapes; split on whitespace runs and treat the multi-word headers as units.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Tuple
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _MULTI = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 CODES = re.compile(r"^(X|PIX|PXB|PHB|NODE|SYS|SOC|NV\d+|OK|CNS|GNS|TNS|NS|DR|U)$")
 
 
-def parse_matrix(text: str) -> Tuple[List[str], Dict[Tuple[str, str], str], Dict[str, str]]:
+def parse_matrix(text: str) -> tuple[list[str], dict[tuple[str, str], str], dict[str, str]]:
     """Return (device names in header order, {(row, col): code}, {NICn: rdma name})."""
     lines = [_ANSI.sub("", ln).rstrip() for ln in text.splitlines()]
     header = None
-    cells: Dict[Tuple[str, str], str] = {}
-    legend: Dict[str, str] = {}
+    cells: dict[tuple[str, str], str] = {}
+    legend: dict[str, str] = {}
     for ln in lines:
         m = re.match(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$", ln)
         if m:

@@ -46,7 +46,7 @@ from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
 MAX_DEPTH = 512  # objects: machine/package/caches/... plus the PCI tree
 _PCI_TYPE = lazy_pattern(r"^\s*([0-9a-f]{4}) \[([0-9a-f]{4}):([0-9a-f]{4})\] \[([0-9a-f]{4}):([0-9a-f]{4})\] "
@@ -57,11 +57,11 @@ _NVML = lazy_pattern(r"^nvml(\d+)$")
 PER_LINK_MBS = {1: 20000, 2: 25000}
 
 
-def _nodeset_bits(text: Optional[str]) -> Optional[List[int]]:
+def _nodeset_bits(text: Optional[str]) -> Optional[list[int]]:
     cpulist = mask_to_cpulist(text)
     if cpulist is None:
         return None
-    bits: List[int] = []
+    bits: list[int] = []
     for part in cpulist.split(","):
         a, _, b = part.partition("-")
         bits.extend(range(int(a), int(b or a) + 1))
@@ -73,15 +73,15 @@ class _Dev:
 
     def __init__(self, bdf: str, parent: Optional[str], root: str, numa: Optional[int], el: ET.Element) -> None:
         self.bdf, self.parent, self.root, self.numa, self.el = bdf, parent, root, numa, el
-        self.netdevs: List[str] = []
-        self.rdma: List[str] = []
-        self.nvme: List[str] = []
+        self.netdevs: list[str] = []
+        self.rdma: list[str] = []
+        self.nvme: list[str] = []
         self.gpu_index: Optional[int] = None
         self.gpu_model: Optional[str] = None
         self.nvml = False
 
 
-def _osdev_kinds(el: ET.Element, major: int) -> Tuple[bool, bool, bool, bool]:
+def _osdev_kinds(el: ET.Element, major: int) -> tuple[bool, bool, bool, bool]:
     """(network, openfabrics, storage, gpu) from osdev_type, by hwloc generation."""
     try:
         t = int(el.get("osdev_type") or "-1")
@@ -92,18 +92,18 @@ def _osdev_kinds(el: ET.Element, major: int) -> Tuple[bool, bool, bool, bool]:
     return t == 2, t == 3, t == 0, t == 1
 
 
-def _infos(el: ET.Element) -> Dict[str, str]:
+def _infos(el: ET.Element) -> dict[str, str]:
     return {i.get("name") or "": i.get("value") or "" for i in el if i.tag == "info"}
 
 
 class _Reader:
-    def __init__(self, label: str, lines: Dict[int, int], major: int) -> None:
+    def __init__(self, label: str, lines: dict[int, int], major: int) -> None:
         self.label, self.lines, self.major = label, lines, major
-        self.devs: Dict[str, _Dev] = {}
-        self.by_gp: Dict[str, Tuple[str, str]] = {}  # "Type:gp" -> ("pci", bdf) | ("cpu", "") | ("other", "")
-        self.numa_of_bit: Dict[int, int] = {}
-        self.root_numa: Dict[str, Optional[int]] = {}
-        self.notes: List[str] = []
+        self.devs: dict[str, _Dev] = {}
+        self.by_gp: dict[str, tuple[str, str]] = {}  # "Type:gp" -> ("pci", bdf) | ("cpu", "") | ("other", "")
+        self.numa_of_bit: dict[int, int] = {}
+        self.root_numa: dict[str, Optional[int]] = {}
+        self.notes: list[str] = []
         self.nvml_seen = False
 
     def fail(self, el: ET.Element, why: str) -> InputError:
@@ -122,7 +122,7 @@ class _Reader:
                 if bits and len(bits) == 1 and (el.get("os_index") or "").isdigit():
                     self.numa_of_bit[bits[0]] = int(el.get("os_index") or 0)
         # (element, nodeset of the nearest CPU-side object, parent bdf, root, depth)
-        stack: List[Tuple[ET.Element, Optional[str], Optional[str], Optional[str], int]] = [
+        stack: list[tuple[ET.Element, Optional[str], Optional[str], Optional[str], int]] = [
             (c, None, None, None, 1) for c in reversed(list(top)) if c.tag == "object"]
         while stack:
             el, nodeset, parent, root, depth = stack.pop()
@@ -200,10 +200,10 @@ class _Reader:
 
     # -- NVLink ----------------------------------------------------------------
 
-    def nvlinks(self, top: ET.Element) -> Tuple[bool, Tuple[NvLink, ...]]:
+    def nvlinks(self, top: ET.Element) -> tuple[bool, tuple[NvLink, ...]]:
         found = False
-        direct: Dict[Tuple[str, str], int] = {}
-        fabric: Dict[str, int] = {}
+        direct: dict[tuple[str, str], int] = {}
+        fabric: dict[str, int] = {}
         cpu_links = 0
         for dist in top:
             if dist.tag not in ("distances2", "distances2hetero") or dist.get("name") != "NVLinkBandwidth":
@@ -235,11 +235,11 @@ class _Reader:
         links += [NvLink(g, NVSWITCH, c, source="hwloc-xml") for g, c in fabric.items()]
         return found, tuple(sorted(links, key=lambda x: (bdf_key(x.a), x.b)))
 
-    def _matrix(self, dist: ET.Element) -> Tuple[List[str], List[int]]:
+    def _matrix(self, dist: ET.Element) -> tuple[list[str], list[int]]:
         hetero = dist.tag == "distances2hetero"
         typ = dist.get("type") or "OSDev"
-        keys: List[str] = []
-        values: List[int] = []
+        keys: list[str] = []
+        values: list[int] = []
         for part in dist:
             words = (part.text or "").split()
             if part.tag == "indexes":
@@ -293,7 +293,7 @@ class _Reader:
         hint = "nvswitch" if (el.get("subtype") or "") == "NVSwitch" else ("gpu" if d.nvml else None)
         info = _infos(el)
         name = " ".join(x for x in (info.get("PCIVendor"), info.get("PCIDevice")) if x) or None
-        extra: Dict[str, object] = {}
+        extra: dict[str, object] = {}
         try:
             extra["hwloc_link_gb_s"] = float(el.get("pci_link_speed") or "")
         except ValueError:

@@ -69,7 +69,7 @@ from gdrcheck.pcie.kinds import kind_from_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
 _H = "[0-9a-fA-F]"
 _DEV = lazy_pattern(rf"({_H}{{2}})\.([0-7])")
@@ -115,16 +115,16 @@ class _Ctx:
 class _Reader:
     def __init__(self, label: str) -> None:
         self.label = label
-        self.notes: List[str] = []
-        self.roots: List[List] = []  # [domain, bus or None (synthetic), line]
-        self.root_ix: Dict[Tuple[int, int], int] = {}
+        self.notes: list[str] = []
+        self.roots: list[list] = []  # [domain, bus or None (synthetic), line]
+        self.root_ix: dict[tuple[int, int], int] = {}
         # one entry per device: [dom, bus|None, dev, fn, parent, root, line, name, sec, sub, bridge]
-        self.devs: List[List] = []
-        self.seen: Dict[Tuple[int, int, int], int] = {}
-        self.owner: Dict[Tuple[int, int], object] = {}
-        self.anchors: List[Tuple[int, _Ctx]] = []  # open sibling lists, columns increasing
-        self.off_by_one: List[int] = []
-        self.cut_lines: List[int] = []
+        self.devs: list[list] = []
+        self.seen: dict[tuple[int, int, int], int] = {}
+        self.owner: dict[tuple[int, int], object] = {}
+        self.anchors: list[tuple[int, _Ctx]] = []  # open sibling lists, columns increasing
+        self.off_by_one: list[int] = []
+        self.cut_lines: list[int] = []
 
     def fail(self, n: int, what: str) -> InputError:
         return InputError(f"{self.label}: line {n}: {what}")
@@ -251,7 +251,7 @@ class _Reader:
             if dom == 0 and bus is not None:
                 diff[bus] += 1
                 diff[bus + 1] -= 1
-        tops: Dict[int, int] = {}
+        tops: dict[int, int] = {}
         for d in self.devs:
             if d[0] == 0 and d[1] is not None:
                 diff[d[1]] += 1
@@ -282,8 +282,8 @@ class _Reader:
 
     def snapshot(self) -> Snapshot:
         self.place_fragments()
-        bdfs: List[str] = []
-        by_bdf: Dict[str, int] = {}
+        bdfs: list[str] = []
+        by_bdf: dict[str, int] = {}
         for d in self.devs:
             bus = d[1] if d[1] is not None else self.roots[d[5]][1]
             bdf = norm_bdf(f"{d[0]:x}:{bus:02x}:{d[2]:02x}.{d[3]}")
@@ -328,8 +328,8 @@ def parse_lspci_tree(text: str, label: str) -> Snapshot:
     lines = text.lstrip("\ufeff").split("\n")
     in_tree = brk = False
     noise_after: Optional[int] = None
-    ignored: List[int] = []
-    dups: List[Tuple[int, int]] = []
+    ignored: list[int] = []
+    dups: list[tuple[int, int]] = []
     prev = None
     last_tree = 0
     for n, raw in enumerate(lines, 1):

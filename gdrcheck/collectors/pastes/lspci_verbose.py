@@ -42,7 +42,7 @@ from gdrcheck.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
 _H = "[0-9a-fA-F]"
 _DEVLINE = lazy_pattern(rf"^((?:{_H}{{4,8}}:)?{_H}{{2}}:{_H}{{2}}\.[0-7]) ([^:]+?)(?: \[({_H}{{4}})\])?: (.*)$")
@@ -99,19 +99,19 @@ class VerboseFunction:
     revision: Optional[int] = None
     numa_node: Optional[int] = None
     driver: Optional[str] = None
-    bars: List[Bar] = field(default_factory=list)
+    bars: list[Bar] = field(default_factory=list)
     link: Link = Link()
     secondary_bus: Optional[int] = None
     subordinate_bus: Optional[int] = None
     port_type: Optional[int] = None
     pcie_cap: Optional[int] = None
     std_caps: bool = False
-    ext_caps: List[Tuple[int, int, str]] = field(default_factory=list)  # (offset, version, name)
+    ext_caps: list[tuple[int, int, str]] = field(default_factory=list)  # (offset, version, name)
     access_denied: bool = False
     acs_cap: Optional[int] = None
     acs_ctrl: Optional[int] = None
-    rebar: Dict[int, Tuple[int, Tuple[int, ...]]] = field(default_factory=dict)  # bar -> (current, supported)
-    hexdump: Dict[int, bytes] = field(default_factory=dict)
+    rebar: dict[int, tuple[int, tuple[int, ...]]] = field(default_factory=dict)  # bar -> (current, supported)
+    hexdump: dict[int, bytes] = field(default_factory=dict)
     config: Optional[bytes] = None
     config_note: str = ""
 
@@ -121,7 +121,7 @@ class VerboseListing(list):
 
     def __init__(self, fns) -> None:
         super().__init__(fns)
-        self.notes: List[str] = []
+        self.notes: list[str] = []
 
 
 # detail labels lspci prints, recognisable at column 0 when a paste lost its indentation
@@ -161,7 +161,7 @@ def looks_like_acsctl_grep(text: str) -> bool:
     return bool(body) and all(x.startswith("ACSCtl:") for x in body)
 
 
-def parse_acsctl_grep(text: str, label: str) -> Tuple[int, ...]:
+def parse_acsctl_grep(text: str, label: str) -> tuple[int, ...]:
     """``sudo lspci -vvv | grep ACSCtl``: each line's ACS Control bits, whose function the paste does not say."""
     from gdrcheck.errors import InputError
 
@@ -192,13 +192,13 @@ def _flags(text: str) -> Optional[int]:
     return bits if found else None
 
 
-def _speed_width(text: str) -> Tuple[Optional[float], Optional[int]]:
+def _speed_width(text: str) -> tuple[Optional[float], Optional[int]]:
     s = _SPEED.search(text)
     w = _WIDTH.search(text)
     return (float(s.group(1)) if s else None), (int(w.group(1)) if w else None)
 
 
-def _device_line(m: "re.Match", n: int) -> VerboseFunction:
+def _device_line(m: re.Match, n: int) -> VerboseFunction:
     raw_bdf, cls_name, cls_hex, rest = m.group(1), m.group(2).strip(), m.group(3), m.group(4)
     fn = VerboseFunction(bdf=norm_bdf(raw_bdf), line=n, domain_shown=raw_bdf.count(":") == 2)
     fn.class_name = cls_name
@@ -321,7 +321,7 @@ def _config(fn: VerboseFunction) -> None:
     fn.config_note = fn.config_note or "rebuilt from lspci -vvv"
 
 
-def _from_hexdump(hexdump: Dict[int, bytes]) -> bytes:
+def _from_hexdump(hexdump: dict[int, bytes]) -> bytes:
     """The config space an ``lspci -xxx`` dump shows (64, 256 or 4096 bytes; what it leaves out reads as ff)."""
     size = 4096 if max(hexdump) >= 0x100 else (256 if max(hexdump) >= 0x40 else 64)
     buf = bytearray(b"\xff" * size) if size > 64 else bytearray(size)
@@ -350,10 +350,10 @@ def _header(fn: VerboseFunction, size: int) -> bytearray:
     return buf
 
 
-def _ext_caps(fn: VerboseFunction) -> List[Tuple[int, int, int, bytes]]:
+def _ext_caps(fn: VerboseFunction) -> list[tuple[int, int, int, bytes]]:
     """(offset, id, version, body) of each extended capability, in offset order, from 0x100: ACS and
     Resizable BAR with what lspci decoded of them, the others as their header only."""
-    caps: List[Tuple[int, int, int, bytes]] = []
+    caps: list[tuple[int, int, int, bytes]] = []
     acs_at = None
     for off, ver, what in fn.ext_caps:
         if what.startswith("Access Control Services") and fn.acs_ctrl is not None:
@@ -374,7 +374,7 @@ def _ext_caps(fn: VerboseFunction) -> List[Tuple[int, int, int, bytes]]:
     return caps
 
 
-def _rebar_body(rebar: Dict[int, Tuple[int, Tuple[int, ...]]]) -> bytes:
+def _rebar_body(rebar: dict[int, tuple[int, tuple[int, ...]]]) -> bytes:
     """The Resizable BAR capability's registers: per BAR, its supported sizes and its control."""
     body = bytearray()
     entries = sorted(rebar.items())
@@ -392,7 +392,7 @@ def _rebar_body(rebar: Dict[int, Tuple[int, Tuple[int, ...]]]) -> bytes:
     return bytes(body)
 
 
-def _write_ext_caps(buf: bytearray, caps: List[Tuple[int, int, int, bytes]], size: int) -> None:
+def _write_ext_caps(buf: bytearray, caps: list[tuple[int, int, int, bytes]], size: int) -> None:
     """Each capability's header (id, version, next) and body at its offset."""
     for i, (off, cid, ver, body) in enumerate(caps):
         nxt = caps[i + 1][0] if i + 1 < len(caps) else 0
@@ -402,7 +402,7 @@ def _write_ext_caps(buf: bytearray, caps: List[Tuple[int, int, int, bytes]], siz
         buf[off + 4:off + 4 + len(body)] = body
 
 
-def parse_lspci_verbose(text: str, label: str) -> "VerboseListing":
+def parse_lspci_verbose(text: str, label: str) -> VerboseListing:
     """Every function block in the text, in order; raise :class:`InputError` when there is none."""
     if not text.strip():
         raise InputError(f"{label}: empty input")
@@ -430,14 +430,14 @@ def parse_lspci_verbose(text: str, label: str) -> "VerboseListing":
     return listing
 
 
-def _blocks(text: str, label: str) -> Tuple[List[VerboseFunction], List[int], List[int]]:
+def _blocks(text: str, label: str) -> tuple[list[VerboseFunction], list[int], list[int]]:
     """(each function's block, the numbers of detail lines read without indentation, of lines ignored)."""
-    out: List[VerboseFunction] = []
-    by_bdf: Dict[str, VerboseFunction] = {}
+    out: list[VerboseFunction] = []
+    by_bdf: dict[str, VerboseFunction] = {}
     cur: Optional[VerboseFunction] = None
     cur_indent: Optional[int] = None
-    flat: List[int] = []
-    ignored: List[int] = []
+    flat: list[int] = []
+    ignored: list[int] = []
     for n, raw in enumerate(text.lstrip("\ufeff").split("\n"), 1):
         line = raw.rstrip("\r\n").rstrip()
         if not line.strip():
@@ -468,8 +468,8 @@ def _blocks(text: str, label: str) -> Tuple[List[VerboseFunction], List[int], Li
     return out, flat, ignored
 
 
-def _new_block(m: "re.Match", n: int, line: str, label: str, by_bdf: Dict[str, VerboseFunction],
-               out: List[VerboseFunction]) -> VerboseFunction:
+def _new_block(m: re.Match, n: int, line: str, label: str, by_bdf: dict[str, VerboseFunction],
+               out: list[VerboseFunction]) -> VerboseFunction:
     """A device line: the function whose block it starts (a second listing of one address is refused)."""
     try:
         cur = _device_line(m, n)

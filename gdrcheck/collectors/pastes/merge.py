@@ -53,7 +53,8 @@ from gdrcheck.record import replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Sequence, Tuple
+    from collections.abc import Sequence
+    from typing import Optional
 
 BASE_KINDS = TREE_KINDS
 
@@ -77,22 +78,22 @@ class _Merge(MatrixSteps):
         self.base: Optional[Snapshot] = bases[0].data if bases else None
         self.many = len(parts) > 1
         base = self.base
-        self.devs: Dict[str, PciFunction] = {d.bdf: d for d in base.devices} if base else {}
+        self.devs: dict[str, PciFunction] = {d.bdf: d for d in base.devices} if base else {}
         self.in_tree = set(self.devs)
-        self.notes: List[str] = []
+        self.notes: list[str] = []
         if base:
             self.notes.extend(f"{bases[0].label}: {n}" if self.many else n for n in base.notes)
-        self.unplaced: List[str] = []
-        self.gpus: Tuple[DriverGpu, ...] = base.gpus if base else ()
+        self.unplaced: list[str] = []
+        self.gpus: tuple[DriverGpu, ...] = base.gpus if base else ()
         self.gpus_from = bases[0].label if base and base.gpus else ""
-        self.nvlinks: List[NvLink] = list(base.nvlinks) if base else []
+        self.nvlinks: list[NvLink] = list(base.nvlinks) if base else []
         self.shows_nvlink = base.shows_nvlink if base else False
         self.numa_facts = False
-        self.facts: Dict[Tuple[str, str], PathFact] = dict(base.path_facts) if base else {}
-        self.statuses: List[CollectorStatus] = list(base.collectors) if base else []
+        self.facts: dict[tuple[str, str], PathFact] = dict(base.path_facts) if base else {}
+        self.statuses: list[CollectorStatus] = list(base.collectors) if base else []
         self.log_fact = None  # a job's NCCL log (gdrcheck.collectors.pastes.nccl_log): the host fact nccl_log
-        self.p2p: Dict[Tuple[str, str, str], str] = dict(base.p2p_status) if base else {}
-        self.host_extra: Dict[str, Fact] = {}
+        self.p2p: dict[tuple[str, str, str], str] = dict(base.p2p_status) if base else {}
+        self.host_extra: dict[str, Fact] = {}
 
     def add_acsctl(self, part: Part) -> None:
         """``lspci -vvv | grep ACSCtl``: the ACS Control of the node's bridges, whose is which not said."""
@@ -152,9 +153,9 @@ class _Merge(MatrixSteps):
             self.note(part.label, f"{shown} of {len(part.data)} function(s) matched to the tree by bus id"
                       + (f"; {len(new)} not in the tree" if new else ""))
 
-    def _place(self, new: List[str], label: str) -> None:
+    def _place(self, new: list[str], label: str) -> None:
         """Hang functions the tree lacks below the bridge whose secondary bus they sit on."""
-        by_sec: Dict[Tuple[str, int], str] = {}
+        by_sec: dict[tuple[str, int], str] = {}
         for d in self.devs.values():
             if d.secondary_bus is not None:
                 by_sec.setdefault((bdf_key(d.bdf)[0], d.secondary_bus), d.bdf)

@@ -17,7 +17,7 @@ from gdrcheck.record import replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Tuple
+    pass
 
 SYNTH_DOMAIN = 0xFFFF
 _NIC_FAMILY = (
@@ -45,14 +45,14 @@ def bus_of(bdf: str) -> str:
     return root_of(dom, bus)
 
 
-def _pair(a: str, b: str) -> Tuple[str, str]:
+def _pair(a: str, b: str) -> tuple[str, str]:
     return (a, b) if bdf_key(a) <= bdf_key(b) else (b, a)
 
 
 class MatrixSteps:
     """What the merge does with a matrix; mixed into its state (devices, notes, facts)."""
 
-    def _gpu_order(self) -> Tuple[List[str], str]:
+    def _gpu_order(self) -> tuple[list[str], str]:
         if self.gpus and all(g.index is not None for g in self.gpus):
             order = [g.bdf for g in sorted(self.gpus, key=lambda g: g.index)]
             return order, f"by bus id (the driver view of {self.gpus_from} gives each index's bus id)"
@@ -60,9 +60,9 @@ class MatrixSteps:
                       key=bdf_key)
         return gpus, "by nvidia-smi's index order (PCI bus order)"
 
-    def _nic_match(self, m, label: str) -> Dict[str, str]:
+    def _nic_match(self, m, label: str) -> dict[str, str]:
         nics = [b for b, d in self.devs.items() if base_kind(d) == "nic"]
-        out: Dict[str, str] = {}
+        out: dict[str, str] = {}
         by_name = {n: b for b in nics for n in self.devs[b].rdma_devices}
         cols = m.nics
         if cols and all(m.rdma_name(c) in by_name for c in cols):
@@ -70,7 +70,7 @@ class MatrixSteps:
                 out[c] = by_name[m.rdma_name(c)]
             self.note(label, "NICs matched by RDMA device name")
             return out
-        groups: Dict[object, List[str]] = {}
+        groups: dict[object, list[str]] = {}
         for c in cols:
             name = m.rdma_name(c)
             fam = next((f for f in _NIC_FAMILY if f[0].match(name)), None)
@@ -96,7 +96,7 @@ class MatrixSteps:
                       + "; ".join(said))
         return out
 
-    def _synthetic(self, m, label: str, gmap: Dict[str, str], nmap: Dict[str, str], gpus: bool, nics: bool) -> None:
+    def _synthetic(self, m, label: str, gmap: dict[str, str], nmap: dict[str, str], gpus: bool, nics: bool) -> None:
         made = []
         for i, g in enumerate(m.gpus if gpus else ()):
             if g in gmap:
@@ -134,7 +134,7 @@ class MatrixSteps:
         for n in m.notes:
             self.note(label, n)
         order, how = self._gpu_order()
-        gmap: Dict[str, str] = {}
+        gmap: dict[str, str] = {}
         if order and len(order) == len(m.gpus):
             gmap = {g: order[int(g[3:])] for g in m.gpus if int(g[3:]) < len(order)}
             if not all(b.startswith(f"{SYNTH_DOMAIN:04x}:") for b in gmap.values()):  # not the matrix's own
@@ -172,7 +172,7 @@ class MatrixSteps:
             return
         self._classes(m, label, gmap, nmap)
 
-    def _p2p(self, m, label: str, gmap: Dict[str, str]) -> None:
+    def _p2p(self, m, label: str, gmap: dict[str, str]) -> None:
         """A ``-p2p`` matrix: the driver's P2P status per GPU pair for its capability (what NCCL reads from NVML)."""
         caps = m.p2p.split("+")
         gpus = [g for g in m.gpus if g in gmap]
@@ -194,7 +194,7 @@ class MatrixSteps:
             self.note(label, f"the driver's P2P {m.p2p.replace('+', ' and ')} status of {len(gpus)} GPU(s) read "
                              "from nvidia-smi topo -p2p")
 
-    def _classes(self, m, label: str, gmap: Dict[str, str], nmap: Dict[str, str]) -> None:
+    def _classes(self, m, label: str, gmap: dict[str, str], nmap: dict[str, str]) -> None:
         from gdrcheck.pcie.topology import Topology
 
         tree = Topology(self.snapshot(with_facts=False))

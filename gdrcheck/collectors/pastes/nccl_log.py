@@ -38,7 +38,7 @@ from gdrcheck.record import fields_of, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
 KIND = "nccl-log"
 MAX_KEPT = 4000  # connections, warnings: a long job's log repeats them per communicator
@@ -131,18 +131,18 @@ class NcclLog:
     version: Optional[str]
     cuda: Optional[str]  # the CUDA NCCL was built with (+cudaX.Y)
     cuda_driver: Optional[str]  # cudaDriverVersion, as X.Y
-    settings: Tuple[Tuple[str, str, str], ...]  # (name, value as NCCL reported it, line), first report wins
+    settings: tuple[tuple[str, str, str], ...]  # (name, value as NCCL reported it, line), first report wins
     plugin: Optional[str]  # an external net plugin NCCL loaded
     network: Optional[str]  # Using network NAME
-    nics: Tuple[Tuple[Optional[str], str, int, str, str], ...]  # (host, transport, index, device text, line)
-    hca_gdr: Tuple[HcaGdr, ...]
-    pair_gdr: Tuple[PairGdr, ...]
-    dmabuf: Tuple[Tuple[Optional[str], int], ...]  # (host, cudaDev) with DMA-BUF available
-    ranks: Tuple[LogRank, ...]
+    nics: tuple[tuple[Optional[str], str, int, str, str], ...]  # (host, transport, index, device text, line)
+    hca_gdr: tuple[HcaGdr, ...]
+    pair_gdr: tuple[PairGdr, ...]
+    dmabuf: tuple[tuple[Optional[str], int], ...]  # (host, cudaDev) with DMA-BUF available
+    ranks: tuple[LogRank, ...]
     nnodes: Optional[int]
-    connections: Tuple[Connection, ...]
-    warnings: Tuple[Tuple[Optional[str], str], ...]  # (host, message with NCCL's file:line)
-    hosts: Tuple[str, ...]
+    connections: tuple[Connection, ...]
+    warnings: tuple[tuple[Optional[str], str], ...]  # (host, message with NCCL's file:line)
+    hosts: tuple[str, ...]
     lines: int  # NCCL lines read
     other_lines: int  # lines of other program output between them
 
@@ -229,18 +229,18 @@ class _LogReader:
     def __init__(self) -> None:
         self.version = self.cuda = self.driver = self.plugin = self.plugin_path = self.network = None
         self.nnodes: Optional[int] = None
-        self.settings: Dict[str, Tuple[str, str]] = {}
-        self.nics: List[tuple] = []
+        self.settings: dict[str, tuple[str, str]] = {}
+        self.nics: list[tuple] = []
         self.nic_seen: set = set()
-        self.hca: List[HcaGdr] = []
-        self.pair_gdr: List[PairGdr] = []
-        self.dmabuf: List[tuple] = []
-        self.ranks: Dict[tuple, LogRank] = {}
-        self.conns: List[Connection] = []
+        self.hca: list[HcaGdr] = []
+        self.pair_gdr: list[PairGdr] = []
+        self.dmabuf: list[tuple] = []
+        self.ranks: dict[tuple, LogRank] = {}
+        self.conns: list[Connection] = []
         self.conn_seen: set = set()
-        self.warns: List[tuple] = []
+        self.warns: list[tuple] = []
         self.warn_seen: set = set()
-        self.hosts: List[str] = []
+        self.hosts: list[str] = []
         self.n = self.other = 0
 
     def read(self, host, pid, dev, level, msg, where, line) -> None:
@@ -359,7 +359,7 @@ def _dedup(items):
     return tuple(out)
 
 
-def choose_host(log: NcclLog, node_gpus, hostname: Optional[str]) -> Tuple[Optional[str], str]:
+def choose_host(log: NcclLog, node_gpus, hostname: Optional[str]) -> tuple[Optional[str], str]:
     """Which of the log's hosts is the node: the only one; the node's host name; else the host whose ranks'
     GPUs the node shows most, then the one with most ranks, then the first in the log."""
     hosts = log.hosts
@@ -384,10 +384,10 @@ def choose_host(log: NcclLog, node_gpus, hostname: Optional[str]) -> Tuple[Optio
     return best, "the first host in the log (hosts with as many ranks tie; the node's input names none of them)"
 
 
-def bus_ids_shown(log: NcclLog, host: Optional[str]) -> List[Tuple[str, str]]:
+def bus_ids_shown(log: NcclLog, host: Optional[str]) -> list[tuple[str, str]]:
     """(bus id, how NCCL named it) of each GPU of ``host`` the log names: the ranks' Init lines, else the bus ids
     of connection lines before 2.18.3."""
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for r in log.ranks:
         if host is None or r.host in (host, None):
             out.setdefault(r.bdf, f"rank {r.rank}, cudaDev {r.cuda_dev}")
@@ -405,7 +405,7 @@ def bus_ids_shown(log: NcclLog, host: Optional[str]) -> List[Tuple[str, str]]:
     return sorted(out.items(), key=lambda kv: bdf_key(kv[0]))
 
 
-def nic_device(text: str) -> Tuple[str, Optional[str], Optional[str]]:
+def nic_device(text: str) -> tuple[str, Optional[str], Optional[str]]:
     """``mlx5_0:1/IB`` -> (``mlx5_0``, ``1``, ``IB``); ``eth0:192.0.2.2<0>`` -> (``eth0``, None, None)."""
     m = re.fullmatch(r"([^:/\s]+):(\d+)/(\w+)", text)
     if m:
@@ -413,7 +413,7 @@ def nic_device(text: str) -> Tuple[str, Optional[str], Optional[str]]:
     return text.split(":", 1)[0], None, None
 
 
-def merge_logs(logs: List[NcclLog]) -> NcclLog:
+def merge_logs(logs: list[NcclLog]) -> NcclLog:
     """Several ranks' files of one job as one log."""
     if len(logs) == 1:
         return logs[0]
@@ -425,7 +425,7 @@ def merge_logs(logs: List[NcclLog]) -> NcclLog:
             out.extend(getattr(lg, name))
         return tuple(out)
 
-    settings: Dict[str, tuple] = {}
+    settings: dict[str, tuple] = {}
     for lg in logs:
         for k, v, ln in lg.settings:
             settings.setdefault(k, (k, v, ln))

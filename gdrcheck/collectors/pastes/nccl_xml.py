@@ -65,7 +65,7 @@ from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
 MAX_PCI_DEPTH = 64  # PCIe allows 256 buses; no real tree is more than a dozen bridges deep
 _SPEED_RE = lazy_pattern(r"^\s*(\d+(?:\.\d+)?)\s*GT/s", re.I)
@@ -100,7 +100,7 @@ def mask_to_cpulist(mask: Optional[str]) -> Optional[str]:
         i += 1
     if not cpus:
         return None
-    ranges: List[str] = []
+    ranges: list[str] = []
     start = prev = cpus[0]
     for c in cpus[1:] + [None]:
         if c is not None and c == prev + 1:
@@ -130,20 +130,20 @@ def is_rdma_name(name: str) -> bool:
 class _Ctx:
     """Everything the walk has learnt, turned into a Snapshot at the end."""
 
-    def __init__(self, label: str, lines: Dict[int, int]) -> None:
+    def __init__(self, label: str, lines: dict[int, int]) -> None:
         self.label = label
         self.nvidia_numbering = True  # <gpu dev> is the NVML index (not in RCCL files)
         self.lines = lines
-        self.notes: List[str] = []
-        self.funcs: Dict[str, dict] = {}  # bdf -> fields for PciFunction
-        self.top_of: Dict[str, str] = {}  # bdf -> top-level <pci> bdf
-        self.top_numa: Dict[str, Optional[int]] = {}
-        self.gpu_bdfs: List[str] = []
-        self.raw_links: List[Tuple[str, str, int, Optional[int], int]] = []  # gpu, target, count, tclass, line
+        self.notes: list[str] = []
+        self.funcs: dict[str, dict] = {}  # bdf -> fields for PciFunction
+        self.top_of: dict[str, str] = {}  # bdf -> top-level <pci> bdf
+        self.top_numa: dict[str, Optional[int]] = {}
+        self.gpu_bdfs: list[str] = []
+        self.raw_links: list[tuple[str, str, int, Optional[int], int]] = []  # gpu, target, count, tclass, line
         self.has_gpu_element = False
         self.has_link_element = False  # any <nvlink> or <xgmi>: the file states GPU links
-        self.xgmi_links: List[Tuple[str, str, int]] = []
-        self.first_cpu: Optional[Dict[str, object]] = None  # CPU node 0's arch/vendor: NCCL's P2P default keys on it
+        self.xgmi_links: list[tuple[str, str, int]] = []
+        self.first_cpu: Optional[dict[str, object]] = None  # CPU node 0's arch/vendor: NCCL's P2P default keys on it
 
     def line(self, el: ET.Element) -> int:
         return self.lines.get(id(el), 0)
@@ -197,14 +197,14 @@ def _add_pci(ctx: _Ctx, el: ET.Element, parent: Optional[str], top: Optional[str
     vendor = ctx.hex_attr(el, "vendor")
     device = ctx.hex_attr(el, "device")
     hint = _kind_hint({c.tag for c in el}, cls, vendor)
-    extra: Dict[str, object] = {}
+    extra: dict[str, object] = {}
     if _is_declared(bdf, vendor, device) and (hint == "switch_upstream" or (cls or 0) >> 8 == 0x0604):
         extra["vendor_declared"] = True
         ctx.notes.append(f"{bdf} is a switch declared by the file's author (no such hardware address); "
                          "what sits below it is the vendor's statement, not a measured PCIe path")
     width = ctx.int_attr(el, "link_width")
-    netdevs: List[str] = []
-    rdma: List[str] = []
+    netdevs: list[str] = []
+    rdma: list[str] = []
     gpu_index = None
     for child in el:
         if child.tag == "gpu":
@@ -241,7 +241,7 @@ def _kind_hint(kids: set, cls: Optional[int], vendor: Optional[int]) -> Optional
     return None
 
 
-def _add_gpu(ctx: _Ctx, gpu: ET.Element, bdf: str, vendor: Optional[int], extra: Dict[str, object]) -> Optional[int]:
+def _add_gpu(ctx: _Ctx, gpu: ET.Element, bdf: str, vendor: Optional[int], extra: dict[str, object]) -> Optional[int]:
     """A <pci>'s <gpu>: its attributes and links into ``extra`` and ``ctx``; the GPU's index where NCCL's is
     the driver's."""
     _check_text(ctx, gpu)
@@ -268,7 +268,7 @@ def _add_gpu(ctx: _Ctx, gpu: ET.Element, bdf: str, vendor: Optional[int], extra:
     return gpu_index
 
 
-def _add_nic(nic: ET.Element, extra: Dict[str, object], rdma: List[str], netdevs: List[str]) -> None:
+def _add_nic(nic: ET.Element, extra: dict[str, object], rdma: list[str], netdevs: list[str]) -> None:
     """A <pci>'s <nic>: its <net> entries, each name an RDMA device or a network interface."""
     nets = [dict(n.attrib) for n in nic if n.tag == "net"]
     extra["nccl_nets"] = tuple(MappingProxyType(n) for n in nets)
@@ -295,7 +295,7 @@ def _walk(ctx: _Ctx, system: ET.Element) -> None:
             numa = None
         cpulist = mask_to_cpulist(cpu.get("affinity"))
         # (element, parent bdf, top-level bdf, depth)
-        stack: List[Tuple[ET.Element, Optional[str], Optional[str], int]] = []
+        stack: list[tuple[ET.Element, Optional[str], Optional[str], int]] = []
         for child in reversed(list(cpu)):
             if child.tag == "pci":
                 stack.append((child, None, None, 1))
@@ -319,10 +319,10 @@ def _walk(ctx: _Ctx, system: ET.Element) -> None:
         ctx.notes.append("the file has no <cpu> element, so it shows no PCI function")
 
 
-def _nvlinks(ctx: _Ctx) -> Tuple[NvLink, ...]:
+def _nvlinks(ctx: _Ctx) -> tuple[NvLink, ...]:
     gpus = set(ctx.gpu_bdfs)
-    direct: Dict[frozenset, Tuple[str, str, int]] = {}
-    fabric: Dict[str, int] = {}
+    direct: dict[frozenset, tuple[str, str, int]] = {}
+    fabric: dict[str, int] = {}
     selfs = 0
     cpu_links = 0
     for gpu, target, count, tclass, _line in ctx.raw_links:
@@ -351,7 +351,7 @@ def _nvlinks(ctx: _Ctx) -> Tuple[NvLink, ...]:
     if cpu_links:
         ctx.notes.append(f"{cpu_links} <nvlink> element(s) go to a POWER CPU; not GPU peer links")
     links = [NvLink(a, b, n, source="nccl-xml") for a, b, n in direct.values() if n > 0]
-    xgmi: Dict[frozenset, Tuple[str, str, int]] = {}
+    xgmi: dict[frozenset, tuple[str, str, int]] = {}
     for gpu, target, count in ctx.xgmi_links:  # RCCL's AMD Infinity Fabric links between GPUs
         try:
             tb = norm_bdf(target)
@@ -366,9 +366,9 @@ def _nvlinks(ctx: _Ctx) -> Tuple[NvLink, ...]:
     return tuple(sorted(links, key=lambda x: (bdf_key(x.a), x.b)))
 
 
-def _roots(ctx: _Ctx) -> Dict[str, str]:
+def _roots(ctx: _Ctx) -> dict[str, str]:
     """Top-level bdf -> root label (see the module docstring)."""
-    below: Dict[str, List[str]] = {}
+    below: dict[str, list[str]] = {}
     for bdf, top in ctx.top_of.items():
         if bdf != top and not ctx.funcs[bdf]["extra"].get("vendor_declared") and not bdf.startswith("ffff:ff:"):
             below.setdefault(top, []).append(bdf)
@@ -400,8 +400,8 @@ def parse_nccl_xml(text: str, label: str) -> Snapshot:
     _walk(ctx, root)
     nvlinks = _nvlinks(ctx)
     roots = _roots(ctx)
-    root_numa: Dict[str, Optional[int]] = {}
-    split: List[str] = []
+    root_numa: dict[str, Optional[int]] = {}
+    split: list[str] = []
     for top, lab in roots.items():
         n = ctx.top_numa[top]
         if lab in root_numa and root_numa[lab] != n:

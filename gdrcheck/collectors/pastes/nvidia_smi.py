@@ -24,7 +24,7 @@ from gdrcheck.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Optional
 
 MIB = 1 << 20
 SMI_TIMEOUT = 30.0
@@ -33,7 +33,7 @@ _SIZE_RE = lazy_pattern(r"^(\d+)\s*(KiB|MiB|GiB|B)$", re.I)
 _UNITS = {"b": 1, "kib": 1 << 10, "mib": MIB, "gib": 1 << 30}
 
 # documented nvidia-smi exit codes -> (status, meaning, hint)
-EXIT_CODES: Dict[int, Tuple[str, str, str]] = {
+EXIT_CODES: dict[int, tuple[str, str, str]] = {
     2: ("error", "nvidia-smi rejected its arguments (a very old nvidia-smi?)", "upgrade the NVIDIA driver"),
     3: ("error", "the query is not available on this GPU", "upgrade the NVIDIA driver"),
     4: ("error", "insufficient permissions", "run gdrcheck as root"),
@@ -84,7 +84,7 @@ def _val(text: Optional[str]) -> Optional[str]:
     return t
 
 
-def _pci_id(text: Optional[str]) -> Optional[Tuple[int, int]]:
+def _pci_id(text: Optional[str]) -> Optional[tuple[int, int]]:
     """``0x233010DE`` (nvidia-smi -q's PCI Device Id, or -x's ``233010DE``) -> (vendor, device): (0x10de, 0x2330)."""
     t = _val(text)
     if t is None:
@@ -115,9 +115,9 @@ class _Node:
     label: str
     value: Optional[str]
     indent: int
-    children: List["_Node"] = field(default_factory=list)
+    children: list[_Node] = field(default_factory=list)
 
-    def get(self, *path: str) -> Optional["_Node"]:
+    def get(self, *path: str) -> Optional[_Node]:
         node: Optional[_Node] = self
         for label in path:
             if node is None:
@@ -136,7 +136,7 @@ class _Node:
             yield from c.walk()
 
 
-def _tree(lines: List[str]) -> _Node:
+def _tree(lines: list[str]) -> _Node:
     root = _Node("", None, -1)
     stack = [root]
     for line in lines:
@@ -154,11 +154,11 @@ def _tree(lines: List[str]) -> _Node:
     return root
 
 
-def _text_processes(node: Optional[_Node]) -> List[Dict[str, Any]]:
-    procs: List[Dict[str, Any]] = []
+def _text_processes(node: Optional[_Node]) -> list[dict[str, Any]]:
+    procs: list[dict[str, Any]] = []
     if node is None:
         return procs
-    cur: Optional[Dict[str, Any]] = None
+    cur: Optional[dict[str, Any]] = None
     for n in node.walk():
         label = n.label.lower()
         if label == "process id":
@@ -175,10 +175,10 @@ def _text_processes(node: Optional[_Node]) -> List[Dict[str, Any]]:
     return procs
 
 
-def parse_smi_text(text: str) -> List[Dict[str, Any]]:
+def parse_smi_text(text: str) -> list[dict[str, Any]]:
     """``nvidia-smi -q`` (any section selection) -> one dict per GPU, in output (index) order."""
-    blocks: List[Tuple[str, List[str]]] = []
-    header: List[str] = []
+    blocks: list[tuple[str, list[str]]] = []
+    header: list[str] = []
     for line in text.splitlines():
         m = _GPU_RE.match(line.rstrip())
         if m:
@@ -217,7 +217,7 @@ def parse_smi_text(text: str) -> List[Dict[str, Any]]:
 # XML
 
 
-def parse_smi_xml(text: str) -> List[Dict[str, Any]]:
+def parse_smi_xml(text: str) -> list[dict[str, Any]]:
     """``nvidia-smi -q -x`` -> one dict per GPU; raises ValueError on damaged XML."""
     from gdrcheck.collectors.pastes.xml_safe import parse_xml_safely
     from gdrcheck.errors import InputError
@@ -263,7 +263,7 @@ def parse_smi_xml(text: str) -> List[Dict[str, Any]]:
 # collector
 
 
-def rows_to_gpus(rows: List[Dict[str, Any]]) -> Tuple[DriverGpu, ...]:
+def rows_to_gpus(rows: list[dict[str, Any]]) -> tuple[DriverGpu, ...]:
     out = []
     for r in rows:
         procs = tuple(GpuProcess(pid=p["pid"], name=clip_name(p.get("name")),
@@ -313,13 +313,13 @@ def failure_status(res: CommandResult) -> CollectorStatus:
                            "run 'nvidia-smi -q' by hand to see what fails")
 
 
-def collect_nvidia_smi(src: Source, timeout: float = SMI_TIMEOUT) -> Tuple[List[Dict[str, Any]], CollectorStatus]:
+def collect_nvidia_smi(src: Source, timeout: float = SMI_TIMEOUT) -> tuple[list[dict[str, Any]], CollectorStatus]:
     """``nvidia-smi -q -x`` first, then the text ``nvidia-smi -q``; GPU rows and a status."""
     res = src.run(["nvidia-smi", "-q", "-x"], timeout=timeout)
     bad: Optional[CollectorStatus] = None
     if res.error in ("not found",) or (res.error or "").startswith("timed out"):
         return [], failure_status(res)
-    rows: List[Dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     if res.error is None and res.stdout.strip():
         try:
             rows = parse_smi_xml(res.stdout)

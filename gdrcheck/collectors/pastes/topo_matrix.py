@@ -28,7 +28,7 @@ from gdrcheck.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
 _ANSI = lazy_pattern(r"\x1b\[[0-9;]*[A-Za-z]")
 _MULTI = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
@@ -46,24 +46,24 @@ class TopoMatrix:
     """One matrix as printed: device names in header order, code per (row, col), affinity per GPU."""
 
     label: str
-    devices: Tuple[str, ...]
-    cells: Dict[Tuple[str, str], str]
-    cpu_affinity: Dict[str, str] = field(default_factory=dict)
-    numa_affinity: Dict[str, Optional[int]] = field(default_factory=dict)
-    gpu_numa_id: Dict[str, Optional[int]] = field(default_factory=dict)
-    legend: Dict[str, str] = field(default_factory=dict)  # NICn -> RDMA device name
+    devices: tuple[str, ...]
+    cells: dict[tuple[str, str], str]
+    cpu_affinity: dict[str, str] = field(default_factory=dict)
+    numa_affinity: dict[str, Optional[int]] = field(default_factory=dict)
+    gpu_numa_id: dict[str, Optional[int]] = field(default_factory=dict)
+    legend: dict[str, str] = field(default_factory=dict)  # NICn -> RDMA device name
     pcie_only: bool = False  # a -mp matrix (no NV# anywhere and a legend without NV#)
-    notes: Tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
     # a -p2p matrix: the driver's P2P status per pair (OK, NS, CNS, GNS, TNS, DR, U) for the capability named
     # before it ("read", "write", "nvlink", "atomics"; "read+write" for rw; "" where the paste does not say)
     p2p: Optional[str] = None
 
     @property
-    def gpus(self) -> List[str]:
+    def gpus(self) -> list[str]:
         return [d for d in self.devices if d.startswith("GPU")]
 
     @property
-    def nics(self) -> List[str]:
+    def nics(self) -> list[str]:
         return [d for d in self.devices if not d.startswith("GPU")]
 
     def rdma_name(self, nic: str) -> str:
@@ -81,7 +81,7 @@ def _clean(line: str) -> str:
     return _ANSI.sub("", line).replace("\r", "").rstrip()
 
 
-def _header_tokens(line: str) -> Optional[List[str]]:
+def _header_tokens(line: str) -> Optional[list[str]]:
     """The device names of a header row, or None when the line is no header."""
     s = line
     for h in _MULTI:
@@ -101,7 +101,7 @@ def _header_tokens(line: str) -> Optional[List[str]]:
     return devs if len(set(devs)) == len(devs) else None
 
 
-def _is_header_at(lines: List[str], i: int) -> bool:
+def _is_header_at(lines: list[str], i: int) -> bool:
     head = _header_tokens(lines[i])
     if head is None or ("Affinity" not in lines[i] and len(head) < 2):
         return False
@@ -112,7 +112,7 @@ def _is_header_at(lines: List[str], i: int) -> bool:
     return False
 
 
-def parse_topo_matrices(text: str, label: str) -> List[TopoMatrix]:
+def parse_topo_matrices(text: str, label: str) -> list[TopoMatrix]:
     """Every matrix of a paste that holds several (``topo -m`` then ``topo -mp``); ``-p2p`` ones are skipped.
 
     Lines are numbered as in the whole text.
@@ -121,7 +121,7 @@ def parse_topo_matrices(text: str, label: str) -> List[TopoMatrix]:
     starts = [i for i in range(len(lines)) if _is_header_at(lines, i)]
     if len(starts) <= 1:
         return [parse_topo_matrix(text, label)]
-    out: List[TopoMatrix] = []
+    out: list[TopoMatrix] = []
     skipped = []
     for k, i in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else len(lines)
@@ -150,7 +150,7 @@ def looks_like_topo_matrix(text: str) -> bool:
     return any(_is_header_at(lines, i) for i in range(len(lines)))
 
 
-def _unwrap(lines: List[str]) -> List[str]:
+def _unwrap(lines: list[str]) -> list[str]:
     """Join a row a terminal or mail client wrapped: a line of codes only, after a row line, goes onto it.
 
     The joined line keeps the number of the line it started on; the continuation becomes blank.
@@ -189,7 +189,7 @@ def p2p_capability(text: str) -> str:
     return got
 
 
-def _is_p2p(lines: List[str], header: List[str]) -> bool:
+def _is_p2p(lines: list[str], header: list[str]) -> bool:
     """Whether the first row under the header holds P2P statuses (OK, NS, ...) rather than path classes."""
     for ln in lines:
         toks = ln.split()
@@ -218,20 +218,20 @@ def parse_topo_matrix(text: str, label: str, p2p_title: str = "") -> TopoMatrix:
 class _MatrixReader:
     """One matrix, read line by line: the lines before its header, the header, its rows and its legend."""
 
-    def __init__(self, label: str, lines: List[str], p2p_title: str) -> None:
+    def __init__(self, label: str, lines: list[str], p2p_title: str) -> None:
         self.label, self.lines, self.p2p_title = label, lines, p2p_title
         self.p2p: Optional[str] = None
-        self.header: Optional[List[str]] = None
+        self.header: Optional[list[str]] = None
         self.header_line = 0
-        self.extras: List[str] = []
-        self.cells: Dict[Tuple[str, str], str] = {}
-        self.rows_seen: Dict[str, int] = {}
-        self.cpu: Dict[str, str] = {}
-        self.numa: Dict[str, Optional[int]] = {}
-        self.gnuma: Dict[str, Optional[int]] = {}
-        self.legend: Dict[str, str] = {}
-        self.notes: List[str] = []
-        self.ignored: List[int] = []
+        self.extras: list[str] = []
+        self.cells: dict[tuple[str, str], str] = {}
+        self.rows_seen: dict[str, int] = {}
+        self.cpu: dict[str, str] = {}
+        self.numa: dict[str, Optional[int]] = {}
+        self.gnuma: dict[str, Optional[int]] = {}
+        self.legend: dict[str, str] = {}
+        self.notes: list[str] = []
+        self.ignored: list[int] = []
         self.nv_in_legend = False
         self.in_legend = False
 
@@ -288,7 +288,7 @@ class _MatrixReader:
         if row.startswith("GPU") and rest:
             self.affinity(row, rest)
 
-    def affinity(self, row: str, rest: List[str]) -> None:
+    def affinity(self, row: str, rest: list[str]) -> None:
         """A GPU row's columns after the matrix: CPU Affinity, NUMA Affinity, GPU NUMA ID, as the header has them."""
         if "CPU Affinity" in self.extras:
             self.cpu[row] = rest[0]
@@ -327,12 +327,12 @@ class _MatrixReader:
                           notes=tuple(notes))
 
 
-def _p2p_codes(label: str, n: int, row: str, header: List[str], vals: List[str]) -> List[str]:
+def _p2p_codes(label: str, n: int, row: str, header: list[str], vals: list[str]) -> list[str]:
     """The P2P statuses of one row of a ``-p2p`` matrix, one per header column."""
     return _cells(label, n, row, header, vals, _P2P, "a P2P status (X, OK, NS, CNS, GNS, TNS, DR, U)", "statuses")
 
 
-def _row_codes(label: str, n: int, row: str, header: List[str], vals: List[str]) -> List[str]:
+def _row_codes(label: str, n: int, row: str, header: list[str], vals: list[str]) -> list[str]:
     """The path codes of one row, one per header column; raise where they cannot be told apart."""
     codes = vals[:len(header)]
     if codes and all(_P2P.match(c) for c in codes) and any(c != "X" for c in codes):
@@ -342,8 +342,8 @@ def _row_codes(label: str, n: int, row: str, header: List[str], vals: List[str])
                   "; the row's cells cannot be told apart")
 
 
-def _cells(label: str, n: int, row: str, header: List[str], vals: List[str], pattern, what_one: str,
-           what_many: str, tail: str = "") -> List[str]:
+def _cells(label: str, n: int, row: str, header: list[str], vals: list[str], pattern, what_one: str,
+           what_many: str, tail: str = "") -> list[str]:
     """One cell per header column, each matching ``pattern``, X on the diagonal only."""
     codes = vals[:len(header)]
     if len(codes) < len(header) or not all(pattern.match(c) for c in codes):
@@ -357,8 +357,8 @@ def _cells(label: str, n: int, row: str, header: List[str], vals: List[str], pat
     return codes
 
 
-def _check_whole(label: str, header: List[str], header_line: int, rows_seen: Dict[str, int],
-                 cells: Dict[Tuple[str, str], str]) -> None:
+def _check_whole(label: str, header: list[str], header_line: int, rows_seen: dict[str, int],
+                 cells: dict[tuple[str, str], str]) -> None:
     """Every column has its row, and the matrix is symmetric."""
     missing = [d for d in header if d not in rows_seen]
     if missing:

@@ -17,7 +17,7 @@ from gdrcheck.errors import InputError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Tuple
+    pass
 
 # hwloc's XML of a 2-socket, 384-thread node with its PCI tree has some 10,000; nvidia-smi -q -x some 400 a GPU
 MAX_XML_ELEMENTS = 500_000
@@ -28,7 +28,7 @@ class _LineBuilder(ET.TreeBuilder):
 
     def __init__(self, label: str = "input") -> None:
         super().__init__()
-        self.lines: Dict[int, int] = {}
+        self.lines: dict[int, int] = {}
         self.expat = None
         self.label = label
         self.elements = self.functions = 0
@@ -60,7 +60,7 @@ class _LineBuilder(ET.TreeBuilder):
 
 
 def parse_xml_safely(text: str, label: str, *, allow_doctype: bool,
-                     what: str = "this kind of XML") -> Tuple[ET.Element, Dict[int, int]]:
+                     what: str = "this kind of XML") -> tuple[ET.Element, dict[int, int]]:
     """Root element and {id(element): line}; any unsafe or damaged XML is an InputError.
 
     ``allow_doctype`` admits a plain ``<!DOCTYPE>`` (hwloc writes one); entity declarations and

@@ -27,7 +27,8 @@ from gdrcheck.rules.nccl.core import NEWEST
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from typing import Callable, Optional
 
     from gdrcheck.rules.nccl.core import Version
 
@@ -73,11 +74,11 @@ def bcm_gen(dev_id: int, level: int, version: Version) -> int:
 
 
 def fuse(order: Sequence[str], links: Mapping[str, Iterable[str]], ids: Mapping[str, int],
-         version: Version) -> Dict[str, str]:
+         version: Version) -> dict[str, str]:
     """Which PCI node each one ends in. ``order``: the PCI nodes in the order NCCL made them; ``links``: per
     node, the PCI nodes it has a link to (a tree edge both ways, a virtual link from the node that lists it)."""
     nodes = list(order)
-    adj: Dict[str, List[str]] = {n: [x for x in dict.fromkeys(links.get(n, ())) if x != n] for n in nodes}
+    adj: dict[str, list[str]] = {n: [x for x in dict.fromkeys(links.get(n, ())) if x != n] for n in nodes}
     dev = {n: ids.get(n, 0) for n in nodes}
     into = {n: n for n in nodes}
     restart = 0 if version >= RESTART_AT_FIRST_FROM else 1
@@ -114,12 +115,12 @@ def fuse(order: Sequence[str], links: Mapping[str, Iterable[str]], ids: Mapping[
     return into
 
 
-def depth_first(chains: Iterable[Tuple[str, ...]], first: Optional[Mapping[str, int]] = None) -> List[str]:
+def depth_first(chains: Iterable[tuple[str, ...]], first: Optional[Mapping[str, int]] = None) -> list[str]:
     """NCCL's order of making its PCI nodes from the chains of its devices (nearest switch first, in the order
     NCCL fills its XML): depth first, each node's children in the order a device first reached them, or in
     ``first`` order (a topology file's document order) where given."""
-    parent: Dict[str, Optional[str]] = {}
-    seen: Dict[str, int] = {}
+    parent: dict[str, Optional[str]] = {}
+    seen: dict[str, int] = {}
     for chain in chains:
         for i, n in enumerate(chain):
             seen.setdefault(n, len(seen))
@@ -127,15 +128,15 @@ def depth_first(chains: Iterable[Tuple[str, ...]], first: Optional[Mapping[str, 
                 parent[n] = chain[i + 1] if i + 1 < len(chain) else parent.get(n)
     rank = first or {}
 
-    def key(n: str) -> Tuple[int, int]:
+    def key(n: str) -> tuple[int, int]:
         return (0, rank[n]) if n in rank else (1, seen[n])
 
-    below: Dict[Optional[str], List[str]] = {}
+    below: dict[Optional[str], list[str]] = {}
     for n in sorted(parent, key=key):
         below.setdefault(parent[n], []).append(n)
-    out: List[str] = []
+    out: list[str] = []
     stack = list(reversed(below.get(None, [])))
-    done: Set[str] = set()
+    done: set[str] = set()
     while stack:
         n = stack.pop()
         if n in done:
@@ -146,9 +147,9 @@ def depth_first(chains: Iterable[Tuple[str, ...]], first: Optional[Mapping[str, 
     return out
 
 
-def tree_links(chains: Iterable[Tuple[str, ...]], virtual: Mapping[str, Iterable[str]]) -> Dict[str, List[str]]:
+def tree_links(chains: Iterable[tuple[str, ...]], virtual: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
     """Each PCI node's links: up and down its chains, both ways, and its own virtual links (one way)."""
-    links: Dict[str, List[str]] = {}
+    links: dict[str, list[str]] = {}
     for chain in chains:
         for a, b in zip(chain, chain[1:]):
             links.setdefault(a, []).append(b)
@@ -162,10 +163,10 @@ def tree_links(chains: Iterable[Tuple[str, ...]], virtual: Mapping[str, Iterable
 class Fusion:
     """The chains of PCI nodes above each device once NCCL has flattened its Broadcom switches."""
 
-    def __init__(self, chains: Mapping[str, Tuple[str, ...]], into: Mapping[str, str]) -> None:
-        self.fused: Dict[str, Tuple[str, ...]] = {}
+    def __init__(self, chains: Mapping[str, tuple[str, ...]], into: Mapping[str, str]) -> None:
+        self.fused: dict[str, tuple[str, ...]] = {}
         for dev, chain in chains.items():
-            out: List[str] = []
+            out: list[str] = []
             for n in chain:
                 m = into.get(n, n)
                 if m not in out:
@@ -197,12 +198,12 @@ def sysfs_steps(topo, bdf: str) -> Iterator[str]:
         yield cur
 
 
-def sysfs_chain(topo, bdf: str) -> Tuple[str, ...]:
+def sysfs_chain(topo, bdf: str) -> tuple[str, ...]:
     """:func:`sysfs_steps`, all of them."""
     return tuple(sysfs_steps(topo, bdf))
 
 
-def build(chains: Mapping[str, Tuple[str, ...]], ids: Callable[[str], int], virtual: Mapping[str, Iterable[str]],
+def build(chains: Mapping[str, tuple[str, ...]], ids: Callable[[str], int], virtual: Mapping[str, Iterable[str]],
           version: Version, first: Optional[Mapping[str, int]] = None) -> Fusion:
     """The fusion of the PCI nodes on ``chains`` (device -> its PCI nodes, nearest first; in the order NCCL
     fills its XML: GPUs, then NICs)."""

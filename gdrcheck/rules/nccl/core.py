@@ -12,14 +12,14 @@ Sources (``NVIDIA/nccl`` tags; line numbers at the tag named):
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Optional, Tuple
-    Version = Tuple[int, int, int]
+    from typing import Optional
+    Version = tuple[int, int, int]
 
 
 # NCCL 2.27.5+ numbering; gdrcheck compares types with the order of the version judged (path_order)
@@ -76,7 +76,7 @@ def parse_version(text: Optional[str], floor: bool = True) -> Version:
     return v
 
 
-def path_order(version: Version) -> Tuple[str, ...]:
+def path_order(version: Version) -> tuple[str, ...]:
     """``topoPathTypeStr`` of that version, up to SYS: the names ``ncclGetLevel`` accepts, in rank order."""
     if version >= (2, 27, 5):
         return ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
@@ -89,13 +89,13 @@ def path_order(version: Version) -> Tuple[str, ...]:
     return ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS")
 
 
-@lru_cache(maxsize=None)
-def rank_in(version: Version) -> Dict[str, int]:
+@cache
+def rank_in(version: Version) -> dict[str, int]:
     """Path type -> its rank at this version (cached: asked per pair; callers only read it)."""
     return {name: i for i, name in enumerate(path_order(version))}
 
 
-def peermem_files(version: Version) -> Tuple[str, ...]:
+def peermem_files(version: Version) -> tuple[str, ...]:
     for lo, hi, files in PEERMEM_FILES:
         if lo <= version <= hi:
             return files

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional, Tuple
+    from typing import Optional
 
 
 # PCI vendor of the host bridge / root ports -> NCCL's CPU kind
@@ -44,7 +44,7 @@ def cpu_kind(vendor: Optional[str]) -> Optional[str]:
     return "other"
 
 
-def node_cpu(snap) -> Tuple[Optional[str], str]:
+def node_cpu(snap) -> tuple[Optional[str], str]:
     """(kind, where it came from) for the snapshot's CPU node 0; kind None when nothing shows it."""
     f = snap.host.get("cpu_vendor")
     if f is not None and getattr(f, "known", False) and f.value is not None:
@@ -78,7 +78,7 @@ _ROOT_NAMES = (("Advanced Micro Devices", "amd"), ("Intel Corporation", "intel")
 _NOT_ROOT = ("[AMD/ATI]", "Ethernet", "Network", "NVMe", "Non-Volatile", "VGA", "Display", "3D")
 
 
-def root_complex_names(snap) -> Optional[Tuple[str, str]]:
+def root_complex_names(snap) -> Optional[tuple[str, str]]:
     """(kind, why) from the names an lspci tree gives the function at 00.0 of each root bus (``Advanced Micro
     Devices, Inc. [AMD] Device 14a4``, ``Intel Corporation Sky Lake-E DMI3 Registers``), where the input
     has no ids; None where they do not agree or name no CPU vendor, or in a virtual machine, whose emulated
@@ -108,7 +108,7 @@ AMD_BW_FROM = (2, 19, 0)  # v2.19.1 topo.h AMD_BW 16; v2.18.6 has no AMD branch 
 SRP_ERP_FROM = (2, 26, 0)  # v2.26.2 topo.cc:80-85: Sapphire and Emerald Rapids
 
 
-def cpu_model(snap) -> Tuple[Optional[int], Optional[int]]:
+def cpu_model(snap) -> tuple[Optional[int], Optional[int]]:
     """(cpuid family, model) of the first CPU: /proc/cpuinfo, else the NCCL XML's ``<cpu familyid modelid>``."""
     fam, mod = snap.host.get("cpu_family"), snap.host.get("cpu_model")
     if fam is not None and mod is not None and getattr(fam, "known", False) and getattr(mod, "known", False):
@@ -123,7 +123,7 @@ def cpu_model(snap) -> Tuple[Optional[int], Optional[int]]:
 
 
 def inter_cpu_bw(version, kind: Optional[str], family: Optional[int], model: Optional[int]) \
-        -> Tuple[Tuple[float, ...], str]:
+        -> tuple[tuple[float, ...], str]:
     """NCCL's CPU-to-CPU bandwidth: every value it may take (one where the input shows the model) and why.
     Intel: Emerald Rapids (family 6, model >= 0xCF) 40, Sapphire Rapids (>= 0x8F) 22 (both from 2.26),
     Skylake (>= 0x55) 10, older 6; AMD 16 from 2.19 (before: LOC_BW); Zhaoxin Yongfeng (7, 0x5B) 9, else 6;

@@ -10,14 +10,13 @@ from gdrcheck.rules.nccl.core import version_str
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List
 
     from gdrcheck.rules.nccl.core import Version
 
 DATA_DIRECT_FROM = (2, 27, 0)
 
 
-def data_direct(version: Version, st, fns: List[str], snap, nic) -> str:
+def data_direct(version: Version, st, fns: list[str], snap, nic) -> str:
     """Why NCCL may judge this mlx5 NIC on a data-direct DMA function's PCI path instead of its own, or ''.
 
     NCCL asks ``mlx5dv_get_data_direct_sysfs_path`` for each mlx5 device whose DMA-BUF probe passes

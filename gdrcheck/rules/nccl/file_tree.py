@@ -11,7 +11,7 @@ from gdrcheck.rules.nccl.paths import bcm_virtual_links
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Optional, Tuple
+    from typing import Optional
 
     from gdrcheck.collectors.nccl_topo_file import TopoFile
     from gdrcheck.rules.nccl.core import Version
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def topo_file_attrs(snap, st: NcclSettings) \
-        -> Tuple[Dict[str, str], Dict[str, str], Dict[str, str], Optional[TopoFile]]:
+        -> tuple[dict[str, str], dict[str, str], dict[str, str], Optional[TopoFile]]:
     """``<gpu gdr>`` by GPU busid and ``<net gdr>`` by NIC name from the topology file NCCL loads first
     (NCCL_TOPO_FILE, else /var/run/nvidia-topologyd/virtualTopology.xml from 2.10.3; v2.30.7
     ``src/graph/topo.cc:1765-1790``), what was applied from it, and the file as read (its PCI tree). Its
@@ -46,8 +46,8 @@ def topo_file_attrs(snap, st: NcclSettings) \
     return gpus, nets, {path: "applied: " + ", ".join(applied)}, parsed
 
 
-def topo_file_classes(parsed: TopoFile, topo, pairs, applied: Dict[str, str], version: Version = NEWEST) \
-        -> Tuple[Dict[Tuple[str, str], str], frozenset]:
+def topo_file_classes(parsed: TopoFile, topo, pairs, applied: dict[str, str], version: Version = NEWEST) \
+        -> tuple[dict[tuple[str, str], str], frozenset]:
     """NCCL's PCIe class of each pair the topology file's PCI tree decides (``gdrcheck.rules.nccl.topo_file``),
     and the pairs among them that are PIX because NCCL fused Broadcom switches of that tree; ``applied``
     (``nccl.topology_files``) says which devices the file places and which tree decided."""

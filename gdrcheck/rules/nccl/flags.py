@@ -20,7 +20,8 @@ from gdrcheck.rules.nccl.speed import rate_gbytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, Tuple
+    from collections.abc import Mapping
+    from typing import Optional
 
     from gdrcheck.rules.nccl.core import Version
 
@@ -51,7 +52,7 @@ class GpuInfo:
 @record(frozen=True)
 class NicInfo:
     bdf: str
-    rdma: Tuple[str, ...]
+    rdma: tuple[str, ...]
     driver: Optional[str]
     rdma_driver: Optional[str]
     rate: Optional[float]  # GB/s, best port
@@ -65,7 +66,7 @@ def _driver_gpu(snap, bdf):
     return None
 
 
-def cuda_attrs(snap) -> Tuple[Dict[str, dict], Optional[int]]:
+def cuda_attrs(snap) -> tuple[dict[str, dict], Optional[int]]:
     """The CUDA driver's flags per GPU bus id and its version, as ``gdrcheck snapshot`` read them
     (``gdrcheck.collectors.cuda_attrs``); empty where the input has no such record."""
     f = snap.host.get("cuda_attrs")
@@ -79,7 +80,7 @@ def cuda_attrs(snap) -> Tuple[Dict[str, dict], Optional[int]]:
 _MLOPART_PARTS = r"\bG?B(100|200|300)\b"  # multi-die parts: more than one locality domain
 
 
-def mlopart_info(name: Optional[str], sm: Optional[int], xml_gpu, cuda: Optional[dict]) -> Tuple[Optional[bool], str]:
+def mlopart_info(name: Optional[str], sm: Optional[int], xml_gpu, cuda: Optional[dict]) -> tuple[Optional[bool], str]:
     """Whether NCCL sees the GPU as an MLOPart partition: ``mloPart`` is the number after ``MLOPart`` in the CUDA
     device name (v2.30.7 ``src/init.cc:722-723``), written to the XML as ``<gpu mlopart>`` (``topo.cc:1808``,
     read back at ``topo.cc:516, 596, 784``). ``None``: the input cannot show it and the part can be
@@ -151,7 +152,7 @@ def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, st
     return GpuInfo(bdf, name, sm, sm_src, gdr, gdr_src, c2c, mlo, mlo_src, dmabuf, cuda_driver if speaks else None)
 
 
-def _gdr_flag(name: Optional[str], cuda: Optional[dict], cuda_driver: Optional[int]) -> Tuple[Optional[bool], str]:
+def _gdr_flag(name: Optional[str], cuda: Optional[dict], cuda_driver: Optional[int]) -> tuple[Optional[bool], str]:
     """The GPU's ``cudaDevAttrGPUDirectRDMASupported`` as NCCL reads it (CUDA driver 11.3+, v2.30.7
     ``src/plugin/net.cc:424-436``). A live run decides from the model (GeForce and TITAN parts answer 0): reading
     the attribute needs ``cuInit``, some 200 ms. ``gdrcheck snapshot`` records the driver's answer; it speaks where
@@ -196,7 +197,7 @@ def nic_info(snap, topo, bdf: str, rates: Mapping[str, Mapping[str, str]], topo_
     return NicInfo(bdf, tuple(d.rdma_devices), d.driver, rdma_driver, best, xml_gdr)
 
 
-def net_selection(st: NcclSettings, plugins: Tuple[str, ...]) -> Tuple[Optional[str], str]:
+def net_selection(st: NcclSettings, plugins: tuple[str, ...]) -> tuple[Optional[str], str]:
     """Which network NCCL's net layer uses: ``ib``, ``socket``, ``plugin`` (decides its own GDR)."""
     env = st.env
     want = env.get("NCCL_NET")
@@ -228,9 +229,9 @@ def nic_dmabuf(nic: NicInfo, snap) -> Optional[bool]:
     return None
 
 
-def nic_flag(version: Version, st: NcclSettings, plugins: Tuple[str, ...], snap, nic: NicInfo, rdma: Optional[bool],
+def nic_flag(version: Version, st: NcclSettings, plugins: tuple[str, ...], snap, nic: NicInfo, rdma: Optional[bool],
              gpu_dmabuf: Optional[bool], cuda_driver: Optional[int],
-             listed: Tuple[Optional[bool], ...] = ()) -> Tuple[Optional[bool], str, Tuple[str, ...]]:
+             listed: tuple[Optional[bool], ...] = ()) -> tuple[Optional[bool], str, tuple[str, ...]]:
     """NCCL's ``net.gdr`` for this NIC, seen from a GPU with these DMA-BUF attribute and CUDA driver (DMA-BUF
     needs them): (flag, why, what it depends on). ``rdma``: whether the NIC is an RDMA device NCCL's IB lists;
     ``listed``: ``nic_dmabuf`` of every NIC NCCL's IB lists (up to 2.22.3 the first one's answer is everyone's)."""
@@ -270,7 +271,7 @@ def nic_flag(version: Version, st: NcclSettings, plugins: Tuple[str, ...], snap,
     drv = snap.host.get("nvidia_driver_version")
     own = nic_dmabuf(nic, snap)
 
-    def flag(probe: Optional[bool]) -> Tuple[Optional[bool], str]:
+    def flag(probe: Optional[bool]) -> tuple[Optional[bool], str]:
         return gdr_rules.dmabuf_flag(version, st, dm.value if dm is not None else None,
                                      drv.value if drv is not None and getattr(drv, "known", False) else None,
                                      probe, nic.rdma_driver or nic.driver, gpu_dmabuf, cuda_driver)
@@ -293,6 +294,6 @@ def nic_flag(version: Version, st: NcclSettings, plugins: Tuple[str, ...], snap,
 DATA_DIRECT_IDS = ((0x15B3, 0x2100),)  # ConnectX-8 Data Direct
 
 
-def data_direct_functions(snap) -> List[str]:
+def data_direct_functions(snap) -> list[str]:
     """The node's data-direct DMA functions (a PCI function with a ``mlx5_data_direct`` device id)."""
     return sorted(d.bdf for d in snap.devices if (d.vendor, d.device) in DATA_DIRECT_IDS)

@@ -31,7 +31,7 @@ from gdrcheck.rules.nccl.core import rank_in, version_str, within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
     from gdrcheck.rules.nccl.core import Version
 
@@ -41,7 +41,7 @@ PXN_FROM = (2, 12, 7)
 MLOPART_FROM = (2, 30, 7)  # v2.30.7 paths.cc:466, 487; absent from v2.30.3 and v2.30.4 paths.cc
 
 
-def distance(version: Version, st, t: Optional[str], gpu_c2c: Optional[bool]) -> Tuple[Optional[str], str]:
+def distance(version: Version, st, t: Optional[str], gpu_c2c: Optional[bool]) -> tuple[Optional[str], str]:
     """The type NCCL compares with the level, after the C2C rewrites of that version."""
     if t is None:
         return None, ""
@@ -57,7 +57,7 @@ def distance(version: Version, st, t: Optional[str], gpu_c2c: Optional[bool]) ->
 
 
 def read_side(version: Version, st, sm: Optional[int], nvlink_peer: Optional[bool],
-              single_gpu: bool) -> Dict[str, object]:
+              single_gpu: bool) -> dict[str, object]:
     """The send side (``read=1``): ``NCCL_NET_GDR_READ`` and its default."""
     raw = st.env.get("NCCL_NET_GDR_READ")
     value = st.param("NCCL_NET_GDR_READ", -2)
@@ -83,9 +83,9 @@ def read_side(version: Version, st, sm: Optional[int], nvlink_peer: Optional[boo
             "gdr_read_depends_on": ["the communicator has only this GPU on this node"]}
 
 
-def decide(version: Version, st, *, t: Optional[str], candidates: Tuple[str, ...], nic_flag, gpu_flag,
-           gpu_c2c: Optional[bool], pxn: Optional[Tuple[str, str]], mlopart: Optional[bool] = False,
-           mlopart_why: str = "") -> Dict[str, object]:
+def decide(version: Version, st, *, t: Optional[str], candidates: tuple[str, ...], nic_flag, gpu_flag,
+           gpu_c2c: Optional[bool], pxn: Optional[tuple[str, str]], mlopart: Optional[bool] = False,
+           mlopart_why: str = "") -> dict[str, object]:
     """``{"gdr", "reason", "depends_on"?, "via"?, "mode"?}`` for the receive side (``read=0``), which decides
     the path NCCL takes and whether ``/GDRDMA`` appears in its connection lines."""
     nic_ok, nic_why, nic_dep = nic_flag
@@ -100,7 +100,7 @@ def decide(version: Version, st, *, t: Optional[str], candidates: Tuple[str, ...
                                              f"{st.env.get('NCCL_NET_GDR_MLOPART') or '0 (default)'}: NCCL "
                                              f"{version_str(version)} gives such GPUs no GDR (paths.cc:466, 487)"}
     level, level_src = st.gdr_level, st.gdr_level_source
-    depends: List[str] = list(nic_dep or ())
+    depends: list[str] = list(nic_dep or ())
     via = None
     d, how = distance(version, st, t, gpu_c2c)
     if d is None:
@@ -130,7 +130,7 @@ def decide(version: Version, st, *, t: Optional[str], candidates: Tuple[str, ...
                        f"{version_str(version)} gives a partition no GDR unless NCCL_NET_GDR_MLOPART=1 "
                        "(paths.cc:466, 487)")
     mode = "PCI" if gpu_c2c and d not in ("P2C", "C2C") else "Default"
-    out: Dict[str, object] = {"gdr": "enabled", "distance": d,
+    out: dict[str, object] = {"gdr": "enabled", "distance": d,
                               "reason": f"{nic_why}; {gpu_why}; path {d} within NCCL_NET_GDR_LEVEL={level} "
                                         f"({level_src})" + (f"; {how}" if how else "")}
     if mode == "PCI":
@@ -142,8 +142,8 @@ def decide(version: Version, st, *, t: Optional[str], candidates: Tuple[str, ...
     return out
 
 
-def _unplaced(version: Version, st, candidates: Tuple[str, ...], gpu_c2c: Optional[bool],
-              pxn: Optional[Tuple[str, str]]) -> Dict[str, object]:
+def _unplaced(version: Version, st, candidates: tuple[str, ...], gpu_c2c: Optional[bool],
+              pxn: Optional[tuple[str, str]]) -> dict[str, object]:
     """The decision where the input does not show where the GPU and the NIC meet: off when every candidate
     path is beyond the level, else unknown."""
     level, level_src = st.gdr_level, st.gdr_level_source
@@ -158,7 +158,7 @@ def _unplaced(version: Version, st, candidates: Tuple[str, ...], gpu_c2c: Option
 
 def dmabuf_flag(version: Version, st, dmabuf: Optional[dict], driver_version: Optional[str],
                 nic_driver_dmabuf: Optional[bool], nic_driver: Optional[str], gpu_dmabuf: Optional[bool] = None,
-                cuda_driver: Optional[int] = None) -> Tuple[Optional[bool], str]:
+                cuda_driver: Optional[int] = None) -> tuple[Optional[bool], str]:
     """``comm->dmaBufSupport`` and the IB plugin's DMA-BUF probe for this GPU and NIC. ``gpu_dmabuf`` and
     ``cuda_driver``: the driver's ``CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`` and ``cuDriverGetVersion`` where
     ``gdrcheck snapshot`` read them; else the NVIDIA driver branch and flavour stand in for them."""
@@ -167,8 +167,8 @@ def dmabuf_flag(version: Version, st, dmabuf: Optional[dict], driver_version: Op
     if not st.dmabuf_enabled:
         return False, f"DMA-BUF disabled by NCCL_DMABUF_ENABLE={st.env.get('NCCL_DMABUF_ENABLE')}"
     d = dmabuf if isinstance(dmabuf, dict) else {}
-    reasons_no: List[str] = []
-    unknown: List[str] = []
+    reasons_no: list[str] = []
+    unknown: list[str] = []
     major = None
     if driver_version:
         try:

@@ -19,7 +19,7 @@ from gdrcheck.rules.nccl.flags import nic_dmabuf, nic_flag
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
 
 class Asked:
@@ -43,7 +43,7 @@ class Asked:
         self.nvlink_peer = lru_cache(maxsize=None)(relays.nvlink_peer)
 
 
-def decide_gdr(node, snap, topo, pairs, types) -> Dict[Tuple[str, str], Dict[str, object]]:
+def decide_gdr(node, snap, topo, pairs, types) -> dict[tuple[str, str], dict[str, object]]:
     """Each GPU-NIC pair's view, by pair, for the GPUs and NICs NCCL decides."""
     mine = [p for p in pairs if p.kind == "gpu-nic" and p.b in node.nics]
     rl = pxn_rules.Relays(node, snap, topo, pairs, types)
@@ -59,7 +59,7 @@ def _nic_flag(ask: Asked, node, g: str, n: str):
     return ask.nic_flag(n, node.rdma.get(n), gpu.dmabuf, gpu.cuda_driver)
 
 
-def relays(node, rl: pxn_rules.Relays, ask: Asked, flags, types, nics) -> Dict[str, Tuple[str, str]]:
+def relays(node, rl: pxn_rules.Relays, ask: Asked, flags, types, nics) -> dict[str, tuple[str, str]]:
     """PXN: NCCL's one relay GPU per NIC (pxn.Relays.local_gpu, v2.30.7 paths.cc:812-843), if close enough to
     the NIC and able to do GDR with it, with the relay's path type; whether its path to the GPU that wants the
     NIC is NVLink after NCCL's P2P decision (paths.cc:761-773, 832) is asked per pair."""
@@ -68,7 +68,7 @@ def relays(node, rl: pxn_rules.Relays, ask: Asked, flags, types, nics) -> Dict[s
     single = len(node.gpus) == 1
     # NCCL_PXN_C2C: default 0 in 2.27.x (v2.27.3 paths.cc:609), 1 from 2.28.3 (paths.cc:620)
     pxn_type = "P2C" if v >= (2, 27, 0) and st.param("NCCL_PXN_C2C", int(v >= (2, 28, 0))) else "PXB"
-    out: Dict[str, Tuple[str, str]] = {}
+    out: dict[str, tuple[str, str]] = {}
     for n in nics:
         q = rl.local_gpu(n)
         if q is None or (q, n) not in flags:
@@ -87,8 +87,8 @@ def relays(node, rl: pxn_rules.Relays, ask: Asked, flags, types, nics) -> Dict[s
     return out
 
 
-def pair_view(node, snap, rl: pxn_rules.Relays, ask: Asked, p, pair_type, flag, relay: Optional[Tuple[str, str]]) \
-        -> Dict[str, object]:
+def pair_view(node, snap, rl: pxn_rules.Relays, ask: Asked, p, pair_type, flag, relay: Optional[tuple[str, str]]) \
+        -> dict[str, object]:
     """One GPU-NIC pair: NCCL's decision, then what an unseen NVLink to the NIC's relay or a Data Direct function
     leaves open, then the send side where GDR is on."""
     st, v = node.st, node.version
@@ -113,8 +113,8 @@ def pair_view(node, snap, rl: pxn_rules.Relays, ask: Asked, p, pair_type, flag, 
     return view
 
 
-def _pxn(node, rl: pxn_rules.Relays, p, d_own: Optional[str], relay: Optional[Tuple[str, str]]) \
-        -> Tuple[Optional[Tuple[str, str]], Optional[str]]:
+def _pxn(node, rl: pxn_rules.Relays, p, d_own: Optional[str], relay: Optional[tuple[str, str]]) \
+        -> tuple[Optional[tuple[str, str]], Optional[str]]:
     """(the relay NCCL takes for this pair, a relay it would take if NVLink joins them in an input that cannot
     show NVLink)."""
     st, v = node.st, node.version
@@ -126,7 +126,7 @@ def _pxn(node, rl: pxn_rules.Relays, p, d_own: Optional[str], relay: Optional[Tu
     return (relay if linked else None), (relay[0] if linked is None else None)
 
 
-def _unless_data_direct(node, snap, p, g, flag, view: Dict[str, object]) -> None:
+def _unless_data_direct(node, snap, p, g, flag, view: dict[str, object]) -> None:
     """A Data Direct DMA function NCCL may judge the NIC on leaves the decision open (:mod:`data_direct`)."""
     if not node.data_direct:
         return
@@ -141,7 +141,7 @@ def _unless_data_direct(node, snap, p, g, flag, view: Dict[str, object]) -> None
     if view["gdr"] != "unknown":
         view["reason"] = f"{view.get('reason', '')}; but {dd}"
     view["gdr"] = "unknown"
-    depends: List[str] = list(view.get("depends_on", ()))
+    depends: list[str] = list(view.get("depends_on", ()))
     view["depends_on"] = depends + [
         f"whether NCCL uses a Data Direct DMA function for {'/'.join(nic.rdma) or p.b} and where "
         f"it sits (NCCL_DEBUG=INFO prints 'NET/IB: Data Direct DMA Interface is detected for device "

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, Tuple
+    from collections.abc import Mapping
+    from typing import Optional
 
 
 def _atoi(text: str) -> int:
@@ -26,7 +27,7 @@ def _atoi(text: str) -> int:
     return int(text[i:k]) if k > j else 0
 
 
-def parse_hca(spec: str) -> Tuple[bool, bool, List[Tuple[str, int]]]:
+def parse_hca(spec: str) -> tuple[bool, bool, list[tuple[str, int]]]:
     """(exclude, exact, [(name or prefix, port or -1)]) as NCCL reads ``NCCL_IB_HCA``."""
     s = spec
     exclude = s.startswith("^")
@@ -45,7 +46,7 @@ def parse_hca(spec: str) -> Tuple[bool, bool, List[Tuple[str, int]]]:
     return exclude, exact, items
 
 
-def _listed(name: str, port: Optional[int], exact: bool, items: List[Tuple[str, int]]) -> Optional[bool]:
+def _listed(name: str, port: Optional[int], exact: bool, items: list[tuple[str, int]]) -> Optional[bool]:
     """``matchIfList`` for one port; None when the port is not known and the answer depends on it."""
     if not items:
         return True
@@ -60,13 +61,13 @@ def _listed(name: str, port: Optional[int], exact: bool, items: List[Tuple[str, 
     return True if hit else None if depends else False
 
 
-def hca_match(spec: str, names: Tuple[str, ...], ports: Mapping[str, Mapping[str, str]]) -> Optional[bool]:
+def hca_match(spec: str, names: tuple[str, ...], ports: Mapping[str, Mapping[str, str]]) -> Optional[bool]:
     """Whether ``NCCL_IB_HCA=spec`` leaves NCCL one of the NIC's ports. ``ports``: ``{device: {port: state}}`` as
     the input shows them (ACTIVE ones count; none shown: the port is not known)."""
     if not names:
         return None
     exclude, exact, items = parse_hca(spec)
-    seen: List[Optional[bool]] = []
+    seen: list[Optional[bool]] = []
     for dev in names:
         shown = ports.get(dev) or {}
         active = [int(p) for p, s in shown.items() if str(p).isdigit() and s == "ACTIVE"]
@@ -78,7 +79,7 @@ def hca_match(spec: str, names: Tuple[str, ...], ports: Mapping[str, Mapping[str
     return None if any(s is None for s in seen) else False
 
 
-def ports_down(snap, rdma: Tuple[str, ...]) -> str:
+def ports_down(snap, rdma: tuple[str, ...]) -> str:
     """The NIC's RDMA ports and their states, when every port is shown and none is ACTIVE; else ''."""
     states = port_states(snap)
     seen = [(dev, port, s) for dev in rdma for port, s in sorted((states.get(dev) or {}).items())]
@@ -87,7 +88,7 @@ def ports_down(snap, rdma: Tuple[str, ...]) -> str:
     return ", ".join(f"{dev} port {port} ({s})" for dev, port, s in seen)
 
 
-def port_states(snap) -> Dict[str, Dict[str, str]]:
+def port_states(snap) -> dict[str, dict[str, str]]:
     f = snap.host.get("rdma_port_states")
     return f.value if f is not None and isinstance(f.value, dict) else {}
 
@@ -110,7 +111,7 @@ RUNNING_FROM = (2, 28, 3)
 IP_SETTLE = "an IP interface NCCL_SOCKET_IFNAME names, up with an address (ip -o addr show)"
 
 
-def ip_interfaces(snap) -> Optional[Dict[str, Dict[str, Optional[bool]]]]:
+def ip_interfaces(snap) -> Optional[dict[str, dict[str, Optional[bool]]]]:
     f = snap.host.get("ip_interfaces")
     return f.value if f is not None and getattr(f, "known", False) and isinstance(f.value, dict) else None
 
@@ -125,7 +126,7 @@ def _qualifies(fams: Mapping[str, Optional[bool]], family: Optional[str], runnin
 
 
 def ip_interface_found(version, env: Mapping[str, str],
-                       interfaces: Optional[Mapping[str, Mapping[str, Optional[bool]]]]) -> Tuple[Optional[bool], str]:
+                       interfaces: Optional[Mapping[str, Mapping[str, Optional[bool]]]]) -> tuple[Optional[bool], str]:
     """Whether NCCL's interface search finds an IP interface, and, where it does not or may not, why."""
     ifname = env.get("NCCL_SOCKET_IFNAME") or ""
     spec = ifname if len(ifname) > 1 else ""
@@ -139,7 +140,7 @@ def ip_interface_found(version, env: Mapping[str, str],
         return None, (f"{asked}: whether an interface of that name is up with an address is not in this input "
                       "(NCCL's IB transport needs one, v2.30.7 net_ib/init.cc:303-307)")
     exclude, exact, items = parse_hca(spec)
-    seen: List[Optional[bool]] = []
+    seen: list[Optional[bool]] = []
     for name, fams in interfaces.items():
         if items and any((name == p if exact else name.startswith(p)) for p, _port in items) == exclude:
             continue
@@ -171,7 +172,7 @@ DMABUF_ONCE_WHY = ("NCCL up to 2.22.3 probes DMA-BUF once per process, on the fi
                    "differently, so it depends on which one ibv_get_device_list names first (`ibv_devices`)")
 
 
-def dmabuf_probe_answers(version, own: Optional[bool], listed: List[Optional[bool]]) -> List[Optional[bool]]:
+def dmabuf_probe_answers(version, own: Optional[bool], listed: list[Optional[bool]]) -> list[Optional[bool]]:
     """The DMA-BUF answers this NIC may get from NCCL's probe: ``[]`` where the NIC's own answer stands (from
     2.23, or every NIC NCCL lists answers alike), else each answer a first-listed NIC could give."""
     if version >= DMABUF_PER_DEVICE_FROM or all(v == own for v in listed):

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Optional
+    from typing import Any, Optional
 
 
-def job_log(snap) -> Optional[Dict[str, Any]]:
+def job_log(snap) -> Optional[dict[str, Any]]:
     f = snap.host.get("nccl_log")
     return f.value if f is not None and isinstance(f.value, dict) else None
 
 
-def hca_evidence(snap) -> Dict[str, str]:
+def hca_evidence(snap) -> dict[str, str]:
     """RDMA device -> "1"/"0": NCCL's ``GPU Direct RDMA Enabled|Disabled for HCA n 'name'`` lines of this node's
     host (v2.28.9 ``graph/topo.cc:1357``, the NIC's ``net.gdr``, which NCCL sets from the plugin's ptrSupport:
     peer memory or DMA-BUF as NCCL found them in the job's environment)."""
@@ -23,7 +23,7 @@ def hca_evidence(snap) -> Dict[str, str]:
         return {}
     from gdrcheck.collectors.pastes.nccl_log import nic_device
 
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for h in job["log"].hca_gdr:
         if h.host in (job["host"], None) and h.net != "Socket":
             out.setdefault(nic_device(h.name)[0], "1" if h.enabled else "0")

@@ -22,7 +22,7 @@ from gdrcheck.rules.nccl.versions import settings_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
     from gdrcheck.rules.nccl.core import Version
 
@@ -31,27 +31,27 @@ if TYPE_CHECKING:
 class NodeNccl:
     version: Version
     version_reason: str
-    versions_found: List[Dict[str, object]]
+    versions_found: list[dict[str, object]]
     st: NcclSettings
     cpu: Optional[str]
     cpu_source: str
-    gpus: Dict[str, GpuInfo]
-    nics: Dict[str, NicInfo]
-    plugins: Tuple[str, ...]
-    topo_files: Dict[str, str] = field(default_factory=dict)  # path -> what was applied from it
-    data_direct: List[str] = field(default_factory=list)  # the node's mlx5 data-direct DMA functions
-    file_classes: Dict[Tuple[str, str], str] = field(default_factory=dict)  # pairs the topology file decides
+    gpus: dict[str, GpuInfo]
+    nics: dict[str, NicInfo]
+    plugins: tuple[str, ...]
+    topo_files: dict[str, str] = field(default_factory=dict)  # path -> what was applied from it
+    data_direct: list[str] = field(default_factory=list)  # the node's mlx5 data-direct DMA functions
+    file_classes: dict[tuple[str, str], str] = field(default_factory=dict)  # pairs the topology file decides
     file_flat: frozenset = frozenset()  # of those, the pairs that are PIX because NCCL fused Broadcom switches
-    rdma: Dict[str, Optional[bool]] = field(default_factory=dict)  # NIC -> an RDMA device NCCL's IB lists
-    gdr_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
-    p2p_view: Dict[Tuple[str, str], dict] = field(default_factory=dict)
-    types: Dict[Tuple[str, str], tuple] = field(default_factory=dict)  # pair -> pair_type(): asked once
+    rdma: dict[str, Optional[bool]] = field(default_factory=dict)  # NIC -> an RDMA device NCCL's IB lists
+    gdr_view: dict[tuple[str, str], dict] = field(default_factory=dict)
+    p2p_view: dict[tuple[str, str], dict] = field(default_factory=dict)
+    types: dict[tuple[str, str], tuple] = field(default_factory=dict)  # pair -> pair_type(): asked once
     job_gpus: Optional[int] = None  # the node's GPUs in the job's communicator, where known
     job: Optional[object] = None  # cuda_visible.JobGpus: which GPUs, where the job sets CUDA_VISIBLE_DEVICES
 
 
 def build(snap, topo, pairs, options, version: Version, version_reason: str,
-          found: List[Dict[str, object]]) -> NodeNccl:
+          found: list[dict[str, object]]) -> NodeNccl:
     """NCCL's view of the node at ``version`` (``version_reason``: why that one; ``found``: the versions found)."""
     gpus_bdf = topo.of_kind("gpu")
     cpu, cpu_src = node_cpu(snap)

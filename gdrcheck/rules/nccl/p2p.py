@@ -24,7 +24,7 @@ from gdrcheck.rules.nccl.core import within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
     from gdrcheck.rules.nccl.core import Version
 
@@ -40,7 +40,7 @@ CHECK_NET_FROM = (2, 14, 0)
 class DefaultLevel:
     level: Optional[str]  # None when it rests on a fact the input does not show, or on the job
     reason: str
-    alternatives: Tuple[Tuple[str, str], ...] = ()  # (level, the condition under which NCCL uses it)
+    alternatives: tuple[tuple[str, str], ...] = ()  # (level, the condition under which NCCL uses it)
 
 
 def default_p2p_level(version: Version, cpu: Optional[str], n_gpus: int,
@@ -94,15 +94,15 @@ class PairFacts:
     """What the P2P decision needs about one GPU pair (filled by the evaluator)."""
 
     path_type: Optional[str]  # NCCL's type: NVL, NVB, PIX, PXB, PHB, SYS; None when the input cannot say
-    path_candidates: Tuple[str, ...] = ()
+    path_candidates: tuple[str, ...] = ()
     via: Optional[str] = None  # the intermediate GPU of an NVB path
-    nvml: Tuple[Tuple[str, Optional[str], Optional[str]], ...] = ()  # per hop: (hop, read, write)
+    nvml: tuple[tuple[str, Optional[str], Optional[str]], ...] = ()  # per hop: (hop, read, write)
     net_faster: Optional[bool] = False  # ncclTopoCheckNet: both GPUs have a faster NIC at PXB or closer
     net_detail: str = ""
     link: str = "NVLink"  # the GPU link's name in the reasons ("xGMI" on an AMD GPU pair)
 
 
-def decide(version: Version, st, default: DefaultLevel, f: PairFacts) -> Dict[str, object]:
+def decide(version: Version, st, default: DefaultLevel, f: PairFacts) -> dict[str, object]:
     """``{"p2p", "reason", "depends_on"?, "init_fails"?}`` for one pair."""
     t = f.path_type
     if t is None:
@@ -113,7 +113,7 @@ def decide(version: Version, st, default: DefaultLevel, f: PairFacts) -> Dict[st
                                                      f"beyond NCCL_P2P_LEVEL={st.p2p_level} ({st.p2p_level_source})"}
         return {"p2p": "unknown", "reason": "the input does not show where the two GPUs meet"
                 + (f" ({' or '.join(f.path_candidates)})" if f.path_candidates else "")}
-    depends: List[str] = []
+    depends: list[str] = []
     if t == "NVB":
         if st.param("NCCL_P2P_USE_CUDA_MEMCPY", 0):
             return {"p2p": "disabled", "reason": "NVB path (through GPU " + str(f.via) + ") and "
@@ -145,7 +145,7 @@ def decide(version: Version, st, default: DefaultLevel, f: PairFacts) -> Dict[st
     return _after_level(version, st, f, t, f"path {t} within NCCL_P2P_LEVEL={level} ({level_src})", depends)
 
 
-def _after_level(version: Version, st, f: PairFacts, t: str, reason: str, depends: List[str]) -> Dict[str, object]:
+def _after_level(version: Version, st, f: PairFacts, t: str, reason: str, depends: list[str]) -> dict[str, object]:
     """NVML status, then the transport's network check, once the level check passed."""
     # NVML P2P status, only now that the level check passed
     ignore = st.ignore_disabled_p2p

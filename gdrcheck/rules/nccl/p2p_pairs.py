@@ -20,15 +20,15 @@ from gdrcheck.rules.nccl.speed import nvlink_bw, pcie_bw
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Dict, Optional, Tuple
+    from typing import Callable, Optional
 
 
-def decide_p2p(node, snap, topo, pairs, types) -> Dict[Tuple[str, str], Dict[str, object]]:
+def decide_p2p(node, snap, topo, pairs, types) -> dict[tuple[str, str], dict[str, object]]:
     """Each GPU pair's view, by pair."""
     st, v = node.st, node.version
     default = p2p_rules.default_p2p_level(v, cpu_kind(node.cpu), len(node.gpus), node.job_gpus)
     best = lru_cache(maxsize=None)(partial(best_net, node, topo))
-    out: Dict[Tuple[str, str], Dict[str, object]] = {}
+    out: dict[tuple[str, str], dict[str, object]] = {}
     for p in pairs:
         if p.kind != "gpu-gpu":
             continue
@@ -48,7 +48,7 @@ def decide_p2p(node, snap, topo, pairs, types) -> Dict[Tuple[str, str], Dict[str
     return out
 
 
-def best_net(node, topo, g: str) -> Tuple[float, bool]:
+def best_net(node, topo, g: str) -> tuple[float, bool]:
     """The best bandwidth from GPU ``g`` to a NIC NCCL would reach at PXB or closer with GDR, and whether a
     close NIC's bandwidth or GDR is not known."""
     order = rank_in(node.version)
@@ -73,8 +73,8 @@ def best_net(node, topo, g: str) -> Tuple[float, bool]:
     return best, undecided
 
 
-def net_faster(node, topo, p, t: Optional[str], best: Optional[Callable[[str], Tuple[float, bool]]] = None) \
-        -> Tuple[Optional[bool], str]:
+def net_faster(node, topo, p, t: Optional[str], best: Optional[Callable[[str], tuple[float, bool]]] = None) \
+        -> tuple[Optional[bool], str]:
     """``ncclTopoCheckNet``: both GPUs reach a NIC at PXB or closer (with GDR, else NCCL's path to it goes
     through the CPU) faster than they reach each other. ``best``: :func:`best_net` of a GPU, as the caller keeps
     it across pairs (it depends on the GPU alone)."""

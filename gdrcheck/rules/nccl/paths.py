@@ -8,7 +8,7 @@ once per topology (``functools.lru_cache`` on the function; a topology hashes by
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from gdrcheck.rules.nccl import bcm
 from gdrcheck.rules.nccl import p2p as p2p_rules
@@ -18,11 +18,11 @@ from gdrcheck.rules.nccl.speed import nvlink_bw, pcie_bw
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Optional, Tuple
+    from typing import Optional
 
     from gdrcheck.rules.nccl.core import Version
 
-    PairType = Tuple[Optional[str], Tuple[str, ...], bool, Optional[str]]
+    PairType = tuple[Optional[str], tuple[str, ...], bool, Optional[str]]
 
 # the topologies a run keeps answers for: one node, and the few a test or a fleet report holds at once
 _TOPOLOGIES = 8
@@ -97,9 +97,9 @@ def _bcm_linked(topo, a: str, b: str) -> bool:
     return any(x in links and links[x] & above_b for x in topo.ancestors(a))
 
 
-@lru_cache(maxsize=None)
-def class_type(version: Version, pcie: Optional[str], nvlinks: Optional[int], candidates: Tuple[str, ...],
-               nvlink_unseen: bool, flat: bool = False) -> Tuple[Optional[str], Tuple[str, ...]]:
+@cache
+def class_type(version: Version, pcie: Optional[str], nvlinks: Optional[int], candidates: tuple[str, ...],
+               nvlink_unseen: bool, flat: bool = False) -> tuple[Optional[str], tuple[str, ...]]:
     """(NCCL path type, candidates) from a pair's PCIe class (None: not shown, then its ``candidates`` classes),
     its NVLink count (GPU pairs) and whether NVLink may join it unseen; ``flat``: NCCL fused the Broadcom
     switches of a PXB path."""
@@ -113,15 +113,15 @@ def class_type(version: Version, pcie: Optional[str], nvlinks: Optional[int], ca
     return t, cands
 
 
-def pair_types(topo, pairs, version: Version, st, file_cls: Dict[Tuple[str, str], str],
-               file_flat: frozenset = frozenset()) -> Dict[Tuple[str, str], PairType]:
+def pair_types(topo, pairs, version: Version, st, file_cls: dict[tuple[str, str], str],
+               file_flat: frozenset = frozenset()) -> dict[tuple[str, str], PairType]:
     """:func:`pair_type` of every pair. Where no Broadcom switch can flatten the path (a PXB path on a node with
     such a part) or link it (a node with virtual links), and NCCL cannot route through a third GPU (NVB), the
     answer is :func:`class_type`'s, from the pair's class, file class, NVLink count and candidates."""
     linked = bool(bcm_links(topo))
     bcm_parts = has_bcm(topo)
     nvb = topo.snap.shows_nvlink  # a GPU pair without NVLink may go through a third GPU: its own answer
-    out: Dict[Tuple[str, str], PairType] = {}
+    out: dict[tuple[str, str], PairType] = {}
     for p in pairs:
         key = (p.a, p.b)
         fc = file_cls.get(key)
@@ -167,7 +167,7 @@ def pair_type(topo, p, version: Version, st, file_class: Optional[str] = None, f
     return t, cands, flat, via
 
 
-def path_choice(version: Version, gpus, topo, pairs, types: Dict[Tuple[str, str], PairType]) -> None:
+def path_choice(version: Version, gpus, topo, pairs, types: dict[tuple[str, str], PairType]) -> None:
     """NVB against a PCIe switch path up to 2.30.4 (:func:`pxn.nvb_or_pcie`): ``types`` updated in place.
     ``gpus``: the node's GPU flags (their compute capability sets NVLink's bandwidth)."""
     if version >= pxn_rules.BEST_TYPE_FROM:

@@ -30,7 +30,7 @@ from gdrcheck.rules.nccl.cpu import cpu_kind
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Optional, Tuple
+    from typing import Optional
 
 LOCAL_GPUS_OF_NIC_FROM = (2, 19, 0)  # v2.19.1 topo.cc:753-775: the NIC's local GPUs only
 DEV_MOD_FROM = (2, 30, 7)  # v2.30.7 topo.cc:2070: dev % localGpuCount
@@ -38,7 +38,7 @@ MAXCHANNELS = 64
 P2C_LOCAL_FROM = (2, 29, 2)  # v2.30.7 src/include/device.h:91
 
 
-def nvml_hops(snap, a: str, b: str, via: Optional[str]) -> Tuple[Tuple[str, Optional[str], Optional[str]], ...]:
+def nvml_hops(snap, a: str, b: str, via: Optional[str]) -> tuple[tuple[str, Optional[str], Optional[str]], ...]:
     """NVML's P2P read and write status per hop of the pair (through ``via`` for an NVB path)."""
     hops = [(a, via), (via, b)] if via else [(a, b)]
     out = []
@@ -83,16 +83,16 @@ class Relays:
         d = gdr_rules.distance(self.node.version, self.node.st, t, self.node.gpus[g].c2c)[0]
         return "P2C" if d == "C2C" and t == "PHB" else d
 
-    def _best(self, items: List[Tuple[str, Optional[str]]]) -> Optional[List[str]]:
+    def _best(self, items: list[tuple[str, Optional[str]]]) -> Optional[list[str]]:
         if not items or any(t is None or t not in self.order for _, t in items):
             return None
         low = min(self.order[t] for _, t in items)
         return [x for x, t in items if self.order[t] == low]
 
-    def _local_nets(self, g: str) -> Optional[List[str]]:
+    def _local_nets(self, g: str) -> Optional[list[str]]:
         return self._best([(n, self.gn_type(g, n)) for n in self.nics])
 
-    def _local_gpus(self, n: str) -> Optional[List[str]]:
+    def _local_gpus(self, n: str) -> Optional[list[str]]:
         return self._best([(g, self.gn_type(g, n)) for g in self.gpus])
 
     def local_net(self, g: str, c: int) -> Optional[str]:
@@ -171,7 +171,7 @@ BEST_TYPE_FROM = (2, 30, 7)  # v2.30.7 paths.cc:96-99: the best type wins; befor
 
 
 def nvb_or_pcie(version, t_pcie: Optional[str], nvb_bw: Optional[float], pcie_bw: Optional[float]) \
-        -> Tuple[Optional[str], str]:
+        -> tuple[Optional[str], str]:
     """Which path NCCL keeps between two GPUs that an NVB path (through a third GPU) and a PCIe path join.
 
     v2.30.7 ``paths.cc:96-99`` keeps the better type (NVB). Up to v2.30.4 (``paths.cc:80``, and v2.28.9

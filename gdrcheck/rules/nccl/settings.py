@@ -24,14 +24,15 @@ from gdrcheck.rules.nccl.core import HONOURED_ENV, LEGACY_LEVELS, NEWEST, path_o
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+    from collections.abc import Mapping, Sequence
+    from typing import Optional
 
     from gdrcheck.rules.nccl.core import Version
 
 _SPACE = " \t\n\v\f\r"
 
 
-def c_strtol(text: str, bits: int = 64) -> Tuple[int, bool]:
+def c_strtol(text: str, bits: int = 64) -> tuple[int, bool]:
     """C's ``strtol(text, NULL, 0)`` / ``strtoll``: the value and whether it overflowed (``ERANGE``)."""
     i, n = 0, len(text)
     while i < n and text[i] in _SPACE:
@@ -64,7 +65,7 @@ def to_c_int(value: int) -> int:
     return ((value + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 
-def param(env: Mapping[str, str], name: str, default: int) -> Tuple[int, str]:
+def param(env: Mapping[str, str], name: str, default: int) -> tuple[int, str]:
     """``ncclLoadParam``: the value NCCL uses for ``NCCL_<name>`` and how it got it."""
     raw = env.get(name)
     if raw is None or raw == "":
@@ -99,9 +100,9 @@ def p2p_disabled(env: Mapping[str, str]) -> bool:
 # settings files
 
 
-def conf_file_lines(text: str, version: Version) -> Dict[str, str]:
+def conf_file_lines(text: str, version: Version) -> dict[str, str]:
     """``setEnvFile`` of ``version``: NAME -> value, first definition wins."""
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for line in text.split("\n"):
         if version >= (2, 30, 3) and line.endswith("\r"):
             line = line[:-1]
@@ -114,9 +115,9 @@ def conf_file_lines(text: str, version: Version) -> Dict[str, str]:
     return out
 
 
-def conf_files(version: Version, env: Mapping[str, str], home: Mapping[str, Optional[str]]) -> List[str]:
+def conf_files(version: Version, env: Mapping[str, str], home: Mapping[str, Optional[str]]) -> list[str]:
     """The settings files ``version`` reads, in order. ``home``: ``{"HOME": ..., "pw_dir": ...}``."""
-    files: List[str] = []
+    files: list[str] = []
     user = env.get("NCCL_CONF_FILE") if version >= (2, 23, 0) else None
     if user:
         files.append(user)
@@ -132,17 +133,17 @@ def conf_files(version: Version, env: Mapping[str, str], home: Mapping[str, Opti
 class Setting:
     value: str
     source: str
-    shadowed: Tuple[Tuple[str, str], ...] = ()
+    shadowed: tuple[tuple[str, str], ...] = ()
 
 
 def effective_env(version: Version, env: Optional[Mapping[str, str]], env_source: str,
                   files: Mapping[str, Optional[str]], home: Mapping[str, Optional[str]],
-                  options_env: Mapping[str, str]) -> Tuple[Dict[str, Setting], List[str]]:
+                  options_env: Mapping[str, str]) -> tuple[dict[str, Setting], list[str]]:
     """Every ``NCCL_*`` setting ``version`` sees, with where it came from, and the files it read.
 
     ``files``: path -> text (None when absent) for every candidate file the collector read. The options'
     settings (``--env``-like) count as the job's environment and win over everything."""
-    layers: List[Tuple[str, Mapping[str, str]]] = []
+    layers: list[tuple[str, Mapping[str, str]]] = []
     if options_env:
         layers.append(("gdrcheck options", dict(options_env)))
     base_env = dict(env or {})
@@ -150,14 +151,14 @@ def effective_env(version: Version, env: Optional[Mapping[str, str]], env_source
         layers.append((env_source, {k: v for k, v in base_env.items() if k.startswith("NCCL_")}))
     lookup = dict(base_env)
     lookup.update(options_env)
-    read: List[str] = []
+    read: list[str] = []
     for path in conf_files(version, lookup, home):
         text = files.get(path)
         if text is None:
             continue
         read.append(path)
         layers.append((path, conf_file_lines(text, version)))
-    out: Dict[str, Setting] = {}
+    out: dict[str, Setting] = {}
     names = sorted({k for _, vals in layers for k in vals if k.startswith("NCCL_")})
     for name in names:
         hits = [(where, vals[name]) for where, vals in layers if name in vals]
@@ -188,8 +189,8 @@ class NcclSettings:
     user_p2p_level: Optional[str] = None  # NCCL_P2P_DISABLE / NCCL_P2P_LEVEL when they decide
     user_gdr_level: Optional[str] = None
     version_reason: str = ""
-    files_read: Tuple[str, ...] = ()
-    ignored: Tuple[str, ...] = ()  # settings NCCL ignores as written (unknown level names ...)
+    files_read: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()  # settings NCCL ignores as written (unknown level names ...)
 
     def param(self, name: str, default: int) -> int:
         return param(self.env, name, default)[0]
@@ -201,7 +202,7 @@ class NcclSettings:
         return self.user_p2p_level or (self.p2p_level if "|" not in self.p2p_level else None)
 
 
-def gdr_default_level(version: Version, env: Mapping[str, str]) -> Tuple[str, str]:
+def gdr_default_level(version: Version, env: Mapping[str, str]) -> tuple[str, str]:
     """v2.30.7 ``paths.cc:511`` (2.29.2+): P2C when ``NCCL_NET_GDR_C2C`` (default 1, v2.27.3 ``paths.cc:386``;
     0 in v2.26.2 ``paths.cc:381``), else PXB; up to 2.28 always PXB (v2.28.9 ``ncclTopoCheckGdr``)."""
     if version >= (2, 29, 0):
@@ -221,7 +222,7 @@ def settings(version: Version, env: Mapping[str, str], cpu_vendor: Optional[str]
     from gdrcheck.rules.nccl.p2p import default_p2p_level
 
     sources = dict(sources or {})
-    ignored: List[str] = []
+    ignored: list[str] = []
     overrides = {k: env[k] for k in HONOURED_ENV if k in env and env[k] != ""}
     user_gdr = parse_level(env.get("NCCL_NET_GDR_LEVEL"), version)
     if env.get("NCCL_NET_GDR_LEVEL") is not None and user_gdr is None:

@@ -27,11 +27,11 @@ from gdrcheck.rules.nccl.core import NEWEST
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Optional
 
     from gdrcheck.collectors.nccl_topo_file import TopoFile
     from gdrcheck.rules.nccl.core import Version
-    Chain = Tuple[Tuple[str, ...], str, bool]  # PCI switches above the device (nearest first), its CPU, file met
+    Chain = tuple[tuple[str, ...], str, bool]  # PCI switches above the device (nearest first), its CPU, file met
 
 
 class FileTree:
@@ -46,14 +46,14 @@ class FileTree:
         self.net_pci = parsed.net_pci
         self.net_cpu = parsed.net_cpu
         self.pcilinks = parsed.pcilinks
-        self.ids: Dict[str, int] = {b: _int_device(attrs) for b, attrs in parsed.ids.items()}
-        self.switches: Dict[str, int] = {}  # busid of each of NCCL's PCI nodes -> its place in the document
+        self.ids: dict[str, int] = {b: _int_device(attrs) for b, attrs in parsed.ids.items()}
+        self.switches: dict[str, int] = {}  # busid of each of NCCL's PCI nodes -> its place in the document
         for busid in parsed.parent:
             if _is_pci_node(parsed.pci_class[busid], busid in parsed.holds_nic):
                 self.switches[busid] = len(self.switches)
 
-    def up(self, busid: str) -> Tuple[str, ...]:
-        out: List[str] = []
+    def up(self, busid: str) -> tuple[str, ...]:
+        out: list[str] = []
         p = self.parent.get(busid)
         while p is not None and p not in out:
             out.append(p)
@@ -81,7 +81,7 @@ class FileTree:
             return self.up(bdf), self.cpu[bdf], True
         from gdrcheck.rules.nccl.bcm import sysfs_steps
 
-        out: List[str] = []
+        out: list[str] = []
         top = bdf
         for cur in sysfs_steps(topo, bdf):  # ncclTopoGetXmlFromSys, up to a <pci> the file holds
             if cur in self.parent:
@@ -92,7 +92,7 @@ class FileTree:
         return tuple(out), str(n) if n is not None else "-1", False
 
 
-def _int_device(attrs: Tuple[Optional[str], ...]) -> int:
+def _int_device(attrs: tuple[Optional[str], ...]) -> int:
     """``ncclTopoGetIntDevice`` (v2.30.7 ``topo.cc:521-534``) of a ``<pci>``'s vendor, device, subsystem_vendor
     and subsystem_device attributes as written: each read with ``strtol(s, NULL, 0)``."""
     from gdrcheck.rules.nccl.settings import c_strtol
@@ -125,13 +125,13 @@ def path_class(a: Chain, b: Chain) -> str:
 
 
 def pair_classes(tree: FileTree, topo, pairs, version: Version = NEWEST,
-                 virtual: Optional[Dict[str, object]] = None) -> Tuple[Dict[Tuple[str, str], str], frozenset]:
+                 virtual: Optional[dict[str, object]] = None) -> tuple[dict[tuple[str, str], str], frozenset]:
     """NCCL's PCIe class per GPU-NIC and GPU-GPU pair that the file decides (one end placed by it, or met
     on the way up), once NCCL has flattened the merged tree's Broadcom switches; other pairs keep the node's
     tree. Also the pairs that are PIX only because of that flattening."""
     from gdrcheck.rules.nccl import bcm
 
-    chains: Dict[str, Chain] = {}
+    chains: dict[str, Chain] = {}
     for b in topo.of_kind("gpu") + topo.gpudirect_nics():  # NCCL fills its XML with GPUs, then NICs
         chains[b] = tree.chain(topo, b)
     for p in pairs:
@@ -141,7 +141,7 @@ def pair_classes(tree: FileTree, topo, pairs, version: Version = NEWEST,
     fusion = None
     if any(bcm.is_part(i) for i in tree.ids.values()) or any(
             bcm.is_part(bcm.function_id(topo, n)) for c in chains.values() for n in c[0]):
-        nodes: Dict[str, Tuple[str, ...]] = {x: c[0] for x, c in chains.items()}
+        nodes: dict[str, tuple[str, ...]] = {x: c[0] for x, c in chains.items()}
         for s in tree.switches:  # the file's switches hold none of the node's devices too
             nodes["<pci " + s + ">"] = (s,) + tree.up(s)
         links = dict(virtual or {})
@@ -152,7 +152,7 @@ def pair_classes(tree: FileTree, topo, pairs, version: Version = NEWEST,
             return tree.ids[n] if n in tree.ids else bcm.function_id(topo, n)
 
         fusion = bcm.build(nodes, ids, links if version >= bcm.LINKS_FROM else {}, version, tree.switches)
-    out: Dict[Tuple[str, str], str] = {}
+    out: dict[tuple[str, str], str] = {}
     flat = set()
     for p in pairs:
         if p.kind not in ("gpu-nic", "gpu-gpu"):

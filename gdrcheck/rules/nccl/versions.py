@@ -12,14 +12,15 @@ from gdrcheck.rules.nccl.settings import NcclSettings, effective_env, settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, Tuple
+    from collections.abc import Mapping
+    from typing import Optional
 
     from gdrcheck.rules.nccl.core import Version
 
 
-def versions_found(snap) -> List[Dict[str, object]]:
+def versions_found(snap) -> list[dict[str, object]]:
     f = snap.host.get("nccl_versions")
-    out: List[Dict[str, object]] = []
+    out: list[dict[str, object]] = []
     if f is not None and getattr(f, "known", False) and isinstance(f.value, dict):
         out = [dict(e) for e in f.value.get("found", ())]
     # NVIDIA's containers record the NCCL they ship as NCCL_VERSION in their environment
@@ -34,7 +35,7 @@ def versions_found(snap) -> List[Dict[str, object]]:
     return out
 
 
-def _recorded_env(snap) -> Dict[str, str]:
+def _recorded_env(snap) -> dict[str, str]:
     conf = snap.host.get("nccl_conf")
     if conf is not None and getattr(conf, "known", False) and isinstance(conf.value, dict) \
             and isinstance(conf.value.get("env"), dict):
@@ -45,7 +46,7 @@ def _recorded_env(snap) -> Dict[str, str]:
     return {}
 
 
-def choose_version(requested: Optional[str], found: List[Dict[str, object]]) -> Tuple[Version, str]:
+def choose_version(requested: Optional[str], found: list[dict[str, object]]) -> tuple[Version, str]:
     if requested:
         return parse_version(requested), "--nccl-version"
     good = []
