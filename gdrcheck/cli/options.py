@@ -10,6 +10,8 @@ README's command table to them. Nothing here imports click.
 
 from __future__ import annotations
 
+from gdrcheck.collectors.input_kinds import ACCEPTED_KINDS
+
 
 class Opt:
     """One option. ``choices``: the values it takes (case-sensitive, as click.Choice); ``bounds``: a float
@@ -85,11 +87,8 @@ def _timeout_help() -> str:
             f"{DEFAULT_SECONDS:g}, on a live machine and with --from; it covers writing the output; 0 waits forever")
 
 
-FROM_HELP = ("read facts from PATH instead of this machine; repeat it for several files of one node "
-             "(merged): a directory laid out like / or a snapshot archive (gdrcheck snapshot), "
-             "lspci -tv, sudo lspci -vvv, nvidia-smi -q (or -q -x), nvidia-smi topo -m (or -mp), "
-             "an NCCL topology XML (NCCL_TOPO_DUMP_FILE), an hwloc XML (lstopo FILE.xml) or a job's NCCL_DEBUG=INFO "
-             "log (held beside the prediction)")
+FROM_HELP = ("read facts from PATH instead of this machine; repeat it for several files of one node (merged): "
+             + "; ".join(f"{what}: {how}" for what, how in ACCEPTED_KINDS))  # collectors/input_kinds.py's table
 REDACT_HELP = "replace the host name, serial numbers, UUIDs and MAC addresses in the output"
 
 # the formats of one summary line for a health-check engine, each with its exit codes

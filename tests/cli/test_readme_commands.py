@@ -85,3 +85,11 @@ def test_the_probe_section_names_every_check_and_only_declared_options():
     for line in re.findall(r"^ {4}gdrcheck probe (.*)$", section, re.M):
         for name in re.findall(r"(--[a-z][\w-]*)", line.split("#")[0]):
             assert name in params, name
+
+
+def test_from_help_names_every_input_kind_the_table_has():
+    from gdrcheck.cli.options import FROM_HELP
+    from gdrcheck.collectors.input_kinds import ACCEPTED_KINDS
+
+    for what, how in ACCEPTED_KINDS:
+        assert f"{what}: {how}" in FROM_HELP
