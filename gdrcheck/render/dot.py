@@ -27,7 +27,7 @@ def q(text: str) -> str:
 def _label(dev: dict, names: dict[str, str]) -> str:
     kind = dev.get("kind") or "other"
     head = names.get(dev["bdf"]) or tm.KIND_LABEL.get(kind, kind)
-    lines = [head, dev["bdf"]]
+    lines = [head] if dev.get("synthetic") else [head, dev["bdf"]]  # a made-up address is never shown
     ident = tm.ident(dev)
     if ident:
         lines.append(ident if len(ident) <= 40 else ident[:39] + "\u2026")
@@ -55,9 +55,14 @@ def render_dot(doc: dict, show_all: bool = False) -> str:
         'color="#8a97a3"];',
         '  edge [color="#7b8894", arrowhead=none, fontname="Helvetica"];',
     ]
+    shown_roots = {r["root"] for r in doc.get("roots") or []}  # a root bus outside them: placed in no tree shown
     groups: dict[Optional[int], list[tm.Root]] = {}
+    unplaced: list[tm.Node] = []
     for r in forest.roots:
-        groups.setdefault(r.numa, []).append(r)
+        if r.root in shown_roots and not all(n.dev.get("synthetic") for n in r.top):
+            groups.setdefault(r.numa, []).append(r)
+        else:
+            unplaced.extend(r.top)
     edges: list[str] = []
     for n, numa in enumerate(sorted(groups, key=lambda x: (x is None, x if x is not None else 0))):
         title = f"NUMA node {numa}" if numa is not None else "NUMA node not known"
@@ -75,6 +80,13 @@ def render_dot(doc: dict, show_all: bool = False) -> str:
                 edges.append("  " + _edge(parent, node.dev))
                 stack.extend((node.bdf, c) for c in reversed(node.children))
             out.append("    }")
+        out.append("  }")
+    if unplaced:  # no made-up root bus: the input does not show where these sit
+        out.append("  subgraph cluster_unplaced {")
+        out.append(f'    label={q("not placed in a PCIe tree (the input does not show where they sit)")}; '
+                   'style="dashed"; color="#8a97a3";')
+        for node in unplaced:
+            out.append("    " + _node(node.dev, names))
         out.append("  }")
     out.extend(edges)
     if forest.hidden:

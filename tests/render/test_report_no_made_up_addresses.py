@@ -28,3 +28,10 @@ def test_a_tree_input_still_draws_its_addresses(realworld, tmp_path):
     run("report", "--from", realworld / "stelline-puget-wrx90-2xrtx6000ada" / "lspci-tv.txt", "-o", out)
     page = out.read_text()
     assert "<svg" in page and "0000:c1:00.0" in page and "no bus id" not in page
+
+
+def test_dot_draws_a_matrix_without_made_up_root_buses_or_addresses(realworld):
+    """`topology --format dot` of a topo -m paste: its devices in one cluster, not placed, and no ffff label."""
+    dot = run("topology", "--format", "dot", "--from", realworld / DELLA).stdout
+    assert "not placed in a PCIe tree" in dot and "root bus" not in dot
+    assert not [ln for ln in dot.splitlines() if "label=" in ln and "\\nffff:" in ln]
