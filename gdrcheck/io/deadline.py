@@ -125,6 +125,30 @@ def stand_down() -> Optional[int]:
     return _spoken[0] if _spoken else None
 
 
+def _catch_swallowed() -> None:
+    """A signal lands between any two bytecodes, also inside a weak reference's callback or a ``__del__`` (the
+    import system's module locks have such callbacks); Python does not let an exception leave those: it prints
+    "Exception ignored in ..." with a traceback and goes on. So a :class:`TimedOut` lost that way is said
+    nowhere, and the watchdog's signal is sent again a moment later, where the main thread can stop."""
+    if getattr(sys.unraisablehook, "_gdrcheck", False):
+        return
+    before = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, TimedOut):
+            before(unraisable)
+            return
+        import signal
+
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.005)  # SIGALRM: Watchdog.SIGNAL, out of the callback
+        except (ValueError, OSError, AttributeError):
+            pass
+
+    hook._gdrcheck = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
 class Watchdog:
     """Ends the run ``grace`` seconds after the deadline if it is still going.
 
@@ -178,6 +202,7 @@ class Watchdog:
             signal.signal(getattr(signal, self.SIGNAL), stop)
         except (ValueError, OSError, AttributeError):
             return None
+        _catch_swallowed()
         return threading.get_ident()
 
     def _fire(self) -> None:

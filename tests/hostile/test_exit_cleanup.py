@@ -254,3 +254,29 @@ def test_a_run_ended_by_bad_input_leaves_no_watchdog_behind(tmp_path, capsys):
     for t in timers:
         t.join(1)
     assert not [t for t in timers if t.is_alive()]
+
+
+def test_a_stop_swallowed_by_a_weakref_callback_is_said_nowhere_and_sent_again():
+    """The watchdog's signal can land inside a weak reference's callback (the import system's module locks have
+    them, and so a 3.9 run under load printed "Exception ignored in: <function _get_module_lock.<locals>.cb>"
+    and a traceback): Python swallows what is raised there. gdrcheck says nothing of it and stops the main
+    thread again a moment later, where it can stop."""
+    code = (
+        "import time, weakref\n"
+        "from gdrcheck.io.deadline import Deadline, TimedOut, Watchdog, _spoken, stand_down\n"
+        "w = Watchdog(Deadline(60), lambda: 3)\n"
+        "_spoken.append(3)\n"
+        "class A: pass\n"
+        "a = A()\n"
+        "def cb(ref): raise TimedOut(3)\n"
+        "r = weakref.ref(a, cb)\n"
+        "try:\n"
+        "    del a\n"
+        "    time.sleep(2)\n"
+        "    print('not stopped')\n"
+        "except TimedOut:\n"
+        "    print('stopped')\n"
+        "stand_down()\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert p.stdout.strip() == "stopped" and p.stderr == "", (p.stdout, p.stderr)
