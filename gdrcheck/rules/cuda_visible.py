@@ -11,8 +11,7 @@ publish, and leaves the order of equal GPUs unsaid (in practice PCI bus order).
 
 from __future__ import annotations
 
-import re
-
+from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import record
 
 TYPE_CHECKING = False
@@ -20,8 +19,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Optional
 
-_INDEX = re.compile(r"\d+")
-_MIG_OF_GPU = re.compile(r"MIG-(GPU-[0-9A-Fa-f-]+)(/\d+/\d+)?")
+_INDEX = lazy_pattern(r"\d+")
+_MIG_OF_GPU = lazy_pattern(r"MIG-(GPU-[0-9A-Fa-f-]+)(/\d+/\d+)?")
 
 
 @record(frozen=True)

@@ -55,9 +55,11 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     """NCCL's view of the node at ``version`` (``version_reason``: why that one; ``found``: the versions found)."""
     gpus_bdf = topo.of_kind("gpu")
     cpu, cpu_src = node_cpu(snap)
-    from gdrcheck.rules import cuda_visible
+    job = None
+    if "CUDA_VISIBLE_DEVICES" in options.env:  # the job's GPUs (the module is loaded only for a job that says)
+        from gdrcheck.rules import cuda_visible
 
-    job = cuda_visible.select(options.env, cuda_visible.gpu_ids(snap, topo))  # the job's CUDA_VISIBLE_DEVICES
+        job = cuda_visible.select(options.env, cuda_visible.gpu_ids(snap, topo))
     job_gpus = job.count if job is not None and job.count is not None else getattr(options, "job_gpus", None)
     st = settings_for(snap, version, dict(options.env), cpu, len(gpus_bdf), version_reason, job_gpus)
     if job is not None and not st.user_p2p_level:
