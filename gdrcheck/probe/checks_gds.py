@@ -12,7 +12,7 @@ import os
 import re
 from ctypes import POINTER, Structure, c_int, c_size_t, c_ssize_t, c_void_p
 
-from gdrcheck.probe.checks_gpu import Cleanup, fill_pattern, first_difference, same
+from gdrcheck.probe.checks_gpu import Cleanup, current_on, fill_pattern, first_difference, same
 from gdrcheck.probe.cuda import Cuda, CudaError
 from gdrcheck.probe.libs import LibraryMissing, bind, load
 
@@ -211,11 +211,7 @@ def _gpu_buffer(cf: CuFile, load_cuda, gpu: str, n: int, m: dict[str, Any], c: C
     """(the driver API, ``n`` zeroed bytes of the GPU's memory), the buffer registered with cuFile where it
     takes it (else why not, in ``m``)."""
     cu = load_cuda()
-    cu.init()
-    dev = cu.device_by_bus_id(gpu)
-    ctx = cu.retain(dev)
-    c.push(lambda: cu.release(dev))
-    cu.set_current(ctx)
+    current_on(cu, gpu, c)
     dptr = cu.mem_alloc(n)
     c.push(lambda: cu.mem_free(dptr))
     cu.memset(dptr, 0, n)

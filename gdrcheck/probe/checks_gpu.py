@@ -90,6 +90,16 @@ class Cleanup:
                 self.errors.append(str(e))
 
 
+def current_on(cu, bus_id: str, c: Cleanup) -> int:
+    """Initialise CUDA, make the GPU at ``bus_id``'s primary context current (released by ``c``): its device."""
+    cu.init()
+    dev = cu.device_by_bus_id(bus_id)
+    ctx = cu.retain(dev)
+    c.push(lambda: cu.release(dev))
+    cu.set_current(ctx)
+    return dev
+
+
 def _fail(e: Exception, **measured) -> dict[str, Any]:
     ev: dict[str, Any] = {"error": str(e)}
     if isinstance(e, CudaError):
@@ -187,11 +197,7 @@ def check_host_bandwidth(cu: Cuda, params: dict[str, Any],
     m: dict[str, Any] = {"bytes": n, "reps": reps}
     c = Cleanup()
     try:
-        cu.init()
-        dev = cu.device_by_bus_id(params["gpu"])
-        ctx = cu.retain(dev)
-        c.push(lambda: cu.release(dev))
-        cu.set_current(ctx)
+        current_on(cu, params["gpu"], c)
         src, back = _host_pair(cu, c, n, pinned)
         d = cu.mem_alloc(n)
         c.push(lambda: cu.mem_free(d))

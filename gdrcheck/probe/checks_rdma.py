@@ -14,7 +14,7 @@ import os
 import time
 
 from gdrcheck.probe import verbs
-from gdrcheck.probe.checks_gpu import Cleanup
+from gdrcheck.probe.checks_gpu import Cleanup, current_on
 from gdrcheck.probe.cuda import Cuda, CudaError
 from gdrcheck.probe.verbs import (
     IBV_ACCESS_LOCAL_WRITE,
@@ -146,11 +146,7 @@ def check_rdma_register(params: dict[str, Any], load_cuda=Cuda) -> dict[str, Any
                 m["data_direct"] = verbs.data_direct_sysfs_path(ctx)
         # 2. GPU memory
         cu = load_cuda()
-        cu.init()
-        dev = cu.device_by_bus_id(params["gpu"])
-        gctx = cu.retain(dev)
-        c.push(lambda: cu.release(dev))
-        cu.set_current(gctx)
+        current_on(cu, params["gpu"], c)
         size = int(params.get("bytes") or REG_BYTES)
         dptr = cu.mem_alloc(size)
         c.push(lambda: cu.mem_free(dptr))
@@ -359,11 +355,7 @@ def _gpu_write(link: _SelfLink, load_cuda, gpu_bdf: str, hs, size: int, wait: fl
     """The pattern copied into one GPU buffer, written by RDMA to another, zeroed one: (the driver API, the
     destination, what the write did); how the GPU memory registered, and the write, in ``m``."""
     cu = load_cuda()
-    cu.init()
-    dev = cu.device_by_bus_id(gpu_bdf)
-    gctx = cu.retain(dev)
-    c.push(lambda: cu.release(dev))
-    cu.set_current(gctx)
+    current_on(cu, gpu_bdf, c)
     gs, gd = cu.mem_alloc(size), cu.mem_alloc(size)
     c.push(lambda: cu.mem_free(gs))
     c.push(lambda: cu.mem_free(gd))

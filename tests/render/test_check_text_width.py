@@ -8,7 +8,7 @@ import pty
 import subprocess
 import sys
 
-from support.cli_util import ROOT, run
+from support.cli_util import ROOT, drain_pty, run
 
 DGX1 = "gengwg-dgx1/nvidia-smi-topo-mp.txt"
 
@@ -19,17 +19,7 @@ def _on_a_terminal(*args, columns: int) -> str:
     subprocess.run([sys.executable, "-m", "gdrcheck", *map(str, args)], stdout=sub, stderr=subprocess.PIPE,
                    env=env, cwd=ROOT, timeout=120)
     os.close(sub)
-    out = b""
-    while True:
-        try:
-            got = os.read(main, 65536)
-        except OSError:
-            break
-        if not got:
-            break
-        out += got
-    os.close(main)
-    return out.decode().replace("\r\n", "\n")
+    return drain_pty(main).decode().replace("\r\n", "\n")
 
 
 def test_dgx1_check_on_a_narrow_terminal_wraps_every_line(realworld):

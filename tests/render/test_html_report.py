@@ -22,7 +22,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from support.cli_util import ROOT, assert_clean_error, run
+from support.cli_util import ROOT, assert_clean_error, drain_pty, run
 
 FIXTURES = ROOT / "fixtures"
 H200 = FIXTURES / "h200-x4-vm" / "snapshot.tar.gz"
@@ -237,16 +237,7 @@ def test_progress_only_on_a_terminal(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gdrcheck", "report", "--from", str(H200), "-o",
                            str(tmp_path / "t.html")], stdout=subprocess.PIPE, stderr=sub, env=env, timeout=120)
     os.close(sub)
-    said = b""
-    while True:
-        try:
-            chunk = os.read(main, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        said += chunk
-    os.close(main)
+    said = drain_pty(main)
     assert proc.returncode in (0, 1, 3) and proc.stdout == b""
     assert b"gdrcheck: writing" in said and b"\x1b[2K" in said and b"wrote" in said
 

@@ -27,3 +27,18 @@ def assert_clean_error(proc, code=2):
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("gdrcheck: error:"), lines[0]
+
+
+def drain_pty(main: int) -> bytes:
+    """All a pseudo-terminal's other side wrote, once it has closed (EIO or end of file); ``main`` is closed."""
+    out = b""
+    while True:
+        try:
+            got = os.read(main, 65536)
+        except OSError:
+            break
+        if not got:
+            break
+        out += got
+    os.close(main)
+    return out

@@ -61,39 +61,10 @@ def pairs_json(path: Path, *extra) -> dict:
     return json.loads(p.stdout)
 
 
-def with_links(tree: Tree, links: dict) -> str:
-    """The tree's ``lspci -x``-style dump, 256 bytes a function, with a PCIe capability where ``links`` gives
-    one: bdf -> (port type, max GT/s code, max width, current GT/s code, current width); speed codes as in
-    LnkCap (1 = 2.5, 2 = 5, 3 = 8, 4 = 16, 5 = 32 GT/s), port type 0 endpoint, 4 root port."""
-    out = []
-    for f in sorted(tree.fns, key=lambda f: (f.dom, f.bus, f.dev, f.fn)):
-        cfg = bytearray(256)
-        vendor, device, cls = f.ids
-        cfg[0:2] = vendor.to_bytes(2, "little")
-        cfg[2:4] = device.to_bytes(2, "little")
-        cfg[9:12] = cls.to_bytes(3, "little")
-        if f.is_bridge:
-            cfg[0x0E] = 1
-            cfg[0x18], cfg[0x19], cfg[0x1A] = f.primary, f.sec, f.sub
-        if f.bdf in links:
-            ptype, max_s, max_w, cur_s, cur_w = links[f.bdf]
-            cfg[0x06] = 0x10  # status: capabilities list
-            cfg[0x34] = 0x40
-            cfg[0x40], cfg[0x41] = 0x10, 0x00  # PCI Express, last capability
-            cfg[0x42:0x44] = (2 | (ptype << 4)).to_bytes(2, "little")
-            cfg[0x4C:0x50] = (max_s | (max_w << 4)).to_bytes(4, "little")  # LnkCap
-            cfg[0x52:0x54] = (cur_s | (cur_w << 4)).to_bytes(2, "little")  # LnkSta
-        out.append(f"{f.bdf} made-up")
-        for i in range(0, 256, 16):
-            out.append(f"{i:02x}: " + " ".join(f"{b:02x}" for b in cfg[i:i + 16]))
-        out.append("")
-    return "\n".join(out) + "\n"
-
-
 def drawn_verbose(tree: Tree, links: dict, tmp_path: Path, name: str) -> Path:
     """``lspci -F DUMP -vvv`` of the tree with its links, written to ``name``.txt."""
     dump = tmp_path / f"{name}.dump"
-    dump.write_text(with_links(tree, links))
+    dump.write_text(tree.dump(links))
     res = subprocess.run([LSPCI, "-F", str(dump), "-vvv"], capture_output=True, text=True, timeout=30, check=True)
     out = tmp_path / f"{name}.txt"
     out.write_text(res.stdout)

@@ -63,10 +63,15 @@ class Tree:
     def truth(self) -> dict[str, tuple]:
         return {f.bdf: (f.parent, f.root) for f in self.fns}
 
-    def dump(self) -> str:
+    def dump(self, links: Optional[dict] = None) -> str:
+        """``lspci -x``-style dump: 64 bytes a function, or with ``links`` 256 bytes and a PCIe capability where
+        ``links`` gives one: bdf -> (port type, max GT/s code, max width, current GT/s code, current width);
+        speed codes as in LnkCap (1 = 2.5, 2 = 5, 3 = 8, 4 = 16, 5 = 32 GT/s), port type 0 endpoint, 4 root
+        port."""
+        size = 64 if links is None else 256
         out = []
         for f in sorted(self.fns, key=lambda f: (f.dom, f.bus, f.dev, f.fn)):
-            cfg = bytearray(64)
+            cfg = bytearray(size)
             vendor, device, cls = f.ids
             cfg[0:2] = vendor.to_bytes(2, "little")
             cfg[2:4] = device.to_bytes(2, "little")
@@ -74,8 +79,16 @@ class Tree:
             if f.is_bridge:
                 cfg[0x0E] = 1
                 cfg[0x18], cfg[0x19], cfg[0x1A] = f.primary, f.sec, f.sub
+            if links and f.bdf in links:
+                ptype, max_s, max_w, cur_s, cur_w = links[f.bdf]
+                cfg[0x06] = 0x10  # status: capabilities list
+                cfg[0x34] = 0x40
+                cfg[0x40], cfg[0x41] = 0x10, 0x00  # PCI Express, last capability
+                cfg[0x42:0x44] = (2 | (ptype << 4)).to_bytes(2, "little")
+                cfg[0x4C:0x50] = (max_s | (max_w << 4)).to_bytes(4, "little")  # LnkCap
+                cfg[0x52:0x54] = (cur_s | (cur_w << 4)).to_bytes(2, "little")  # LnkSta
             out.append(f"{f.bdf} made-up")
-            for i in range(0, 64, 16):
+            for i in range(0, size, 16):
                 out.append(f"{i:02x}: " + " ".join(f"{b:02x}" for b in cfg[i:i + 16]))
             out.append("")
         return "\n".join(out) + "\n"
