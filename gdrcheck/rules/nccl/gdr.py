@@ -57,8 +57,11 @@ def distance(version: Version, st, t: Optional[str], gpu_c2c: Optional[bool]) ->
 
 
 def read_side(version: Version, st, sm: Optional[int], nvlink_peer: Optional[bool],
-              single_gpu: bool) -> dict[str, object]:
-    """The send side (``read=1``): ``NCCL_NET_GDR_READ`` and its default."""
+              single_gpu: bool, nccl_dump: bool = False) -> dict[str, object]:
+    """The send side (``read=1``): ``NCCL_NET_GDR_READ`` and its default (v2.30.7 ``paths.cc:489-508``: for
+    sm < 80 only with an NVLink peer or a single GPU in NCCL's system). ``nccl_dump``: the input is NCCL's own
+    topology dump, whose GPUs are the communicator's on the node and whose ``<nvlink>`` elements are every
+    NVLink NCCL found (``xml.cc:930-995@v2.30.7``): without a peer the default is decided."""
     raw = st.env.get("NCCL_NET_GDR_READ")
     value = st.param("NCCL_NET_GDR_READ", -2)
     if value == 0:
@@ -79,6 +82,11 @@ def read_side(version: Version, st, sm: Optional[int], nvlink_peer: Optional[boo
                                                                  " or a single GPU (this node has one)")}
     if nvlink_peer is None:
         return {"gdr_read": "unknown", "gdr_read_reason": why + "; the input cannot show NVLink"}
+    if nccl_dump:
+        return {"gdr_read": "disabled", "gdr_read_reason": why + ": NCCL's own topology dump lists the "
+                "communicator's GPUs on this node (more than one) and no NVLink peer of this GPU (a dump holds "
+                "every NVLink NCCL found, xml.cc:930-995@v2.30.7; a hand-written NCCL_TOPO_FILE without <nvlink> "
+                "is filled in from NVML on the node)"}
     return {"gdr_read": "unknown", "gdr_read_reason": why + " or a single-GPU communicator",
             "gdr_read_depends_on": ["the communicator has only this GPU on this node"]}
 

@@ -37,7 +37,9 @@ class Asked:
 
         self.nic_flag = lru_cache(maxsize=None)(nic_flag_of)
         self.decide = lru_cache(maxsize=None)(partial(gdr_rules.decide, v, st))
-        self.read_side = lru_cache(maxsize=None)(partial(gdr_rules.read_side, v, st))
+        read = partial(gdr_rules.read_side, v, st)
+        dump = pxn_rules.nccl_own_dump(relays.topo)  # NCCL's own view: its GPUs and NVLinks are NCCL's
+        self.read_side = lru_cache(maxsize=None)(lambda sm, peer, single: read(sm, peer, single, dump))
         self.distance = lru_cache(maxsize=None)(partial(gdr_rules.distance, v, st))
         # NVLink after NCCL's P2P decision (paths.cc:497-503, 761-773)
         self.nvlink_peer = lru_cache(maxsize=None)(relays.nvlink_peer)

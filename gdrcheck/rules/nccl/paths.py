@@ -167,8 +167,18 @@ def pair_type(topo, p, version: Version, st, file_class: Optional[str] = None, f
     return t, cands, flat, via
 
 
+def _pcie_hops(topo, a: str, b: str, t_pcie: Optional[str], bridges) -> int:
+    """NCCL's links on the PCIe path of a GPU pair: 2 under one switch (PIX) or for two GPUs on root ports of
+    one CPU (PHB; NCCL's sysfs walk skips root ports, so each GPU hangs from the CPU); more otherwise."""
+    if t_pcie == "PIX":
+        return 2
+    if t_pcie == "PHB" and not any(topo.device_kind.get(x) == "switch_upstream" for x in bridges):
+        return 2
+    return 3
+
+
 def path_choice(version: Version, gpus, topo, pairs, types: dict[tuple[str, str], PairType]) -> None:
-    """NVB against a PCIe switch path up to 2.30.4 (:func:`pxn.nvb_or_pcie`): ``types`` updated in place.
+    """NVB against an as short PCIe path up to 2.30.4 (:func:`pxn.nvb_or_pcie`): ``types`` updated in place.
     ``gpus``: the node's GPU flags (their compute capability sets NVLink's bandwidth)."""
     if version >= pxn_rules.BEST_TYPE_FROM:
         return
@@ -180,7 +190,7 @@ def path_choice(version: Version, gpus, topo, pairs, types: dict[tuple[str, str]
         links = [topo.nvlink_count(p.a, via), topo.nvlink_count(via, p.b)]
         nvb_bw = min(links) * per if per and all(links) else None
         pcie = nccl_type(p.pcie_path, None, flat)
-        kept, why = pxn_rules.nvb_or_pcie(version, pcie, nvb_bw, pcie_bw(topo, p.a, p.b, p.bridges))
+        kept, why = pxn_rules.nvb_or_pcie(version, pcie, nvb_bw, pcie_bw(topo, p.a, p.b, p.bridges),
+                                          _pcie_hops(topo, p.a, p.b, pcie, p.bridges))
         if kept != "NVB":
             types[(p.a, p.b)] = (kept, (pcie, "NVB") if kept is None else cands, flat, None)
-

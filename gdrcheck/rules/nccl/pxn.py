@@ -15,8 +15,10 @@ Sources (``NVIDIA/nccl``; line numbers at the tag named):
   ``+ channel % DIVUP(localNets, localGpus)`` (v2.18.6 ``topo.cc:701-717``).
 
 gdrcheck orders GPUs and NICs by PCI bus id (NCCL's CUDA device numbers and node order on a node whose
-devices are enumerated in that order) and compares path types only (equal bandwidth; NCCL takes the higher
-bandwidth first).
+devices are enumerated in that order) and, as ``ncclTopoGetLocal`` does, compares each path's bandwidth first
+(its narrowest PCIe hop from link speed and width, the NIC's port rate, the CPU link across CPUs:
+:func:`gdrcheck.rules.nccl.speed.gpu_nic_bw`), then its type; where the input does not show a bandwidth, the
+types alone (equal bandwidths assumed).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from functools import lru_cache
 from gdrcheck.rules.nccl import gdr as gdr_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl.core import rank_in
-from gdrcheck.rules.nccl.cpu import cpu_kind
+from gdrcheck.rules.nccl.cpu import cpu_kind, cpu_model, inter_cpu_bw
+from gdrcheck.rules.nccl.speed import gpu_nic_bw
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
 LOCAL_GPUS_OF_NIC_FROM = (2, 19, 0)  # v2.19.1 topo.cc:753-775: the NIC's local GPUs only
 DEV_MOD_FROM = (2, 30, 7)  # v2.30.7 topo.cc:2070: dev % localGpuCount
 MAXCHANNELS = 64
-P2C_LOCAL_FROM = (2, 29, 2)  # v2.30.7 src/include/device.h:91
+P2C_LOCAL_FROM = (2, 29, 2)  # v2.29.2 paths.cc:703-720 (v2.28.9 paths.cc:699-712: every NIC)
 
 
 def nvml_hops(snap, a: str, b: str, via: Optional[str]) -> tuple[tuple[str, Optional[str], Optional[str]], ...]:
@@ -47,6 +50,16 @@ def nvml_hops(snap, a: str, b: str, via: Optional[str]) -> tuple[tuple[str, Opti
         w = snap.p2p_status.get((x, y, "write")) or snap.p2p_status.get((y, x, "write"))
         out.append((f"{x}-{y}", r, w))
     return tuple(out)
+
+
+@lru_cache(maxsize=8)
+def nccl_own_dump(topo) -> bool:
+    """The input is NCCL's own topology XML: its ``<nvlink>`` elements are every NVLink NCCL found and its GPUs
+    the communicator's on the node (``xml.cc:930-995@v2.30.7``). Not RCCL's, whose ``<gpu>`` carries ``gcn``
+    (AMD's architecture) and whose links are its own."""
+    if topo.snap.input_kind != "nccl-xml":
+        return False
+    return not any("gcn" in ((topo.by_bdf[g].extra or {}).get("nccl_gpu") or {}) for g in topo.of_kind("gpu"))
 
 
 def _mirror(val: int, pow2: int) -> int:
@@ -76,6 +89,7 @@ class Relays:
         self.local_gpus = lru_cache(maxsize=None)(self._local_gpus)
         self.local_gpu = lru_cache(maxsize=None)(self._local_gpu)
         self._kept = lru_cache(maxsize=None)(self._kept_sorted)
+        self._bw = lru_cache(maxsize=None)(self._path_bw)
 
     # -- the path types NCCL compares
     def gn_type(self, g: str, n: str) -> Optional[str]:
@@ -83,17 +97,36 @@ class Relays:
         d = gdr_rules.distance(self.node.version, self.node.st, t, self.node.gpus[g].c2c)[0]
         return "P2C" if d == "C2C" and t == "PHB" else d
 
-    def _best(self, items: list[tuple[str, Optional[str]]]) -> Optional[list[str]]:
-        if not items or any(t is None or t not in self.order for _, t in items):
+    def path_bw(self, g: str, n: str) -> Optional[float]:
+        """The bandwidth of NCCL's GPU-NIC path (:func:`speed.gpu_nic_bw`); None where a figure is not shown."""
+        return self._bw(g, n)
+
+    def _path_bw(self, g: str, n: str) -> Optional[float]:
+        t = (self.types.get((g, n)) or (None,))[0]
+        cpu_bws: tuple[float, ...] = ()
+        if t == "SYS":
+            cpu_bws = inter_cpu_bw(self.node.version, cpu_kind(self.node.cpu), *cpu_model(self.snap))[0]
+        nic = self.node.nics.get(n)
+        return gpu_nic_bw(self.topo, g, n, nic.rate if nic is not None else None, self.node.gpus[g].c2c, t,
+                          cpu_bws)
+
+    def _best(self, items: list[tuple[str, Optional[str], Optional[float]]]) -> Optional[list[str]]:
+        """``ncclTopoGetLocal`` (v2.30.7 ``topo.cc:1943-1971``, v2.19.1 ``topo.cc:753-775``): the items with the
+        highest path bandwidth, of those the best path type. Where a bandwidth is not shown, the best type
+        (equal bandwidths assumed: the input cannot show which is wider); None where a type is not shown."""
+        if not items or any(t is None or t not in self.order for _, t, _bw in items):
             return None
-        low = min(self.order[t] for _, t in items)
-        return [x for x, t in items if self.order[t] == low]
+        if all(bw is not None for _, _t, bw in items):
+            top = max(bw for _, _t, bw in items)
+            items = [i for i in items if i[2] == top]
+        low = min(self.order[t] for _, t, _bw in items)
+        return [x for x, t, _bw in items if self.order[t] == low]
 
     def _local_nets(self, g: str) -> Optional[list[str]]:
-        return self._best([(n, self.gn_type(g, n)) for n in self.nics])
+        return self._best([(n, self.gn_type(g, n), self.path_bw(g, n)) for n in self.nics])
 
     def _local_gpus(self, n: str) -> Optional[list[str]]:
-        return self._best([(g, self.gn_type(g, n)) for g in self.gpus])
+        return self._best([(g, self.gn_type(g, n), self.path_bw(g, n)) for g in self.gpus])
 
     def local_net(self, g: str, c: int) -> Optional[str]:
         """``ncclTopoGetLocalNet`` (v2.30.7 ``topo.cc:2039-2074``, default ``NCCL_NETDEVS_POLICY``)."""
@@ -121,11 +154,13 @@ class Relays:
 
     def p2c_local(self, g: str, n: str) -> bool:
         """From 2.29.2 a NIC on the GPU's own Grace CPU is P2C only when it is one of the GPU's local NICs
-        (``ncclTopoGetLocal`` on the path types before the P2C update, v2.29.2 ``paths.cc:703-720``); before,
-        every such NIC (v2.28.9 ``paths.cc:699-712``). True where the input does not show the types."""
+        (``ncclTopoGetLocal``: the highest bandwidth, then the best path type before the P2C update, v2.29.2
+        ``paths.cc:703-720``, v2.30.7 ``paths.cc:794-810``): of two NICs on one Grace at 400 and 200 Gb/s only the
+        faster; before, every such NIC (v2.28.9 ``paths.cc:699-712``). True where the input does not show the
+        types."""
         if self.node.version < P2C_LOCAL_FROM:
             return True
-        raw = [(m, (self.types.get((g, m)) or (None,))[0]) for m in self.nics]
+        raw = [(m, (self.types.get((g, m)) or (None,))[0], self.path_bw(g, m)) for m in self.nics]
         best = self._best(raw)
         return best is None or n in best
 
@@ -158,9 +193,10 @@ class Relays:
         return True if k == "enabled" else False if k == "disabled" else None
 
     def nvlink_peer(self, g: str) -> Optional[bool]:
-        """The read side's NVLink peer (``paths.cc:497-503``): another GPU whose path is still NVLink."""
+        """The read side's NVLink peer (``paths.cc:497-503``): another GPU whose path is still NVLink. NCCL's own
+        dump without ``<nvlink>`` shows none (it lists every NVLink NCCL found, ``xml.cc:930-995@v2.30.7``)."""
         if not self.topo.snap.shows_nvlink:
-            return None
+            return False if nccl_own_dump(self.topo) else None
         seen = [self.nvlinked(g, o) for o in self.gpus if o != g]
         if any(seen):
             return True
@@ -170,22 +206,30 @@ class Relays:
 BEST_TYPE_FROM = (2, 30, 7)  # v2.30.7 paths.cc:96-99: the best type wins; before, fewest hops then bandwidth
 
 
-def nvb_or_pcie(version, t_pcie: Optional[str], nvb_bw: Optional[float], pcie_bw: Optional[float]) \
-        -> tuple[Optional[str], str]:
+def nvb_or_pcie(version, t_pcie: Optional[str], nvb_bw: Optional[float], pcie_bw: Optional[float],
+                pcie_hops: Optional[int] = None) -> tuple[Optional[str], str]:
     """Which path NCCL keeps between two GPUs that an NVB path (through a third GPU) and a PCIe path join.
 
-    v2.30.7 ``paths.cc:96-99`` keeps the better type (NVB). Up to v2.30.4 (``paths.cc:80``, and v2.28.9
-    ``paths.cc:73``) a path replaces the one found first only with no more hops and strictly more bandwidth:
-    under one PCIe switch (PIX) both paths have the same hop count (GPU, switch, GPU against GPU, GPU, GPU;
-    with 2.30's DEV nodes one more on each side of both), so the wider one wins; a PCIe path through more
-    switches or a CPU is longer and NVB stays. Returns (the type kept, why) or (None, why) where a bandwidth is
-    not shown."""
-    if version >= BEST_TYPE_FROM or t_pcie != "PIX":
+    v2.30.7 ``paths.cc:96-99`` keeps the better type (NVB). Up to v2.30.4 (``paths.cc:80``; v2.28.9
+    ``paths.cc:73``; v2.21.5 ``paths.cc:71``) a path replaces the one found first only with no more hops and
+    strictly more bandwidth, so the shorter path stays and of two as short the wider. NVB is two hops (GPU,
+    GPU, GPU; 2.30's DEV nodes add one on each side of both paths). A PCIe path is as short under one PCIe
+    switch (PIX: GPU, switch, GPU) and between two GPUs on root ports of one CPU (PHB: GPU, CPU, GPU, NCCL's
+    sysfs walk skipping the root ports, ``xml.cc:589-880@v2.30.7``); ``pcie_hops`` (NCCL's links on the PCIe
+    path; None: 2 for PIX, more otherwise) says which. A longer PCIe path leaves NVB. Returns (the type kept,
+    why) or (None, why) where a bandwidth is not shown or the two are equal (BFS order decides)."""
+    if pcie_hops is None:
+        pcie_hops = 2 if t_pcie == "PIX" else 3
+    if version >= BEST_TYPE_FROM or t_pcie is None or pcie_hops > 2:
         return "NVB", ""
+    where = "PCIe switch" if t_pcie == "PIX" else "root-port"
     if nvb_bw is None or pcie_bw is None:
-        return None, ("NCCL up to 2.30.4 keeps the wider of the NVB path and the PCIe switch path (same hop "
-                      "count, paths.cc:80@v2.30.4); a bandwidth is not shown")
+        return None, (f"NCCL up to 2.30.4 keeps the wider of the NVB path and the {where} PCIe path (as many "
+                      "hops, paths.cc:80@v2.30.4); a bandwidth is not shown")
     if pcie_bw > nvb_bw:
-        return "PIX", (f"the PCIe switch path ({pcie_bw:g} GB/s) is wider than the NVB path ({nvb_bw:g} GB/s) "
-                       "and as short: NCCL up to 2.30.4 keeps it (paths.cc:80@v2.30.4)")
+        return t_pcie, (f"the {where} PCIe path ({pcie_bw:g} GB/s) is wider than the NVB path ({nvb_bw:g} GB/s) "
+                        "and as short: NCCL up to 2.30.4 keeps it (paths.cc:80@v2.30.4, paths.cc:71@v2.21.5)")
+    if pcie_bw == nvb_bw:
+        return None, (f"the {where} PCIe path and the NVB path are as short and as wide ({pcie_bw:g} GB/s): NCCL "
+                      "up to 2.30.4 keeps the one its search finds first (paths.cc:80@v2.30.4)")
     return "NVB", ""

@@ -45,15 +45,50 @@ def nvlink_bw(sm: Optional[int]) -> Optional[float]:
     return next((bw for s, bw in NVLINK_BW if sm is not None and sm >= s), None)
 
 
+def _hop_bw(topo, x: str) -> Optional[float]:
+    """One device's hop as NCCL reads it: in NCCL's own XML the ``<pci link_speed link_width>`` already is the
+    hop (v2.30.7 ``xml.cc:663-725`` took the lower of device and port); from sysfs the device and the port
+    above it (``max_link_speed``, ``../max_link_speed``)."""
+    d = topo.by_bdf.get(x)
+    if topo.snap.input_kind == "nccl-xml":
+        return link_bw(d)
+    parent = topo.by_bdf.get(topo.parent(x)) if d is not None and topo.parent(x) else None
+    return link_bw(d, parent)
+
+
+def pcie_hops(topo, a: str, b: str, bridges, skip: tuple[str, ...] = ()) -> list[Optional[float]]:
+    """The bandwidth of each PCIe hop NCCL's path from ``a`` to ``b`` crosses: the two devices' own links and
+    the uplink of each switch between them, but not of the switch where the two meet (NCCL's path turns there,
+    ``topo.cc:637-701@v2.30.7``: a switch is one PCI node, its uplink one link). ``skip``: devices whose own
+    link the path does not take."""
+    anc = set(topo.ancestors(b))
+    meet = next((x for x in topo.ancestors(a) if x in anc), None)
+    parts = [x for x in (a, b) if x not in skip]
+    parts += [x for x in bridges if topo.device_kind.get(x) == "switch_upstream" and x != meet]
+    return [_hop_bw(topo, x) for x in parts]
+
+
 def pcie_bw(topo, a: str, b: str, bridges) -> Optional[float]:
-    """The narrowest PCIe hop between ``a`` and ``b``: the two devices and the switch upstream ports between."""
-    parts = [a, b] + [x for x in bridges if topo.device_kind.get(x) == "switch_upstream"]
-    bws = []
-    for x in parts:
-        d = topo.by_bdf.get(x)
-        parent = topo.by_bdf.get(topo.parent(x)) if topo.parent(x) else None
-        bw = link_bw(d, parent)
-        if bw is None:
+    """The narrowest PCIe hop between ``a`` and ``b`` (:func:`pcie_hops`); None where one is not shown."""
+    bws = pcie_hops(topo, a, b, bridges)
+    return None if not bws or any(bw is None for bw in bws) else min(bws)
+
+
+def gpu_nic_bw(topo, g: str, n: str, nic_rate: Optional[float], c2c: Optional[bool], t: Optional[str],
+               cpu_bws: tuple[float, ...] = ()) -> Optional[float]:
+    """The bandwidth of NCCL's path between GPU ``g`` and NIC ``n`` (a path's ``bw`` is its narrowest link,
+    ``paths.cc:71, 115@v2.30.7``): the PCIe hops, the NIC's port rate (its NET link), and across CPUs the CPU link
+    (``cpu_bws``: :func:`gdrcheck.rules.nccl.cpu.inter_cpu_bw`'s values; more than one is not known). A GPU
+    on C2C reaches its CPU over C2C, wider than any NIC: its own PCIe link is not on the path. None where a
+    figure is not shown."""
+    if t is None or nic_rate is None:
+        return None
+    via_cpu = t in ("PHB", "SYS", "P2C", "C2C")
+    bws = pcie_hops(topo, g, n, topo.path_bridges(g, n), (g,) if c2c and via_cpu else ())
+    if t == "SYS":
+        if len(cpu_bws) != 1:
             return None
-        bws.append(bw)
-    return min(bws) if bws else None
+        bws.append(cpu_bws[0])
+    if any(bw is None for bw in bws):
+        return None
+    return min(bws + [nic_rate])
