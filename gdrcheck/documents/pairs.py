@@ -59,6 +59,10 @@ def nccl_doc(evaluation: Evaluation) -> dict[str, Any]:
     }
     if st.ignored:
         doc["ignored_settings"] = list(st.ignored)
+    from gdrcheck.rules.nccl.core import NEWEST, version_str
+
+    if st.version > NEWEST:  # the rules' own comparison (versions.beyond_modelled), carried for the header
+        doc["newest_modelled"] = version_str(NEWEST)
     if node is None:
         return doc
     doc["cpu"] = {"kind": node.cpu, "source": node.cpu_source}

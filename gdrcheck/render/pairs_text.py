@@ -126,7 +126,8 @@ def _numa_column(doc) -> dict[str, str]:
 def _render_nccl(doc, console) -> None:
     n = doc["nccl"]
     blank(console)
-    put(console, f"NCCL {n['version']} rules:")  # one line each: a source may hold parentheses of its own
+    beyond = f" (newer than the newest release modelled, {n['newest_modelled']})" if n.get("newest_modelled") else ""
+    put(console, f"NCCL {n['version']} rules{beyond}:")  # one line each: a source may hold parentheses of its own
     put(console, f"  GDR level {n['gdr_level']}: {n['gdr_level_source']}", 4)
     put(console, f"  P2P level {n['p2p_level']}: {n['p2p_level_source']}", 4)
     counts: dict[str, int] = {}

@@ -64,3 +64,54 @@ def test_nccl_dump_without_nvlink_decides_the_read_side_paths_cc_489_508(version
     v = pairs[("0000:03:00.0", "0000:05:00.0")]
     assert v["gdr"] == "enabled" and v["gdr_read"] == "disabled", v
 
+
+G0, G2 = "0000:03:00.0", "0000:83:00.0"
+NIC0, NIC1 = "0000:05:00.0", "0000:85:00.0"
+SITE = "/usr/local/lib/python3.10/dist-packages"
+NEWER = "newer than the newest release gdrcheck models (2.30.7)"
+
+
+def two_socket_node(tmp_path, name, files=None, cpuinfo=None, cpu="GenuineIntel", rate="200 Gb/sec (4X HDR)"):
+    """Two GPUs on two sockets, each with a NIC under its own switch (a SYS GPU pair)."""
+    files = dict(files or {})
+    if cpuinfo:
+        files["/proc/cpuinfo"] = cpuinfo
+    return N.build(tmp_path / name, cpu=cpu, devices=[("gpu", G0, 0, "switch"), ("nic", NIC0, 0, "switch"),
+                                                      ("gpu", G2, 1, "switch"), ("nic", NIC1, 1, "switch")],
+                   rates={"mlx5_0": rate, "mlx5_1": rate}, files=files)
+
+
+@pytest.mark.parametrize("case,files,version", [
+    ("newer-by-option", {}, "2.32.3"),
+    ("newer-on-the-node", {f"{SITE}/nvidia_nccl_cu12-2.32.6.dist-info/METADATA": "Name: nvidia-nccl-cu12\n"}, None),
+])
+def test_a_version_newer_than_modelled_is_said_however_it_arrived(tmp_path, case, files, version):
+    """NCCL 2.31.2, 2.32.3 and 2.32.6 are released (NVIDIA's NCCL release notes); gdrcheck models up to 2.30.7.
+    nccl.version_reason says so, whichever way the version arrived, and the document carries the newest
+    modelled release for the text's rules header."""
+    top, _ = N.decide(two_socket_node(tmp_path, case, files), version)
+    assert top["version"] in ("2.32.3", "2.32.6") and NEWER in top["version_reason"], top["version_reason"]
+    assert top["newest_modelled"] == "2.30.7"
+    top, _ = N.decide(two_socket_node(tmp_path, case + "-2.30.7", {}), "2.30.7")
+    assert NEWER not in top["version_reason"] and "newest_modelled" not in top
+
+
+ZEN5 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nflags\t\t: fpu\n\n"
+
+
+@pytest.mark.parametrize("version,word,depends", [
+    ("2.30.7", "disabled", None),  # topo.h AMD_BW 16@v2.30.7: both NICs (24 GB/s) are faster than the CPU link
+    # dev (2.31.0a7) topo.cc:76-80: Zen 5 32 GB/s; whether 2.32.3 ships it is not known: P2P depends on the check
+    ("2.32.3", "enabled", "development branch"),
+])
+def test_cpu_link_of_a_newer_release_is_unknown_where_the_dev_branch_changed_it(tmp_path, version, word, depends):
+    """NVIDIA/nccl's dev branch (2.31.0a7, topo.cc:76-80 and 750-771) sets AMD's CPU link by Zen generation (Zen 5:
+    32 GB/s, 16 before) and classes Granite Rapids/Sierra Forest as Emerald Rapids (40 GB/s). For a release newer
+    than 2.30.7 whose notes do not say, the network-faster check (ncclTopoCheckNet) it would change is not known,
+    and P2P depends on it (as for any check the input cannot settle), not 2.30.7's answer."""
+    root = two_socket_node(tmp_path, f"zen5-{version}", cpuinfo=ZEN5, cpu="AuthenticAMD")
+    _, pairs = N.decide(root, version, {"NCCL_P2P_LEVEL": "SYS"})
+    v = pairs[(G0, G2)]
+    assert v["p2p"] == word, v
+    assert (depends is None) == (not v.get("depends_on")), v
+    assert depends is None or any(depends in d for d in v["depends_on"]), v

@@ -13,6 +13,8 @@ AMD 0x1022, Zhaoxin 0x1d17, IBM POWER 0x1014; NVIDIA Grace and Ampere Computing 
 
 from __future__ import annotations
 
+from gdrcheck.rules.nccl.core import NEWEST
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
@@ -122,7 +124,42 @@ def cpu_model(snap) -> tuple[Optional[int], Optional[int]]:
     return None, None
 
 
+# NVIDIA/nccl dev (2.31.0a7, 86fa684d) topo.cc:77-79 and topo.h: AMD by Zen generation, from the cpuid family as
+# Linux counts it (0x17 Zen 1/2, 0x19 Zen 3/4, 0x1A Zen 5) or as NCCL up to 2.30.7 wrote it (0x8F, 0xAF, 0xBF);
+# topo.cc:750-751: Granite Rapids (0xAD, 0xAE) and Sierra Forest (0xAF) class as Emerald Rapids
+DEV_AMD_BW = {0x17: 16.0, 0x8F: 16.0, 0x19: 24.0, 0xAF: 24.0, 0x1A: 32.0, 0xBF: 32.0}
+DEV_INTEL_ERP_MODELS = (0xAD, 0xAE, 0xAF)
+
+
+def _dev_branch_bw(kind: Optional[str], family: Optional[int], model: Optional[int]) -> tuple[float, ...]:
+    """The CPU link bandwidths NCCL's development branch (2.31.0a7) may set where 2.30.7's differ."""
+    if kind == "amd":
+        return (16.0, 24.0, 32.0) if family is None else (DEV_AMD_BW.get(family, 16.0),)
+    if kind == "intel" and (family is None or model is None):
+        return (40.0,)
+    if kind == "intel" and family == 6 and model in DEV_INTEL_ERP_MODELS:
+        return (40.0,)
+    return ()
+
+
 def inter_cpu_bw(version, kind: Optional[str], family: Optional[int], model: Optional[int]) \
+        -> tuple[tuple[float, ...], str]:
+    """:func:`inter_cpu_bw_modelled`; for a version newer than the newest modelled (2.30.7), the figures of
+    NCCL's development branch (2.31.0a7) are possible too where they differ: which of them the release ships is
+    not known (its notes do not say), so a decision they would change is ``unknown``."""
+    bws, why = inter_cpu_bw_modelled(min(version, NEWEST), kind, family, model)
+    if version <= NEWEST:
+        return bws, why
+    extra = tuple(b for b in _dev_branch_bw(kind, family, model) if b not in bws)
+    if not extra:
+        return bws, why
+    v = ".".join(map(str, version))
+    return tuple(sorted(bws + extra)), (f"{why}; NCCL's development branch (2.31.0a7, topo.cc:76-80, 750-771@dev) "
+                                        f"sets {'/'.join(f'{b:g}' for b in extra)} GB/s here, and whether NCCL "
+                                        f"{v} does is not known")
+
+
+def inter_cpu_bw_modelled(version, kind: Optional[str], family: Optional[int], model: Optional[int]) \
         -> tuple[tuple[float, ...], str]:
     """NCCL's CPU-to-CPU bandwidth: every value it may take (one where the input shows the model) and why.
     Intel: Emerald Rapids (family 6, model >= 0xCF) 40, Sapphire Rapids (>= 0x8F) 22 (both from 2.26),

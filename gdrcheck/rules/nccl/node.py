@@ -18,7 +18,7 @@ from gdrcheck.rules.nccl.gdr_pairs import decide_gdr
 from gdrcheck.rules.nccl.p2p_pairs import decide_p2p
 from gdrcheck.rules.nccl.paths import pair_types, path_choice
 from gdrcheck.rules.nccl.settings import NcclSettings
-from gdrcheck.rules.nccl.versions import settings_for
+from gdrcheck.rules.nccl.versions import settings_for, with_beyond_modelled
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
           found: list[dict[str, object]]) -> NodeNccl:
     """NCCL's view of the node at ``version`` (``version_reason``: why that one; ``found``: the versions found)."""
     gpus_bdf = topo.of_kind("gpu")
+    version_reason = with_beyond_modelled(version, version_reason)
     cpu, cpu_src = node_cpu(snap)
     job = None
     if "CUDA_VISIBLE_DEVICES" in options.env:  # the job's GPUs (the module is loaded only for a job that says)

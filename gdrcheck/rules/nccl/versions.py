@@ -57,11 +57,29 @@ def choose_version(requested: Optional[str], found: list[dict[str, object]]) -> 
             continue
     if good:
         v, e = max(good, key=lambda x: x[0])
-        extra = "" if v <= NEWEST else f"; newer than the newest rules gdrcheck knows ({version_str(NEWEST)}), " \
-                                       f"judged with those"
-        return v, f"the newest NCCL found on the node ({e['kind']}: {e['where']}){extra}"
+        return v, f"the newest NCCL found on the node ({e['kind']}: {e['where']})"
     return NEWEST, (f"no NCCL found on the node (library, pip wheel or PyTorch): the newest rules gdrcheck knows "
                     f"({version_str(NEWEST)})")
+
+
+DEV_BRANCH = "2.31.0a7"  # NVIDIA/nccl's dev branch: the newest source public beside the v2.30.7 tag
+
+
+def beyond_modelled(version: Version) -> Optional[str]:
+    """What a version newer than the newest release gdrcheck models means for its rules, whichever way the
+    version arrived (``--nccl-version``, a job's log, the node); None for a modelled one."""
+    if version <= NEWEST:
+        return None
+    return (f"NCCL {version_str(version)} is newer than the newest release gdrcheck models "
+            f"({version_str(NEWEST)}): each rule is {version_str(NEWEST)}'s where neither the release notes nor "
+            f"NCCL's development branch ({DEV_BRANCH}) change it, and unknown where the branch does (the CPU "
+            "link bandwidth of AMD and of Intel Granite Rapids/Sierra Forest)")
+
+
+def with_beyond_modelled(version: Version, reason: str) -> str:
+    """``reason`` with :func:`beyond_modelled`'s note after it."""
+    note = beyond_modelled(version)
+    return f"{reason}; {note}" if note else reason
 
 
 def settings_for(snap, version: Version, options_env: Mapping[str, str], cpu: Optional[str], n_gpus: int,
