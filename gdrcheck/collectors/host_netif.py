@@ -2,7 +2,7 @@
 is running.
 
 NCCL's IB transport starts only when its interface search (``ncclFindInterfaces``) finds one IP interface
-(v2.30.7 ``src/transport/net_ib/init.cc:303-307``), and the search reads ``getifaddrs``: IPv4 and IPv6
+(v2.30.7 ``src/transport/net_ib/init.cc:305-310``), and the search reads ``getifaddrs``: IPv4 and IPv6
 addresses, IPv6 loopback skipped, and from 2.28.3 only links with ``IFF_RUNNING`` (``src/os/linux.cc``).
 gdrcheck reads the same addresses (``Source.ip_addresses``: ``SIOCGIFADDR`` and ``/proc/net/if_inet6``,
 kept in a snapshot like a command's output) and each link's ``/sys/class/net/<name>/flags`` and ``operstate``.

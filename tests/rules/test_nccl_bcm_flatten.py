@@ -1,4 +1,4 @@
-"""NCCL's flattening of Broadcom PEX switches (``gdrcheck.rules.nccl.bcm``; v2.30.7 ``src/graph/topo.cc:194-268``).
+"""NCCL's flattening of Broadcom PEX switches (``gdrcheck.rules.nccl.bcm``; v2.30.7 ``src/graph/topo.cc:195-268``).
 
 A PEX89xxx (Gen5) or PEX88xxx (Gen4) in base mode shows two levels of switches; NCCL takes the second level
 into the first, so two devices below one chip are PIX to NCCL where nvidia-smi says PXB. Each case is named

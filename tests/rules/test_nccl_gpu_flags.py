@@ -216,7 +216,7 @@ def test_mlopart_gdr_mlopart_1_needs_no_answer(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# NCCL_IB_DATA_DIRECT (v2.30.7 net_ib/init.cc:13, 373-427; v2.27.3 net_ib.cc:128, 650-660)
+# NCCL_IB_DATA_DIRECT (v2.30.7 net_ib/init.cc:13, 374-427; v2.27.3 net_ib.cc:128, 650-660)
 
 WITH_DD = [("data-direct", DD, 0, "switch")]
 

@@ -1,7 +1,7 @@
 """Two conditions of NCCL's IB transport that are not about the PCIe tree.
 
 * It needs an IP interface: ``ncclIbInitDevices`` stops with "NET/IB : No IP interface found" when
-  ``ncclFindInterfaces`` finds none (v2.30.7 ``src/transport/net_ib/init.cc:303-307``; v2.18.6
+  ``ncclFindInterfaces`` finds none (v2.30.7 ``src/transport/net_ib/init.cc:305-310``; v2.18.6
   ``net_ib.cc:169-171``), and the bootstrap runs the same search (v2.30.7 ``src/bootstrap.cc:124-128``). The
   search: ``NCCL_SOCKET_IFNAME`` longer than one character, else any interface (v2.30.7 ``src/misc/socket.cc:
   190-233``); IPv4 or non-loopback IPv6, ``NCCL_SOCKET_FAMILY`` (``socket.cc:178-188``); running links only from
@@ -67,7 +67,7 @@ def _nic_decisions(path, *args):
 
 
 def test_a_socket_ifname_that_matches_nothing_stops_nccl_init_cc_303(tmp_path):
-    """v2.30.7 net_ib/init.cc:303-307: no IP interface, no IB transport; the node FAILs with GDR208."""
+    """v2.30.7 net_ib/init.cc:305-310: no IP interface, no IB transport; the node FAILs with GDR208."""
     bad = scenarios.scenario(tmp_path, "nccl-socket-ifname-matches-nothing")
     nics, doc = _nic_decisions(bad)
     assert {n["gdr"] for n in nics.values()} == {"disabled"}

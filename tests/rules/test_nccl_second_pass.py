@@ -49,13 +49,13 @@ def pxn_node(tmp_path, name, **kw):
 
 @pytest.mark.parametrize("case,kw,env,word", [
     ("pxn-p2p-on", {}, {}, "enabled"),
-    ("pxn-p2p-disable-paths.cc:761-773@v2.30.7", {}, {"NCCL_P2P_DISABLE": "1"}, "disabled"),
-    ("pxn-p2p-level-loc-paths.cc:761-773@v2.30.7", {}, {"NCCL_P2P_LEVEL": "LOC"}, "disabled"),
+    ("pxn-p2p-disable-paths.cc:762-773@v2.30.7", {}, {"NCCL_P2P_DISABLE": "1"}, "disabled"),
+    ("pxn-p2p-level-loc-paths.cc:762-773@v2.30.7", {}, {"NCCL_P2P_LEVEL": "LOC"}, "disabled"),
     ("pxn-nvml-refuses-paths.cc:373-412@v2.30.7", {"p2p_status": 2}, {"NCCL_IGNORE_DISABLED_P2P": "1"},
      "disabled"),
 ])
 def test_p2p_off_takes_pxn(tmp_path, case, kw, env, word):
-    """paths.cc:761-773@v2.30.7 reroutes a pair whose ncclTopoCheckP2p is 0 through the CPU before the PXN
+    """paths.cc:762-773@v2.30.7 reroutes a pair whose ncclTopoCheckP2p is 0 through the CPU before the PXN
     loop, whose relay needs paths[GPU][g].type <= PATH_NVL (paths.cc:832)."""
     _, pairs = N.decide(pxn_node(tmp_path, case.split("-paths")[0], **kw), "2.30.7", env)
     assert pairs[(G0, NIC1)]["gdr"] == word, (case, pairs[(G0, NIC1)])
@@ -67,7 +67,7 @@ def test_p2p_off_takes_pxn(tmp_path, case, kw, env, word):
 ])
 def test_p2p_off_takes_the_read_sides_nvlink_peer(tmp_path, case, env, word):
     """paths.cc:497-503@v2.30.7: for sm < 80 the send side needs a peer whose path is PATH_NVL, read after
-    paths.cc:761-773 rerouted P2P-disabled pairs through the CPU."""
+    paths.cc:762-773 rerouted P2P-disabled pairs through the CPU."""
     root = N.build(tmp_path / case.split("-paths")[0], devices=[("gpu", G0, 0, "switch"), ("nic", NIC0, 0, "switch"),
                                                                   ("gpu", G1, 0, "switch")],
                    nvlinks=[(G0, G1, 6)], gpu_name="Tesla V100-SXM2-32GB", cc=(7, 0))

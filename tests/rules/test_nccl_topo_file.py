@@ -109,7 +109,7 @@ BCM = ('<pci busid="{bdf}" class="0x060400" vendor="0x1000" device="0xc030" subs
 ])
 def test_topology_file_tree_flattens_broadcom_switches(tmp_path, case, top_sub, word_pix, path_type):
     """NCCL flattens the merged tree's Broadcom switches with the ids the file's attributes give (topo.cc:521-534,
-    194-268); under NCCL_NET_GDR_LEVEL=PIX the GPU and the NIC below two sub switches of one chip keep GDR only
+    195-268); under NCCL_NET_GDR_LEVEL=PIX the GPU and the NIC below two sub switches of one chip keep GDR only
     when NCCL fused them."""
     subs = (BCM.format(bdf="0000:ab:00.0", sub="0x1000", inside=GPU.format(bdf=G0))
             + BCM.format(bdf="0000:ac:00.0", sub="0x1000", inside=NIC))

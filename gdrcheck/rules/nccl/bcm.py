@@ -1,7 +1,7 @@
 """NCCL's flattening of Broadcom PEX switches, step for step as NCCL takes it.
 
 A PEX88xxx (Gen4) or PEX89xxx (Gen5) switch in base mode shows itself as two levels of switches; NCCL fuses
-the second level into the first (v2.30.7 ``src/graph/topo.cc:194-268``, ``ncclTopoFlattenBcmSwitches``), once
+the second level into the first (v2.30.7 ``src/graph/topo.cc:195-268``, ``ncclTopoFlattenBcmSwitches``), once
 its PCI nodes and their virtual links exist (``:981-985``: ``ncclTopoAddPciLinks``, then the flattening):
 
 * its PCI nodes are walked in the order NCCL made them (its XML, depth first: a switch before the switches

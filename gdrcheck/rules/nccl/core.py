@@ -7,7 +7,7 @@ Sources (``NVIDIA/nccl`` tags; line numbers at the tag named):
 * peer-memory files: v2.9.6 ``src/transport/net_ib.cc:223`` (``nv_mem`` only), v2.9.8 ``net_ib.cc:224-226``
   (+ ``nvidia-peermem``), v2.21.5 ``src/transport/net_ib.cc:558-568``, v2.22.3 ``net_ib.cc:610-620``,
   v2.23.4 ``net_ib.cc:690-704``, v2.30.7 ``src/transport/net_ib/gdr.cc:14-29``.
-* Broadcom flattening: v2.30.7 ``src/graph/topo.cc:194-268``, taken step for step in ``bcm.py``.
+* Broadcom flattening: v2.30.7 ``src/graph/topo.cc:195-268``, taken step for step in ``bcm.py``.
 """
 
 from __future__ import annotations

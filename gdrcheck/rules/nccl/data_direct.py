@@ -20,7 +20,7 @@ def data_direct(version: Version, st, fns: list[str], snap, nic) -> str:
     """Why NCCL may judge this mlx5 NIC on a data-direct DMA function's PCI path instead of its own, or ''.
 
     NCCL asks ``mlx5dv_get_data_direct_sysfs_path`` for each mlx5 device whose DMA-BUF probe passes
-    (v2.30.7 ``net_ib/init.cc:13, 152-170, 373-427``; v2.27.3 ``net_ib.cc:128, 650-660``): with an answer it
+    (v2.30.7 ``net_ib/init.cc:13, 152-170, 374-427``; v2.27.3 ``net_ib.cc:128, 650-660``): with an answer it
     lists the device as ``<dev>_dma`` with the data-direct function's PCI path (2.27: beside the device itself;
     from 2.28.3 instead of it unless ``NCCL_IB_DATA_DIRECT=2``). Which function serves which NIC is known
     only to a process that opens the device (no sysfs file shows it). ``fns``: the node's data-direct
@@ -45,4 +45,4 @@ def data_direct(version: Version, st, fns: list[str], snap, nic) -> str:
     return (f"the node has a Data Direct DMA function ({', '.join(fns)}, Linux mlx5_data_direct) and "
             f"NCCL_IB_DATA_DIRECT={st.env.get('NCCL_IB_DATA_DIRECT') or '1 (default)'}: if {names} answers "
             f"mlx5dv_get_data_direct_sysfs_path, NCCL {version_str(v)} {how} with that function's PCI path and "
-            "judges GDR on it (net_ib/init.cc:373-427)")
+            "judges GDR on it (net_ib/init.cc:374-427)")

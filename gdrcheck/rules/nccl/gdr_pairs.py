@@ -41,7 +41,7 @@ class Asked:
         dump = pxn_rules.nccl_own_dump(relays.topo)  # NCCL's own view: its GPUs and NVLinks are NCCL's
         self.read_side = lru_cache(maxsize=None)(lambda sm, peer, single: read(sm, peer, single, dump))
         self.distance = lru_cache(maxsize=None)(partial(gdr_rules.distance, v, st))
-        # NVLink after NCCL's P2P decision (paths.cc:497-503, 761-773)
+        # NVLink after NCCL's P2P decision (paths.cc:497-503, 762-773)
         self.nvlink_peer = lru_cache(maxsize=None)(relays.nvlink_peer)
 
 
@@ -64,7 +64,7 @@ def _nic_flag(ask: Asked, node, g: str, n: str):
 def relays(node, rl: pxn_rules.Relays, ask: Asked, flags, types, nics) -> dict[str, tuple[str, str]]:
     """PXN: NCCL's one relay GPU per NIC (pxn.Relays.local_gpu, v2.30.7 paths.cc:812-843), if close enough to
     the NIC and able to do GDR with it, with the relay's path type; whether its path to the GPU that wants the
-    NIC is NVLink after NCCL's P2P decision (paths.cc:761-773, 832) is asked per pair."""
+    NIC is NVLink after NCCL's P2P decision (paths.cc:762-773, 832) is asked per pair."""
     st, v = node.st, node.version
     order = rank_in(v)
     single = len(node.gpus) == 1

@@ -1,7 +1,7 @@
 """Which RDMA devices and ports NCCL's IB transport lists: ``NCCL_IB_HCA`` and the ports' state.
 
 Sources (``NVIDIA/nccl``; line numbers at the tag named):
-* ``NCCL_IB_HCA``: v2.30.7 ``src/transport/net_ib/init.cc:313-322, 365-367`` (``^`` excludes, then ``=`` exact
+* ``NCCL_IB_HCA``: v2.30.7 ``src/transport/net_ib/init.cc:317-324, 368-370`` (``^`` excludes, then ``=`` exact
   names, else prefixes); its entries, ``parseStringList`` ``src/misc/utils.cc:193-215`` (``name:port``, the
   port ``atoi``-ed, absent or empty -1), matched per port by ``matchIfList`` ``utils.cc:224-243`` (a port of -1
   on either side matches every port). A device is used when one of its ACTIVE ports is listed.
@@ -97,7 +97,7 @@ def port_states(snap) -> dict[str, dict[str, str]]:
 # The IP interface the IB transport needs
 #
 # ``ncclIbInitDevices`` first asks ``ncclFindInterfaces`` for one IP interface and, finding none, does not start
-# ("NET/IB : No IP interface found", v2.30.7 ``src/transport/net_ib/init.cc:303-307``; v2.18.6 ``net_ib.cc:169-171``).
+# ("NET/IB : No IP interface found", v2.30.7 ``src/transport/net_ib/init.cc:305-310``; v2.18.6 ``net_ib.cc:169-171``).
 # The search (v2.30.7 ``src/misc/socket.cc:178-233``): ``NCCL_SOCKET_IFNAME`` when longer than one character
 # (``^`` excludes, ``=`` exact names, else prefixes; ``parseStringList``/``matchIfList``), else ``ib``, then
 # anything but ``docker``, ``lo`` (and ``virbr`` from 2.28.3), then ``docker``, ``lo`` (then ``virbr``): with no
@@ -138,7 +138,7 @@ def ip_interface_found(version, env: Mapping[str, str],
         asked = " and ".join(f"{k}={env[k]}" for k in ("NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY")
                              if (k == "NCCL_SOCKET_IFNAME" and spec) or (k == "NCCL_SOCKET_FAMILY" and family))
         return None, (f"{asked}: whether an interface of that name is up with an address is not in this input "
-                      "(NCCL's IB transport needs one, v2.30.7 net_ib/init.cc:303-307)")
+                      "(NCCL's IB transport needs one, v2.30.7 net_ib/init.cc:305-310)")
     exclude, exact, items = parse_hca(spec)
     seen: list[Optional[bool]] = []
     for name, fams in interfaces.items():
@@ -152,9 +152,9 @@ def ip_interface_found(version, env: Mapping[str, str],
     state = "running " if version >= RUNNING_FROM else ""
     if any(s is None for s in seen):
         return None, (f"{wanted}: the matching interfaces' link state is not in this input, and from 2.28.3 NCCL "
-                      "counts only running links (v2.30.7 net_ib/init.cc:303-307)")
+                      "counts only running links (v2.30.7 net_ib/init.cc:305-310)")
     return False, (f"{wanted} finds no {state}interface with an IP address: NCCL's IB transport does not start "
-                   "(\"NET/IB : No IP interface found\", v2.30.7 net_ib/init.cc:303-307), nor does its bootstrap "
+                   "(\"NET/IB : No IP interface found\", v2.30.7 net_ib/init.cc:305-310), nor does its bootstrap "
                    "unless NCCL_COMM_ID is set (bootstrap.cc:124-128)")
 
 

@@ -2,10 +2,10 @@
 
 Sources (``NVIDIA/nccl``; line numbers at the tag named):
 * the relay: ``ncclTopoComputePaths`` v2.30.7 ``src/graph/paths.cc:812-843``: for NIC ``n`` and GPU ``g`` the
-  only candidate is ``ncclTopoGetLocalGpu(n)`` (v2.30.7 ``src/graph/topo.cc:2110-2134``; v2.18.6
+  only candidate is ``ncclTopoGetLocalGpu(n)`` (v2.30.7 ``src/graph/topo.cc:2110-2135``; v2.18.6
   ``topo.cc:719-733``), used when it is not ``g``, reaches the NIC at PXB (P2C with ``NCCL_PXN_C2C``) or closer
   and its path to ``g`` is NVLink (``paths[GPU][g].type <= PATH_NVL``, ``paths.cc:832``).
-* that path is NVLink only if P2P stays: ``paths.cc:761-773`` reroutes every GPU pair whose
+* that path is NVLink only if P2P stays: ``paths.cc:762-773`` reroutes every GPU pair whose
   ``ncclTopoCheckP2p`` is 0 (``NCCL_P2P_DISABLE=1``, ``NCCL_P2P_LEVEL=LOC``, NVML refusing P2P) through the CPU
   before the PXN loop; the read side's NVLink peer (``paths.cc:501``) reads the same rewritten paths.
 * ``ncclTopoGetLocalGpu``: the first of the NIC's local GPUs (``ncclTopoGetLocal``, best bandwidth then best
@@ -129,7 +129,8 @@ class Relays:
         return self._best([(g, self.gn_type(g, n), self.path_bw(g, n)) for g in self.gpus])
 
     def local_net(self, g: str, c: int) -> Optional[str]:
-        """``ncclTopoGetLocalNet`` (v2.30.7 ``topo.cc:2039-2074``, default ``NCCL_NETDEVS_POLICY``)."""
+        """``ncclTopoGetLocalNet`` (v2.30.7 ``topo.cc:2077-2079``, through ``ncclTopoGetLocalNetType``
+        ``topo.cc:2039-2076``; default ``NCCL_NETDEVS_POLICY``)."""
         nets = self.local_nets(g)
         if not nets:
             return None
@@ -167,7 +168,7 @@ class Relays:
     # -- NCCL's P2P decision in ncclTopoComputePaths (level and NVML; the transport's checks come later)
     def kept(self, a: str, b: str) -> str:
         """``enabled`` when ``ncclTopoCheckP2p`` keeps the pair's path, ``disabled`` when NCCL reroutes it
-        through the CPU (``paths.cc:761-773``), ``unknown``."""
+        through the CPU (``paths.cc:762-773``), ``unknown``."""
         return self._kept(*sorted((a, b)))
 
     def _kept_sorted(self, a: str, b: str) -> str:
