@@ -115,3 +115,14 @@ def test_cpu_link_of_a_newer_release_is_unknown_where_the_dev_branch_changed_it(
     assert v["p2p"] == word, v
     assert (depends is None) == (not v.get("depends_on")), v
     assert depends is None or any(depends in d for d in v["depends_on"]), v
+
+
+@pytest.mark.parametrize("version", ["2.21.5", "2.30.7"])
+def test_pxn_through_a_wider_relay_paths_cc_835_836(version):
+    """paths.cc:835-836@v2.30.7 (paths.cc:617-618@v2.21.5): NCCL relays through the NIC's local GPU when that
+    GPU's path to the NIC is wider, not only when the GPU's own path crosses a CPU. An x8 GPU two switches from
+    the NIC (PXB, 12 GB/s) NVLinked to an x16 GPU beside the NIC (PIX, 24 GB/s): under NCCL_NET_GDR_LEVEL=PIX the
+    x8 GPU keeps GDR through the x16 one."""
+    _, pairs = N.decide(CASES / "pxn-wider-relay.xml", version, {"NCCL_NET_GDR_LEVEL": "PIX"})
+    v = pairs[("0000:03:00.0", "0000:05:00.0")]
+    assert v["gdr"] == "enabled" and v["via"] == "0000:04:00.0", v

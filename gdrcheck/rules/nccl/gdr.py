@@ -27,7 +27,7 @@ Sources (``NVIDIA/nccl``):
 from __future__ import annotations
 
 from gdrcheck.patterns import lazy_pattern
-from gdrcheck.rules.nccl.core import rank_in, version_str, within
+from gdrcheck.rules.nccl.core import version_str, within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -113,8 +113,7 @@ def decide(version: Version, st, *, t: Optional[str], candidates: tuple[str, ...
     d, how = distance(version, st, t, gpu_c2c)
     if d is None:
         return _unplaced(version, st, candidates, gpu_c2c, pxn)
-    order = rank_in(version)
-    if pxn is not None and (d not in order or order[d] > order["PXB"]):
+    if pxn is not None:  # the relay NCCL takes (gdr_pairs._pxn: a path beyond PXB, or a wider relay)
         peer, peer_type = pxn
         d, via = peer_type, peer
         how = f"PXN: NCCL reaches the NIC through GPU {peer} over NVLink (that GPU's path: {peer_type})"

@@ -122,10 +122,21 @@ def _pxn(node, rl: pxn_rules.Relays, p, d_own: Optional[str], relay: Optional[tu
     st, v = node.st, node.version
     order = rank_in(v)
     pxn_off = v < gdr_rules.PXN_FROM or st.param("NCCL_PXN_DISABLE", 0) == 1
-    if pxn_off or relay is None or relay[0] == p.a or not (d_own is None or order.get(d_own, 99) > order["PXB"]):
+    if pxn_off or relay is None or relay[0] == p.a:
+        return None, None
+    far = d_own is None or order.get(d_own, 99) > order["PXB"]
+    if not far and not _relay_wider(rl, relay[0], p.a, p.b):
         return None, None
     linked = rl.nvlinked(p.a, relay[0])
     return (relay if linked else None), (relay[0] if linked is None else None)
+
+
+def _relay_wider(rl: pxn_rules.Relays, q: str, g: str, n: str) -> bool:
+    """The relay's path to the NIC is wider than the GPU's own, which is close (PXB or nearer): NCCL relays
+    then too (``peerNode->paths[NET][n].bw > gpu->paths[NET][n].bw``, v2.30.7 ``paths.cc:835-836``, v2.21.5
+    ``paths.cc:617``). False where a bandwidth is not shown (the close path assumed as wide)."""
+    mine, theirs = rl.path_bw(g, n), rl.path_bw(q, n)
+    return mine is not None and theirs is not None and theirs > mine
 
 
 def _unless_data_direct(node, snap, p, g, flag, view: dict[str, object]) -> None:
