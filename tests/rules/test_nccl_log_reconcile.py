@@ -288,3 +288,16 @@ def test_env_the_logged_job_did_not_have_is_named_as_the_cause(node):
     obs = [p["nccl"]["observed"] for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
     assert len(obs) == 6 and all(o["agrees"] is False for o in obs)
     assert all(o["cause"].startswith("--env NCCL_P2P_DISABLE=1 is not what the logged job ran with") for o in obs)
+
+
+def test_log_version_newer_than_modelled_is_said(node, tmp_path):
+    """A job's log naming NCCL 2.32.3 (released after 2.30.7, the newest gdrcheck models): the version judged is
+    the log's, and nccl.version_reason says it is newer than the newest modelled (docs/nccl.md, "Releases after
+    2.30.7")."""
+    text = (RUNS / "default" / "nccl.log").read_text().replace("NCCL version 2.28.9+", "NCCL version 2.32.3+")
+    log = tmp_path / "nccl.log"
+    log.write_text(text)
+    doc = _doc(node, log)
+    assert doc["nccl"]["version"] == "2.32.3", doc["nccl"]["version_reason"]
+    assert "newer than the newest release gdrcheck models (2.30.7)" in doc["nccl"]["version_reason"]
+    assert doc["nccl"]["newest_modelled"] == "2.30.7"
