@@ -126,7 +126,10 @@ def _numa_column(doc) -> dict[str, str]:
 def _render_nccl(doc, console) -> None:
     n = doc["nccl"]
     blank(console)
-    put(console, f"NCCL {n['version']} rules:")  # one line each: a source may hold parentheses of its own
+    lib = "RCCL" if n.get("library") == "rccl" else "NCCL"
+    put(console, f"{n.get('rules') or 'NCCL ' + n['version']} rules:")  # one line each: a source may hold parentheses
+    if n.get("library_reason"):
+        put(console, f"  library: {lib}, for {n['library_reason']}", 4)
     put(console, f"  GDR level {n['gdr_level']}: {n['gdr_level_source']}", 4)
     put(console, f"  P2P level {n['p2p_level']}: {n['p2p_level_source']}", 4)
     counts: dict[str, int] = {}
@@ -136,7 +139,7 @@ def _render_nccl(doc, console) -> None:
             tag = f"{key.upper()} {p['nccl'][key]}"
             counts[tag] = counts.get(tag, 0) + 1
     if counts:
-        put(console, "NCCL would decide: " + ", ".join(f"{k} for {v} pair{'s' if v != 1 else ''}"
+        put(console, f"{lib} would decide: " + ", ".join(f"{k} for {v} pair{'s' if v != 1 else ''}"
                                                          for k, v in sorted(counts.items())))
     if n.get("version_reason"):
         put(console, f"  version: {n['version_reason']}", 4)

@@ -192,6 +192,15 @@ def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: 
 
     found = versions_found(snap)
     options, job_version, job_why = job_options(snap, options, version)  # a job's NCCL log: its version, settings
+    from gdrcheck.rules.rccl.releases import log_library, rccl_reason
+
+    why_rccl = rccl_reason(snap, topo, log_library(snap))
+    if why_rccl is not None:  # AMD GPUs or RCCL's input: RCCL's rules, never NCCL's (docs/rccl.md)
+        from gdrcheck.rules.rccl import node as rccl_node_mod
+
+        asked = version or job_version or options.nccl_version
+        asked_why = job_why if job_version and asked == job_version else ""
+        return rccl_node_mod.build(snap, topo, pairs, options, asked, asked_why, [], why_rccl)
     v, why = choose_version(version or job_version or options.nccl_version, found)
     return nccl_node_mod.build(snap, topo, pairs, options, v, job_why if job_version else why, found)
 

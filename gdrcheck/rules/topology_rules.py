@@ -274,6 +274,10 @@ def _setting_name(st) -> str:
 
 
 def _check_p2p_status(ctx: Context) -> Iterable[Finding]:
+    from gdrcheck.rules.rccl.releases import log_library, rccl_reason
+
+    if rccl_reason(ctx.snap, ctx.topo, log_library(ctx.snap)):  # RCCL has no NVML step (docs/rccl.md)
+        return
     status = ctx.snap.p2p_status
     for p in ctx.pairs_of("gpu-gpu"):
         if p.nvlink_unknown:

@@ -1,0 +1,172 @@
+"""AMD nodes judged with RCCL's rules (gdrcheck.rules.rccl, docs/rccl.md): RCCL's own topology dumps (the two AMD
+machines of ../shared/realworld and RCCL's topo_expl models in fixtures/rccl-models), generated AMD sysfs trees
+read as a live node is, and an RCCL log. Each expectation names the RCCL source line it follows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.amd_trees import GPUS, NICS, mi300x_node, root_port_pair
+from support.cli_util import run
+
+MODELS = Path(__file__).resolve().parents[2] / "fixtures" / "rccl-models"
+
+
+def _real(name: str) -> Path:
+    from conftest import REALWORLD
+
+    path = REALWORLD / name / "nccl-topo.xml"
+    if not path.is_file():
+        pytest.skip("../shared/realworld is not present")
+    return path
+
+
+def _doc(*args) -> dict:
+    p = run("pairs", "--json", *args)
+    assert p.returncode in (0, 1, 3) and "Traceback" not in p.stderr, p.stderr
+    return json.loads(p.stdout)
+
+
+def _of(doc, kind, word):
+    return [p for p in doc["pairs"] if p["kind"] == kind and p["nccl"].get(word)]
+
+
+def test_mi300x_dump_no_pxn_gdr_only_through_the_nic_under_the_same_switch():
+    """PXN is off by default in RCCL (paths.cc:525@rocm-6.2.2): of 64 GPU-NIC pairs only the 8 PXB ones (GPU and
+    NIC under one ConnectX-7 switch) have GDR; NCCL's rules relayed the other 56 through an xGMI peer."""
+    doc = _doc("--from", _real("rccl-mi300x-8p-8nic"))
+    n = doc["nccl"]
+    assert n["library"] == "rccl" and n["rules"] == "RCCL 2.21.5 (NCCL 2.21.5 base)" and n["nccl_base"] == "2.21.5"
+    assert "0x1002" in n["library_reason"]
+    gn = _of(doc, "gpu-nic", "gdr")
+    on = [p for p in gn if p["nccl"]["gdr"] == "enabled"]
+    assert len(gn) == 64 and len(on) == 8 and {p["pcie_path"] for p in on} == {"PXB"}
+    assert not any(p["nccl"].get("via") for p in gn)
+    off = [p for p in gn if p["nccl"]["gdr"] == "disabled"]
+    assert len(off) == 56 and all("beyond NCCL_NET_GDR_LEVEL=PXB" in p["nccl"]["reason"] for p in off)
+    # the dump's <gpu gdr="1"> and <net gdr="1"> are RCCL's own flags (topo.cc:746, 765@rocm-6.2.2)
+    assert all("<gpu gdr=\"1\">" in p["nccl"]["reason"] and p["nccl"]["gdr_read"] == "enabled" for p in on)
+    gg = _of(doc, "gpu-gpu", "p2p")
+    assert len(gg) == 28 and all(p["nccl"]["p2p"] == "enabled" and "XGMI" in p["nccl"]["reason"] for p in gg)
+    assert n["p2p_level"] == "PXB"  # Intel Sapphire Rapids: PXB (paths.cc:296-298@rocm-6.2.2); XGMI is within it
+    text = json.dumps(doc)
+    for nvidia_only in ("R515", "CUDA driver", "peer-memory file", "nvidia-peermem", "NVML answer"):
+        assert nvidia_only not in text, nvidia_only
+    codes = {f["code"] for f in doc["findings"]}
+    assert not codes & {"GDR008", "GDR020", "GDR021"}
+
+
+def test_mi300x_text_names_rccl_and_why():
+    p = run("pairs", "--from", _real("rccl-mi300x-8p-8nic"))
+    assert "RCCL 2.21.5 (NCCL 2.21.5 base) rules:" in p.stdout and "RCCL would decide: GDR disabled for 56 pairs, " \
+        "GDR enabled for 8 pairs, P2P enabled for 28 pairs" in p.stdout
+    assert "NCCL 2.30.7" not in p.stdout
+
+
+def test_mi300x_pxn_when_the_job_turns_it_on():
+    doc = _doc("--from", _real("rccl-mi300x-8p-8nic"), "--env", "NCCL_PXN_DISABLE=0")
+    gn = _of(doc, "gpu-nic", "gdr")
+    assert sum(p["nccl"]["gdr"] == "enabled" for p in gn) == 64
+    assert sum(bool(p["nccl"].get("via")) for p in gn) == 56
+
+
+def test_mi50_dump_on_skylake_p2p_within_a_switch_tree_only():
+    """Intel CPU: RCCL's P2P default PXB (paths.cc:296-298@rocm-6.2.2); 4 GPUs and a NIC under each switch tree."""
+    doc = _doc("--from", _real("rccl-mi50-8p-pcie-2nic"))
+    gg = _of(doc, "gpu-gpu", "p2p")
+    on = [p for p in gg if p["nccl"]["p2p"] == "enabled"]
+    assert len(gg) == 28 and len(on) == 12 and {p["pcie_path"] for p in on} <= {"PIX", "PXB"}
+    assert all("beyond NCCL_P2P_LEVEL=PXB" in p["nccl"]["reason"] for p in gg if p not in on)
+    gn = _of(doc, "gpu-nic", "gdr")
+    assert sum(p["nccl"]["gdr"] == "enabled" for p in gn) == 8
+    assert "GDR106" not in {f["code"] for f in doc["findings"]}  # no NVIDIA driver's BAR1 asked of an AMD GPU
+
+
+def test_rome_model_p2p_sys_for_eight_gpus():
+    """RCCL keeps SYS on AMD CPUs for any number of GPUs (paths.cc:282-301@rocm-6.2.2); NCCL 2.23+ would use PXB
+    with more than two. topo_8p_rome_pcie: 8 MI50-class GPUs, no xGMI (RCCL's dump writes every xGMI peer,
+    xml.cc:692-719@rocm-6.2.2)."""
+    doc = _doc("--from", MODELS / "topo_8p_rome_pcie.xml")
+    assert doc["nccl"]["p2p_level"] == "SYS"
+    gg = _of(doc, "gpu-gpu", "p2p")
+    assert len(gg) == 28 and all(p["nccl"]["p2p"] == "enabled" and "PCIe" in p["nccl"]["reason"] for p in gg)
+
+
+def test_flags_zero_in_the_dump_disable_gdr_nic_first():
+    """topo_8p_90a: <gpu gdr="0"> and an Ethernet <net gdr="0">; ncclTopoCheckGdr asks the NIC's flag before the
+    GPU's (paths.cc:383-384@rocm-6.2.2), so the NIC's is the reason given."""
+    doc = _doc("--from", MODELS / "topo_8p_90a.xml")
+    gn = _of(doc, "gpu-nic", "gdr")
+    assert len(gn) == 8 and all(p["nccl"]["gdr"] == "disabled" and '<net gdr="0">' in p["nccl"]["reason"] for p in gn)
+
+
+def test_rome_rule_needs_one_bridge_each():
+    """topo_4p_940: AMD family 175 (Rome/Milan in RCCL, topo.cc:507@rocm-6.2.2) but each GPU hangs directly below
+    its CPU (one hop, not two): the PHB rule (paths.cc:413-428@rocm-6.2.2) does not apply; PXB decides."""
+    doc = _doc("--from", MODELS / "topo_4p_940.xml")
+    gn = _of(doc, "gpu-nic", "gdr")
+    assert len(gn) == 16 and all(p["nccl"]["gdr"] == "disabled" for p in gn)
+
+
+def test_rome_rule_gives_phb_to_a_gpu_and_nic_on_root_ports(tmp_path):
+    amd = _doc("--from", root_port_pair(tmp_path / "amd"))
+    intel = _doc("--from", root_port_pair(tmp_path / "intel", cpu="GenuineIntel", family=6, model=143))
+    a, i = _of(amd, "gpu-nic", "gdr")[0], _of(intel, "gpu-nic", "gdr")[0]
+    assert a["nccl"]["distance"] == "PHB" and "Rome/Milan" in a["nccl"]["reason"] and a["nccl"]["gdr"] != "disabled"
+    assert i["nccl"]["gdr"] == "disabled" and "beyond NCCL_NET_GDR_LEVEL=PXB" in i["nccl"]["reason"]
+
+
+def test_hyperv_rule_pending_on_a_dump_without_the_bios_string():
+    """topo_8p_940vm (Intel, gfx942, 8 GPUs, 8 NICs one PCI domain apart): on Hyper-V RCCL makes each GPU's own
+    NIC PXB (paths.cc:653-671@rocm-6.2.2); the dump does not say the BIOS, so those 8 pairs are unknown."""
+    doc = _doc("--from", MODELS / "topo_8p_940vm.xml")
+    gn = _of(doc, "gpu-nic", "gdr")
+    pending = [p for p in gn if p["nccl"]["gdr"] == "unknown"]
+    assert len(pending) == 8 and all("bios_version" in p["nccl"]["depends_on"][0] for p in pending)
+    assert sum(p["nccl"]["gdr"] == "disabled" for p in gn) == 56
+
+
+def test_level_names_are_rccls():
+    path = _real("rccl-mi50-8p-pcie-2nic")
+    nvl = _doc("--from", path, "--env", "NCCL_P2P_LEVEL=NVL")
+    assert nvl["nccl"]["p2p_level"] == "PXB" and "NCCL_P2P_LEVEL='NVL'" in nvl["nccl"]["ignored_settings"][0]
+    xgmi = _doc("--from", path, "--env", "NCCL_P2P_LEVEL=XGMI")
+    assert xgmi["nccl"]["p2p_level"] == "XGMI"
+    assert all(p["nccl"]["p2p"] == "disabled" for p in _of(xgmi, "gpu-gpu", "p2p"))
+
+
+def test_generated_amd_node_read_live_style(tmp_path):
+    """A sysfs tree: KFD io_links give the xGMI links, /sys/kernel/mm/memory_peers/amdkfd the peer memory."""
+    doc = _doc("--from", mi300x_node(tmp_path / "n"))
+    n = doc["nccl"]
+    assert n["library"] == "rccl" and n["p2p_level"] == "SYS" and n["peer_memory"]["loaded"] is True
+    by = {(p["a"], p["b"]): p for p in doc["pairs"]}
+    assert by[(GPUS[0], GPUS[2])]["path"] == "XGMI1" and by[(GPUS[0], GPUS[2])]["nccl"]["p2p"] == "enabled"
+    near = by[(GPUS[0], NICS[0])]
+    assert near["nccl"]["gdr"] == "unknown" and near["nccl"]["rccl_cause"] == "gpu-flag-unknown"
+    assert "GDR211" in near["findings"] and "GDR020" not in near["findings"]
+
+
+def test_generated_amd_node_without_xgmi_keeps_p2p_across_sockets(tmp_path):
+    doc = _doc("--from", mi300x_node(tmp_path / "n", xgmi=False))
+    far = {(p["a"], p["b"]): p for p in doc["pairs"]}[(GPUS[0], GPUS[2])]
+    assert far["pcie_path"] == "SYS" and far["nccl"]["p2p"] == "enabled"
+
+
+def test_peer_memory_per_release(tmp_path):
+    path = mi300x_node(tmp_path / "n", peer=False)
+    old = _doc("--from", path, "--nccl-version", "2.18.6")
+    assert old["nccl"]["peer_memory"]["loaded"] is False and "GDR210" in {f["code"] for f in old["findings"]}
+    new = _doc("--from", path)  # 2.21.5 then reads /proc/kallsyms, which gdrcheck does not
+    assert new["nccl"]["peer_memory"]["loaded"] is None and "kallsyms" in new["nccl"]["peer_memory"]["settle"]
+    assert "GDR212" in {f["code"] for f in new["findings"]}
+
+
+def test_rccl_log_names_the_release(tmp_path):
+    log = tmp_path / "rccl.log"
+    log.write_text("node1:1:1 [0] NCCL INFO RCCL version 2.20.5+hip6.2 HEAD:3bd1b57\n"
+                   "node1:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 1 cudaDev 0 busId c000 commId 0x1 - Init START\n")
+    doc = _doc("--from", _real("rccl-mi300x-8p-8nic"), "--from", log)
+    assert doc["nccl"]["version"] == "2.20.5" and doc["nccl"]["release"]["source"] == "ROCm/rccl rocm-6.2.2"
