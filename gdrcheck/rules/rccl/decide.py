@@ -11,11 +11,11 @@
   PHB where the CPU is AMD Rome/Milan (``topo.cc:507``: cpuid family 0x17 model >= 0x31, or 0x19) and the GPU
   and the NIC hang each one bridge below the same CPU with bus numbers of one 0x10 block, ``:413-428``).
 * PXN, only with ``NCCL_PXN_DISABLE=0`` (default 1, ``paths.cc:525``): the NIC's local GPU, at PXB or closer to
-  it and joined to this GPU by xGMI, relays (``paths.cc:676-690``); its distance counts (``:432-438``).
+  it and joined to this GPU by xGMI, relays (``paths.cc:680-694``); its distance counts (``:432-438``).
 * the gfx94x rule on Hyper-V (``paths.cc:653-671``): on an Intel CPU with gfx94x GPUs (8 GPUs and 8 NICs, or a
   job of part of the node), GPU-NIC pairs whose bus ids are exactly 0x100000, else 0x1000, else 0xff00000
   apart (in NCCL's bus-id number) become PXB when every GPU has such a NIC (``rcclPathOverride``,
-  ``:590-612``); only where ``/sys/devices/virtual/dmi/id/bios_version`` starts "Hyper-V UEFI Release".
+  ``:571-594``); only where ``/sys/devices/virtual/dmi/id/bios_version`` starts "Hyper-V UEFI Release".
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def rome_phb(topo, g: str, n: str, t: Optional[str]) -> Optional[bool]:
 
 
 def hyperv_override(gpus: list[str], nics: list[str]) -> set[tuple[str, str]]:
-    """``rcclPathOverride`` (``paths.cc:590-612@rocm-6.2.2``): the pairs made PXB, for the first step at which
+    """``rcclPathOverride`` (``paths.cc:571-594@rocm-6.2.2``): the pairs made PXB, for the first step at which
     every GPU has a NIC that far."""
     for step in OVERRIDE_STEPS:
         hits = {(g, n) for g in gpus for n in nics if abs(bus_number(n) - bus_number(g)) == step}
@@ -115,7 +115,7 @@ def gdr_view(st, t: Optional[str], nic: tuple[Optional[bool], str], gpu: tuple[O
     d, via, how = t, None, ""
     if relay is not None and not within(t, "PXB", st.version):
         via, d = relay
-        how = f"; PXN: RCCL reaches the NIC through GPU {via} over xGMI (NCCL_PXN_DISABLE=0, paths.cc:676-690)"
+        how = f"; PXN: RCCL reaches the NIC through GPU {via} over xGMI (NCCL_PXN_DISABLE=0, paths.cc:680-694)"
     lv, lv_why = level
     if lv is None:
         return {"gdr": "unknown", "distance": d, "reason": f"path {shown(d)}: {lv_why}",
