@@ -192,9 +192,9 @@ def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: 
 
     found = versions_found(snap)
     options, job_version, job_why = job_options(snap, options, version)  # a job's NCCL log: its version, settings
-    from gdrcheck.rules.rccl.releases import log_library, rccl_reason
+    from gdrcheck.rules.rccl.releases import node_reason
 
-    why_rccl = rccl_reason(snap, topo, log_library(snap))
+    why_rccl = node_reason(snap, topo)
     if why_rccl is not None:  # AMD GPUs or RCCL's input: RCCL's rules, never NCCL's (docs/rccl.md)
         from gdrcheck.rules.rccl import node as rccl_node_mod
 

@@ -104,9 +104,9 @@ def _check(ctx: Context) -> Iterable[Finding]:
                       "loaded" + (" together with nvidia_peermem" if pm.get("nvidia_peermem_loaded") else ""))
     if not pairs:
         return
-    from gdrcheck.rules.rccl.releases import log_library, rccl_reason
+    from gdrcheck.rules.rccl.releases import node_reason
 
-    if rccl_reason(ctx.snap, ctx.topo, log_library(ctx.snap)):  # RCCL's peer memory: rules.rccl_rules
+    if node_reason(ctx.snap, ctx.topo):  # RCCL's peer memory: rules.rccl_rules
         return
     ok, why = nic_gdr(ctx)
     if ok is None:

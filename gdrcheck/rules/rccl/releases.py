@@ -100,3 +100,15 @@ def log_library(snap) -> Optional[str]:
     f = snap.host.get("nccl_log")
     value = getattr(f, "value", None) if f is not None else None
     return getattr(value, "library", None) or (value.get("library") if isinstance(value, dict) else None)
+
+
+_ASKED: list = []  # [(snapshot, topology, answer)]: the last node asked, by identity (rules ask it per pair)
+
+
+def node_reason(snap, topo) -> Optional[str]:
+    """:func:`rccl_reason` of a node, its log included, asked once per snapshot and topology."""
+    if _ASKED and _ASKED[0][0] is snap and _ASKED[0][1] is topo:
+        return _ASKED[0][2]
+    got = rccl_reason(snap, topo, log_library(snap))
+    _ASKED[:] = [(snap, topo, got)]
+    return got
