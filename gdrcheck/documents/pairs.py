@@ -91,6 +91,8 @@ def _rccl_doc(doc: dict[str, Any], node) -> None:
                gdr_level=shown(doc["gdr_level"]), p2p_level="|".join(shown(x) for x in doc["p2p_level"].split("|")))
     peer, why, settle = node.peer_memory
     doc["peer_memory"] = {"loaded": peer, "why": why, **({"settle": settle} if settle else {})}
+    if node.gcn:
+        doc["gfx"] = node.gcn
 
 
 def _gpu_nics(evaluation: Evaluation) -> dict[str, Any]:

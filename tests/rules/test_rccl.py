@@ -142,6 +142,7 @@ def test_generated_amd_node_read_live_style(tmp_path):
     doc = _doc("--from", mi300x_node(tmp_path / "n"))
     n = doc["nccl"]
     assert n["library"] == "rccl" and n["p2p_level"] == "SYS" and n["peer_memory"]["loaded"] is True
+    assert n["gfx"] == "gfx942"  # KFD gfx_target_version 90402
     by = {(p["a"], p["b"]): p for p in doc["pairs"]}
     assert by[(GPUS[0], GPUS[2])]["path"] == "XGMI1" and by[(GPUS[0], GPUS[2])]["nccl"]["p2p"] == "enabled"
     near = by[(GPUS[0], NICS[0])]
@@ -170,3 +171,16 @@ def test_rccl_log_names_the_release(tmp_path):
                    "node1:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 1 cudaDev 0 busId c000 commId 0x1 - Init START\n")
     doc = _doc("--from", _real("rccl-mi300x-8p-8nic"), "--from", log)
     assert doc["nccl"]["version"] == "2.20.5" and doc["nccl"]["release"]["source"] == "ROCm/rccl rocm-6.2.2"
+
+
+def test_generated_amd_node_snapshot_replays_the_same_answer(tmp_path):
+    """A snapshot of the AMD tree keeps what RCCL's rules read: the KFD topology and the amdkfd peer memory."""
+    from gdrcheck.collectors.capture import capture, write_archive
+
+    tree = mi300x_node(tmp_path / "n")
+    src, manifest = capture(root=str(tree))
+    archive = tmp_path / "amd.tar.gz"
+    write_archive(src, manifest, str(archive))
+    live, replayed = _doc("--from", tree), _doc("--from", archive)
+    assert replayed["nccl"]["peer_memory"] == live["nccl"]["peer_memory"] and live["nccl"]["peer_memory"]["loaded"]
+    assert [(p["path"], p["nccl"]) for p in replayed["pairs"]] == [(p["path"], p["nccl"]) for p in live["pairs"]]

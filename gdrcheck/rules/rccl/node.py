@@ -31,13 +31,18 @@ class NodeRccl(NodeNccl):
     peer_memory: tuple = (None, "", "")  # flags.peer_memory's answer
 
 
-def _gcn(topo, gpus) -> Optional[str]:
+def _gcn(snap, topo, gpus) -> Optional[str]:
+    """The first GPU's gfx target (RCCL asks ``nodes[GPU].nodes[0].gpu.gcn``): the dump's ``<gpu gcn>``, else
+    the KFD topology's ``gfx_target_version``."""
+    kfd = {n.get("bdf"): n.get("gfx") for n in flags.amd_facts(snap).get("kfd_nodes") or ()}
     for b in gpus:
         d = topo.by_bdf[b]
         attrs = d.extra.get("nccl_gpu") if d.extra else None
         if attrs and attrs.get("gcn"):
             g = attrs["gcn"]
             return g if g.startswith("gfx") else f"gfx{g}"
+        if kfd.get(b):
+            return kfd[b]
     return None
 
 
@@ -66,7 +71,7 @@ def build(snap, topo, pairs, options, requested: Optional[str], requested_why: s
         ok, why = flags.gpu_flag(xml_gpu, peer[0], dma[0])
         gpus[b] = GpuInfo(b, d.name, None, "", ok, why, False)
     node = NodeRccl(release.nccl_base, release_why, list(found), st, cpu, cpu_src, gpus, nics, (),
-                    label=label(release), release=release, why_rccl=why_rccl, gcn=_gcn(topo, gpus_bdf),
+                    label=label(release), release=release, why_rccl=why_rccl, gcn=_gcn(snap, topo, gpus_bdf),
                     peer_memory=peer)
     node.rdma = {b: rdma_capable(ctx, b) for b in nics}
     types = pair_types(topo, pairs, release.nccl_base, st, {}, frozenset())
