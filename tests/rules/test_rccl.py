@@ -184,3 +184,14 @@ def test_generated_amd_node_snapshot_replays_the_same_answer(tmp_path):
     live, replayed = _doc("--from", tree), _doc("--from", archive)
     assert replayed["nccl"]["peer_memory"] == live["nccl"]["peer_memory"] and live["nccl"]["peer_memory"]["loaded"]
     assert [(p["path"], p["nccl"]) for p in replayed["pairs"]] == [(p["path"], p["nccl"]) for p in live["pairs"]]
+
+
+def test_generated_amd_node_report_and_fingerprint_speak_rccl(tmp_path):
+    tree = mi300x_node(tmp_path / "n")
+    html = tmp_path / "r.html"
+    assert run("report", "-o", html, "--from", tree).returncode == 3
+    assert "RCCL 2.21.5 (NCCL 2.21.5 base): GDR level PXB, P2P level SYS" in html.read_text()
+    fp = run("fingerprint", "--from", tree).stdout
+    assert "peermem=loaded" in fp and "gpu-gpu=XGMI1:6" in fp
+    absent = run("fingerprint", "--from", mi300x_node(tmp_path / "m", peer=False)).stdout
+    assert "peermem=absent" in absent
