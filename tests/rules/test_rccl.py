@@ -195,3 +195,41 @@ def test_generated_amd_node_report_and_fingerprint_speak_rccl(tmp_path):
     assert "peermem=loaded" in fp and "gpu-gpu=XGMI1:6" in fp
     absent = run("fingerprint", "--from", mi300x_node(tmp_path / "m", peer=False)).stdout
     assert "peermem=absent" in absent
+
+
+ROCM_SMI = Path(__file__).resolve().parents[2] / "fixtures" / "rocm-smi"
+# hand-written: three GPUs of one xGMI hive (one hop) and a fourth on PCIe (no captured paste shows a hive)
+XGMI_THREE_OF_FOUR = """\
+=========================== Hops between two GPUs ============================
+       GPU0   GPU1   GPU2   GPU3
+GPU0   0      1      1      3
+GPU1   1      0      1      3
+GPU2   1      1      0      3
+GPU3   3      3      3      0
+========================== Link Type between two GPUs ==========================
+       GPU0   GPU1   GPU2   GPU3
+GPU0   0      XGMI   XGMI   PCIE
+GPU1   XGMI   0      XGMI   PCIE
+GPU2   XGMI   XGMI   0      PCIE
+GPU3   PCIE   PCIE   PCIE   0
+"""
+
+
+def test_rocm_smi_showtopo_of_pcie_gpus():
+    """rocm_smi_lib#108: four GPUs on PCIe, one per NUMA node: no xGMI, each GPU's NUMA node; P2P rests on where
+    the GPUs sit and on the CPU, which the paste does not show."""
+    doc = _doc("--from", ROCM_SMI / "showtopo-4gpu-pcie.txt")
+    assert doc["nccl"]["library"] == "rccl"
+    assert [d.get("numa_node") for d in doc["devices"]] == [0, 1, 3, 2]
+    gg = _of(doc, "gpu-gpu", "p2p")
+    assert len(gg) == 6 and all(p["nvlinks"] in (0, None) and p["nccl"]["p2p"] == "unknown" for p in gg)
+
+
+def test_rocm_smi_showtopo_xgmi_hive(tmp_path):
+    paste = tmp_path / "xgmi-three-of-four.txt"
+    paste.write_text(XGMI_THREE_OF_FOUR)
+    doc = _doc("--from", paste)
+    by = {(p["a"], p["b"]): p for p in doc["pairs"]}
+    hive = [p for p in by.values() if p["path"] == "XGMI1"]
+    assert len(hive) == 3 and all(p["nccl"]["p2p"] == "enabled" for p in hive)
+    assert not any(p["path"] == "XGMI1" for p in by.values() if "ffff:03:00.0" in (p["a"], p["b"]))
