@@ -70,6 +70,7 @@ def test_mi300x_pxn_when_the_job_turns_it_on():
     gn = _of(doc, "gpu-nic", "gdr")
     assert sum(p["nccl"]["gdr"] == "enabled" for p in gn) == 64
     assert sum(bool(p["nccl"].get("via")) for p in gn) == 56
+    assert all("NCCL_PXN_DISABLE=0" in p["nccl"]["reason"] for p in gn if p["nccl"].get("via"))
 
 
 def test_mi50_dump_on_skylake_p2p_within_a_switch_tree_only():
@@ -100,6 +101,7 @@ def test_flags_zero_in_the_dump_disable_gdr_nic_first():
     doc = _doc("--from", MODELS / "topo_8p_90a.xml")
     gn = _of(doc, "gpu-nic", "gdr")
     assert len(gn) == 8 and all(p["nccl"]["gdr"] == "disabled" and '<net gdr="0">' in p["nccl"]["reason"] for p in gn)
+    assert all("RCCL's topology dump (topo.cc:765@rocm-6.2.2)" in p["nccl"]["reason"] for p in gn)
 
 
 def test_rome_rule_needs_one_bridge_each():
@@ -108,6 +110,7 @@ def test_rome_rule_needs_one_bridge_each():
     doc = _doc("--from", MODELS / "topo_4p_940.xml")
     gn = _of(doc, "gpu-nic", "gdr")
     assert len(gn) == 16 and all(p["nccl"]["gdr"] == "disabled" for p in gn)
+    assert all("NCCL_NET_GDR_LEVEL=PXB (RCCL default" in p["nccl"]["reason"] for p in gn)
 
 
 def test_rome_rule_gives_phb_to_a_gpu_and_nic_on_root_ports(tmp_path):
