@@ -197,9 +197,11 @@ def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: 
     why_rccl = node_reason(snap, topo)
     if why_rccl is not None:  # AMD GPUs or RCCL's input: RCCL's rules, never NCCL's (docs/rccl.md)
         from gdrcheck.rules.rccl import node as rccl_node_mod
+        from gdrcheck.rules.rccl.releases import log_release
 
-        asked = version or job_version or options.nccl_version
-        asked_why = job_why if job_version and asked == job_version else ""
+        logged, logged_why = log_release(snap)
+        asked = version or logged or options.nccl_version
+        asked_why = logged_why if logged and asked == logged else "--nccl-version" if asked else ""
         return rccl_node_mod.build(snap, topo, pairs, options, asked, asked_why, [], why_rccl)
     v, why = choose_version(version or job_version or options.nccl_version, found)
     return nccl_node_mod.build(snap, topo, pairs, options, v, job_why if job_version else why, found)

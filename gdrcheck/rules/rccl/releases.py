@@ -95,11 +95,25 @@ def choose(requested: Optional[str]) -> tuple[Release, str]:
                     f"RCCL {vstr(NEWEST.version)} of ROCm {NEWEST.rocm}")
 
 
-def log_library(snap) -> Optional[str]:
-    """``rccl`` where the job's log (the host fact ``nccl_log``) is RCCL's."""
+def _log(snap):
+    """The job's log (:class:`gdrcheck.collectors.pastes.nccl_log.NcclLog`) the host fact ``nccl_log`` holds."""
     f = snap.host.get("nccl_log")
     value = getattr(f, "value", None) if f is not None else None
-    return getattr(value, "library", None) or (value.get("library") if isinstance(value, dict) else None)
+    return value.get("log") if isinstance(value, dict) else value
+
+
+def log_library(snap) -> Optional[str]:
+    """``rccl`` where the job's log (the host fact ``nccl_log``) is RCCL's."""
+    return getattr(_log(snap), "library", None)
+
+
+def log_release(snap) -> tuple[Optional[str], str]:
+    """(the release an RCCL log names, why) ; (None, "") where the log is not RCCL's or names none."""
+    value = _log(snap)
+    version = getattr(value, "version", None)
+    if log_library(snap) != "rccl" or not version:
+        return None, ""
+    return version, f"the job's RCCL log ({getattr(value, 'label', 'log')}): RCCL {version}"
 
 
 _ASKED: list = []  # [(snapshot, topology, answer)]: the last node asked, by identity (rules ask it per pair)
