@@ -50,6 +50,8 @@ SHOWS: dict[str, frozenset[str]] = {
     "nvidia-smi-q": frozenset({"gpus", "gpu_model", "bar1"}),
     # rocm-smi --showtopo: an AMD node's GPUs by index, their xGMI links and NUMA nodes (no bus ids, no NIC)
     "rocm-smi-topo": frozenset({"gpus", "numa", "nvlink"}),
+    # amd-smi topology: the same by the GPUs' bus ids (no NUMA node in its text tables, no NIC)
+    "amd-smi-topology": frozenset({"gpus", "nvlink"}),
     # lspci -vvv | grep ACSCtl: the ACS Control of every bridge that has it, not whose
     "acsctl-grep": frozenset({"acs"}),
     # a job's NCCL_DEBUG=INFO log: the GPUs of its ranks (busId), NCCL's version and settings (the NICs it names by

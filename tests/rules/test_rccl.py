@@ -236,3 +236,27 @@ def test_rocm_smi_showtopo_xgmi_hive(tmp_path):
     hive = [p for p in by.values() if p["path"] == "XGMI1"]
     assert len(hive) == 3 and all(p["nccl"]["p2p"] == "enabled" for p in hive)
     assert not any(p["path"] == "XGMI1" for p in by.values() if "ffff:03:00.0" in (p["a"], p["b"]))
+
+
+def _amd_smi_table(title: str, bdfs, cell) -> str:
+    """One table as amd-smi topology prints it (amdsmi_commands.py:2843-2852, amdsmi_logger.py:129-130@rocm-6.2.2):
+    a header of 12 spaces and the bus ids right-aligned in 13, then each GPU's row, cells left-aligned in 13."""
+    head = "".rjust(12) + "".join(b.rjust(13) for b in bdfs)
+    rows = [f"{a} " + "".join(str(cell(a, b)).ljust(13) for b in bdfs) for a in bdfs]
+    return f"{title}:\n{head}\n" + "\n".join(rows) + "\n\n"
+
+
+def test_amd_smi_topology_by_bus_id(tmp_path):
+    """Hand-written in amd-smi's own layout (no captured paste): eight MI300X of one xGMI hive, bus ids kept."""
+    bdfs = ["0000:0c:00.0", "0000:22:00.0", "0000:38:00.0", "0000:5c:00.0",
+            "0000:9f:00.0", "0000:af:00.0", "0000:bf:00.0", "0000:df:00.0"]
+    text = (_amd_smi_table("ACCESS TABLE", bdfs, lambda a, b: "ENABLED")
+            + _amd_smi_table("WEIGHT TABLE", bdfs, lambda a, b: 0 if a == b else 15)
+            + _amd_smi_table("HOPS TABLE", bdfs, lambda a, b: 0 if a == b else 1)
+            + _amd_smi_table("LINK TYPE TABLE", bdfs, lambda a, b: "SELF" if a == b else "XGMI"))
+    paste = tmp_path / "mi300x-hive-of-eight.txt"
+    paste.write_text(text)
+    doc = _doc("--from", paste)
+    assert doc["nccl"]["library"] == "rccl" and {d["bdf"] for d in doc["devices"]} == set(bdfs)
+    gg = _of(doc, "gpu-gpu", "p2p")
+    assert len(gg) == 28 and all(p["path"] == "XGMI1" and p["nccl"]["p2p"] == "enabled" for p in gg)
