@@ -230,7 +230,7 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
         if decided is not None:
             view.update(decided)
             if view.get("distance") and not view.get("via"):  # after NCCL's C2C rewrite (PXN is the job's)
-                view["within_gdr_level"] = nccl.within(view["distance"], st.gdr_level, st.version)
+                view["within_gdr_level"] = nccl.within(view["distance"], view["gdr_level"], st.version)
     elif pair.kind == "gpu-gpu":
         view["p2p_level"] = st.p2p_level
         view["within_p2p_level"] = nccl.within(t, st.p2p_check_level, st.version)

@@ -118,6 +118,7 @@ def test_rome_rule_gives_phb_to_a_gpu_and_nic_on_root_ports(tmp_path):
     intel = _doc("--from", root_port_pair(tmp_path / "intel", cpu="GenuineIntel", family=6, model=143))
     a, i = _of(amd, "gpu-nic", "gdr")[0], _of(intel, "gpu-nic", "gdr")[0]
     assert a["nccl"]["distance"] == "PHB" and "Rome/Milan" in a["nccl"]["reason"] and a["nccl"]["gdr"] != "disabled"
+    assert a["nccl"]["gdr_level"] == "PHB" and a["nccl"]["within_gdr_level"] is True and "GDR001" not in a["findings"]
     assert i["nccl"]["gdr"] == "disabled" and "beyond NCCL_NET_GDR_LEVEL=PXB" in i["nccl"]["reason"]
 
 

@@ -117,6 +117,7 @@ def gdr_view(st, t: Optional[str], nic: tuple[Optional[bool], str], gpu: tuple[O
         via, d = relay
         how = f"; PXN: RCCL reaches the NIC through GPU {via} over xGMI (NCCL_PXN_DISABLE=0, paths.cc:680-694)"
     lv, lv_why = level
+    pair_level = {"gdr_level": lv} if lv and lv != st.gdr_level else {}  # the Rome/Milan PHB of this pair
     if lv is None:
         return {"gdr": "unknown", "distance": d, "reason": f"path {shown(d)}: {lv_why}",
                 "depends_on": [lv_why]}
@@ -124,7 +125,7 @@ def gdr_view(st, t: Optional[str], nic: tuple[Optional[bool], str], gpu: tuple[O
         return {"gdr": "disabled", "distance": d,
                 "reason": f"path {shown(d)} is beyond NCCL_NET_GDR_LEVEL={shown(lv)} ({lv_why}); RCCL stages "
                           "transfers through host memory" + (f"; {notes[0]}" if notes else "")}
-    out: dict[str, object] = {"gdr": "enabled", "distance": d}
+    out: dict[str, object] = {"gdr": "enabled", "distance": d, **pair_level}
     if via:
         out["via"] = via
     missing = [w for ok, w in ((nic_ok, nic_why), (gpu_ok, gpu_why)) if ok is None]
