@@ -167,6 +167,8 @@ def test_peer_memory_per_release(tmp_path):
     new = _doc("--from", path)  # 2.21.5 then reads /proc/kallsyms, which gdrcheck does not
     assert new["nccl"]["peer_memory"]["loaded"] is None and "kallsyms" in new["nccl"]["peer_memory"]["settle"]
     assert "GDR212" in {f["code"] for f in new["findings"]}
+    forced = _doc("--from", path, "--env", "RCCL_FORCE_ENABLE_GDRDMA=1")  # net_ib.cc:562-576 on develop
+    assert forced["nccl"]["peer_memory"]["loaded"] is True and "RCCL_FORCE_ENABLE_GDRDMA" in forced["nccl"]["overrides"]
 
 
 def test_rccl_log_names_the_release(tmp_path):

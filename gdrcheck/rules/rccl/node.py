@@ -6,7 +6,7 @@ Pure: reads the snapshot and topology only. :func:`build` is called once per rep
 
 from __future__ import annotations
 
-from gdrcheck.record import record
+from gdrcheck.record import record, replace
 from gdrcheck.rules.nccl.cpu import cpu_model, node_cpu
 from gdrcheck.rules.nccl.flags import GpuInfo, nic_info
 from gdrcheck.rules.nccl.node import NodeNccl
@@ -54,7 +54,8 @@ def build(snap, topo, pairs, options, requested: Optional[str], requested_why: s
     gpus_bdf = topo.of_kind("gpu")
     cpu, cpu_src = node_cpu(snap)
     base = settings_for(snap, release.nccl_base, dict(options.env), cpu, len(gpus_bdf), release_why)
-    st = rccl_settings(base, release, base.env, cpu)
+    env = {**base.env, **_rccl_env(snap, options)}
+    st = rccl_settings(replace(base, env=env), release, env, cpu)
     from gdrcheck.rules.base import Context
     from gdrcheck.rules.link_nic import rdma_capable
 
@@ -80,6 +81,17 @@ def build(snap, topo, pairs, options, requested: Optional[str], requested_why: s
                      if p.kind == "gpu-gpu"}
     node.gdr_view = _gdr(node, snap, topo, pairs, peer, dma)
     return node
+
+
+def _rccl_env(snap, options) -> dict[str, str]:
+    """``RCCL_*`` settings (NCCL's settings reader keeps ``NCCL_*`` only): the recorded environment, then the
+    options'."""
+    conf = snap.host.get("nccl_conf")
+    recorded = conf.value.get("env") if conf is not None and getattr(conf, "known", False) \
+        and isinstance(conf.value, dict) else None
+    out = {k: str(v) for k, v in (recorded or {}).items() if k.startswith("RCCL_")}
+    out.update({k: v for k, v in options.env.items() if k.startswith("RCCL_")})
+    return out
 
 
 def _gg(t) -> tuple:
