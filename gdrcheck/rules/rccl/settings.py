@@ -78,7 +78,8 @@ def rccl_settings(base: NcclSettings, release: Release, env: Mapping[str, str], 
         ignored.append(f"NCCL_NET_GDR_LEVEL={env['NCCL_NET_GDR_LEVEL']!r} (not a level name of RCCL: "
                        f"{', '.join(LEVEL_NAMES)}; the default is kept)")
     gdr = (user_gdr, f"NCCL_NET_GDR_LEVEL={env['NCCL_NET_GDR_LEVEL']}") if user_gdr \
-        else ("PXB", "RCCL default (paths.cc:410@rocm-6.2.2), PHB for a GPU and NIC on one Rome/Milan quadrant")
+        else ("PXB", "RCCL default (paths.cc:410@rocm-6.2.2), PHB for a GPU and NIC one bridge below the same AMD "
+                     "Rome/Milan CPU (paths.cc:413-428)")
     user_p2p: Optional[str] = None
     if p2p_disabled(env):
         user_p2p, p2p_src = "LOC", f"NCCL_P2P_DISABLE={env['NCCL_P2P_DISABLE']}"
