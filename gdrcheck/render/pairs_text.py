@@ -163,7 +163,8 @@ def _render_log(doc, console, names) -> None:
     if not log:
         return
     blank(console)
-    head = f"NCCL log {log['file']}: NCCL {log.get('version') or '?'}"
+    lib = "RCCL" if doc["nccl"].get("library") == "rccl" else "NCCL"
+    head = f"{lib} log {log['file']}: {lib} {log.get('version') or '?'}"
     if log.get("host"):
         head += f", host {log['host']}"
     put(console, head + f": {log['summary']}")

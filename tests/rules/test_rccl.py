@@ -171,12 +171,20 @@ def test_peer_memory_per_release(tmp_path):
     assert forced["nccl"]["peer_memory"]["loaded"] is True and "RCCL_FORCE_ENABLE_GDRDMA" in forced["nccl"]["overrides"]
 
 
+def test_kfd_gfx_target_names():
+    from gdrcheck.collectors.host_amd import gfx_name
+
+    assert (gfx_name(90402), gfx_name(90010), gfx_name(90006), gfx_name(0)) == ("gfx942", "gfx90a", "gfx906", None)
+
+
 def test_rccl_log_names_the_release(tmp_path):
     log = tmp_path / "rccl.log"
     log.write_text("node1:1:1 [0] NCCL INFO RCCL version 2.20.5+hip6.2 HEAD:3bd1b57\n"
                    "node1:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 1 cudaDev 0 busId c000 commId 0x1 - Init START\n")
     doc = _doc("--from", _real("rccl-mi300x-8p-8nic"), "--from", log)
     assert doc["nccl"]["version"] == "2.20.5" and doc["nccl"]["release"]["source"] == "ROCm/rccl rocm-6.2.2"
+    text = run("pairs", "--from", _real("rccl-mi300x-8p-8nic"), "--from", log).stdout
+    assert "RCCL 2.20.5 (NCCL 2.20.5 base) rules:" in text and "RCCL log rccl.log: RCCL 2.20.5" in text
 
 
 def test_generated_amd_node_snapshot_replays_the_same_answer(tmp_path):
