@@ -271,3 +271,12 @@ def test_amd_smi_topology_by_bus_id(tmp_path):
     assert doc["nccl"]["library"] == "rccl" and {d["bdf"] for d in doc["devices"]} == set(bdfs)
     gg = _of(doc, "gpu-gpu", "p2p")
     assert len(gg) == 28 and all(p["path"] == "XGMI1" and p["nccl"]["p2p"] == "enabled" for p in gg)
+
+
+def test_hyperv_numa_balancing_turns_peer_memory_off(tmp_path):
+    """net_ib.cc:358-364@rocm-6.2.2: on Hyper-V, numa_balancing 1 with NCCL_IB_PCI_RELAXED_ORDERING=0 means no peer
+    memory, whatever the amdkfd client says."""
+    path = mi300x_node(tmp_path / "n", bios="Hyper-V UEFI Release v4.1", numa_balancing="1")
+    assert _doc("--from", path)["nccl"]["peer_memory"]["loaded"] is True  # relaxed ordering by default (2)
+    off = _doc("--from", path, "--env", "NCCL_IB_PCI_RELAXED_ORDERING=0")
+    assert off["nccl"]["peer_memory"]["loaded"] is False and "Hyper-V" in off["nccl"]["peer_memory"]["why"]

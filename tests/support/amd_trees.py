@@ -22,7 +22,7 @@ def _write(root: Path, path: str, text: str) -> None:
 
 
 def mi300x_node(root: Path, *, peer: bool = True, xgmi: bool = True, cpu: str = "AuthenticAMD",
-                family: int = 25, model: int = 17, bios: str = "1.8") -> Path:
+                family: int = 25, model: int = 17, bios: str = "1.8", numa_balancing: str = "0") -> Path:
     t = SysfsTree(root)
     for sock, base in ((0, 0x00), (1, 0x80)):
         t.add_root(0, base, numa=sock)
@@ -41,7 +41,7 @@ def mi300x_node(root: Path, *, peer: bool = True, xgmi: bool = True, cpu: str = 
     _write(root, "/proc/modules", "amdgpu 1 0 - Live 0x0\nmlx5_ib 1 0 - Live 0x0\nmlx5_core 1 0 - Live 0x0\n"
                                   "ib_core 1 0 - Live 0x0\n")
     _write(root, "/sys/devices/virtual/dmi/id/bios_version", bios + "\n")
-    _write(root, "/proc/sys/kernel/numa_balancing", "0\n")
+    _write(root, "/proc/sys/kernel/numa_balancing", numa_balancing + "\n")
     if peer:
         _write(root, "/sys/kernel/mm/memory_peers/amdkfd/version", "1.0\n")
     _kfd(root, xgmi)
