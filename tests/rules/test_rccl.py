@@ -280,3 +280,14 @@ def test_hyperv_numa_balancing_turns_peer_memory_off(tmp_path):
     assert _doc("--from", path)["nccl"]["peer_memory"]["loaded"] is True  # relaxed ordering by default (2)
     off = _doc("--from", path, "--env", "NCCL_IB_PCI_RELAXED_ORDERING=0")
     assert off["nccl"]["peer_memory"]["loaded"] is False and "Hyper-V" in off["nccl"]["peer_memory"]["why"]
+
+
+def test_dmabuf_gives_the_gpu_its_flag_only_from_2_20(tmp_path):
+    """init.cc:726-727@rocm-6.2.2 sets the GPU's flag from DMA-BUF; 2.18.6 asks only for peer memory
+    (init.cc:703-708@rocm-6.1.0)."""
+    path = mi300x_node(tmp_path / "n", peer=False)
+    old = _doc("--from", path, "--nccl-version", "2.18.6", "--env", "NCCL_DMABUF_ENABLE=1")
+    near = {(p["a"], p["b"]): p for p in old["pairs"]}[(GPUS[0], NICS[0])]["nccl"]
+    assert near["gdr"] == "disabled" and "RCCL 2.18" in near["reason"]
+    new = _doc("--from", path, "--nccl-version", "2.20.5", "--env", "NCCL_DMABUF_ENABLE=1")
+    assert {(p["a"], p["b"]): p for p in new["pairs"]}[(GPUS[0], NICS[0])]["nccl"]["gdr"] == "unknown"

@@ -93,12 +93,14 @@ def dmabuf(st: NcclSettings, snap) -> tuple[Optional[bool], str]:
                   "CONFIG_DMABUF_MOVE_NOTIFY=y, CONFIG_PCI_P2PDMA=y in /boot/config-$(uname -r)")
 
 
-def gpu_flag(xml_gpu, peer: Optional[bool], dma: Optional[bool]) -> tuple[Optional[bool], str]:
+def gpu_flag(xml_gpu, peer: Optional[bool], dma: Optional[bool], release: Release) -> tuple[Optional[bool], str]:
     """The GPU's gdrSupport: the dump's ``<gpu gdr>`` where it shows it, else fine-grained memory (the node only)
-    and peer memory or DMA-BUF."""
+    and peer memory or (from 2.20) DMA-BUF."""
     raw = (xml_gpu or {}).get("gdr")
     if raw in ("0", "1"):
         return raw == "1", f"<gpu gdr=\"{raw}\"> in RCCL's topology dump (topo.cc:746@rocm-6.2.2)"
+    if release.version < (2, 20, 0) and peer is False:  # init.cc:703-708@rocm-6.1.0: no DMA-BUF shortcut
+        return False, "no peer memory: RCCL 2.18 asks only for a NIC with it (init.cc:707@rocm-6.1.0, net.cc)"
     if peer is False and dma is False:
         return False, "neither peer memory nor DMA-BUF (net.cc:550-553, init.cc:726-729@rocm-6.2.2)"
     return None, ("fine-grained device memory must allocate on the GPU (init.cc:721@rocm-6.2.2), which only the "

@@ -69,7 +69,7 @@ def build(snap, topo, pairs, options, requested: Optional[str], requested_why: s
     for b in gpus_bdf:
         d = topo.by_bdf[b]
         xml_gpu = d.extra.get("nccl_gpu") if d.extra else None
-        ok, why = flags.gpu_flag(xml_gpu, peer[0], dma[0])
+        ok, why = flags.gpu_flag(xml_gpu, peer[0], dma[0], release)
         gpus[b] = GpuInfo(b, d.name, None, "", ok, why, False)
     node = NodeRccl(release.nccl_base, release_why, list(found), st, cpu, cpu_src, gpus, nics, (),
                     label=label(release), release=release, why_rccl=why_rccl, gcn=_gcn(snap, topo, gpus_bdf),
