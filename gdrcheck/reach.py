@@ -48,6 +48,10 @@ SHOWS: dict[str, frozenset[str]] = {
     # nvidia-smi topo -m / -mp / -p2p: classes, NVLink (-m), NUMA affinity, RDMA NICs, P2P status (-p2p)
     "topo-matrix": frozenset({"gpus", "nics", "numa", "nvlink", "p2p_status"}),
     "nvidia-smi-q": frozenset({"gpus", "gpu_model", "bar1"}),
+    # rocm-smi --showtopo: an AMD node's GPUs by index, their xGMI links and NUMA nodes (no bus ids, no NIC)
+    "rocm-smi-topo": frozenset({"gpus", "numa", "nvlink"}),
+    # amd-smi topology: the same by the GPUs' bus ids (no NUMA node in its text tables, no NIC)
+    "amd-smi-topology": frozenset({"gpus", "nvlink"}),
     # lspci -vvv | grep ACSCtl: the ACS Control of every bridge that has it, not whose
     "acsctl-grep": frozenset({"acs"}),
     # a job's NCCL_DEBUG=INFO log: the GPUs of its ranks (busId), NCCL's version and settings (the NICs it names by

@@ -79,6 +79,10 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
     if dl is not None and dl.missed:
         host["run_deadline"] = Fact({"seconds": dl.seconds, "missed": list(dl.missed)}, source="--timeout")
     roots = tuple(sorted(set(root_numa) | {d.root for d in devices}))
+    shows, links = (drv.shows_nvlink, tuple(drv.nvlinks)) if drv else (False, ())
+    xgmi = _kfd_xgmi(host, devices)
+    if xgmi is not None:  # an AMD node: the KFD topology shows its xGMI links (and so their absence)
+        shows, links = True, links + xgmi
     return Snapshot(
         input_kind=_kind(src),
         label=src.label,
@@ -86,8 +90,8 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
         roots=roots,
         root_numa=frozen_map(root_numa),
         numa_known=True,
-        shows_nvlink=drv.shows_nvlink if drv else False,
-        nvlinks=tuple(drv.nvlinks) if drv else (),
+        shows_nvlink=shows,
+        nvlinks=links,
         gpus=tuple(drv.gpus) if drv else (),
         p2p_status=frozen_map(drv.p2p_status if drv else {}),
         host=frozen_map(host),
@@ -95,6 +99,17 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
         hostname=_hostname(src),
         notes=pci_notes,
     )
+
+
+def _kfd_xgmi(host, devices):
+    """The xGMI links of the KFD topology (``host_amd``) between GPUs the PCI tree shows; None without one."""
+    from gdrcheck.model import NvLink
+
+    f = host.get("amd_gpu")
+    if f is None or not f.known or not f.value.get("kfd_nodes"):
+        return None
+    shown = {d.bdf for d in devices}
+    return tuple(NvLink(a, b, n, source="xgmi") for a, b, n in f.value.get("xgmi", ()) if a in shown and b in shown)
 
 
 def _named(src: Source, devices):

@@ -7,6 +7,7 @@ the reason and what would settle it. The pieces live in ``host_kernel``,
 
 from __future__ import annotations
 
+from gdrcheck.collectors.host_amd import amd_fact
 from gdrcheck.collectors.host_iommu import iommu_facts
 from gdrcheck.collectors.host_kernel import kernel_facts
 from gdrcheck.collectors.host_nccl import (
@@ -38,12 +39,12 @@ HOST_FACT_KEYS = (
     "nvidia_driver_version", "nvidia_driver_flavor", "nvidia_params", "nvidia_registry_dwords",
     "peer_mapping_override", "nvidia_fs",
     "peermem", "dmabuf", "nccl_env", "nccl_conf", "nccl_topo_file", "nccl_versions", "rdma_port_rates",
-    "bcm_switch_links", "rdma_port_states", "ip_interfaces",
+    "bcm_switch_links", "rdma_port_states", "ip_interfaces", "amd_gpu",
 )
 
 # what was looked for and may simply not be there (no settings file, no NCCL): never "the host is unreadable"
 INVENTORY_KEYS = ("nccl_conf", "nccl_topo_file", "nccl_versions", "rdma_port_rates", "bcm_switch_links",
-                  "rdma_port_states", "ip_interfaces")
+                  "rdma_port_states", "ip_interfaces", "amd_gpu")
 
 
 def _guard(name: str, fn: Callable[[], dict[str, Fact]], errors: list[str]) -> dict[str, Fact]:
@@ -74,6 +75,7 @@ def collect_host(src: Source, devices: Sequence[PciFunction]) -> tuple[dict[str,
     facts.update(_guard("rdma_port_states", lambda: {"rdma_port_states": rdma_port_states_fact(ctx)}, errors))
     facts.update(_guard("ip_interfaces", lambda: {"ip_interfaces": ip_interfaces_fact(ctx)}, errors))
     facts.update(_guard("bcm_switch_links", lambda: {"bcm_switch_links": bcm_switch_links_fact(ctx)}, errors))
+    facts.update(_guard("amd_gpu", lambda: {"amd_gpu": amd_fact(ctx)}, errors))
     for key in HOST_FACT_KEYS:
         if key not in facts:
             facts[key] = unknown("the host collector failed on this fact", source="gdrcheck")

@@ -86,6 +86,14 @@ INPUT_KINDS: tuple[InputKind, ...] = (
               "a header row of GPU columns and a legend of its link words",
               short="nvidia-smi topo -m/-mp/-p2p", looks_like=_PASTES + "topo_matrix:looks_like_topo_matrix",
               parse=_PASTES + "topo_matrix:parse_topo_matrices", merge_step="add_matrices"),
+    InputKind("rocm-smi-topo", (("an AMD node's GPU links and NUMA nodes", "rocm-smi --showtopo"),),
+              "rocm-smi's '... between two GPUs' or 'Numa Nodes' tables",
+              short="rocm-smi --showtopo", looks_like=_PASTES + "rocm_smi:looks_like_rocm_smi_topo",
+              parse=_PASTES + "rocm_smi:parse_rocm_smi_topo"),
+    InputKind("amd-smi-topology", (("an AMD node's GPU links by bus id", "amd-smi topology"),),
+              "amd-smi's LINK TYPE, HOPS, WEIGHT, ACCESS or NUMA BW TABLE: with bus id columns",
+              short="amd-smi topology", looks_like=_PASTES + "amd_smi:looks_like_amd_smi_topology",
+              parse=_PASTES + "amd_smi:parse_amd_smi_topology"),
     InputKind("nccl-xml", (("an NCCL topology XML", "NCCL_TOPO_DUMP_FILE=FILE"),), "the root element <system>",
               short="NCCL topology XML (<system>)", xml_root="<system", parse=_PASTES + "nccl_xml:parse_nccl_xml"),
     InputKind("hwloc-xml", (("an hwloc XML", "lstopo FILE.xml"),), "the root element <topology>",
@@ -101,7 +109,7 @@ BY_NAME = {k.name: k for k in INPUT_KINDS}
 # A single file is the first of these that fits. The XML roots first; an NCCL log before the texts (a host
 # written <cluster_name> starts with '<' too, and no other text kind does).
 RECOGNITION_ORDER = ("nccl-xml", "hwloc-xml", "nvidia-smi-q-xml", "nccl-log", "lspci", "nvidia-smi-q",
-                     "topo-matrix", "lspci-vvv", "acsctl-grep")
+                     "rocm-smi-topo", "amd-smi-topology", "topo-matrix", "lspci-vvv", "acsctl-grep")
 # the order the merge adds the kinds that do not draw the tree (a job's NCCL log comes last, all its files at once)
 MERGE_ORDER = ("lspci-vvv", "nvidia-smi-q", "topo-matrix", "acsctl-grep")
 # the kinds that draw the PCIe tree: one per node (the merge refuses a second)

@@ -133,6 +133,9 @@ def _host_facts(evaluation) -> list[tuple[str, str]]:
         ("host.peer_mapping_override", show(val("peer_mapping_override"))),
         ("host.numa_nodes", show(len(val("numa_nodes")) if isinstance(val("numa_nodes"), list) else None)),
     ]
+    amd = val("amd_gpu")
+    if isinstance(amd, dict):  # an AMD node: RCCL's peer memory is the amdkfd client (docs/rccl.md)
+        out.append(("host.peer.amdkfd", "loaded" if any((amd.get("peer_files") or {}).values()) else "absent"))
     for k, v in sorted(evaluation.settings.overrides.items()):
         out.append((f"host.nccl.{k}", str(v)))
     return out
@@ -308,6 +311,7 @@ def one_line(evaluation, fp: Fingerprint) -> str:
     acs = "redirect" if redirect else "unknown" if "unknown" in acs_values else "off"
     peer = ("loaded" if "loaded" in (lines.get("host.module.nvidia_peermem"), lines.get("host.module.nv_peer_mem"))
             else lines.get("host.module.nvidia_peermem", "unknown"))
+    peer = lines.get("host.peer.amdkfd", peer)
     parts = [
         f"shape={fp.shape[:23]}", f"topology={fp.topology[:23]}",
         f"gpus={models('gpu')}", f"nics={reach('nics', models('nic'))}", f"nvme={reach('nvme', models('nvme'))}",

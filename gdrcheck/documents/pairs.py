@@ -65,6 +65,8 @@ def nccl_doc(evaluation: Evaluation) -> dict[str, Any]:
         doc["newest_modelled"] = version_str(NEWEST)
     if node is None:
         return doc
+    if getattr(node, "library", "nccl") == "rccl":  # AMD GPUs: RCCL's rules (gdrcheck.rules.rccl)
+        _rccl_doc(doc, node)
     doc["cpu"] = {"kind": node.cpu, "source": node.cpu_source}
     if node.plugins:
         doc["net_plugins"] = list(node.plugins)
@@ -80,6 +82,21 @@ def nccl_doc(evaluation: Evaluation) -> dict[str, Any]:
         doc["log"] = log
     doc["other_versions"] = other_versions(evaluation)
     return doc
+
+
+def _rccl_doc(doc: dict[str, Any], node) -> None:
+    """The library, RCCL's release and its NCCL base, and the levels by RCCL's names (``XGMI``)."""
+    from gdrcheck.rules.rccl.releases import vstr
+    from gdrcheck.rules.rccl.settings import shown
+
+    r = node.release
+    doc.update(library="rccl", version=vstr(r.version), nccl_base=vstr(r.nccl_base), rules=node.label,
+               library_reason=node.why_rccl, release={"rocm": r.rocm, "source": f"ROCm/rccl {r.tag}"},
+               gdr_level=shown(doc["gdr_level"]), p2p_level="|".join(shown(x) for x in doc["p2p_level"].split("|")))
+    peer, why, settle = node.peer_memory
+    doc["peer_memory"] = {"loaded": peer, "why": why, **({"settle": settle} if settle else {})}
+    if node.gcn:
+        doc["gfx"] = node.gcn
 
 
 def _gpu_nics(evaluation: Evaluation) -> dict[str, Any]:

@@ -28,7 +28,7 @@ STATUS = {"pass": ("PASS", "every pair judged; nothing at or above the failure t
           "fail": ("FAIL", "findings at or above the failure threshold"),
           "unknown": ("UNKNOWN", "a fact some verdict needs was not available")}
 SEV_ORDER = {"error": 0, "warning": 1, "info": 2}
-ORIGIN = {"nccl": "NCCL rule", "nvidia-docs": "NVIDIA requirement", "kernel": "kernel rule",
+ORIGIN = {"nccl": "NCCL rule", "rccl": "RCCL rule", "nvidia-docs": "NVIDIA requirement", "kernel": "kernel rule",
           "gdrcheck": "gdrcheck check"}
 
 
@@ -154,7 +154,8 @@ def _summary(topology, pairs) -> str:
                     f"{len(topology.get('devices') or [])} PCI functions "
                     + (f"on {_n(len(topology['roots']), 'root bus', 'root buses')}" if topology.get("roots")
                        else "placed in no PCIe tree the input shows")),
-        ("NCCL rules", escape(f"{n.get('version', '?')}: GDR level {n.get('gdr_level', '?')}, "
+        ("RCCL rules" if n.get("library") == "rccl" else "NCCL rules",
+         escape(f"{n.get('rules') or n.get('version', '?')}: GDR level {n.get('gdr_level', '?')}, "
                               f"P2P level {n.get('p2p_level', '?')}") if n else "not known"),
         *((("NCCL log", escape(f"{n['log'].get('file')}: {n['log'].get('summary')}")),) if n.get("log") else ()),
         ("Pairs", f"{s.get('pairs', 0)}" + (f": {verdicts}" if verdicts else "")),

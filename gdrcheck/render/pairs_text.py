@@ -126,8 +126,11 @@ def _numa_column(doc) -> dict[str, str]:
 def _render_nccl(doc, console) -> None:
     n = doc["nccl"]
     blank(console)
+    lib = "RCCL" if n.get("library") == "rccl" else "NCCL"
     beyond = f" (newer than the newest release modelled, {n['newest_modelled']})" if n.get("newest_modelled") else ""
-    put(console, f"NCCL {n['version']} rules{beyond}:")  # one line each: a source may hold parentheses of its own
+    put(console, f"{n.get('rules') or 'NCCL ' + n['version']} rules{beyond}:")  # one line each: a source may hold ()
+    if n.get("library_reason"):
+        put(console, f"  library: {lib}, for {n['library_reason']}", 4)
     put(console, f"  GDR level {n['gdr_level']}: {n['gdr_level_source']}", 4)
     put(console, f"  P2P level {n['p2p_level']}: {n['p2p_level_source']}", 4)
     counts: dict[str, int] = {}
@@ -137,7 +140,7 @@ def _render_nccl(doc, console) -> None:
             tag = f"{key.upper()} {p['nccl'][key]}"
             counts[tag] = counts.get(tag, 0) + 1
     if counts:
-        put(console, "NCCL would decide: " + ", ".join(f"{k} for {v} pair{'s' if v != 1 else ''}"
+        put(console, f"{lib} would decide: " + ", ".join(f"{k} for {v} pair{'s' if v != 1 else ''}"
                                                          for k, v in sorted(counts.items())))
     if n.get("version_reason"):
         put(console, f"  version: {n['version_reason']}", 4)
@@ -161,7 +164,8 @@ def _render_log(doc, console, names) -> None:
     if not log:
         return
     blank(console)
-    head = f"NCCL log {log['file']}: NCCL {log.get('version') or '?'}"
+    lib = "RCCL" if doc["nccl"].get("library") == "rccl" else "NCCL"
+    head = f"{lib} log {log['file']}: {lib} {log.get('version') or '?'}"
     if log.get("host"):
         head += f", host {log['host']}"
     put(console, head + f": {log['summary']}")

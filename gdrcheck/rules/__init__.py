@@ -22,6 +22,7 @@ _FAMILIES: tuple[str, ...] = (
     "gdrcheck.rules.gds_modules",
     "gdrcheck.rules.gpu_gdr",
     "gdrcheck.rules.nccl_ip",
+    "gdrcheck.rules.rccl_rules",
 )
 
 

@@ -146,6 +146,8 @@ def _is_nvidia(topo, bdf: str) -> bool:
     if d is None or topo.device_kind.get(bdf) != "gpu":
         return False
     if d.vendor is None:
+        if d.extra and (d.extra.get("nccl_gpu") or {}).get("gcn"):  # RCCL's dump: <gpu gcn> names an AMD GPU
+            return False
         return not re.search(r"\b(AMD|ATI|Advanced Micro Devices|Instinct)\b", d.name or "")
     return d.vendor == NVIDIA
 

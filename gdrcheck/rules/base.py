@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 SCOPES = ("host", "device", "pair")
 # where a rule comes from, in the words every output uses
-ORIGIN_WORDS = {"nccl": "NCCL's rule", "nvidia-docs": "NVIDIA's documented requirement",
+ORIGIN_WORDS = {"nccl": "NCCL's rule", "rccl": "RCCL's rule", "nvidia-docs": "NVIDIA's documented requirement",
                 "kernel": "the Linux kernel's rule", "gdrcheck": "gdrcheck's own check"}
 ORIGINS = tuple(ORIGIN_WORDS)
 

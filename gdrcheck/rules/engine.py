@@ -192,6 +192,17 @@ def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: 
 
     found = versions_found(snap)
     options, job_version, job_why = job_options(snap, options, version)  # a job's NCCL log: its version, settings
+    from gdrcheck.rules.rccl.releases import node_reason
+
+    why_rccl = node_reason(snap, topo)
+    if why_rccl is not None:  # AMD GPUs or RCCL's input: RCCL's rules, never NCCL's (docs/rccl.md)
+        from gdrcheck.rules.rccl import node as rccl_node_mod
+        from gdrcheck.rules.rccl.releases import log_release
+
+        logged, logged_why = log_release(snap)
+        asked = version or logged or options.nccl_version
+        asked_why = logged_why if logged and asked == logged else "--nccl-version" if asked else ""
+        return rccl_node_mod.build(snap, topo, pairs, options, asked, asked_why, [], why_rccl)
     v, why = choose_version(version or job_version or options.nccl_version, found)
     return nccl_node_mod.build(snap, topo, pairs, options, v, job_why if job_version else why, found)
 
@@ -219,7 +230,7 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
         if decided is not None:
             view.update(decided)
             if view.get("distance") and not view.get("via"):  # after NCCL's C2C rewrite (PXN is the job's)
-                view["within_gdr_level"] = nccl.within(view["distance"], st.gdr_level, st.version)
+                view["within_gdr_level"] = nccl.within(view["distance"], view["gdr_level"], st.version)
     elif pair.kind == "gpu-gpu":
         view["p2p_level"] = st.p2p_level
         view["within_p2p_level"] = nccl.within(t, st.p2p_check_level, st.version)

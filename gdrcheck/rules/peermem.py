@@ -104,6 +104,10 @@ def _check(ctx: Context) -> Iterable[Finding]:
                       "loaded" + (" together with nvidia_peermem" if pm.get("nvidia_peermem_loaded") else ""))
     if not pairs:
         return
+    from gdrcheck.rules.rccl.releases import node_reason
+
+    if node_reason(ctx.snap, ctx.topo):  # RCCL's peer memory: rules.rccl_rules
+        return
     ok, why = nic_gdr(ctx)
     if ok is None:
         # NCCL's own dump: <net gdr="1"> is NCCL having found peer memory or DMA-BUF working for that NIC

@@ -175,19 +175,27 @@ def _distance_words(ctx: Context, p, code: str, view: dict) -> tuple[str, str]:
     """(message, the message without the pair) of a distance finding with ``code``."""
     st = ctx.nccl
     where = _sys_where(ctx, p) if p.pcie_path == "SYS" else _WHERE.get(p.pcie_path, f"are {p.pcie_path} apart")
+    lib = _library(ctx)
     if code == GDR_BEYOND_LEVEL.code:
-        why = (f"they {where}, NCCL path {view.get('path_type')}, beyond NCCL_NET_GDR_LEVEL={st.gdr_level} "
+        why = (f"they {where}, {lib} path {view.get('path_type')}, beyond NCCL_NET_GDR_LEVEL={st.gdr_level} "
                f"({st.gdr_level_source})")
-        return (f"NCCL will not use GPUDirect RDMA between {pair_label(ctx, p)}: {why}",
-                f"NCCL will not use GPUDirect RDMA: {why}")
+        return (f"{lib} will not use GPUDirect RDMA between {pair_label(ctx, p)}: {why}",
+                f"{lib} will not use GPUDirect RDMA: {why}")
     if code == P2P_BEYOND_LEVEL.code:
         why = f"they {where}, beyond NCCL_P2P_LEVEL={st.p2p_level} ({st.p2p_level_source})"
-        return (f"NCCL will use host memory, not P2P, between {pair_label(ctx, p)}: {why}",
-                f"NCCL will use host memory, not P2P: {why}")
+        return (f"{lib} will use host memory, not P2P, between {pair_label(ctx, p)}: {why}",
+                f"{lib} will use host memory, not P2P: {why}")
     return f"{pair_label(ctx, p)} {where}", f"the two {where}"
 
 
 _NO_VIEW: dict = {}  # what a pair without NCCL's view reads (never written)
+
+
+def _library(ctx: Context) -> str:
+    """The library whose decision a message reports: RCCL on an AMD node (gdrcheck.rules.rccl), else NCCL."""
+    from gdrcheck.rules.rccl.releases import node_reason
+
+    return "RCCL" if node_reason(ctx.snap, ctx.topo) else "NCCL"
 NVLINK_SETTLE = ("run gdrcheck on the node (NVML shows NVLink), or give an NCCL topology dump made there "
                  "(NCCL_TOPO_DUMP_FILE) or nvidia-smi topo -m")
 
@@ -262,7 +270,7 @@ def _p2p_off_by_setting(ctx: Context, p) -> Finding:
     said = (f"{st.p2p_level_source} turns P2P off (set in {_SET_WITH.get(src, src)}), "
             f"whatever joins the two ({p.path or p.pcie_path or 'path not shown'}); unset it to let NCCL use P2P")
     return Finding(P2P_BEYOND_LEVEL.code, "warning", (p.a, p.b),
-                   f"NCCL will use host memory, not P2P, between {pair_label(ctx, p)}: {said}",
+                   f"{_library(ctx)} will use host memory, not P2P, between {pair_label(ctx, p)}: {said}",
                    pairs=((p.a, p.b),), effect="degraded", fold=said)
 
 
@@ -274,6 +282,10 @@ def _setting_name(st) -> str:
 
 
 def _check_p2p_status(ctx: Context) -> Iterable[Finding]:
+    from gdrcheck.rules.rccl.releases import node_reason
+
+    if node_reason(ctx.snap, ctx.topo):  # RCCL has no NVML step (docs/rccl.md)
+        return
     status = ctx.snap.p2p_status
     for p in ctx.pairs_of("gpu-gpu"):
         if p.nvlink_unknown:

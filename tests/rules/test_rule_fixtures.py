@@ -58,6 +58,10 @@ CASES = {
     "GDR207": ("nvidia-fs-idle", "nvidia-fs-nvme-registered", ()),
     "GDR208": ("nccl-socket-ifname-matches-nothing", "nccl-socket-ifname-matches-ipoib", ()),
     "GDR170": ("lspci:geforce-rtx-4090-and-connectx-7", "healthy-gdr-node", ()),
+    # AMD nodes judged with RCCL's rules (tests/support/amd_trees.py, tests/rules/test_rccl.py)
+    "GDR210": ("amd:no-peer", "amd:peer", ("--nccl-version", "2.18.6")),
+    "GDR211": ("amd:peer", "real:rccl-mi300x-8p-8nic/nccl-topo.xml", ()),
+    "GDR212": ("amd:no-peer", "amd:peer", ()),
 }
 # the gate's own findings: a requirement of `check --require` that nothing on the node can satisfy
 # code -> (case, --require that fires it, --require that does not)
@@ -88,6 +92,10 @@ def _input(case, tmp_path, realworld_dir):
         path = tmp_path / f"{case[6:]}.txt"
         path.write_text(LSPCI_CASES[case[6:]])
         return path
+    if case.startswith("amd:"):
+        from support.amd_trees import mi300x_node
+
+        return mi300x_node(tmp_path / case[4:], peer=case == "amd:peer")
     if case.startswith("fixture:"):
         return Path(__file__).resolve().parents[2] / "fixtures" / case[8:]
     if case.startswith("real:"):

@@ -255,7 +255,8 @@ class _Merge(MatrixSteps):
             new = []
             for bdf, what in bus_ids_shown(log, host):
                 if bdf not in self.devs:
-                    self.devs[bdf] = PciFunction(bdf=bdf, root=bus_of(bdf), vendor=0x10DE, kind_hint="gpu",
+                    self.devs[bdf] = PciFunction(bdf=bdf, root=bus_of(bdf), kind_hint="gpu",
+                                                 vendor=0x1002 if log.library == "rccl" else 0x10DE,
                                                  name=f"{what} of the NCCL log")
                     new.append(bdf)
             self._place(new, label)

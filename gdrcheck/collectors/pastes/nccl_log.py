@@ -47,7 +47,9 @@ MAX_KEPT = 4000  # connections, warnings: a long job's log repeats them per comm
 _LINE = lazy_pattern(r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) )?\[(?P<dev>\d+)\] "
                      r"(?:(?P<where>\S+:\d+) )?NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
 _BARE = lazy_pattern(r"(?:^|\s)NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
-_VERSION = lazy_pattern(r"^NCCL version (\d+\.\d+\.\d+)(?:[-+]cuda(\d+\.\d+))?")
+# RCCL: ``RCCL version 2.20.5+hip6.2`` (init.cc:686@rocm-6.2.2), ``RCCL version : 2.21.5`` (develop)
+_VERSION = lazy_pattern(r"^(?:NCCL|(?P<rccl>RCCL)) version(?: :)? (?P<v>\d+\.\d+\.\d+)"
+                        r"(?:[-+]cuda(?P<cuda>\d+\.\d+)|\+hip\d+\.\d+)?")
 _DRIVER = lazy_pattern(r"^cudaDriverVersion (\d+)")
 _SET = lazy_pattern(r"^(NCCL_[A-Z0-9_]+) set by environment to (.*?)\s*$")
 _RANK = lazy_pattern(r"\brank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-fA-F]+)"
@@ -145,6 +147,7 @@ class NcclLog:
     hosts: tuple[str, ...]
     lines: int  # NCCL lines read
     other_lines: int  # lines of other program output between them
+    library: str = "nccl"  # "rccl" when the version line is RCCL's
 
     def setting(self, name: str) -> Optional[str]:
         for n, v, _line in self.settings:
@@ -228,6 +231,7 @@ class _LogReader:
 
     def __init__(self) -> None:
         self.version = self.cuda = self.driver = self.plugin = self.plugin_path = self.network = None
+        self.library = "nccl"
         self.nnodes: Optional[int] = None
         self.settings: dict[str, tuple[str, str]] = {}
         self.nics: list[tuple] = []
@@ -278,8 +282,10 @@ class _LogReader:
         self.nnodes = max(self.nnodes or 0, int(m.group(3)))
 
     def nccl_version(self, m, host, pid, dev, line) -> None:
-        self.version = self.version or m.group(1)
-        self.cuda = self.cuda or m.group(2)
+        self.version = self.version or m.group("v")
+        self.cuda = self.cuda or m.group("cuda")
+        if m.group("rccl"):
+            self.library = "rccl"
 
     def cuda_driver(self, m, host, pid, dev, line) -> None:
         v = int(m.group(1))
@@ -318,7 +324,7 @@ class _LogReader:
                 self.nics.append((host, m.group(1), int(d.group(1)), d.group(2), line))
 
     def log(self, label: str) -> NcclLog:
-        return NcclLog(label=label, version=self.version, cuda=self.cuda, cuda_driver=self.driver,
+        return NcclLog(label=label, version=self.version, cuda=self.cuda, cuda_driver=self.driver, library=self.library,
                        settings=tuple((k, v, ln) for k, (v, ln) in self.settings.items()),
                        plugin=self.plugin or self.plugin_path, network=self.network,
                        nics=tuple(self.nics), hca_gdr=_dedup(self.hca), pair_gdr=_dedup(self.pair_gdr),
@@ -432,6 +438,7 @@ def merge_logs(logs: list[NcclLog]) -> NcclLog:
     return NcclLog(
         label=" + ".join(lg.label for lg in logs),
         version=next((lg.version for lg in logs if lg.version), None),
+        library="rccl" if any(lg.library == "rccl" for lg in logs) else "nccl",
         cuda=next((lg.cuda for lg in logs if lg.cuda), None),
         cuda_driver=next((lg.cuda_driver for lg in logs if lg.cuda_driver), None),
         settings=tuple(settings.values()), plugin=next((lg.plugin for lg in logs if lg.plugin), None),

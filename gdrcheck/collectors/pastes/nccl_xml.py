@@ -36,6 +36,7 @@ What it does and does not say, and how each piece lands in the model:
   :class:`NvLink` to the target GPU, or to ``"nvswitch"`` when the target is an
   NVSwitch or not a GPU (NCCL treats every non-GPU remote as the NVSwitch
   fabric). Links to itself (an Azure artefact) and to a POWER CPU are skipped
+<<<<<<< HEAD
   with a note. A file ``shows_nvlink`` only when it holds an ``<nvlink>`` or
   ``<xgmi>`` element; without one, GPU links are not shown (NCCL fills a
   ``<gpu>`` without ``<nvlink>`` from NVML on the node, v2.30.7
@@ -46,6 +47,14 @@ What it does and does not say, and how each piece lands in the model:
   ``<pcilink>`` targets are kept in the function's ``extra`` only; ``<gpu>``/
   ``<net>`` attributes likewise (``nccl_gpu``, ``nccl_nets``), and a declared
   switch has ``vendor_declared``.
+=======
+  with a note. A file with any ``<gpu>`` can state NVLink, so it
+  ``shows_nvlink``; one with no ``<nvlink>`` then shows none, and so does RCCL's dump (``<gpu gcn>``)
+  with no ``<xgmi>``: RCCL writes one for every one-hop xGMI peer. RCCL's ``<xgmi>``
+  links (not NVLink), ``<c2c>`` and Broadcom ``<pcilink>`` targets are kept in
+  the function's ``extra`` only; ``<gpu>``/``<net>`` attributes likewise
+  (``nccl_gpu``, ``nccl_nets``), and a declared switch has ``vendor_declared``.
+>>>>>>> rccl
 * ``<system version="2">`` (RCCL) is read like version 1, with a note that
   NCCL itself refuses to load it.
 
@@ -253,6 +262,8 @@ def _add_gpu(ctx: _Ctx, gpu: ET.Element, bdf: str, vendor: Optional[int], extra:
     ctx.has_gpu_element = True
     ctx.gpu_bdfs.append(bdf)
     extra["nccl_gpu"] = MappingProxyType(dict(gpu.attrib))
+    if gpu.get("gcn"):  # RCCL's dump writes an <xgmi> for every one-hop xGMI peer (xml.cc:692-719@rocm-6.2.2)
+        ctx.has_link_element = True
     gpu_index = ctx.int_attr(gpu, "dev") if ctx.nvidia_numbering and vendor != 0x1002 else None
     xgmi = []
     for link in gpu:

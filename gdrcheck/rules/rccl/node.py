@@ -1,0 +1,186 @@
+"""RCCL's view of one AMD node at one RCCL release, in the shape the documents read (NCCL's
+:class:`~gdrcheck.rules.nccl.node.NodeNccl`, with the library, the release and its words added).
+
+Pure: reads the snapshot and topology only. :func:`build` is called once per report.
+"""
+
+from __future__ import annotations
+
+from gdrcheck.record import record, replace
+from gdrcheck.rules.nccl.cpu import cpu_model, node_cpu
+from gdrcheck.rules.nccl.flags import GpuInfo, nic_info
+from gdrcheck.rules.nccl.node import NodeNccl
+from gdrcheck.rules.nccl.paths import pair_types
+from gdrcheck.rules.nccl.versions import settings_for
+from gdrcheck.rules.rccl import decide, flags
+from gdrcheck.rules.rccl.releases import Release, choose, label
+from gdrcheck.rules.rccl.settings import rccl_settings
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
+
+
+@record
+class NodeRccl(NodeNccl):
+    library: str = "rccl"
+    label: str = ""  # "RCCL 2.20.5 (NCCL 2.20.5 base)"
+    release: Optional[Release] = None
+    why_rccl: str = ""  # why the node is judged with RCCL's rules
+    gcn: Optional[str] = None  # the GPUs' gfx target, where the input names it
+    peer_memory: tuple = (None, "", "")  # flags.peer_memory's answer
+
+
+def _gcn(snap, topo, gpus) -> Optional[str]:
+    """The first GPU's gfx target (RCCL asks ``nodes[GPU].nodes[0].gpu.gcn``): the dump's ``<gpu gcn>``, else
+    the KFD topology's ``gfx_target_version``."""
+    kfd = {n.get("bdf"): n.get("gfx") for n in flags.amd_facts(snap).get("kfd_nodes") or ()}
+    for b in gpus:
+        d = topo.by_bdf[b]
+        attrs = d.extra.get("nccl_gpu") if d.extra else None
+        if attrs and attrs.get("gcn"):
+            g = attrs["gcn"]
+            return g if g.startswith("gfx") else f"gfx{g}"
+        if kfd.get(b):
+            return kfd[b]
+    return None
+
+
+def build(snap, topo, pairs, options, requested: Optional[str], requested_why: str, found, why_rccl: str) \
+        -> NodeRccl:
+    release, release_why = choose(requested)
+    if requested and requested_why:
+        release_why = f"{requested_why}; {release_why}"
+    gpus_bdf = topo.of_kind("gpu")
+    cpu, cpu_src = node_cpu(snap)
+    base = settings_for(snap, release.nccl_base, dict(options.env), cpu, len(gpus_bdf), release_why)
+    env = {**base.env, **_rccl_env(snap, options)}
+    st = rccl_settings(replace(base, env=env), release, env, cpu)
+    from gdrcheck.rules.base import Context
+    from gdrcheck.rules.link_nic import rdma_capable
+
+    ctx = Context(snap=snap, topo=topo, pairs=())
+    rf = snap.host.get("rdma_port_rates")
+    rates = rf.value if rf is not None and isinstance(rf.value, dict) else {}
+    nics = {b: nic_info(snap, topo, b, rates, {}) for b in topo.of_kind("nic")}
+    peer = flags.peer_memory(release, st, snap)
+    dma = flags.dmabuf(st, snap)
+    gpus = {}
+    for b in gpus_bdf:
+        d = topo.by_bdf[b]
+        xml_gpu = d.extra.get("nccl_gpu") if d.extra else None
+        ok, why = flags.gpu_flag(xml_gpu, peer[0], dma[0], release)
+        gpus[b] = GpuInfo(b, d.name, None, "", ok, why, False)
+    node = NodeRccl(release.nccl_base, release_why, list(found), st, cpu, cpu_src, gpus, nics, (),
+                    label=label(release), release=release, why_rccl=why_rccl, gcn=_gcn(snap, topo, gpus_bdf),
+                    peer_memory=peer)
+    node.rdma = {b: rdma_capable(ctx, b) for b in nics}
+    types = pair_types(topo, pairs, release.nccl_base, st, {}, frozenset())
+    node.types = {k: (("NVL",) + v[1:] if v[0] == "NVB" else v) for k, v in types.items()}
+    node.p2p_view = {(p.a, p.b): decide.p2p_view(st, *_gg(node.types[(p.a, p.b)])) for p in pairs
+                     if p.kind == "gpu-gpu"}
+    node.gdr_view = _gdr(node, snap, topo, pairs, peer, dma)
+    return node
+
+
+def _rccl_env(snap, options) -> dict[str, str]:
+    """``RCCL_*`` settings (NCCL's settings reader keeps ``NCCL_*`` only): the recorded environment, then the
+    options'."""
+    conf = snap.host.get("nccl_conf")
+    recorded = conf.value.get("env") if conf is not None and getattr(conf, "known", False) \
+        and isinstance(conf.value, dict) else None
+    out = {k: str(v) for k, v in (recorded or {}).items() if k.startswith("RCCL_")}
+    out.update({k: v for k, v in options.env.items() if k.startswith("RCCL_")})
+    return out
+
+
+def _gg(t) -> tuple:
+    return t[0], t[1], t[3]
+
+
+def _gdr(node: NodeRccl, snap, topo, pairs, peer, dma) -> dict:
+    st = node.st
+    mine = [p for p in pairs if p.kind == "gpu-nic" and p.b in node.nics]
+    rome = decide.rome_cpu(node.cpu, *cpu_model(snap)) if not st.user_gdr_level else False
+    override, override_note = _hyperv(node, snap, sorted(node.gpus), sorted({p.b for p in mine}))
+    pxn_on = st.param("NCCL_PXN_DISABLE", 1) == 0
+    out = {}
+    for p in mine:
+        t = node.types[(p.a, p.b)][0]
+        if (p.a, p.b) in override:
+            t = "PXB" if override_note is None else t
+        notes = (override_note,) if (p.a, p.b) in override and override_note else ()
+        nic = flags.nic_flag(node.nics[p.b], node.rdma.get(p.b), peer[0], peer[1], dma[0], dma[1])
+        g = node.gpus[p.a]
+        level = _level(st, topo, p, rome, t)
+        relay = _relay(node, p, mine) if pxn_on else None
+        view = decide.gdr_view(st, t, nic, (g.gdr, g.gdr_source), level, relay, notes)
+        if notes and view["gdr"] == "disabled" and "distance" in view:  # PXB on Hyper-V would be within
+            view.update(gdr="unknown", depends_on=list(notes))
+        cause = _cause(view, nic, node.nics[p.b].xml_gdr, peer[0], g)
+        if cause:
+            view["rccl_cause"] = cause
+        out[(p.a, p.b)] = view
+    return out
+
+
+def _cause(view, nic, xml_gdr, peer: Optional[bool], g) -> Optional[str]:
+    """What a finding names (rules.rccl_rules): no peer memory for a NIC, or a GPU flag only the node shows."""
+    if view["gdr"] == "disabled" and nic[0] is False and xml_gdr is None and peer is False:
+        return "no-peer-memory"
+    if view["gdr"] == "unknown" and nic[0] is None and nic[1] in str(view.get("reason", "")):
+        return "peer-memory-unknown"
+    if view["gdr"] == "unknown" and g.gdr is None and g.gdr_source in str(view.get("reason", "")):
+        return "gpu-flag-unknown"
+    return None
+
+
+def _level(st, topo, p, rome: Optional[bool], t: Optional[str]) -> tuple[Optional[str], str]:
+    if st.user_gdr_level or rome is False:
+        return st.gdr_level, st.gdr_level_source if st.user_gdr_level else "RCCL default (paths.cc:410@rocm-6.2.2)"
+    phb = decide.rome_phb(topo, p.a, p.b, t)
+    if rome and phb:
+        return "PHB", "RCCL on AMD Rome/Milan: GPU and NIC one bridge below the same CPU (paths.cc:413-428@rocm-6.2.2)"
+    if rome is None and phb is not False:
+        return None, ("PXB, or PHB on an AMD Rome/Milan CPU with the GPU and NIC one bridge below it "
+                      "(paths.cc:413-428@rocm-6.2.2): the CPU model is not shown (/proc/cpuinfo)")
+    if rome and phb is None:
+        return None, "PHB if the GPU and NIC hang one bridge below the same Rome/Milan CPU, which is not shown"
+    return "PXB", "RCCL default (paths.cc:410@rocm-6.2.2)"
+
+
+def _relay(node: NodeRccl, p, mine) -> Optional[tuple[str, str]]:
+    """With NCCL_PXN_DISABLE=0: the NIC's nearest GPU at PXB or closer, joined to this GPU by xGMI."""
+    from gdrcheck.rules.nccl.core import rank_in
+
+    order = rank_in(node.st.version)
+    best = None
+    for q in mine:
+        if q.b != p.b or q.a == p.a:
+            continue
+        qt = node.types[(q.a, q.b)][0]
+        link = node.types.get((p.a, q.a)) or node.types.get((q.a, p.a))
+        if qt is None or order.get(qt, 99) > order["PXB"] or not link or link[0] != "NVL":
+            continue
+        if best is None or order[qt] < order[best[1]]:
+            best = (q.a, qt)
+    return best
+
+
+def _hyperv(node: NodeRccl, snap, gpus, nics) -> tuple[set, Optional[str]]:
+    """The gfx94x path override (paths.cc:653-671@rocm-6.2.2): the pairs it would make PXB, and a note where
+    whether it applies is not shown (None: it applies)."""
+    if node.cpu != "intel" or not (node.gcn or "").startswith("gfx94"):
+        return set(), None
+    if not (len(gpus) == 8 and len(nics) == 8):
+        return set(), None
+    hits = decide.hyperv_override(gpus, nics)
+    if not hits:
+        return set(), None
+    bios = flags.amd_facts(snap).get("bios_version")
+    if bios is None:
+        return hits, ("on Hyper-V (bios_version 'Hyper-V UEFI Release') RCCL makes this pair PXB "
+                      "(paths.cc:653-671@rocm-6.2.2): cat /sys/devices/virtual/dmi/id/bios_version")
+    if str(bios).startswith(flags.HYPERV):
+        return hits, None
+    return set(), None
