@@ -17,6 +17,9 @@ replaced: a target that is not one (``/dev/null``, a FIFO) is written in place,
 and only when it is the named path itself, never at the end of a link. The
 standard streams by name (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/1``)
 are written after what is already there, as a shell's ``>>`` would.
+
+What a replaced file's mode passes on is in :func:`_take_over`: never a set-id bit, and as root never a
+mode another user chose on a file that ends up root's (a user's 4777 file in ``/tmp`` becomes root's 0644).
 """
 
 from __future__ import annotations
@@ -201,21 +204,44 @@ def _rename(shown: str, dfd: int, tmp: str, name: str) -> None:
 
 
 def _take_over(fd: int, st: Optional[os.stat_result], mode: Optional[int], shared_dir: int) -> None:
-    """The new file gets what the file it replaces had (its mode, and as root its owner, except in a
-    directory others may write in), so a textfile collector's 0600 file owned by its user stays so; a new
-    file gets ``mode`` less the umask, as ``open`` would give it. ``mode`` None keeps 0600 (a snapshot
-    describes the machine)."""
+    """The new file's owner and mode. Never a set-id or sticky bit. A file replacing the caller's own keeps
+    its permission bits (a textfile collector's 0600 stays 0600); as root, a file replacing another user's in
+    a directory of root's or that user's (not one others may write in) is given back to that user with that
+    user's permission bits; any other file root makes is root's own, 0644 (0600 where the replaced file was
+    not readable by others), never group- or world-writable. A new file gets ``mode`` less the umask, as
+    ``open`` would give it. ``mode`` None keeps 0600 (a snapshot describes the machine)."""
     if mode is None:
         return
-    if st is not None:
-        os.fchmod(fd, stat.S_IMODE(st.st_mode))
-        if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0) and not shared_dir:
-            with contextlib.suppress(OSError):
-                os.fchown(fd, st.st_uid, st.st_gid)
+    if st is None:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, _roots_mode(mode & ~mask) if os.geteuid() == 0 else mode & ~mask)
         return
-    mask = os.umask(0)
-    os.umask(mask)
-    os.fchmod(fd, mode & ~mask)
+    kept = stat.S_IMODE(st.st_mode) & 0o777
+    if os.geteuid() != 0:
+        os.fchmod(fd, kept)
+    elif st.st_uid == 0:
+        if st.st_gid != 0 and not shared_dir:
+            _given_back(fd, st)  # root's file of a group (root:prometheus 0640) stays that group's
+        os.fchmod(fd, _roots_mode(kept))
+    elif not shared_dir and _given_back(fd, st):
+        os.fchmod(fd, kept)
+    else:
+        os.fchmod(fd, 0o644 if kept & 0o004 else 0o600)
+
+
+def _roots_mode(mode: int) -> int:
+    """A mode root gives a file of its own: no set-id bit, no write by group or others."""
+    return mode & 0o755
+
+
+def _given_back(fd: int, st: os.stat_result) -> bool:
+    """The new file handed to the replaced file's owner and group (root's run), False where that failed."""
+    try:
+        os.fchown(fd, st.st_uid, st.st_gid)
+    except OSError:
+        return False
+    return (os.fstat(fd).st_uid, os.fstat(fd).st_gid) == (st.st_uid, st.st_gid)
 
 
 @contextlib.contextmanager
