@@ -10,8 +10,9 @@ gdrcheck runs as root, often with its output in a directory anyone may write
 (``/tmp``, ``/var/tmp``, ``/dev/shm``), where another user can plant a link by
 the name it is about to write. A link named as the output is written through
 only when the caller owns it and it is not in a sticky or world-writable
-directory, each link of a chain alike (then the file it names is replaced and
-the link stays a link); any other link is refused (one line, exit 2), as
+directory, each link of a chain alike, and each link among the directories of the
+path too (one root owns is also followed there: ``/var/run``); then the file it names is replaced and
+the link stays a link; any other link is refused (one line, exit 2), as
 ``fs.protected_symlinks`` would refuse to follow it. Only a regular file is ever
 replaced: a target that is not one (``/dev/null``, a FIFO) is written in place,
 and only when it is the named path itself, never at the end of a link. The
@@ -77,9 +78,11 @@ def _plan(path: str) -> tuple:
     if _stream_name(path):
         return ("stream", path)
     cur = os.path.abspath(path)
-    hops = 0
+    hops = [0]
     while True:
         d, name = os.path.split(cur)
+        d = _real_dir(path, d, hops)
+        cur = os.path.join(d, name)
         try:
             st = os.lstat(cur)
         except FileNotFoundError:
@@ -92,9 +95,7 @@ def _plan(path: str) -> tuple:
             raise InputError(f"{path}: cannot write there ({e.strerror or e})") from None
         if stat.S_ISLNK(st.st_mode):
             _may_follow(path, cur, st)
-            hops += 1
-            if hops > MAX_LINK_HOPS:
-                raise InputError(f"{path}: too many levels of symbolic links")
+            _hop(path, hops)
             try:
                 cur = os.path.join(d, os.readlink(cur))
             except OSError as e:
@@ -104,18 +105,78 @@ def _plan(path: str) -> tuple:
             raise InputError(f"{path}: is a directory (--output names the file to write)")
         if stat.S_ISREG(st.st_mode):
             return ("file", d, name, st)
-        if hops:
+        if hops[0]:
             raise InputError(f"{path}: a link to {cur}, which is not a regular file; gdrcheck replaces only "
                              "files, and writes into a device or FIFO only when it is named itself")
         return ("stream", cur)
 
 
-def _may_follow(shown: str, link: str, st: os.stat_result) -> None:
+def _hop(shown: str, hops: list) -> None:
+    hops[0] += 1
+    if hops[0] > MAX_LINK_HOPS:
+        raise InputError(f"{shown}: too many levels of symbolic links")
+
+
+def _real_dir(shown: str, d: str, hops: list) -> str:
+    """The absolute directory ``d`` with no symbolic link left in it: each link among its components is
+    judged as a final link is (:func:`_may_follow`; one root owns is followed for any caller: ``/var/run``)
+    and replaced by what it names. Raises :class:`InputError` where a component is missing or not a
+    directory."""
+    todo = [c for c in d.split("/") if c not in ("", ".")][::-1]
+    done: list = []
+    while todo:
+        comp = todo.pop()
+        if comp == "..":
+            if done:
+                done.pop()
+            continue
+        here = "/" + "/".join(done + [comp])
+        try:
+            st = os.lstat(here)
+        except OSError as e:
+            raise InputError(f"{shown}: directory {here} does not exist" if isinstance(e, FileNotFoundError)
+                             else f"{shown}: cannot write there ({e.strerror or e})") from None
+        if stat.S_ISLNK(st.st_mode):
+            _may_follow(shown, here, st, dir_link=True)
+            _hop(shown, hops)
+            target = os.readlink(here)
+            if target.startswith("/"):
+                done = []
+            todo.extend(c for c in target.split("/")[::-1] if c not in ("", "."))
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            raise InputError(f"{shown}: {here} is not a directory")
+        done.append(comp)
+    return "/" + "/".join(done)
+
+
+def _open_dir(shown: str, d: str) -> int:
+    """The directory ``d`` (with no link in it, :func:`_real_dir`) opened one component at a time, none of
+    them followed if it has become a link since it was looked at."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    walk = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    parts = [c for c in d.split("/") if c]
+    fd = os.open("/", flags if not parts else walk)
+    try:
+        for i, comp in enumerate(parts):
+            nxt = os.open(comp, (flags | os.O_NOFOLLOW) if i == len(parts) - 1 else walk, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise InputError(f"{shown}: a directory of the path became a symbolic link while it was written; "
+                             "nothing written") from None
+        raise InputError(f"{shown}: cannot write there ({e.strerror or e})") from None
+    return fd
+
+
+def _may_follow(shown: str, link: str, st: os.stat_result, dir_link: bool = False) -> None:
     """Refuse a link the caller does not own, or one in a directory others may write in (sticky or
     world-writable): another user may have planted it there to make a root run write elsewhere."""
     me = os.geteuid()
     what = "is a symbolic link" if link == os.path.abspath(shown) else f"leads through {link}, a symbolic link"
-    if st.st_uid != me:
+    if st.st_uid != me and not (dir_link and st.st_uid == 0):
         raise InputError(f"{shown}: {what} owned by uid {st.st_uid}, not by this user "
                          f"(uid {me}); gdrcheck does not write through another user's link: name the file "
                          "itself")
@@ -154,10 +215,7 @@ def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
             yield f
         return
     _, d, name, st = plan
-    try:
-        dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as e:
-        raise InputError(f"{path}: cannot write there ({e.strerror or e})") from None
+    dfd = _open_dir(path, d)
     try:
         fd, tmp = _temporary(path, dfd, prefix or "." + name[:120] + ".")
         try:
