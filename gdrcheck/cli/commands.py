@@ -108,7 +108,8 @@ def explain(code):
 @cli.command()
 @click.option("-o", "--output", "output", required=True, metavar="FILE.tar.gz",
               help="archive to write (written to a temporary file and renamed into place; - is stdout)")
-@click.option("--redact", is_flag=True, help="drop the host name, serial numbers, UUIDs and MAC addresses")
+@click.option("--redact", is_flag=True,
+              help="drop the host name, serial numbers, UUIDs, MAC and IP addresses, user names in paths")
 def snapshot(output, redact):
     """Capture everything gdrcheck reads on this machine, replayable with --from."""
     from gdrcheck.cli.run import capture_to

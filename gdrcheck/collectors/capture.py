@@ -18,7 +18,7 @@ import tarfile
 import time
 
 from gdrcheck import __version__
-from gdrcheck.io.redact import redact_file
+from gdrcheck.io.redact import redact_file, redact_path
 from gdrcheck.io.source import COMMANDS_FILE, Source
 
 TYPE_CHECKING = False
@@ -80,10 +80,10 @@ def write_archive(src: Source, manifest_host, out_path: str, redact: bool = Fals
     # a snapshot describes the machine: it keeps mkstemp's owner-only mode
     with atomic_file(out_path, binary=True, prefix=".gdrcheck-snapshot-", mode=None) as raw:
         with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-            dirs = set()
+            dirs, written = set(), set()
             for path in sorted(entries):
                 kind, val = entries[path]
-                parts = path.strip("/").split("/")
+                parts = (redact_path(path) if redact else path).strip("/").split("/")
                 for i in range(1, len(parts)):
                     d = "/".join(parts[:i])
                     if d not in dirs:
@@ -91,6 +91,9 @@ def write_archive(src: Source, manifest_host, out_path: str, redact: bool = Fals
                         tar.addfile(_info(d, tarfile.DIRTYPE))
                         count += 1
                 name = "/".join(parts)
+                if name in written:
+                    continue  # two homes made one by --redact: the first stays
+                written.add(name)
                 if kind == "d":
                     if name not in dirs:
                         dirs.add(name)
@@ -98,7 +101,7 @@ def write_archive(src: Source, manifest_host, out_path: str, redact: bool = Fals
                         count += 1
                 elif kind == "l":
                     ti = _info(name, tarfile.SYMTYPE)
-                    target = str(val)
+                    target = redact_path(str(val)) if redact else str(val)
                     if target.startswith("/"):
                         # keep links inside the archive: absolute targets become relative to the root
                         target = posixpath.relpath(target.lstrip("/") or ".", posixpath.dirname(name) or ".")
