@@ -60,3 +60,19 @@ def test_link_chains_deeper_than_the_depth_limit_are_not_unpacked(tmp_path):
     deepest = max(len(os.path.relpath(d, dest).split(os.sep)) for d, _, _ in os.walk(dest))
     assert deepest <= MAX_MEMBER_DEPTH + 1, deepest
     assert took < 8, took
+
+
+def test_a_long_interface_list_times_many_interfaces_is_linear():
+    """NCCL_SOCKET_IFNAME and NCCL_IB_HCA were matched entry by entry against every interface, port and pair:
+    50,000 entries times 2,000 interfaces were 10^8 comparisons."""
+    from gdrcheck.rules.nccl import ib
+
+    names = [f"ens{i}f{j}" for i in range(1000) for j in range(2)]
+    interfaces = {n: {"inet": True, "inet6": None, "running": True} for n in names}
+    spec = "^" + ",".join(f"eth{i}" for i in range(50_000))
+    t0 = time.process_time()
+    found, _ = ib.ip_interface_found((2, 30, 7), {"NCCL_SOCKET_IFNAME": spec}, interfaces)
+    used = ib.hca_match("^=" + spec[1:].replace("eth", "mlx5_"), tuple(f"mlx5_{i}" for i in range(50_000, 52_000)),
+                        {f"mlx5_{i}": {"1": "ACTIVE", "2": "ACTIVE"} for i in range(50_000, 52_000)})
+    assert found is True and used is True
+    assert time.process_time() - t0 < 5
