@@ -76,3 +76,20 @@ def test_a_long_interface_list_times_many_interfaces_is_linear():
                         {f"mlx5_{i}": {"1": "ACTIVE", "2": "ACTIVE"} for i in range(50_000, 52_000)})
     assert found is True and used is True
     assert time.process_time() - t0 < 5
+
+
+def test_wrapping_one_long_line_is_linear():
+    """Each wrapped piece was a slice of the whole rich Text (a copy of all of it): 800 KB took 10 s."""
+    from rich.text import Text
+
+    from gdrcheck.render.layout import wrap
+
+    line = " ".join(["word"] * 160_000)
+    styled = Text(line)
+    styled.stylize("bold", 0, 10)
+    styled.stylize("red", 50, len(line) - 5)
+    t0 = time.process_time()
+    pieces = wrap(styled, 100, 4)
+    assert time.process_time() - t0 < 3
+    assert "".join(p.plain.strip() + " " for p in pieces).strip() == line
+    assert all(len(p.plain) <= 100 for p in pieces)
