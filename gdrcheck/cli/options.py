@@ -136,6 +136,16 @@ OUTPUT = Opt("output", "-o", "--output", metavar="FILE",
 TIMEOUT = Opt("timeout", "--timeout", bounds=(0, None), callback=_no_nan, metavar="SECONDS", help=_timeout_help)
 
 
+def _snapshot_timeout_help() -> str:
+    from gdrcheck.io.deadline import DEFAULT_SECONDS
+
+    return (f"give up on what has not answered by then (NVML, cuInit, a tool): the archive is written without it "
+            f"and its manifest says so (exit 3); default {DEFAULT_SECONDS:g}; 0 waits forever")
+
+
+SNAPSHOT_TIMEOUT = TIMEOUT.but(help=_snapshot_timeout_help)
+
+
 def _format(*choices, help="output format") -> Opt:
     return Opt("fmt", "--format", choices=choices, default="text", show_default=True, help=help)
 

@@ -27,12 +27,14 @@ if TYPE_CHECKING:
 
 SNAPSHOT_FORMAT = "1.0"
 
-def capture(redact: bool = False, progress=None, root: str = "/") -> tuple[Source, dict]:
-    """Read the live machine once (or a tree laid out like one at ``root``), recording every read; return
-    the source and the manifest."""
+def capture(redact: bool = False, progress=None, root: str = "/", deadline=None) -> tuple[Source, dict]:
+    """Read the live machine once (or a tree laid out like one at ``root``), recording every read, within
+    ``deadline`` (a :class:`gdrcheck.io.deadline.Deadline`, as every command's ``--timeout``); return the
+    source and the manifest."""
     from gdrcheck.collectors.gather import gather
 
     src = Source(root, record=True)
+    src.deadline = deadline
     t0 = time.time()
     snap = gather(src, want_driver=True, progress=progress)
     manifest = {
@@ -48,6 +50,8 @@ def capture(redact: bool = False, progress=None, root: str = "/") -> tuple[Sourc
                        for c in snap.collectors],
         "unreadable": sorted({f"{p}: {why}" for p, why in src._errors.items() if why != "missing"})[:500],
     }
+    if deadline is not None and deadline.missed:
+        manifest["timed_out"] = {"seconds": deadline.seconds, "missed": list(deadline.missed)}
     src.recorded["/gdrcheck/env.json"] = ("f", json.dumps(captured_env(), indent=1, sort_keys=True).encode())
     return src, (manifest, snap.hostname)
 
