@@ -82,7 +82,7 @@ def write_archive(src: Source, manifest_host, out_path: str, redact: bool = Fals
 
     count = 0
     # a snapshot describes the machine: it keeps mkstemp's owner-only mode
-    with atomic_file(out_path, binary=True, prefix=".gdrcheck-snapshot-", mode=None) as raw:
+    with atomic_file(out_path, binary=True, prefix=".gdrcheck-snapshot.", mode=None) as raw:
         with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
             dirs, written = set(), set()
             for path in sorted(entries):

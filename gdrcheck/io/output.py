@@ -217,7 +217,10 @@ def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
     _, d, name, st = plan
     dfd = _open_dir(path, d)
     try:
-        fd, tmp = _temporary(path, dfd, prefix or "." + name[:120] + ".")
+        from gdrcheck.io.leftovers import sweep_outputs, tag
+
+        sweep_outputs(dfd)  # what a run killed outright left here (a hidden temporary file)
+        fd, tmp = _temporary(path, dfd, (prefix or "." + name[:120] + ".") + tag())
         try:
             with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
                 yield f
