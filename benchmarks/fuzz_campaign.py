@@ -11,6 +11,9 @@ Runs the hypothesis properties of
   HTML, JSON through the ``--output`` file writer) shows documents whose input strings hold
   control characters, separators and lone surrogates without a raw control character, and
   JSON keeps them exactly;
+* ``tests/hostile/test_fuzz_logs_probe.py``: mutated NCCL logs (the public ones and the node's own) are read,
+  judged and made into documents, or refused as bad input; ``report --probe`` files with fields of any JSON
+  type are drawn or refused as bad input;
 
 with many more examples than the test suite does, and prints the cases run per property
 and every failure (hypothesis's shrunk example and the traceback).
@@ -19,6 +22,7 @@ and every failure (hypothesis's shrunk example and the traceback).
     python3 benchmarks/fuzz_campaign.py --examples 5000 --only lspci
     python3 benchmarks/fuzz_campaign.py --examples 2000 --only fleet
     python3 benchmarks/fuzz_campaign.py --examples 5000 --only archive   # the snapshot archive unpacker
+    python3 benchmarks/fuzz_campaign.py --examples 5000 --only nccl_log  # NCCL logs; --only probe: report --probe
 
 Exit status: 0 when every property held, 1 otherwise.
 """
@@ -36,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # (folder under tests/, module): the modules whose hypothesis properties the campaign runs, each counting
 # its examples in a CASES counter
 MODULES = (("collectors", "test_fuzz"), ("hostile", "test_fleet_malformed"), ("hostile", "test_escapes"),
-           ("hostile", "test_fuzz_archives"))
+           ("hostile", "test_fuzz_archives"), ("hostile", "test_fuzz_logs_probe"))
 
 
 def main(argv=None) -> int:

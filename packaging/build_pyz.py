@@ -36,20 +36,56 @@ DEPENDENCIES = ["click>=8.1,<8.2", "rich>=13", "markdown-it-py<4", "nvidia-ml-py
 IMPORTS = ["click", "rich", "markdown_it", "mdurl", "pygments", "pynvml", "defusedxml"]
 STAMP = (2020, 1, 1, 0, 0, 0)
 MAIN = '''\
-"""gdrcheck as one file: python3 gdrcheck.pyz COMMAND ... (see gdrcheck --help).
+\"\"\"gdrcheck as one file: python3 -I gdrcheck.pyz COMMAND ... (see gdrcheck --help).
+
+It runs isolated: started without ``-I``, it starts itself again with it (the same interpreter, the same
+arguments), so no user site directory (``~/.local/lib/python3.X/site-packages``, which ``sudo -E`` keeps for
+root) and no ``PYTHONPATH`` can put a module of the caller's before gdrcheck's own imports. A ``.pth`` file
+there runs before this file does: ``-I`` on the command line is what keeps that out.
 
 The first run unpacks the archive into a private cache directory (the caller's own ~/.cache/gdrcheck, mode 0700,
-checked to be the caller's), so later runs import compiled modules from there, as an installed package does; where
-no such directory can be had, the modules are imported from the archive itself (slower, the same answers)."""
+checked to be the caller's, and every directory above it root's or the caller's and writable by no one else), so
+later runs import compiled modules from there, as an installed package does; where no such directory can be had,
+the modules are imported from the archive itself (slower, the same answers).\"\"\"
 import os
 import sys
 
 BUILD = "@BUILD@"
 
 
+def _isolated(archive):
+    \"\"\"This interpreter again with ``-I`` when it was started without; where it cannot be (no executable
+    known), the user site and PYTHONPATH directories are taken off the import path here.\"\"\"
+    if sys.flags.isolated:
+        return
+    if sys.executable:
+        try:
+            os.execv(sys.executable, [sys.executable, "-I", archive] + sys.argv[1:])
+        except OSError:
+            pass
+    import site
+
+    drop = {os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    drop.add(os.path.abspath(site.getusersitepackages()))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p) not in drop]
+
+
 def _private_dir(path):
     st = os.lstat(path)
     return os.path.isdir(path) and not os.path.islink(path) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _trusted_above(path):
+    \"\"\"Every directory above ``path`` up to / is root's or the caller's, and no one else may rename what is
+    in it (not writable by group or others, or sticky): nothing can swap the cache between check and import.\"\"\"
+    cur = os.path.dirname(path)
+    while True:
+        st = os.stat(cur)
+        if st.st_uid not in (0, os.geteuid()) or (st.st_mode & 0o022 and not st.st_mode & 0o1000):
+            return False
+        if cur == os.path.dirname(cur):
+            return True
+        cur = os.path.dirname(cur)
 
 
 def _unpacked(archive):
@@ -60,11 +96,12 @@ def _unpacked(archive):
 
     home = pwd.getpwuid(os.geteuid()).pw_dir  # the caller's own home, never $HOME (sudo may keep another user's)
     base = os.environ.get("GDRCHECK_PYZ_CACHE") or os.path.join(home, ".cache", "gdrcheck")
+    base = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(base))), os.path.basename(base))
     final = os.path.join(base, "pyz-" + BUILD)
-    if os.path.isdir(final) and _private_dir(final) and _private_dir(base):
+    if os.path.isdir(final) and _private_dir(final) and _private_dir(base) and _trusted_above(base):
         return final
     os.makedirs(base, mode=0o700, exist_ok=True)
-    if not _private_dir(base):
+    if not _private_dir(base) or not _trusted_above(base):
         return None
     tmp = tempfile.mkdtemp(dir=base)
     try:
@@ -81,6 +118,7 @@ if sys.version_info < (3, 9):
     sys.stderr.write("gdrcheck: error: needs Python 3.9 or newer, this is %d.%d\\n" % sys.version_info[:2])
     sys.exit(2)
 _archive = os.path.dirname(os.path.abspath(__file__))
+_isolated(_archive)
 try:
     _dir = _unpacked(_archive) if os.environ.get("GDRCHECK_PYZ_NO_CACHE") != "1" else None
 except (OSError, KeyError, ValueError):

@@ -16,7 +16,7 @@ import click
 
 from gdrcheck import __version__
 from gdrcheck.cli import node_commands, views
-from gdrcheck.cli.options import COMMANDS
+from gdrcheck.cli.options import COMMANDS, SNAPSHOT_TIMEOUT
 from gdrcheck.cli.run import Run, fmt_of, run_view
 from gdrcheck.status import exit_status
 
@@ -108,12 +108,14 @@ def explain(code):
 @cli.command()
 @click.option("-o", "--output", "output", required=True, metavar="FILE.tar.gz",
               help="archive to write (written to a temporary file and renamed into place; - is stdout)")
-@click.option("--redact", is_flag=True, help="drop the host name, serial numbers, UUIDs and MAC addresses")
-def snapshot(output, redact):
+@click.option("--redact", is_flag=True,
+              help="drop the host name, serial numbers, UUIDs, MAC and IP addresses, user names in paths")
+@_click_option(SNAPSHOT_TIMEOUT)
+def snapshot(output, redact, timeout):
     """Capture everything gdrcheck reads on this machine, replayable with --from."""
     from gdrcheck.cli.run import capture_to
 
-    return capture_to(output, redact)
+    return capture_to(output, redact, timeout)
 
 
 @cli.command()

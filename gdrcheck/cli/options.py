@@ -89,7 +89,8 @@ def _timeout_help() -> str:
 
 FROM_HELP = ("read facts from PATH instead of this machine; repeat it for several files of one node (merged): "
              + "; ".join(f"{what}: {how}" for what, how in ACCEPTED_KINDS))  # collectors/input_kinds.py's table
-REDACT_HELP = "replace the host name, serial numbers, UUIDs and MAC addresses in the output"
+REDACT_WHAT = "replace the host name, serial numbers, UUIDs, MAC and IP addresses, home user names"
+REDACT_HELP = REDACT_WHAT + " in the output"
 
 # the formats of one summary line for a health-check engine, each with its exit codes
 LINE_FORMATS = ("nhc", "npd", "nagios")
@@ -135,6 +136,16 @@ OUTPUT = Opt("output", "-o", "--output", metavar="FILE",
 TIMEOUT = Opt("timeout", "--timeout", bounds=(0, None), callback=_no_nan, metavar="SECONDS", help=_timeout_help)
 
 
+def _snapshot_timeout_help() -> str:
+    from gdrcheck.io.deadline import DEFAULT_SECONDS
+
+    return (f"give up on what has not answered by then (NVML, cuInit, a tool): the archive is written without it "
+            f"and its manifest says so (exit 3); default {DEFAULT_SECONDS:g}; 0 waits forever")
+
+
+SNAPSHOT_TIMEOUT = TIMEOUT.but(help=_snapshot_timeout_help)
+
+
 def _format(*choices, help="output format") -> Opt:
     return Opt("fmt", "--format", choices=choices, default="text", show_default=True, help=help)
 
@@ -152,7 +163,7 @@ COMMANDS = {
     "report": (FROM, OUTPUT.but(required=True, metavar="FILE.html",
                                 help="page to write (written to a temporary file and renamed into place); - for "
                                      "stdout"),
-               REDACT.but(help="replace the host name, serial numbers, UUIDs and MAC addresses"), FAIL_ON, NCCL,
+               REDACT.but(help=REDACT_WHAT), FAIL_ON, NCCL,
                Opt("probe_file", "--probe", metavar="FILE",
                    help="add a Measured section from `gdrcheck probe --json`")),
     "probe": (FROM, *FORMATS, FAIL_ON, NCCL,
@@ -183,7 +194,7 @@ COMMANDS = {
                        "could satisfy fails; repeat it or list several. Default: judge the pairs the node has (a node "
                        "without a GPU fails)"),
               Opt("per_pair_metrics", "--per-pair-metrics", flag=True, help="prometheus: also one series per pair"),
-              REDACT.but(help="replace the host name, serial numbers, UUIDs and MAC addresses"), FAIL_ON, NCCL, ENV,
+              REDACT.but(help=REDACT_WHAT), FAIL_ON, NCCL, ENV,
               TIMEOUT, OUTPUT),
     "fingerprint": (FROM, Opt("explain", "--explain", flag=True,
                               help="print the canonical key=value lines the hashes are made of"),

@@ -231,21 +231,38 @@ def end_progress(progress) -> None:
         sys.stderr.flush()
 
 
-def capture_to(output: str, redact: bool) -> int:
-    """``gdrcheck snapshot``: everything gdrcheck reads on this machine, into one archive."""
+def capture_to(output: str, redact: bool, timeout: Optional[float] = None) -> int:
+    """``gdrcheck snapshot``: everything gdrcheck reads on this machine, into one archive, under the same
+    ``--timeout`` as every command: what has not answered by then (NVML, cuInit, a tool) is not waited for and
+    the manifest says so (exit 3); a run still going 2 s past it is stopped, and no archive is written."""
     from gdrcheck.collectors.capture import capture, write_archive
+    from gdrcheck.io.deadline import DEFAULT_SECONDS, Deadline, Watchdog
     from gdrcheck.io.output import check_target
     from gdrcheck.status import exit_status
 
     check_target(output)  # a link it must not write through is refused before the machine is read
+    deadline = Deadline(DEFAULT_SECONDS if timeout is None else timeout)
+
+    def last_words() -> int:
+        sys.stderr.write(f"gdrcheck: the snapshot was not finished within {deadline.seconds:g} s "
+                         "(a driver call or a tool did not answer); no archive written\n")
+        return exit_status("unknown")
+
+    watchdog = Watchdog(deadline, last_words)
     progress = progress_reporter()
     try:
-        src, manifest = capture(redact=redact, progress=progress)
+        src, manifest = capture(redact=redact, progress=progress, deadline=deadline)
         if progress:
             progress("writing " + output)
         count = write_archive(src, manifest, output, redact=redact)
     finally:
         end_progress(progress)
+    if not watchdog.disarm():
+        return exit_status("unknown")
+    if deadline.missed:
+        sys.stderr.write(f"gdrcheck: wrote {output}, without what did not answer within {deadline.seconds:g} s: "
+                         f"{', '.join(deadline.missed)}\n")
+        return exit_status("unknown")
     if output == "-":
         sys.stderr.write(f"gdrcheck: wrote the snapshot to stdout ({count} entries)\n")
     else:

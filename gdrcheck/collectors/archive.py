@@ -114,6 +114,8 @@ def _unpack_members(tar, name: str, dest: str) -> None:
         return InputError(f"{name}: archive member {m.name!r} points outside the archive")
 
     seen = total = 0
+    made: set = set()
+    walk = _Resolver(dest)
     for m in tar:
         seen += 1
         total += max(m.size, 0) if m.isfile() else 0
@@ -121,22 +123,33 @@ def _unpack_members(tar, name: str, dest: str) -> None:
         norm = posixpath.normpath(m.name)
         if norm in (".", "") or norm.count("/") >= MAX_MEMBER_DEPTH:
             continue
-        parent = os.path.realpath(os.path.join(dest, posixpath.dirname(norm)))
-        if not inside(parent):
+        if not m.isdir():
+            if norm in made:
+                raise InputError(f"{name}: archive member {m.name!r} appears twice (which one is meant?)")
+            made.add(norm)
+        parent = walk.inside(posixpath.dirname(norm))
+        if parent is None:
+            continue  # deeper than gdrcheck ever reads, or through too many links: not unpacked
+        if parent is False:
             raise outside(m)
         target = os.path.join(parent, posixpath.basename(norm))
         if m.isdir():
-            real = os.path.realpath(target)
-            if not inside(real):
+            real = walk.inside(norm)
+            if real is False:
                 raise outside(m)
-            os.makedirs(real, exist_ok=True)
+            if real is not None:
+                os.makedirs(real, exist_ok=True)
         elif m.issym():
-            if not inside(os.path.realpath(os.path.join(parent, m.linkname))):
+            dest_of_link = walk.inside(posixpath.join(posixpath.dirname(norm), m.linkname))
+            if dest_of_link is False:
                 raise outside(m)
+            if dest_of_link is None:
+                continue
             os.makedirs(parent, exist_ok=True)
             if os.path.lexists(target):
                 raise InputError(f"{name}: archive member {m.name!r} appears twice")
             os.symlink(m.linkname, target)
+            walk.forget()
         elif m.isfile():
             os.makedirs(parent, exist_ok=True)
             src = tar.extractfile(m)
@@ -146,6 +159,55 @@ def _unpack_members(tar, name: str, dest: str) -> None:
                 os.unlink(target)
             with open(target, "xb") as out:
                 shutil.copyfileobj(src, out)
+
+
+MAX_LINK_HOPS = 40  # as the kernel's own limit on links in one lookup
+
+
+class _Resolver:
+    """Where a path inside the unpacked tree leads now, links the archive made followed, without
+    ``os.path.realpath``'s unbounded walk: None where it passes deeper than ``MAX_MEMBER_DEPTH`` names
+    or through more than ``MAX_LINK_HOPS`` links (gdrcheck reads nothing there: link chains could make
+    the real tree thousands of names deep), False where it leads outside. Directories already resolved
+    are kept until a link is made."""
+
+    def __init__(self, dest: str) -> None:
+        self.dest = dest
+        self._known: dict = {}
+
+    def forget(self) -> None:
+        self._known.clear()
+
+    def inside(self, rel: str):
+        if rel not in self._known:
+            self._known[rel] = self._walk(rel)
+        return self._known[rel]
+
+    def _walk(self, rel: str):
+        todo = [c for c in rel.split("/") if c not in ("", ".")][::-1]
+        done: list = []
+        hops = 0
+        while todo:
+            comp = todo.pop()
+            if comp == "..":
+                if not done:
+                    return False
+                done.pop()
+                continue
+            done.append(comp)
+            if len(done) > MAX_MEMBER_DEPTH or len(todo) > 4 * MAX_MEMBER_DEPTH:
+                return None
+            here = self.dest + "/" + "/".join(done)
+            try:
+                target = os.readlink(here)
+            except OSError:
+                continue  # a directory, a file, or not there yet
+            hops += 1
+            if hops > MAX_LINK_HOPS or target.startswith("/"):
+                return None if hops > MAX_LINK_HOPS else False
+            done.pop()
+            todo.extend(c for c in target.split("/")[::-1] if c not in ("", "."))
+        return self.dest + "/" + "/".join(done) if done else self.dest
 
 
 NO_ROOM = (errno.ENOSPC, errno.EDQUOT)  # only writing fails so: the disk, not the archive

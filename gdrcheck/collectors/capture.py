@@ -18,7 +18,7 @@ import tarfile
 import time
 
 from gdrcheck import __version__
-from gdrcheck.io.redact import redact_file
+from gdrcheck.io.redact import redact_file, redact_path
 from gdrcheck.io.source import COMMANDS_FILE, Source
 
 TYPE_CHECKING = False
@@ -27,12 +27,14 @@ if TYPE_CHECKING:
 
 SNAPSHOT_FORMAT = "1.0"
 
-def capture(redact: bool = False, progress=None, root: str = "/") -> tuple[Source, dict]:
-    """Read the live machine once (or a tree laid out like one at ``root``), recording every read; return
-    the source and the manifest."""
+def capture(redact: bool = False, progress=None, root: str = "/", deadline=None) -> tuple[Source, dict]:
+    """Read the live machine once (or a tree laid out like one at ``root``), recording every read, within
+    ``deadline`` (a :class:`gdrcheck.io.deadline.Deadline`, as every command's ``--timeout``); return the
+    source and the manifest."""
     from gdrcheck.collectors.gather import gather
 
     src = Source(root, record=True)
+    src.deadline = deadline
     t0 = time.time()
     snap = gather(src, want_driver=True, progress=progress)
     manifest = {
@@ -48,6 +50,8 @@ def capture(redact: bool = False, progress=None, root: str = "/") -> tuple[Sourc
                        for c in snap.collectors],
         "unreadable": sorted({f"{p}: {why}" for p, why in src._errors.items() if why != "missing"})[:500],
     }
+    if deadline is not None and deadline.missed:
+        manifest["timed_out"] = {"seconds": deadline.seconds, "missed": list(deadline.missed)}
     src.recorded["/gdrcheck/env.json"] = ("f", json.dumps(captured_env(), indent=1, sort_keys=True).encode())
     return src, (manifest, snap.hostname)
 
@@ -78,12 +82,12 @@ def write_archive(src: Source, manifest_host, out_path: str, redact: bool = Fals
 
     count = 0
     # a snapshot describes the machine: it keeps mkstemp's owner-only mode
-    with atomic_file(out_path, binary=True, prefix=".gdrcheck-snapshot-", mode=None) as raw:
+    with atomic_file(out_path, binary=True, prefix=".gdrcheck-snapshot.", mode=None) as raw:
         with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-            dirs = set()
+            dirs, written = set(), set()
             for path in sorted(entries):
                 kind, val = entries[path]
-                parts = path.strip("/").split("/")
+                parts = (redact_path(path) if redact else path).strip("/").split("/")
                 for i in range(1, len(parts)):
                     d = "/".join(parts[:i])
                     if d not in dirs:
@@ -91,6 +95,9 @@ def write_archive(src: Source, manifest_host, out_path: str, redact: bool = Fals
                         tar.addfile(_info(d, tarfile.DIRTYPE))
                         count += 1
                 name = "/".join(parts)
+                if name in written:
+                    continue  # two homes made one by --redact: the first stays
+                written.add(name)
                 if kind == "d":
                     if name not in dirs:
                         dirs.add(name)
@@ -98,7 +105,7 @@ def write_archive(src: Source, manifest_host, out_path: str, redact: bool = Fals
                         count += 1
                 elif kind == "l":
                     ti = _info(name, tarfile.SYMTYPE)
-                    target = str(val)
+                    target = redact_path(str(val)) if redact else str(val)
                     if target.startswith("/"):
                         # keep links inside the archive: absolute targets become relative to the root
                         target = posixpath.relpath(target.lstrip("/") or ".", posixpath.dirname(name) or ".")

@@ -24,9 +24,13 @@ MAX_NAME = 200  # characters; the longest pci.ids vendor + device name is about 
 HOST_NAME_MAX = 253  # a fully qualified DNS name
 # C0 and C1 controls (ESC, BEL, CR, CSI ...), the Unicode line and paragraph separators, which
 # str.splitlines() and some viewers take for line breaks, and lone surrogates (a JSON input's "\\ud800", a
-# file name that is not UTF-8), which no output can encode; \n and \t are made spaces below
-_CONTROL = lazy_pattern("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-_UNSHOWN = lazy_pattern("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")  # the above, \n and \t
+# file name that is not UTF-8), which no output can encode; and the bidirectional controls (U+202E RIGHT-TO-LEFT
+# OVERRIDE and its kin: U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069), which make a terminal or a page show
+# text in another order than it is (a NIC named "mlx5_0\u202e..." could show as another); \n and \t are made
+# spaces below
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROL = lazy_pattern(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff{_BIDI}]")
+_UNSHOWN = lazy_pattern(f"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff{_BIDI}]")  # the above, \n and \t
 SHOWN_MAX = 1 << 20  # characters of one string a text output shows; a message of a large fabric fits
 
 

@@ -132,7 +132,11 @@ def collect_cuda_attrs(src) -> tuple[Optional[Any], Optional[Any]]:
     if src.live:
         if not src.recording:
             return None, None
-        rec = _live_record()
+        dl = src.deadline
+        rec = dl.call("cuda", _live_record) if dl is not None else _live_record()
+        if rec is None:  # cuInit did not answer within the --timeout: a wedged driver does not hold the run
+            rec = {"version": RECORD_VERSION, "init": f"cuInit did not answer within the --timeout of "
+                                                      f"{dl.seconds:g} s", "devices": []}
         src.recorded[CUDA_FILE] = ("f", json.dumps(rec, indent=1, sort_keys=True).encode())
         return facts_from_record(rec)
     text = src.read_text(CUDA_FILE, 1 << 20)

@@ -12,6 +12,7 @@ import os
 import re
 
 from gdrcheck.collectors.host_util import HostCtx, listdir_kept
+from gdrcheck.io.read_as import read_named, setting_owner
 from gdrcheck.model import Fact
 from gdrcheck.patterns import lazy_pattern
 
@@ -76,11 +77,11 @@ def _layers(ctx: HostCtx) -> tuple[list[tuple[str, Mapping[str, str]]], list[str
         files.append(user)
     elif (env or {}).get("HOME"):  # this process's, or the one a snapshot captured
         files.append(os.path.join(env["HOME"], ".nccl.conf"))
-    files.append(ETC_CONF)
-    for path in files:
+    by_env = env_owner(ctx, env)
+    for path in files + [ETC_CONF]:
         if not path.startswith("/"):
             continue
-        text = ctx.src.read_text(path)
+        text = read_named(ctx.src, path, 1 << 20, named_by=0 if path == ETC_CONF else by_env)
         if text is None:
             continue
         read.append(path)
@@ -129,6 +130,13 @@ def _homes(ctx: HostCtx, env: Optional[Mapping[str, str]]) -> dict[str, Optional
     return {"HOME": home, "pw_dir": pw_dir}
 
 
+def env_owner(ctx: HostCtx, env: Optional[Mapping[str, str]]) -> int:
+    """The user whose environment this is, for the files it names: root's run under another user's
+    ``HOME`` (``sudo -E``) has that user's settings; 0 otherwise (and on every run not live as root)."""
+    home = (env or {}).get("HOME")
+    return setting_owner(ctx.src, home) if ctx.src.live and home and home.startswith("/") else 0
+
+
 def nccl_conf_fact(ctx: HostCtx) -> Fact:
     """The layers every NCCL version could read: environment, each candidate settings file's text."""
     env: Optional[Mapping[str, str]] = None
@@ -140,17 +148,18 @@ def nccl_conf_fact(ctx: HostCtx) -> Fact:
         if captured is not None:
             env, env_source = captured, FROM_CAPTURED_ENV
     homes = _homes(ctx, env)
-    candidates: list[str] = []
+    by_env = env_owner(ctx, env)
+    candidates: dict[str, int] = {}  # path -> the user whose setting names it (0: root's own)
     user = (env or {}).get("NCCL_CONF_FILE")
     if user:
-        candidates.append(user)
-    for d in (homes["HOME"], homes["pw_dir"]):
+        candidates[user] = by_env
+    for d, uid in ((homes["HOME"], by_env), (homes["pw_dir"], 0)):
         if d:
-            candidates.append(f"{d}/.nccl.conf")
-    candidates.append(ETC_CONF)
+            candidates.setdefault(f"{d}/.nccl.conf", uid)
+    candidates.setdefault(ETC_CONF, 0)
     files: dict[str, Optional[str]] = {}
-    for path in dict.fromkeys(candidates):
-        files[path] = ctx.src.read_text(path, CONF_LIMIT) if path.startswith("/") else None
+    for path, uid in candidates.items():
+        files[path] = read_named(ctx.src, path, CONF_LIMIT, named_by=uid) if path.startswith("/") else None
     value = {"env": None if env is None else {k: v for k, v in env.items() if k.startswith("NCCL_")},
              "env_source": env_source, "home": homes, "files": files}
     return Fact(value, source=", ".join([env_source] if env_source else [] + list(files)) or ETC_CONF)
@@ -159,17 +168,19 @@ def nccl_conf_fact(ctx: HostCtx) -> Fact:
 def nccl_topo_file_fact(ctx: HostCtx, conf: Fact) -> Fact:
     """The text of every topology file NCCL may load before detection (NCCL_TOPO_FILE in the environment
     or any settings file, else the nvidia-topologyd default), for the rules to apply."""
-    paths: list[str] = []
+    named_by: dict[str, int] = {}  # a path -> the user whose setting named it (0: root)
     v = conf.value if isinstance(conf.value, dict) else {}
-    layers = [v.get("env") or {}] + [parse_nccl_conf(t) for t in (v.get("files") or {}).values() if t]
-    for layer in layers:
+    by_env = env_owner(ctx, os.environ if ctx.src.live else None)
+    layers = [(by_env, v.get("env") or {})] + [(setting_owner(ctx.src, f), parse_nccl_conf(t))
+                                          for f, t in (v.get("files") or {}).items() if t]
+    for uid, layer in layers:
         p = layer.get("NCCL_TOPO_FILE")
         if p:
-            paths.append(p)
-    paths.append(TOPO_DEFAULT)
+            named_by[p] = named_by.get(p) or uid
+    named_by.setdefault(TOPO_DEFAULT, 0)
     out: dict[str, Optional[str]] = {}
-    for p in dict.fromkeys(paths):
-        out[p] = ctx.src.read_text(p, TOPO_LIMIT) if p.startswith("/") else None
+    for p, uid in named_by.items():
+        out[p] = read_named(ctx.src, p, TOPO_LIMIT, named_by=uid) if p.startswith("/") else None
     return Fact({"files": out}, source=", ".join(out))
 
 

@@ -30,25 +30,47 @@ class TooLarge(InputError):
 
 def gunzip(data: bytes, limit: int) -> Optional[bytes]:
     """``data`` decompressed (gzip, each member of a concatenation), or None when it is not gzip or
-    damaged; :class:`TooLarge` past ``limit`` bytes out."""
+    damaged; :class:`TooLarge` past ``limit`` bytes out. Linear in ``data``: each member is fed in pieces
+    that grow from 64 bytes, so what a member leaves over is never more than twice the member (many empty
+    members, each re-copying the rest, took minutes)."""
     import zlib
 
+    view = memoryview(data)
     out = []
-    total = 0
-    while data:
+    total = pos = 0
+    while True:
+        pos = _past_zeros(data, pos)
+        if pos >= len(data):
+            return b"".join(out)
         d = zlib.decompressobj(wbits=31)
-        try:
-            part = d.decompress(data, limit + 1 - total)
-        except zlib.error:
-            return None
-        total += len(part)
-        out.append(part)
-        if total > limit or d.unconsumed_tail:
-            raise TooLarge(f"decompresses to more than {limit >> 20} MiB")
-        if not d.eof:
-            return None
-        data = d.unused_data.lstrip(b"\0")
-    return b"".join(out)
+        step = 64
+        while not d.eof:
+            piece = view[pos:pos + step]
+            if not piece:
+                return None  # the member ends early
+            try:
+                part = d.decompress(piece, limit + 1 - total)
+            except zlib.error:
+                return None
+            total += len(part)
+            out.append(part)
+            if total > limit or d.unconsumed_tail:
+                raise TooLarge(f"decompresses to more than {limit >> 20} MiB")
+            pos += len(piece) - len(d.unused_data)
+            step = min(step * 2, CHUNK)
+
+
+def _past_zeros(data, pos: int) -> int:
+    """The first position at or after ``pos`` that is not a zero byte (padding between members)."""
+    if not _NONZERO:
+        import re
+
+        _NONZERO.append(re.compile(b"[^\\x00]"))
+    m = _NONZERO[0].search(data, pos)
+    return m.start() if m else len(data)
+
+
+_NONZERO: list = []
 
 
 class Decompressed:
@@ -58,7 +80,10 @@ class Decompressed:
     def __init__(self, raw: BinaryIO, limit: int, name: str = "input") -> None:
         self.raw, self.limit, self.name = raw, limit, name
         head = raw.read(6)
-        self._pending = head  # compressed bytes not yet given to the decompressor
+        # compressed bytes read and not yet given to the decompressor: self._src from self._off on. A stream is
+        # fed in pieces that grow from 64 bytes (self._step), and what it leaves over is given back, so many
+        # small streams cost what they hold, not a block each
+        self._src, self._off, self._step = memoryview(head), 0, 64
         self.kind = "gzip" if head[:2] == GZIP else "bzip2" if head[:3] == BZIP2 else "xz" if head == XZ else None
         self._dec = self._new() if self.kind else None
         self._buf = b""  # output decompressed and not yet read, from _pos on
@@ -79,53 +104,59 @@ class Decompressed:
 
         return lzma.LZMADecompressor()
 
+    def _piece(self) -> Optional[memoryview]:
+        """The next piece of compressed input, None at the end of ``raw``."""
+        if self._off >= len(self._src):
+            data = self.raw.read(CHUNK)
+            if not data:
+                return None
+            self._src, self._off = memoryview(data), 0
+        piece = self._src[self._off:self._off + self._step]
+        self._off += len(piece)
+        self._step = min(self._step * 2, CHUNK)
+        return piece
+
     def _more(self, want: int) -> bytes:
         """Up to ``want`` more bytes of output; b"" at the end."""
         if self._dec is None:
-            data = self._pending + self.raw.read(max(0, want - len(self._pending)))
-            self._pending = b""
+            data = bytes(self._src[self._off:]) + self.raw.read(max(0, want - (len(self._src) - self._off)))
+            self._src, self._off = memoryview(b""), 0
             return data
-        while True:
+        while not self._eof:
             dec = self._dec
-            if self.kind == "gzip":
-                src = dec.unconsumed_tail or self._pending or self.raw.read(CHUNK)
-                self._pending = b""
-                if not src and not dec.unconsumed_tail:
-                    if not dec.eof:
-                        raise EOFError("compressed stream ends early")
-                    return b""
-                out = dec.decompress(src, want)
-                if dec.eof:
-                    self._restart(dec.unused_data)
-            else:
-                if dec.needs_input:
-                    src = self._pending or self.raw.read(CHUNK)
-                    self._pending = b""
-                    if not src:
-                        if not dec.eof:
-                            raise EOFError("compressed stream ends early")
-                        return b""
-                else:
-                    src = b""
-                out = dec.decompress(src, want)
-                if dec.eof:
-                    self._restart(dec.unused_data)
+            gz = self.kind == "gzip"
+            piece = b"" if not gz and not dec.needs_input else self._piece()
+            if piece is None:
+                raise EOFError("compressed stream ends early")
+            out = dec.decompress(piece, want)
+            self._give_back(dec.unused_data if dec.eof else dec.unconsumed_tail if gz else b"")
+            if dec.eof:
+                self._restart()
             if out:
                 return out
-            if self._eof:
-                return b""
+        return b""
 
-    def _restart(self, rest: bytes) -> None:
+    def _give_back(self, left: bytes) -> None:
+        """Input the decompressor did not use: read again from the next piece on."""
+        if len(left) <= self._off:
+            self._off -= len(left)
+        else:  # more than this block holds (a decompressor that kept input from an earlier block)
+            self._src, self._off = memoryview(bytes(left) + bytes(self._src[self._off:])), 0
+
+    def _restart(self) -> None:
         """After one compressed stream: another may follow (pigz, pbzip2, xz -T), or zero padding."""
-        rest = rest + (self.raw.read(CHUNK) if not rest else b"")
-        while rest and not rest.strip(b"\0"):
-            rest = self.raw.read(CHUNK)
-        if not rest:
-            self._eof = True
-            self._dec = _Ended()
-            return
-        self._pending = rest
-        self._dec = self._new()
+        while True:
+            pos = _past_zeros(self._src, self._off)
+            if pos < len(self._src):
+                self._off, self._step = pos, 64
+                self._dec = self._new()
+                return
+            data = self.raw.read(CHUNK)
+            if not data:
+                self._eof = True
+                self._dec = _Ended()
+                return
+            self._src, self._off = memoryview(data), 0
 
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:

@@ -10,13 +10,17 @@ gdrcheck runs as root, often with its output in a directory anyone may write
 (``/tmp``, ``/var/tmp``, ``/dev/shm``), where another user can plant a link by
 the name it is about to write. A link named as the output is written through
 only when the caller owns it and it is not in a sticky or world-writable
-directory, each link of a chain alike (then the file it names is replaced and
-the link stays a link); any other link is refused (one line, exit 2), as
+directory, each link of a chain alike, and each link among the directories of the
+path too (one root owns is also followed there: ``/var/run``); then the file it names is replaced and
+the link stays a link; any other link is refused (one line, exit 2), as
 ``fs.protected_symlinks`` would refuse to follow it. Only a regular file is ever
 replaced: a target that is not one (``/dev/null``, a FIFO) is written in place,
 and only when it is the named path itself, never at the end of a link. The
 standard streams by name (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/1``)
 are written after what is already there, as a shell's ``>>`` would.
+
+What a replaced file's mode passes on is in :func:`_take_over`: never a set-id bit, and as root never a
+mode another user chose on a file that ends up root's (a user's 4777 file in ``/tmp`` becomes root's 0644).
 """
 
 from __future__ import annotations
@@ -74,9 +78,11 @@ def _plan(path: str) -> tuple:
     if _stream_name(path):
         return ("stream", path)
     cur = os.path.abspath(path)
-    hops = 0
+    hops = [0]
     while True:
         d, name = os.path.split(cur)
+        d = _real_dir(path, d, hops)
+        cur = os.path.join(d, name)
         try:
             st = os.lstat(cur)
         except FileNotFoundError:
@@ -89,9 +95,7 @@ def _plan(path: str) -> tuple:
             raise InputError(f"{path}: cannot write there ({e.strerror or e})") from None
         if stat.S_ISLNK(st.st_mode):
             _may_follow(path, cur, st)
-            hops += 1
-            if hops > MAX_LINK_HOPS:
-                raise InputError(f"{path}: too many levels of symbolic links")
+            _hop(path, hops)
             try:
                 cur = os.path.join(d, os.readlink(cur))
             except OSError as e:
@@ -101,18 +105,78 @@ def _plan(path: str) -> tuple:
             raise InputError(f"{path}: is a directory (--output names the file to write)")
         if stat.S_ISREG(st.st_mode):
             return ("file", d, name, st)
-        if hops:
+        if hops[0]:
             raise InputError(f"{path}: a link to {cur}, which is not a regular file; gdrcheck replaces only "
                              "files, and writes into a device or FIFO only when it is named itself")
         return ("stream", cur)
 
 
-def _may_follow(shown: str, link: str, st: os.stat_result) -> None:
+def _hop(shown: str, hops: list) -> None:
+    hops[0] += 1
+    if hops[0] > MAX_LINK_HOPS:
+        raise InputError(f"{shown}: too many levels of symbolic links")
+
+
+def _real_dir(shown: str, d: str, hops: list) -> str:
+    """The absolute directory ``d`` with no symbolic link left in it: each link among its components is
+    judged as a final link is (:func:`_may_follow`; one root owns is followed for any caller: ``/var/run``)
+    and replaced by what it names. Raises :class:`InputError` where a component is missing or not a
+    directory."""
+    todo = [c for c in d.split("/") if c not in ("", ".")][::-1]
+    done: list = []
+    while todo:
+        comp = todo.pop()
+        if comp == "..":
+            if done:
+                done.pop()
+            continue
+        here = "/" + "/".join(done + [comp])
+        try:
+            st = os.lstat(here)
+        except OSError as e:
+            raise InputError(f"{shown}: directory {here} does not exist" if isinstance(e, FileNotFoundError)
+                             else f"{shown}: cannot write there ({e.strerror or e})") from None
+        if stat.S_ISLNK(st.st_mode):
+            _may_follow(shown, here, st, dir_link=True)
+            _hop(shown, hops)
+            target = os.readlink(here)
+            if target.startswith("/"):
+                done = []
+            todo.extend(c for c in target.split("/")[::-1] if c not in ("", "."))
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            raise InputError(f"{shown}: {here} is not a directory")
+        done.append(comp)
+    return "/" + "/".join(done)
+
+
+def _open_dir(shown: str, d: str) -> int:
+    """The directory ``d`` (with no link in it, :func:`_real_dir`) opened one component at a time, none of
+    them followed if it has become a link since it was looked at."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    walk = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    parts = [c for c in d.split("/") if c]
+    fd = os.open("/", flags if not parts else walk)
+    try:
+        for i, comp in enumerate(parts):
+            nxt = os.open(comp, (flags | os.O_NOFOLLOW) if i == len(parts) - 1 else walk, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise InputError(f"{shown}: a directory of the path became a symbolic link while it was written; "
+                             "nothing written") from None
+        raise InputError(f"{shown}: cannot write there ({e.strerror or e})") from None
+    return fd
+
+
+def _may_follow(shown: str, link: str, st: os.stat_result, dir_link: bool = False) -> None:
     """Refuse a link the caller does not own, or one in a directory others may write in (sticky or
     world-writable): another user may have planted it there to make a root run write elsewhere."""
     me = os.geteuid()
     what = "is a symbolic link" if link == os.path.abspath(shown) else f"leads through {link}, a symbolic link"
-    if st.st_uid != me:
+    if st.st_uid != me and not (dir_link and st.st_uid == 0):
         raise InputError(f"{shown}: {what} owned by uid {st.st_uid}, not by this user "
                          f"(uid {me}); gdrcheck does not write through another user's link: name the file "
                          "itself")
@@ -151,12 +215,12 @@ def atomic_file(path: str, binary: bool = False, prefix: Optional[str] = None,
             yield f
         return
     _, d, name, st = plan
+    dfd = _open_dir(path, d)
     try:
-        dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as e:
-        raise InputError(f"{path}: cannot write there ({e.strerror or e})") from None
-    try:
-        fd, tmp = _temporary(path, dfd, prefix or "." + name[:120] + ".")
+        from gdrcheck.io.leftovers import sweep_outputs, tag
+
+        sweep_outputs(dfd)  # what a run killed outright left here (a hidden temporary file)
+        fd, tmp = _temporary(path, dfd, (prefix or "." + name[:120] + ".") + tag())
         try:
             with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
                 yield f
@@ -201,21 +265,44 @@ def _rename(shown: str, dfd: int, tmp: str, name: str) -> None:
 
 
 def _take_over(fd: int, st: Optional[os.stat_result], mode: Optional[int], shared_dir: int) -> None:
-    """The new file gets what the file it replaces had (its mode, and as root its owner, except in a
-    directory others may write in), so a textfile collector's 0600 file owned by its user stays so; a new
-    file gets ``mode`` less the umask, as ``open`` would give it. ``mode`` None keeps 0600 (a snapshot
-    describes the machine)."""
+    """The new file's owner and mode. Never a set-id or sticky bit. A file replacing the caller's own keeps
+    its permission bits (a textfile collector's 0600 stays 0600); as root, a file replacing another user's in
+    a directory of root's or that user's (not one others may write in) is given back to that user with that
+    user's permission bits; any other file root makes is root's own, 0644 (0600 where the replaced file was
+    not readable by others), never group- or world-writable. A new file gets ``mode`` less the umask, as
+    ``open`` would give it. ``mode`` None keeps 0600 (a snapshot describes the machine)."""
     if mode is None:
         return
-    if st is not None:
-        os.fchmod(fd, stat.S_IMODE(st.st_mode))
-        if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0) and not shared_dir:
-            with contextlib.suppress(OSError):
-                os.fchown(fd, st.st_uid, st.st_gid)
+    if st is None:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, _roots_mode(mode & ~mask) if os.geteuid() == 0 else mode & ~mask)
         return
-    mask = os.umask(0)
-    os.umask(mask)
-    os.fchmod(fd, mode & ~mask)
+    kept = stat.S_IMODE(st.st_mode) & 0o777
+    if os.geteuid() != 0:
+        os.fchmod(fd, kept)
+    elif st.st_uid == 0:
+        if st.st_gid != 0 and not shared_dir:
+            _given_back(fd, st)  # root's file of a group (root:prometheus 0640) stays that group's
+        os.fchmod(fd, _roots_mode(kept))
+    elif not shared_dir and _given_back(fd, st):
+        os.fchmod(fd, kept)
+    else:
+        os.fchmod(fd, 0o644 if kept & 0o004 else 0o600)
+
+
+def _roots_mode(mode: int) -> int:
+    """A mode root gives a file of its own: no set-id bit, no write by group or others."""
+    return mode & 0o755
+
+
+def _given_back(fd: int, st: os.stat_result) -> bool:
+    """The new file handed to the replaced file's owner and group (root's run), False where that failed."""
+    try:
+        os.fchown(fd, st.st_uid, st.st_gid)
+    except OSError:
+        return False
+    return (os.fstat(fd).st_uid, os.fstat(fd).st_gid) == (st.st_uid, st.st_gid)
 
 
 @contextlib.contextmanager

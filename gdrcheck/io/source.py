@@ -238,6 +238,35 @@ class Source:
             return None
         return data.decode("utf-8", "replace")
 
+    def refuse(self, path: str, why: str) -> None:
+        """``path`` is not read, for ``why`` (:mod:`gdrcheck.io.read_as`)."""
+        self._errors[path] = why
+
+    def read_text_if_same(self, path: str, limit: int, ident: tuple) -> Optional[str]:
+        """``read_text(path)`` from the file ``ident`` (device, inode) names, None where ``path`` now leads to
+        another: it was replaced after it was judged (:mod:`gdrcheck.io.read_as`)."""
+        real = self.resolve(path)
+        if real is None:
+            return None
+        try:
+            fd = self._open_nofollow(real)
+        except OSError as e:
+            self._errors[path] = _why(e)
+            return None
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != ident or not stat.S_ISREG(st.st_mode):
+                self._errors[path] = "not read: replaced while it was looked at"
+                return None
+            data = os.read(fd, limit)
+        except OSError as e:
+            self._errors[path] = _why(e)
+            return None
+        finally:
+            os.close(fd)
+        self._note(real, "f", data)
+        return data.decode("utf-8", "replace")
+
     def read_line(self, path: str) -> Optional[str]:
         """First line, stripped: the shape of most sysfs attributes."""
         text = self.read_text(path, 4096)

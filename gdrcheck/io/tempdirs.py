@@ -27,10 +27,18 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def make(prefix: str = "gdrcheck-") -> str:
-    """A new private directory (mode 0700) under ``$TMPDIR``, removed by :func:`remove`."""
+    """A new private directory (mode 0700) under ``$TMPDIR``, removed by :func:`remove`; named with this run's
+    pid, so a later run removes it if this one is killed outright (:mod:`gdrcheck.io.leftovers`), and removing
+    what such runs left there first."""
     import tempfile
 
-    d = tempfile.mkdtemp(prefix=prefix)
+    from gdrcheck.io.leftovers import sweep_unpacked, tag
+
+    top = tempfile.gettempdir()
+    if prefix == "gdrcheck-":
+        sweep_unpacked(top)
+        prefix = tag()
+    d = tempfile.mkdtemp(prefix=prefix, dir=top)
     _DIRS.add(d)
     return d
 

@@ -6,6 +6,7 @@ import json
 from html import escape
 
 from gdrcheck.errors import InputError
+from gdrcheck.probe.doc_types import probe_schema, type_problem
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,8 +26,13 @@ def load_probe(path: str) -> dict[str, Any]:
         raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
     except ValueError as e:
         raise InputError(f"{path}: not a probe document (JSON: {e})") from None
+    except RecursionError:
+        raise InputError(f"{path}: not a probe document (JSON nested too deeply)") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("checks"), list) or "dry_run" not in doc:
         raise InputError(f"{path}: not a probe document (gdrcheck probe --json writes one)")
+    problem = type_problem(doc, probe_schema())
+    if problem:
+        raise InputError(f"{path}: not a probe document as gdrcheck probe --json writes it: {problem}")
     return doc
 
 

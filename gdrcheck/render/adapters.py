@@ -51,10 +51,16 @@ def nagios(doc: dict[str, Any]) -> tuple[str, str]:
     c = _counts(doc)
     perf = (f"pairs={len(doc['pairs'])};;;0 ok={c['ok']};;;0 degraded={c['degraded']};;;0 fail={c['fail']};;;0 "
             f"unknown={c['unknown']};;;0 errors={sev['error']};;;0 warnings={sev['warning']};;;0")
-    lines = [f"GDRCHECK {state} - {headline} | {perf}"]
-    lines += [f"{f['code']} {f['severity']}: {f['message']}" for f in doc["findings"]
+    lines = [f"GDRCHECK {state} - {_no_pipe(headline)} | {perf}"]
+    lines += [_no_pipe(f"{f['code']} {f['severity']}: {f['message']}") for f in doc["findings"]
               if f["severity"] in ("error", "warning")]
     return "\n".join(lines) + "\n", word
+
+
+def _no_pipe(text: str) -> str:
+    """Text of a Nagios line with no ``|``: Nagios reads what follows one as performance data, so a ``|`` in a
+    name or a setting from the input (``NCCL_SOCKET_IFNAME=eth0|ok=1``) could add figures of its own."""
+    return text.replace("|", "/")
 
 
 def _headline(findings: list[dict[str, Any]], rules: dict[str, Any]) -> str:
@@ -73,7 +79,7 @@ def usage_line(fmt: str, message: str) -> str:
     from gdrcheck.documents.pairs import _fit
 
     if fmt == "nagios":
-        return "GDRCHECK UNKNOWN - " + _fit("gdrcheck error: " + message) + "\n"
+        return "GDRCHECK UNKNOWN - " + _no_pipe(_fit("gdrcheck error: " + message)) + "\n"
     return _fit("gdrcheck error: " + message) + "\n"
 
 

@@ -40,7 +40,27 @@ def wrap(line, width: int, hang: Optional[int] = None) -> list:
     if hang is None:
         hang = len(plain) - len(plain.lstrip(" "))
     hang = min(hang, max(width // 2, 0))
+    spans = _breaks(plain, width, hang)
+    # one division of the text at every break (slicing a rich Text copies all of it: a slice per piece was
+    # quadratic in a long line)
+    cuts = sorted({p for span in spans for p in span} - {0, len(plain)})
+    parts = text.divide(cuts)
+    at = {0: 0}
+    for i, c in enumerate(cuts):
+        at[c] = i + 1
     out = []
+    for k, (start, end) in enumerate(spans):
+        piece = parts[at[start]] if at.get(end, len(cuts) + 1) == at[start] + 1 else text[start:end]
+        piece.rstrip()
+        if k:
+            piece = _text(" " * hang) + piece
+        out.append(piece)
+    return out
+
+
+def _breaks(plain: str, width: int, hang: int) -> list:
+    """``(start, end)`` of each wrapped piece of ``plain``."""
+    spans = []
     start, first = 0, True
     n = len(plain)
     while start < n:
@@ -55,16 +75,12 @@ def wrap(line, width: int, hang: Optional[int] = None) -> list:
             if end <= start:  # one long word: keep it whole
                 end = plain.find(" ", start + room)
                 end = n if end == -1 else end
-        piece = text[start:end]
-        piece.rstrip()
-        if not first:
-            piece = _text(" " * hang) + piece
-        out.append(piece)
+        spans.append((start, end))
         first = False
         start = end
         while start < n and plain[start] == " ":
             start += 1
-    return out
+    return spans
 
 
 def put(console, line, hang: Optional[int] = None) -> None:

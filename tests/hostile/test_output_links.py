@@ -306,3 +306,48 @@ def test_docs_and_contrib_never_write_into_a_world_writable_directory():
     hits = [f"{p.relative_to(root)}: {line.strip()}" for p in files
             for line in p.read_text(errors="replace").splitlines() if bad.search(line)]
     assert hits == []
+
+
+# -- a link among the directories of the path: judged as a final link is -------------------------------------
+
+
+def test_another_users_link_among_the_directories_is_refused(place, caller):
+    """A user's ``pub/d -> /etc/cron.d``: root's ``--output pub/d/job`` wrote into /etc/cron.d."""
+    pub = os.path.join(place["mine"], "pub")
+    os.mkdir(pub)
+    os.chown(pub, *OTHER[caller])
+    link(place["outside"], os.path.join(pub, "d"), OTHER[caller])
+    msg = as_caller(caller, write(os.path.join(pub, "d", "job")))
+    if caller == "nobody":  # root's link is followed for any caller (/var/run -> /run)
+        assert msg == "ok" and listing(place["outside"]) == ["job"]
+        return
+    assert f"leads through {pub}/d, a symbolic link owned by uid" in msg, msg
+    assert listing(place["outside"]) == []
+
+
+def test_a_planted_link_among_the_directories_in_the_shared_directory_is_refused(place, caller):
+    link(place["outside"], os.path.join(place["shared"], "d"), CALLERS[caller])
+    msg = as_caller(caller, write(os.path.join(place["shared"], "d", "job")))
+    assert "a directory others may write in" in msg, msg
+    assert listing(place["outside"]) == []
+
+
+def test_the_callers_own_link_among_the_directories_is_followed(place, caller):
+    link(place["outside"], os.path.join(place["mine"], "d"), CALLERS[caller])
+    assert as_caller(caller, write(os.path.join(place["mine"], "d", "..", "d", "job"))) == "ok"
+    assert listing(place["outside"]) == ["job"] and os.path.islink(os.path.join(place["mine"], "d"))
+
+
+def test_a_final_links_target_through_another_users_directory_link_is_refused(place, caller):
+    """The caller's own final link names a file behind another user's directory link: refused too."""
+    pub = os.path.join(place["mine"], "pub")
+    os.mkdir(pub)
+    link(place["outside"], os.path.join(pub, "d"), OTHER[caller])
+    mine = os.path.join(place["mine"], "out")
+    link(os.path.join(pub, "d", "job"), mine, CALLERS[caller])
+    msg = as_caller(caller, write(mine))
+    if caller == "nobody":
+        assert msg == "ok"
+        return
+    assert "a symbolic link owned by uid" in msg, msg
+    assert listing(place["outside"]) == []

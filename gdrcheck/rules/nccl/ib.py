@@ -46,19 +46,51 @@ def parse_hca(spec: str) -> tuple[bool, bool, list[tuple[str, int]]]:
     return exclude, exact, items
 
 
-def _listed(name: str, port: Optional[int], exact: bool, items: list[tuple[str, int]]) -> Optional[bool]:
-    """``matchIfList`` for one port; None when the port is not known and the answer depends on it."""
-    if not items:
-        return True
-    hit, depends = False, False
-    for prefix, want in items:
-        if not (name == prefix if exact else name.startswith(prefix)):
-            continue
-        if want == -1 or port == want:
-            hit = True
-        elif port is None:
-            depends = True
-    return True if hit else None if depends else False
+class NameList:
+    """A parsed ``NCCL_IB_HCA`` / ``NCCL_SOCKET_IFNAME`` list indexed once: the ports listed with each name
+    (exact) or prefix, so a lookup costs the name's length, not the list's (a list of many thousand entries
+    times every interface and pair burned CPU)."""
+
+    def __init__(self, spec: str) -> None:
+        self.exclude, self.exact, items = parse_hca(spec)
+        self.empty = not items
+        self._ports: dict[str, set] = {}
+        for name, port in items:
+            self._ports.setdefault(name, set()).add(port)
+        self._lengths = sorted({len(n) for n in self._ports})
+
+    def ports(self, name: str) -> set:
+        """The ports listed with ``name`` (-1: every port); empty when it is not listed."""
+        if self.exact:
+            return self._ports.get(name, set())
+        got: set = set()
+        for k in self._lengths:
+            if k > len(name):
+                break
+            got |= self._ports.get(name[:k], set())
+        return got
+
+    def listed(self, name: str, port: Optional[int]) -> Optional[bool]:
+        """``matchIfList`` for one port; None when the port is not known and the answer depends on it."""
+        if self.empty:
+            return True
+        wants = self.ports(name)
+        if -1 in wants or (port is not None and port in wants):
+            return True
+        return None if port is None and wants else False
+
+
+_NAME_LISTS: dict[str, NameList] = {}
+
+
+def name_list(spec: str) -> NameList:
+    """:class:`NameList` of ``spec``, made once per run for each setting's value."""
+    got = _NAME_LISTS.get(spec)
+    if got is None:
+        if len(_NAME_LISTS) > 64:
+            _NAME_LISTS.clear()
+        got = _NAME_LISTS[spec] = NameList(spec)
+    return got
 
 
 def hca_match(spec: str, names: tuple[str, ...], ports: Mapping[str, Mapping[str, str]]) -> Optional[bool]:
@@ -66,14 +98,14 @@ def hca_match(spec: str, names: tuple[str, ...], ports: Mapping[str, Mapping[str
     the input shows them (ACTIVE ones count; none shown: the port is not known)."""
     if not names:
         return None
-    exclude, exact, items = parse_hca(spec)
+    listing = name_list(spec)
     seen: list[Optional[bool]] = []
     for dev in names:
         shown = ports.get(dev) or {}
         active = [int(p) for p, s in shown.items() if str(p).isdigit() and s == "ACTIVE"]
         for port in (active or ([None] if not shown else [])):
-            got = _listed(dev, port, exact, items)
-            seen.append(None if got is None else (got != exclude))
+            got = listing.listed(dev, port)
+            seen.append(None if got is None else (got != listing.exclude))
     if any(seen):
         return True
     return None if any(s is None for s in seen) else False
@@ -139,10 +171,10 @@ def ip_interface_found(version, env: Mapping[str, str],
                              if (k == "NCCL_SOCKET_IFNAME" and spec) or (k == "NCCL_SOCKET_FAMILY" and family))
         return None, (f"{asked}: whether an interface of that name is up with an address is not in this input "
                       "(NCCL's IB transport needs one, v2.30.7 net_ib/init.cc:305-310)")
-    exclude, exact, items = parse_hca(spec)
+    listing = name_list(spec)
     seen: list[Optional[bool]] = []
     for name, fams in interfaces.items():
-        if items and any((name == p if exact else name.startswith(p)) for p, _port in items) == exclude:
+        if not listing.empty and bool(listing.ports(name)) == listing.exclude:
             continue
         seen.append(_qualifies(fams, family, version >= RUNNING_FROM))
     if any(seen):
