@@ -136,7 +136,8 @@ def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
         logv = version
     rk = log_lines.Ranks(job, topo, logv)
     gpus = set(topo.of_kind("gpu"))
-    missing = sorted({r[1] for r in rk.ranks.values() if r[1] and (r[0] == host or host is None)} - gpus)
+    missing = sorted({r[1] for r in rk.ranks.values() if r[1] and (r[0] == host or host is None)} - gpus
+                     - set(job.get("unplaced") or ()))
     gg, gn = log_lines.connection_lines(job, topo, rk, gpus)
     log_lines.pair_gdr_lines(job, topo, rk, gpus, gn)
     summary = {"log": log.label, "host": host, "host_reason": job.get("host_reason"), "notes": rk.notes,
@@ -390,7 +391,8 @@ def check(ctx) -> Iterable[Finding]:
                       f"{n_other} rank(s) on {', '.join(others[:4])}{', ...' if len(others) > 4 else ''} are not "
                       "judged here")
     gpus = set(ctx.topo.of_kind("gpu"))
-    missing = sorted({r.bdf for r in log.ranks if (r.host == host or host is None)} - gpus)
+    missing = sorted({r.bdf for r in log.ranks if (r.host == host or host is None)} - gpus
+                     - set(job.get("unplaced") or ()))  # a bus id a matrix cannot place is not elsewhere
     if missing:
         yield Finding(NOT_THIS_NODE.code, "warning", ("host",),
                       f"the log's ranks on {host or 'this host'} use GPUs at {', '.join(missing[:4])}"
