@@ -240,13 +240,13 @@ class _LogReader:
         self.conn_seen: set = set()
         self.warns: list[tuple] = []
         self.warn_seen: set = set()
-        self.hosts: list[str] = []
+        self.hosts: dict[str, None] = {}  # in the order the log names them; a dict: each line's look-up is O(1)
         self.n = self.other = 0
 
     def read(self, host, pid, dev, level, msg, where, line) -> None:
         self.n += 1
-        if host and host not in self.hosts:
-            self.hosts.append(host)
+        if host:
+            self.hosts.setdefault(host)
         if level == "WARN":
             if len(self.warns) < MAX_KEPT and (host, msg) not in self.warn_seen:  # every rank repeats a warning
                 self.warn_seen.add((host, msg))
@@ -370,18 +370,30 @@ def choose_host(log: NcclLog, node_gpus, hostname: Optional[str]) -> tuple[Optio
     if hostname and hostname.split(".")[0] in hosts:
         return hostname.split(".")[0], "the node's host name"
 
-    def score(h):
-        rs = [r for r in log.ranks if r.host == h]
-        n = len(rs) or len({c.local for c in log.connections if c.host == h})  # no Init lines: ranks that printed
-        return (sum(1 for r in rs if r.bdf in node_gpus), n, -hosts.index(h))
-
-    best = max(hosts, key=score)
-    s = score(best)
-    if s[0] and sum(1 for h in hosts if score(h)[0] == s[0]) == 1:
+    scores = _host_scores(log, node_gpus)
+    best = max(hosts, key=scores.__getitem__)
+    s = scores[best]
+    if s[0] and sum(1 for v in scores.values() if v[0] == s[0]) == 1:
         return best, "the host whose GPUs' bus ids the node shows"
-    if sum(1 for h in hosts if score(h)[1] == s[1]) == 1:
+    if sum(1 for v in scores.values() if v[1] == s[1]) == 1:
         return best, "the host with the most ranks"
     return best, "the first host in the log (hosts with as many ranks tie; the node's input names none of them)"
+
+
+def _host_scores(log: NcclLog, node_gpus) -> dict[str, tuple[int, int, int]]:
+    """Per host, in one pass over the log: (its ranks' GPUs the node shows, its ranks, minus its place in the
+    log). A host without Init lines counts the ranks that printed its connection lines."""
+    shown = dict.fromkeys(log.hosts, 0)
+    ranks = dict.fromkeys(log.hosts, 0)
+    for r in log.ranks:
+        if r.host in ranks:
+            ranks[r.host] += 1
+            shown[r.host] += r.bdf in node_gpus
+    printed: dict[str, set] = {}
+    for c in log.connections:
+        if c.host in ranks and not ranks[c.host]:
+            printed.setdefault(c.host, set()).add(c.local)
+    return {h: (shown[h], ranks[h] or len(printed.get(h, ())), -i) for i, h in enumerate(log.hosts)}
 
 
 def bus_ids_shown(log: NcclLog, host: Optional[str]) -> list[tuple[str, str]]:
