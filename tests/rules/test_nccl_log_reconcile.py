@@ -288,3 +288,11 @@ def test_env_the_logged_job_did_not_have_is_named_as_the_cause(node):
     obs = [p["nccl"]["observed"] for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
     assert len(obs) == 6 and all(o["agrees"] is False for o in obs)
     assert all(o["cause"].startswith("--env NCCL_P2P_DISABLE=1 is not what the logged job ran with") for o in obs)
+
+
+def test_a_setting_the_log_reports_is_said_to_be_set_in_the_jobs_log(node):
+    """p2p-disable: NCCL_P2P_DISABLE=1 reached the judgement through the job's log, not through --env."""
+    doc = _doc(node, RUNS / "p2p-disable" / "nccl.log")
+    said = [f["message"] for f in doc["findings"] if f["code"] == "GDR015" or "turns P2P off" in f["message"]]
+    assert said and all("(set in the job's NCCL log)" in m for m in said)
+    assert not any("gdrcheck --env" in f["message"] for f in doc["findings"])

@@ -9,6 +9,15 @@ if TYPE_CHECKING:
     from typing import Any, Optional
 
 
+JOB_LOG = "the job's NCCL log"  # where a setting came from: NCCL reported it set ("... set by environment to")
+
+
+def job_settings(snap) -> dict[str, str]:
+    """Every ``NCCL_*`` the job's log reports set, with its value as NCCL reported it."""
+    job = job_log(snap)
+    return {name: value for name, value, _line in job["log"].settings} if job is not None else {}
+
+
 def job_log(snap) -> Optional[dict[str, Any]]:
     f = snap.host.get("nccl_log")
     return f.value if f is not None and isinstance(f.value, dict) else None
