@@ -160,7 +160,8 @@ def _render_log(doc, console, names) -> None:
     if not log:
         return
     blank(console)
-    head = f"NCCL log {log['file']}: NCCL {log.get('version') or '?'}"
+    lib = f"RCCL {log['rccl_version']}" if log.get("rccl_version") else f"NCCL {log.get('version') or '?'}"
+    head = f"NCCL log {log['file']}: {lib}"
     if log.get("host"):
         head += f", host {log['host']}"
     put(console, head + f": {log['summary']}")

@@ -326,6 +326,8 @@ def log_doc(evaluation) -> Optional[dict[str, Any]]:
         "pairs_observed": summary["pairs"], "pairs_agree": summary["agree"], "pairs_differ": summary["differ"],
         "pairs_settled": summary["settled"], "connections": summary["connections"],
     }
+    if log.rccl_version:  # RCCL ran: its version, and NCCL's version left unset (RCCL's rules are RCCL's)
+        doc.update(rccl_version=log.rccl_version, rccl_hip=log.rccl_hip)
     if summary["notes"]:
         doc["notes"] = list(summary["notes"])
     doc["summary"] = summary_sentence(summary)

@@ -111,3 +111,21 @@ def test_a_log_before_nvmldev_is_placed_by_bus_order():
     assert _gpus(doc) == {"0000:87:00.0": 0, "0000:8d:00.0": 1, "0000:c7:00.0": 2, "0000:ca:00.0": 3}
     assert "GDR184" not in _codes(doc) and doc["nccl"]["log"]["pairs_observed"] == 5
     assert any("placed by PCI bus order" in n for n in doc["notes"])
+
+
+def test_the_log_without_its_tag_beside_its_matrix(tmp_path):
+    """default-run-tag-cut: the run's log pasted with 'NCCL INFO' cut off, beside the same machine's topo -m."""
+    log = tmp_path / "cut.log"
+    log.write_text((RUNS / "default" / "nccl.log").read_text().replace("NCCL INFO ", ""))
+    doc = _doc(RUNS / "smi" / "topo-m.txt", log)
+    assert doc["nccl"]["log"]["pairs_observed"] == 6 and "GDR184" not in _codes(doc)
+
+
+def test_an_rccl_log_says_rccl(tmp_path):
+    """rccl-log: RCCL's version is its own field; NCCL's stays null."""
+    log = tmp_path / "rccl.log"
+    log.write_text("RCCL version 2.20.5+hip6.2 f9a9e8a\n"
+                   "mi300:12:12 [0] NCCL INFO comm 0x55d1 rank 0 nranks 8 cudaDev 0 busId 5000 commId 0x1 - Init "
+                   "START\n")
+    got = _doc(log)["nccl"]["log"]
+    assert (got["rccl_version"], got["rccl_hip"], got["version"]) == ("2.20.5", "6.2", None)

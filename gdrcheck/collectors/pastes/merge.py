@@ -260,7 +260,8 @@ class _Merge(MatrixSteps):
                     new.append(bdf)
             self._place(new, label)
         unplaced = self._place_log(log, host, label)
-        said = f"NCCL {log.version or '(version not shown)'} log of {len(log.ranks) or 'no'} rank(s)"
+        lib = f"RCCL {log.rccl_version}" if log.rccl_version else f"NCCL {log.version or '(version not shown)'}"
+        said = f"{lib} log of {len(log.ranks) or 'no'} rank(s)"
         if log.hosts:
             said += f" on {len(log.hosts)} host(s) ({', '.join(log.hosts[:4])}{', ...' if len(log.hosts) > 4 else ''})"
         if host is not None and len(log.hosts) > 1:

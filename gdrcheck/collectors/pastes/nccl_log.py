@@ -3,11 +3,15 @@
 Recognised by content: lines carrying ``NCCL INFO`` or ``NCCL WARN``, with NCCL's prefix
 ``host:pid:tid [cudaDev]`` (v2.28.9 ``src/debug.cc:347-363``; the host is cut at its first dot) or
 without it, anywhere in a line (``mpirun --tag-output``, ``torchrun`` prefixes), between any other
-program output, from one process or from several ranks' files given together.
+program output, from one process or from several ranks' files given together. Lines copied without the
+``NCCL INFO`` tag (``host:pid:tid [0] Channel 00/0 : ...`` or the message alone) are read where the message is
+one only NCCL prints (a connection, a rank's Init line, the network devices, the version); RCCL's log alike.
 
 What is read, with the NCCL line that says it (v2.28.9 unless named):
 
 * the version, ``NCCL version 2.28.9+cuda13.0``, and ``cudaDriverVersion 13000`` (``misc/cudawrap.cc:273``);
+  RCCL's ``RCCL version 2.20.5+hip6.2`` as ``rccl_version`` (the NCCL it follows has the same number; NCCL's
+  own ``version`` stays unset, for no NCCL ran);
 * the settings NCCL took, ``NCCL_P2P_LEVEL set by environment to LOC`` (``graph/paths.cc:247``; settings files
   are applied to the environment first, so ``/etc/nccl.conf`` and ``NCCL_CONF_FILE`` values read the same),
   numeric ones ``... set by environment to 1.`` (``misc/param.cc:89``);
@@ -48,6 +52,15 @@ _LINE = lazy_pattern(r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) )?\[(?
                      r"(?:(?P<where>\S+:\d+) )?NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
 _BARE = lazy_pattern(r"(?:^|\s)NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
 _VERSION = lazy_pattern(r"^NCCL version (\d+\.\d+\.\d+)(?:[-+]cuda(\d+\.\d+))?")
+# RCCL (ROCm): "RCCL version 2.20.5+hip6.2 <git hash>" (rocm-6.2.0 src/init.cc:686), later
+# "RCCL version : 2.21.5-<hash>" (ROCm/rccl src/init.cc:719 at 0cbce2a7); the number is
+# NCCL_MAJOR.NCCL_MINOR.NCCL_PATCH, the NCCL release RCCL follows
+_RCCL_VERSION = lazy_pattern(r"^RCCL version(?: :)? (\d+\.\d+\.\d+)(?:\+hip(\d+\.\d+))?")
+# a line copied without its "NCCL INFO" tag: NCCL's prefix (optional), then a message only NCCL prints
+_UNTAGGED = lazy_pattern(r"^(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) )?(?:\[(?P<dev>\d+)\] )?"
+                         r"(?P<msg>(?:Channel \d+(?:/\d+)? : \d+|Ring \d+ : \d+|[NR]CCL version |cudaDriverVersion \d|"
+                         r"NET/\S+ ?: |GPU Direct RDMA |NCCL_[A-Z0-9_]+ set by environment to |Using network |"
+                         r"ncclCommInitRank|comm 0x[0-9a-fA-F]+ rank \d+ nranks |DMA-BUF is available ).*)$")
 _DRIVER = lazy_pattern(r"^cudaDriverVersion (\d+)")
 _SET = lazy_pattern(r"^(NCCL_[A-Z0-9_]+) set by environment to (.*?)\s*$")
 _RANK = lazy_pattern(r"\brank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-fA-F]+)"
@@ -145,6 +158,8 @@ class NcclLog:
     hosts: tuple[str, ...]
     lines: int  # NCCL lines read
     other_lines: int  # lines of other program output between them
+    rccl_version: Optional[str] = None  # RCCL's "RCCL version X.Y.Z": RCCL ran, not NCCL (version stays None)
+    rccl_hip: Optional[str] = None  # the HIP RCCL was built with (+hipX.Y)
 
     def setting(self, name: str) -> Optional[str]:
         for n, v, _line in self.settings:
@@ -167,14 +182,15 @@ def bdf_of_busid(text: str) -> Optional[str]:
 
 
 def nccl_lines(text: str):
-    """``(host, pid, cudaDev, level, message, where, line)`` for each NCCL line; other lines as None."""
+    """``(host, pid, cudaDev, level, message, where, line)`` for each NCCL line; other lines as None.
+
+    A line without the ``NCCL INFO`` tag is NCCL's when its message is one only NCCL prints (:data:`_UNTAGGED`):
+    rank 0's version line (printed without NCCL's prefix up to 2.2x, ``init.cc`` showVersion; RCCL's too) and
+    lines copied with the tag cut off, with or without ``host:pid:tid [dev]``."""
     for raw in text.splitlines():
         line = raw.rstrip("\r")
-        i = line.find("NCCL ")
-        if i < 0 or ("NCCL INFO" not in line and "NCCL WARN" not in line):
-            # up to 2.2x rank 0 prints the version without NCCL's prefix (init.cc, showVersion)
-            v = _VERSION.match(line.strip()) if i >= 0 else None
-            yield (None, None, None, "INFO", line.strip(), None, line.strip()) if v else None
+        if "NCCL INFO" not in line and "NCCL WARN" not in line:
+            yield _untagged(line.strip())
             continue
         m = _LINE.search(line)
         if m:
@@ -188,20 +204,38 @@ def nccl_lines(text: str):
             yield None
 
 
+def _untagged(line: str):
+    m = _UNTAGGED.match(line)
+    if m is None:
+        return None
+    pid, dev = m.group("pid"), m.group("dev")
+    return (m.group("host"), int(pid) if pid else None, int(dev) if dev is not None else None, "INFO",
+            m.group("msg"), None, line)
+
+
 def looks_like_nccl_log(text: str) -> bool:
-    """At least two NCCL lines, or one that names the version or a connection."""
+    """At least two NCCL lines, or one that names the version or a connection; without the ``NCCL INFO`` tag,
+    two lines of a connection, a rank, the network devices or the version."""
     head = text[:1 << 20]
-    if "NCCL INFO" not in head and "NCCL WARN" not in head:
+    tagged = "NCCL INFO" in head or "NCCL WARN" in head
+    if not tagged and not _UNTAGGED_HINT.search(head):
         return False
     n = 0
     for got in nccl_lines(head):
         if got is None:
             continue
-        n += 1
         msg = got[4]
-        if n >= 2 or _VERSION.match(msg) or _CONN.match(msg):
+        strong = _VERSION.match(msg) or _RCCL_VERSION.match(msg) or _CONN.match(msg)
+        if tagged and (n >= 1 or strong):
+            return True
+        n += 1 if tagged or strong or _init_rank(msg) or _USING.match(msg) else 0
+        if n >= 2:
             return True
     return False
+
+
+_UNTAGGED_HINT = lazy_pattern(r"^(?:\S+ )?(?:\[\d+\] )?(?:Channel \d|Ring \d|[NR]CCL version |ncclCommInitRank|NET/)",
+                              re.M)
 
 
 def _numeric(value: str) -> str:
@@ -228,6 +262,7 @@ class _LogReader:
 
     def __init__(self) -> None:
         self.version = self.cuda = self.driver = self.plugin = self.plugin_path = self.network = None
+        self.rccl = self.hip = None
         self.nnodes: Optional[int] = None
         self.settings: dict[str, tuple[str, str]] = {}
         self.nics: list[tuple] = []
@@ -281,6 +316,10 @@ class _LogReader:
         self.version = self.version or m.group(1)
         self.cuda = self.cuda or m.group(2)
 
+    def rccl_version(self, m, host, pid, dev, line) -> None:
+        self.rccl = self.rccl or m.group(1)
+        self.hip = self.hip or m.group(2)
+
     def cuda_driver(self, m, host, pid, dev, line) -> None:
         v = int(m.group(1))
         self.driver = self.driver or f"{v // 1000}.{v % 1000 // 10}"
@@ -324,7 +363,8 @@ class _LogReader:
                        nics=tuple(self.nics), hca_gdr=_dedup(self.hca), pair_gdr=_dedup(self.pair_gdr),
                        dmabuf=tuple(dict.fromkeys(self.dmabuf)), ranks=tuple(self.ranks.values()),
                        nnodes=self.nnodes, connections=tuple(self.conns), warnings=tuple(self.warns),
-                       hosts=tuple(self.hosts), lines=self.n, other_lines=self.other)
+                       hosts=tuple(self.hosts), lines=self.n, other_lines=self.other, rccl_version=self.rccl,
+                       rccl_hip=self.hip)
 
 
 def _init_rank(msg: str):
@@ -337,6 +377,7 @@ _MESSAGES = (
     (_init_rank, _LogReader.rank),
     (lambda msg: _NNODES.search(msg), _LogReader.nodes),
     (lambda msg: _VERSION.match(msg), _LogReader.nccl_version),
+    (lambda msg: _RCCL_VERSION.match(msg), _LogReader.rccl_version),
     (lambda msg: _DRIVER.match(msg), _LogReader.cuda_driver),
     (lambda msg: _SET.match(msg), _LogReader.setting),
     (lambda msg: _PLUGIN.match(msg), _LogReader.net_plugin),
@@ -454,4 +495,6 @@ def merge_logs(logs: list[NcclLog]) -> NcclLog:
         nnodes=max((lg.nnodes or 0 for lg in logs), default=0) or first.nnodes,
         connections=cat("connections"), warnings=tuple(dict.fromkeys(cat("warnings"))),
         hosts=tuple(dict.fromkeys(cat("hosts"))), lines=sum(lg.lines for lg in logs),
-        other_lines=sum(lg.other_lines for lg in logs))
+        other_lines=sum(lg.other_lines for lg in logs),
+        rccl_version=next((lg.rccl_version for lg in logs if lg.rccl_version), None),
+        rccl_hip=next((lg.rccl_hip for lg in logs if lg.rccl_hip), None))
