@@ -144,6 +144,10 @@ def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
                "gpus_not_on_node": missing, "pairs": 0, "agree": 0, "differ": 0, "settled": 0,
                "connections": 0, "agree_connections": 0}
     node_env = _node_env(snap, node)
+    from gdrcheck.rules.nccl_log_settle import SETTLED
+
+    fact = snap.host.get(SETTLED)
+    settled_p2p = fact.value if fact is not None and isinstance(fact.value, dict) else {}
     for p in pairs:
         key = (p.a, p.b)
         view = views.get(key)
@@ -155,7 +159,11 @@ def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
             obs = _observed_gdr(gn[key], view, job, node_env, snap, topo, p.b)
         else:
             continue
-        views[key] = _with_log_line(dict(view, observed=obs), job, topo, p)
+        views[key] = view = _with_log_line(dict(view, observed=obs), job, topo, p)
+        from_log = settled_p2p.get(f"{p.a} {p.b}")
+        if from_log and isinstance(view.get("reason"), str):
+            view["reason"] = view["reason"].replace("NVML P2P read/write OK", "NVML P2P read/write OK from the "
+                                                    "job's NCCL log (NCCL used P2P between them)")
         _count(summary, obs)
     return summary
 
@@ -167,10 +175,25 @@ def _with_log_line(view: dict, job, topo, p) -> dict:
     if isinstance(view.get("reason"), str) and '> in the input' in view["reason"] and p.kind == "gpu-nic":
         line = next((h.line for h in job["log"].hca_gdr if h.host in (job["host"], None)
                      and log_lines.nic_of(job, topo, h.host, h.net, h.index) == p.b), None)
+        head = view["reason"].split(": <net gdr=")[0]
         if line:
-            view["reason"] = view["reason"].split(": <net gdr=")[0] + ": NCCL's own line in the job's log (" \
-                + line.split("NCCL INFO ", 1)[-1] + ")"
+            view["reason"] = head + ": NCCL's own line in the job's log (" + line.split("NCCL INFO ", 1)[-1] + ")"
+        else:  # no HCA line: a connection through the NIC with /GDRDMA (rules.nccl.job_log.gdrdma_lines)
+            used = _gdrdma_line(job, topo, p.b)
+            if used:
+                view["reason"] = (head + ": NCCL used GPUDirect RDMA through it in the job's log ("
+                                  + used.split("NCCL INFO ", 1)[-1] + ")")
     return view
+
+
+def _gdrdma_line(job, topo, nic: str) -> Optional[str]:
+    """The job's first ``/GDRDMA`` connection line through ``nic`` (by the RDMA device name NCCL listed)."""
+    from gdrcheck.rules.nccl.job_log import gdrdma_lines
+
+    d = topo.by_bdf.get(nic)
+    names = tuple(d.rdma_devices) + tuple(d.netdevs) if d is not None else ()
+    lines = gdrdma_lines(job)
+    return next((lines[n] for n in names if n in lines), None)
 
 
 def _count(summary: dict[str, Any], obs: dict) -> None:

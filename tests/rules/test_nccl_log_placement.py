@@ -46,6 +46,9 @@ def test_the_runs_log_beside_its_matrix_lands_on_every_pair():
     gg = [p for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
     assert all(p["nccl"]["observed"]["transport"] == "P2P/CUMEM" for p in gg)
     assert any("given the bus ids of the log's ncclCommInitRank lines" in n for n in doc["notes"])
+    # NCCL 2.28.9 used P2P on every pair: the driver's P2P status is OK there, said to come from the log
+    assert "GDR008" not in _codes(doc) and all(p["nccl"]["p2p"] == "enabled" for p in gg)
+    assert all("OK from the job's NCCL log" in p["nccl"]["reason"] for p in gg)
 
 
 def test_two_of_four_gpus_beside_the_matrix():
@@ -101,6 +104,12 @@ def test_dgx_a100_matrix_and_its_jobs_log(tmp_path):
     g0 = by_pair[(gpus[0], nics["mlx5_0"])]["nccl"]["observed"]
     g2 = by_pair[(gpus[2], nics["mlx5_2"])]["nccl"]["observed"]
     assert g0["gdr"] == "enabled" and g2["gdr"] == "enabled" and "GDRDMA" in g0["transport"]
+    # /GDRDMA through mlx5_0 and mlx5_2: peer memory (or DMA-BUF) worked for them, said to come from the log
+    reason = by_pair[(gpus[0], nics["mlx5_0"])]["nccl"]["reason"]
+    assert "NCCL used GPUDirect RDMA through it in the job's log" in reason
+    unknown = next(f for f in doc["findings"] if f["code"] == "GDR021")
+    assert not {tuple(p)[1] for p in unknown["pairs"]} & {nics["mlx5_0"], nics["mlx5_2"]}
+    assert nics["mlx5_1"] in {tuple(p)[1] for p in unknown["pairs"]}
 
 
 @pytest.mark.skipif(not ADROIT.is_file(), reason="../shared/realworld is not here")
