@@ -113,7 +113,8 @@ def readdress(mapping: dict[str, str], devs: dict, facts: dict, p2p: dict, nvlin
         d = devs.pop(old)
         extra = {k: v for k, v in (d.extra or {}).items() if k != "synthetic"}
         extra["bus_id_from"] = "the job's NCCL log"
-        devs[bdf] = replace(d, bdf=bdf, root=bus_of(bdf), extra=frozen_map(extra))
+        name = f"{d.name}, bus id from the job's NCCL log" if d.name else None
+        devs[bdf] = replace(d, bdf=bdf, root=bus_of(bdf), extra=frozen_map(extra), name=name)
     for (a, b), fact in list(facts.items()):
         if a in mapping or b in mapping:
             del facts[(a, b)]
