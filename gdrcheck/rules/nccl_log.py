@@ -148,6 +148,7 @@ def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
 
     fact = snap.host.get(SETTLED)
     settled_p2p = fact.value if fact is not None and isinstance(fact.value, dict) else {}
+    local_hca = [h for h in log.hca_gdr if h.host in (host, None)]  # once: each GPU-NIC pair asks
     for p in pairs:
         key = (p.a, p.b)
         view = views.get(key)
@@ -159,7 +160,7 @@ def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
             obs = _observed_gdr(gn[key], view, job, node_env, snap, topo, p.b)
         else:
             continue
-        views[key] = view = _with_log_line(dict(view, observed=obs), job, topo, p)
+        views[key] = view = _with_log_line(dict(view, observed=obs), job, topo, p, local_hca)
         from_log = settled_p2p.get(f"{p.a} {p.b}")
         if from_log and isinstance(view.get("reason"), str):
             view["reason"] = view["reason"].replace("NVML P2P read/write OK", "NVML P2P read/write OK from the "
@@ -168,13 +169,13 @@ def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
     return summary
 
 
-def _with_log_line(view: dict, job, topo, p) -> dict:
+def _with_log_line(view: dict, job, topo, p, local_hca) -> dict:
     """A NIC flag read from NCCL's XML in the input, said instead from NCCL's own line in the job's log."""
     from gdrcheck.rules import nccl_log_lines as log_lines  # read only where a job's log is
 
     if isinstance(view.get("reason"), str) and '> in the input' in view["reason"] and p.kind == "gpu-nic":
-        line = next((h.line for h in job["log"].hca_gdr if h.host in (job["host"], None)
-                     and log_lines.nic_of(job, topo, h.host, h.net, h.index) == p.b), None)
+        line = next((h.line for h in local_hca if log_lines.nic_of(job, topo, h.host, h.net, h.index) == p.b),
+                    None)
         head = view["reason"].split(": <net gdr=")[0]
         if line:
             view["reason"] = head + ": NCCL's own line in the job's log (" + line.split("NCCL INFO ", 1)[-1] + ")"
