@@ -161,7 +161,10 @@ def pair_gdr_lines(job, topo, rk: Ranks, gpus, gn: dict[tuple[str, str], list[tu
             g = rk.gpu_of(int(pg.gpu), None)  # a rank (%d) from 2.24; hex digits are a bus id (%lx)
         else:
             g = bdf_of_busid(pg.gpu)
-        net_name = net_of(log, pg.hca) or log.network or "IB"
-        nic = nic_of(job, topo, pg.host, net_name, pg.hca)
+        hca = pg.hca
+        if logv is not None and logv < (2, 21, 0) and pg.hca_text.isdigit():
+            hca = int(pg.hca_text)  # %d before 2.21; the netId in hex from 2.21
+        net_name = net_of(log, hca) or log.network or "IB"
+        nic = nic_of(job, topo, pg.host, net_name, hca)
         if g in gpus and nic is not None and (pg.read in (None, 0) or not pg.enabled):
             gn.setdefault((g, nic), []).append((pg, {"gdrdma": pg.enabled, "via": None, "pair_line": True}))

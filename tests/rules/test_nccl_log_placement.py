@@ -138,3 +138,20 @@ def test_an_rccl_log_says_rccl(tmp_path):
                    "START\n")
     got = _doc(log)["nccl"]["log"]
     assert (got["rccl_version"], got["rccl_hip"], got["version"]) == ("2.20.5", "6.2", None)
+
+
+@pytest.mark.skipif(not DGX_A100.is_file(), reason="../shared/realworld is not here")
+def test_an_hca_printed_in_decimal_before_2_21(tmp_path):
+    """dgx-a100-2.20-pair-line: NCCL 2.20 prints 'GPU Direct RDMA ... for GPU <busId> / HCA <n>' with n in decimal
+    (v2.20.5 paths.cc:417), 2.21 the netId in hex (v2.21.5 paths.cc:419): HCA 10 is mlx5_10, not device 16."""
+    h = "dgx-a:1:1 [0] NCCL INFO "
+    log = tmp_path / "job.log"
+    log.write_text(h + "NCCL version 2.20.5+cuda12.2\n"
+                   + h + "NET/IB : Using " + " ".join(f"[{i}]mlx5_{i}:1/IB" for i in range(12)) + " ; OOB ib0:1<0>\n"
+                   + h + "ncclCommInitRank comm 0x1 rank 0 nranks 16 cudaDev 0 nvmlDev 0 busId 7000 commId 0x2 - "
+                         "Init START\n"
+                   + h + "GPU Direct RDMA Disabled for GPU 7000 / HCA 10 (distance 9 > 3)\n")
+    doc = _doc(DGX_A100, log)
+    nics = {d["rdma_devices"][0]: d["bdf"] for d in doc["devices"] if d["kind"] == "nic" and d.get("rdma_devices")}
+    seen = {p["b"] for p in doc["pairs"] if p["kind"] == "gpu-nic" and "observed" in p["nccl"]}
+    assert seen == {nics["mlx5_10"]}

@@ -10,8 +10,7 @@ one only NCCL prints (a connection, a rank's Init line, the network devices, the
 What is read, with the NCCL line that says it (v2.28.9 unless named):
 
 * the version, ``NCCL version 2.28.9+cuda13.0``, and ``cudaDriverVersion 13000`` (``misc/cudawrap.cc:273``);
-  RCCL's ``RCCL version 2.20.5+hip6.2`` as ``rccl_version`` (the NCCL it follows has the same number; NCCL's
-  own ``version`` stays unset, for no NCCL ran);
+  RCCL's ``RCCL version 2.20.5+hip6.2`` as ``rccl_version``, NCCL's ``version`` then unset (no NCCL ran);
 * the settings NCCL took, ``NCCL_P2P_LEVEL set by environment to LOC`` (``graph/paths.cc:247``; settings files
   are applied to the environment first, so ``/etc/nccl.conf`` and ``NCCL_CONF_FILE`` values read the same),
   numeric ones ``... set by environment to 1.`` (``misc/param.cc:89``);
@@ -136,6 +135,7 @@ class PairGdr:
     host: Optional[str]
     cuda_dev: Optional[int]
     line: str
+    hca_text: str = ""  # the HCA as printed: %d up to 2.20, the netId in hex (%lx) from 2.21 (paths.cc:419@v2.21.5)
 
 
 @record(frozen=True)
@@ -344,7 +344,7 @@ class _LogReader:
         self.pair_gdr.append(PairGdr(m.group(2), int(m.group(3), 16) & ((1 << 56) - 1), m.group(1) == "Enabled",
                                      int(m.group(4)), int(m.group(6)),
                                      int(m.group(7)) if m.group(7) is not None else None, m.group(8), host, dev,
-                                     line))
+                                     line, m.group(3)))
 
     def dma_buf(self, m, host, pid, dev, line) -> None:
         self.dmabuf.append((host, int(m.group(1))))
