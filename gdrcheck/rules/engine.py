@@ -102,7 +102,7 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
     options = options or Options()
     from gdrcheck.rules.nccl_log_settle import settled
 
-    snap = settled(snap)  # what a job's NCCL log settles (the driver's P2P status of pairs NCCL joined by P2P)
+    snap = settled(snap, options.env)  # what a job's NCCL log settles (its GPUs; P2P status of pairs joined by P2P)
     topo = Topology(snap)
     pairs = build_pairs(topo)
     node = nccl_node(snap, topo, pairs, options)

@@ -9,6 +9,11 @@ says their status is OK, where the input does not say it otherwise. Through an i
 input shows without NVLink, is settled. The GPU side of GPUDirect RDMA (``/GDRDMA``) is settled where the NIC's
 flag is read (:func:`gdrcheck.rules.nccl.job_log.hca_evidence`).
 
+The job's ``CUDA_VISIBLE_DEVICES`` (``--env``) places the GPUs of a log the merge could not place (NCCL before
+2.18 names no ``nvmlDev``, and a subset of GPUs cannot be placed by bus order): a rank's ``cudaDev c`` is the
+job's c-th visible GPU (:func:`gdrcheck.rules.cuda_visible.select`, in CUDA's order), so the matrix's GPU of that
+index takes the rank's bus id.
+
 Pure: a snapshot in, the same snapshot with the settled facts (and a note naming the log's line) out.
 """
 
@@ -69,9 +74,55 @@ def _direct(snap, a: str, b: str, linked: set, ends: set) -> bool:
     return (a, b) in linked or (b, a) in linked or (a not in ends and b not in ends)
 
 
-def settled(snap):
+def placed_by_visible(snap, env):
+    """``snap`` with the log's GPUs the merge left unplaced given their matrix GPU by the job's
+    ``CUDA_VISIBLE_DEVICES`` and each rank's ``cudaDev``; unchanged where that does not decide."""
+    job = job_log(snap)
+    if job is None or not job.get("unplaced") or "CUDA_VISIBLE_DEVICES" not in env:
+        return snap
+    from gdrcheck.rules import cuda_visible
+
+    synth = [d.bdf for d in snap.devices if d.extra and d.extra.get("synthetic") and d.kind_hint == "gpu"]
+    sel = cuda_visible.select(env, [cuda_visible.GpuId(b) for b in sorted(synth, key=bdf_key)])
+    if sel is None or sel.gpus is None:
+        return snap
+    mapping: dict[str, str] = {}
+    for r in job["log"].ranks:
+        if r.bdf in job["unplaced"] and r.host in (job["host"], None) and r.cuda_dev < len(sel.gpus):
+            if mapping.setdefault(sel.gpus[r.cuda_dev], r.bdf) != r.bdf:
+                return snap  # two bus ids for one visible GPU: ranks of several nodes, not placed
+    if not mapping or len(set(mapping.values())) != len(mapping):
+        return snap
+    return _readdressed(snap, job, mapping, sel)
+
+
+def _readdressed(snap, job, mapping: dict[str, str], sel):
+    from gdrcheck.collectors.pastes.merge_matrix import bus_of
+    from gdrcheck.collectors.pastes.nccl_log_place import readdress
+
+    devs = {d.bdf: d for d in snap.devices}
+    facts, p2p, nvlinks, unplaced = dict(snap.path_facts), dict(snap.p2p_status), list(snap.nvlinks), \
+        list(snap.unplaced)
+    said = ", ".join(f"GPU{devs[s].gpu_index}={b}" for s, b in sorted(mapping.items(), key=lambda kv: bdf_key(kv[0])))
+    readdress(mapping, devs, facts, p2p, nvlinks, unplaced)
+    host = dict(snap.host)
+    left = [b for b in job["unplaced"] if b not in mapping.values()]
+    host["nccl_log"] = Fact(dict(job, unplaced=left), source=host["nccl_log"].source)
+    note = (f"{job['log'].label}: the matrix's GPUs given the bus ids of the log's ranks by the job's "
+            f"CUDA_VISIBLE_DEVICES={sel.setting} and each rank's cudaDev: {said}"
+            + (f"; assumed: {sel.assumes}" if sel.assumes else ""))
+    roots = tuple(sorted({*snap.roots, *(bus_of(b) for b in mapping.values())},
+                         key=lambda r: tuple(int(x, 16) for x in r.split(":"))))
+    return replace(snap, devices=tuple(sorted(devs.values(), key=lambda d: bdf_key(d.bdf))), roots=roots,
+                   path_facts=frozen_map(facts), p2p_status=frozen_map(p2p), nvlinks=tuple(nvlinks),
+                   unplaced=tuple(unplaced), host=frozen_map(host), notes=tuple(snap.notes) + (note,))
+
+
+def settled(snap, env=None):
     """``snap`` with the driver's P2P status OK (read and write) of each pair the job's log shows connected
-    through P2P, where that settles it; unchanged where nothing does."""
+    through P2P, where that settles it (and the log's GPUs placed by ``CUDA_VISIBLE_DEVICES`` first);
+    unchanged where nothing does."""
+    snap = placed_by_visible(snap, env or {})
     job = job_log(snap)
     if job is None or not job["log"].connections:
         return snap

@@ -155,3 +155,29 @@ def test_an_hca_printed_in_decimal_before_2_21(tmp_path):
     nics = {d["rdma_devices"][0]: d["bdf"] for d in doc["devices"] if d["kind"] == "nic" and d.get("rdma_devices")}
     seen = {p["b"] for p in doc["pairs"] if p["kind"] == "gpu-nic" and "observed" in p["nccl"]}
     assert seen == {nics["mlx5_10"]}
+
+
+def _as_2_17(tmp_path) -> Path:
+    """two-gpus-cuda-visible-as-2.17: the real 2-GPU run's log as NCCL before 2.18 would print it (no nvmlDev)."""
+    import re
+
+    log = tmp_path / "old.log"
+    text = (RUNS / "two-gpus-cuda-visible" / "nccl.log").read_text()
+    text = text.replace("NCCL version 2.28.9", "NCCL version 2.17.1")
+    log.write_text(re.sub(r" nvmlDev \d+", "", text))
+    return log
+
+
+def test_a_subset_before_nvmldev_is_not_placed_nor_elsewhere(tmp_path):
+    doc = _doc(RUNS / "smi" / "topo-m.txt", _as_2_17(tmp_path))
+    assert "GDR184" not in _codes(doc) and not any(b.startswith("0000:") for b in _gpus(doc))
+    assert any("name 2 of the matrix's 4 GPUs" in n for n in doc["notes"])
+
+
+def test_a_subset_before_nvmldev_is_placed_by_cuda_visible_devices(tmp_path):
+    env = {"CUDA_VISIBLE_DEVICES": "0,1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    doc = _doc(RUNS / "smi" / "topo-m.txt", _as_2_17(tmp_path), env=env)
+    gpus = _gpus(doc)
+    assert gpus["0000:00:06.0"] == 0 and gpus["0000:00:07.0"] == 1 and len(gpus) == 4
+    assert "GDR184" not in _codes(doc) and doc["nccl"]["log"]["pairs_observed"] == 1
+    assert any("CUDA_VISIBLE_DEVICES=0,1 and each rank's cudaDev" in n for n in doc["notes"])
