@@ -164,8 +164,8 @@ def _render_log(doc, console, names) -> None:
     if not log:
         return
     blank(console)
-    lib = "RCCL" if doc["nccl"].get("library") == "rccl" else "NCCL"
-    head = f"{lib} log {log['file']}: {lib} {log.get('version') or '?'}"
+    lib = f"RCCL {log['rccl_version']}" if log.get("rccl_version") else f"NCCL {log.get('version') or '?'}"
+    head = f"{lib.split()[0]} log {log['file']}: {lib}"
     if log.get("host"):
         head += f", host {log['host']}"
     put(console, head + f": {log['summary']}")

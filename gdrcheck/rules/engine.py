@@ -100,6 +100,9 @@ def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
     from gdrcheck.rules import registry
 
     options = options or Options()
+    from gdrcheck.rules.nccl_log_settle import settled
+
+    snap = settled(snap, options.env)  # what a job's NCCL log settles (its GPUs; P2P status of pairs joined by P2P)
     topo = Topology(snap)
     pairs = build_pairs(topo)
     node = nccl_node(snap, topo, pairs, options)

@@ -136,13 +136,19 @@ def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
         logv = version
     rk = log_lines.Ranks(job, topo, logv)
     gpus = set(topo.of_kind("gpu"))
-    missing = sorted({r[1] for r in rk.ranks.values() if r[1] and (r[0] == host or host is None)} - gpus)
+    missing = sorted({r[1] for r in rk.ranks.values() if r[1] and (r[0] == host or host is None)} - gpus
+                     - set(job.get("unplaced") or ()))
     gg, gn = log_lines.connection_lines(job, topo, rk, gpus)
     log_lines.pair_gdr_lines(job, topo, rk, gpus, gn)
     summary = {"log": log.label, "host": host, "host_reason": job.get("host_reason"), "notes": rk.notes,
                "gpus_not_on_node": missing, "pairs": 0, "agree": 0, "differ": 0, "settled": 0,
                "connections": 0, "agree_connections": 0}
     node_env = _node_env(snap, node)
+    from gdrcheck.rules.nccl_log_settle import SETTLED
+
+    fact = snap.host.get(SETTLED)
+    settled_p2p = fact.value if fact is not None and isinstance(fact.value, dict) else {}
+    local_hca = [h for h in log.hca_gdr if h.host in (host, None)]  # once: each GPU-NIC pair asks
     for p in pairs:
         key = (p.a, p.b)
         view = views.get(key)
@@ -154,22 +160,41 @@ def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
             obs = _observed_gdr(gn[key], view, job, node_env, snap, topo, p.b)
         else:
             continue
-        views[key] = _with_log_line(dict(view, observed=obs), job, topo, p)
+        views[key] = view = _with_log_line(dict(view, observed=obs), job, topo, p, local_hca)
+        from_log = settled_p2p.get(f"{p.a} {p.b}")
+        if from_log and isinstance(view.get("reason"), str):
+            view["reason"] = view["reason"].replace("NVML P2P read/write OK", "NVML P2P read/write OK from the "
+                                                    "job's NCCL log (NCCL used P2P between them)")
         _count(summary, obs)
     return summary
 
 
-def _with_log_line(view: dict, job, topo, p) -> dict:
+def _with_log_line(view: dict, job, topo, p, local_hca) -> dict:
     """A NIC flag read from NCCL's XML in the input, said instead from NCCL's own line in the job's log."""
     from gdrcheck.rules import nccl_log_lines as log_lines  # read only where a job's log is
 
     if isinstance(view.get("reason"), str) and '> in the input' in view["reason"] and p.kind == "gpu-nic":
-        line = next((h.line for h in job["log"].hca_gdr if h.host in (job["host"], None)
-                     and log_lines.nic_of(job, topo, h.host, h.net, h.index) == p.b), None)
+        line = next((h.line for h in local_hca if log_lines.nic_of(job, topo, h.host, h.net, h.index) == p.b),
+                    None)
+        head = view["reason"].split(": <net gdr=")[0]
         if line:
-            view["reason"] = view["reason"].split(": <net gdr=")[0] + ": NCCL's own line in the job's log (" \
-                + line.split("NCCL INFO ", 1)[-1] + ")"
+            view["reason"] = head + ": NCCL's own line in the job's log (" + line.split("NCCL INFO ", 1)[-1] + ")"
+        else:  # no HCA line: a connection through the NIC with /GDRDMA (rules.nccl.job_log.gdrdma_lines)
+            used = _gdrdma_line(job, topo, p.b)
+            if used:
+                view["reason"] = (head + ": NCCL used GPUDirect RDMA through it in the job's log ("
+                                  + used.split("NCCL INFO ", 1)[-1] + ")")
     return view
+
+
+def _gdrdma_line(job, topo, nic: str) -> Optional[str]:
+    """The job's first ``/GDRDMA`` connection line through ``nic`` (by the RDMA device name NCCL listed)."""
+    from gdrcheck.rules.nccl.job_log import gdrdma_lines
+
+    d = topo.by_bdf.get(nic)
+    names = tuple(d.rdma_devices) + tuple(d.netdevs) if d is not None else ()
+    lines = gdrdma_lines(job)
+    return next((lines[n] for n in names if n in lines), None)
 
 
 def _count(summary: dict[str, Any], obs: dict) -> None:
@@ -325,6 +350,8 @@ def log_doc(evaluation) -> Optional[dict[str, Any]]:
         "pairs_observed": summary["pairs"], "pairs_agree": summary["agree"], "pairs_differ": summary["differ"],
         "pairs_settled": summary["settled"], "connections": summary["connections"],
     }
+    if log.rccl_version:  # RCCL ran: its version, and NCCL's version left unset (RCCL's rules are RCCL's)
+        doc.update(rccl_version=log.rccl_version, rccl_hip=log.rccl_hip)
     if summary["notes"]:
         doc["notes"] = list(summary["notes"])
     doc["summary"] = summary_sentence(summary)
@@ -390,7 +417,8 @@ def check(ctx) -> Iterable[Finding]:
                       f"{n_other} rank(s) on {', '.join(others[:4])}{', ...' if len(others) > 4 else ''} are not "
                       "judged here")
     gpus = set(ctx.topo.of_kind("gpu"))
-    missing = sorted({r.bdf for r in log.ranks if (r.host == host or host is None)} - gpus)
+    missing = sorted({r.bdf for r in log.ranks if (r.host == host or host is None)} - gpus
+                     - set(job.get("unplaced") or ()))  # a bus id a matrix cannot place is not elsewhere
     if missing:
         yield Finding(NOT_THIS_NODE.code, "warning", ("host",),
                       f"the log's ranks on {host or 'this host'} use GPUs at {', '.join(missing[:4])}"

@@ -52,10 +52,29 @@ def bdf_of_bracket(text: Optional[str], topo, version) -> Optional[str]:
     return ordered[idx] if idx < len(ordered) else None
 
 
+_NIC_INDEX: list = [None, None]  # (the log, its devices by index): the last log's, built once per log
+
+
+def _nics_by_index(log) -> dict[int, list[tuple[Optional[str], str, str]]]:
+    """The log's ``NET/<net> : Using [i]name`` devices by ``i``: (host, transport, name), in the log's order."""
+    if _NIC_INDEX[0] is not log:
+        index: dict[int, list[tuple[Optional[str], str, str]]] = {}
+        for h, t, i, d, _l in log.nics:
+            index.setdefault(i, []).append((h, t, d))
+        _NIC_INDEX[:] = [log, index]
+    return _NIC_INDEX[1]
+
+
+def net_of(log, dev: int) -> Optional[str]:
+    """The transport (``IB``, ``IBext_v8``...) the log lists device ``dev`` under, sockets last."""
+    got = [t for _h, t, _d in _nics_by_index(log).get(dev, ()) if t != "Socket"]
+    return got[0] if got else None
+
+
 def nic_of(job, topo, host, net: str, dev: int) -> Optional[str]:
     """The NIC of network device ``dev`` as the log's ``NET/<net> : Using [dev]name`` line names it."""
     log = job["log"]
-    names = [d for h, t, i, d, _l in log.nics if i == dev and (h == host or h is None or host is None)
+    names = [d for h, t, d in _nics_by_index(log).get(dev, ()) if (h == host or h is None or host is None)
              and (t == net or net.startswith(t))]
     if not names:
         return None
@@ -138,11 +157,14 @@ def pair_gdr_lines(job, topo, rk: Ranks, gpus, gn: dict[tuple[str, str], list[tu
     for pg in log.pair_gdr:
         if pg.host != local_host and local_host is not None and pg.host is not None:
             continue
-        if logv is not None and logv >= (2, 24, 0) and len(pg.gpu) < 4:
-            g = rk.gpu_of(int(pg.gpu), None)
+        if logv is not None and logv >= (2, 24, 0) and len(pg.gpu) < 4 and pg.gpu.isdigit():
+            g = rk.gpu_of(int(pg.gpu), None)  # a rank (%d) from 2.24; hex digits are a bus id (%lx)
         else:
             g = bdf_of_busid(pg.gpu)
-        net_name = next((t for _h, t, i, _d, _l in log.nics if i == pg.hca and t != "Socket"), log.network or "IB")
-        nic = nic_of(job, topo, pg.host, net_name, pg.hca)
+        hca = pg.hca
+        if logv is not None and logv < (2, 21, 0) and pg.hca_text.isdigit():
+            hca = int(pg.hca_text)  # %d before 2.21; the netId in hex from 2.21
+        net_name = net_of(log, hca) or log.network or "IB"
+        nic = nic_of(job, topo, pg.host, net_name, hca)
         if g in gpus and nic is not None and (pg.read in (None, 0) or not pg.enabled):
             gn.setdefault((g, nic), []).append((pg, {"gdrdma": pg.enabled, "via": None, "pair_line": True}))

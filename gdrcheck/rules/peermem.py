@@ -93,7 +93,12 @@ def nccl_saw_gdr(ctx: Context, nic: str) -> bool:
     (``net_ib/init.cc:546-553``)."""
     d = ctx.topo.by_bdf.get(nic)
     nets = d.extra.get("nccl_nets") if d is not None and d.extra else None
-    return any(n.get("gdr") == "1" for n in nets or ())
+    if any(n.get("gdr") == "1" for n in nets or ()):
+        return True
+    from gdrcheck.rules.nccl.job_log import hca_evidence  # the job's log: the HCA line, or /GDRDMA used through it
+
+    seen = hca_evidence(ctx.snap)
+    return d is not None and any(seen.get(n) == "1" for n in d.rdma_devices)
 
 
 def _check(ctx: Context) -> Iterable[Finding]:

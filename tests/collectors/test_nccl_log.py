@@ -115,3 +115,48 @@ def test_not_a_log():
     assert sniff("hello\nworld\n") is None
     with pytest.raises(InputError):
         parse_nccl_log("nothing of NCCL here\n", "x.log")
+
+
+def _cut_tag(text: str, prefix: bool) -> str:
+    """The real default run's log as pasted with ``NCCL INFO`` cut off (and NCCL's ``host:pid:tid [n]`` too)."""
+    import re
+
+    out = []
+    for line in text.splitlines():
+        line = line.replace("NCCL INFO ", "", 1)
+        out.append(re.sub(r"^\S+:\d+:\d+ \[\d+\] ", "", line) if not prefix else line)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("prefix", [True, False])
+def test_the_default_run_without_its_nccl_info_tag(prefix):
+    """default-run-tag-cut: the 4-GPU run's log with 'NCCL INFO' cut from every line (and the prefix too)."""
+    text = _cut_tag((RUNS / "default" / "nccl.log").read_text(), prefix)
+    assert "NCCL INFO" not in text and sniff(text) == "nccl-log"
+    lg = parse_nccl_log(text, "cut.log")
+    whole = _log(RUNS / "default" / "nccl.log")
+    assert lg.version == "2.28.9" and len(lg.connections) == len(whole.connections)
+    assert sorted((r.rank, r.bdf, r.nvml_dev) for r in lg.ranks) == sorted((r.rank, r.bdf, r.nvml_dev)
+                                                                             for r in whole.ranks)
+    assert lg.hosts == (("vm",) if prefix else ())
+
+
+def test_two_plain_connection_lines_are_a_log():
+    text = "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\nChannel 00/0 : 1[1] -> 0[0] via P2P/CUMEM\n"
+    assert sniff(text) == "nccl-log"
+    assert [c.transport for c in parse_nccl_log(text, "x").connections] == ["P2P/CUMEM", "P2P/CUMEM"]
+    assert sniff("Channel 5 is on\nthe news at nine\n") is None
+
+
+@pytest.mark.parametrize("line, version, hip", [
+    ("RCCL version 2.20.5+hip6.2 f9a9e8a", "2.20.5", "6.2"),  # ROCm 6.2 (rocm-6.2.0 src/init.cc:686), stdout
+    ("mi300:12:12 [0] NCCL INFO RCCL version 2.20.5+hip6.2 f9a9e8a", "2.20.5", "6.2"),  # the debug file's copy
+    ("RCCL version : 2.21.5-0cbce2a7", "2.21.5", None),  # later RCCL (src/init.cc:719)
+])
+def test_rccl_log_gives_rccls_version_not_nccls(line, version, hip):
+    """rccl-log: RCCL's version line before a rank's Init line and a connection, as RCCL prints them."""
+    text = (line + "\nmi300:12:12 [0] NCCL INFO comm 0x55d1 rank 0 nranks 8 cudaDev 0 busId 5000 commId 0x1 - "
+            "Init START\nmi300:12:12 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n")
+    assert sniff(text) == "nccl-log"
+    lg = parse_nccl_log(text, "rccl.log")
+    assert (lg.rccl_version, lg.rccl_hip, lg.version) == (version, hip, None)

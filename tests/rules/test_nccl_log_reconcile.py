@@ -142,15 +142,29 @@ def test_the_log_and_the_matrix_in_one_paste(tmp_path):
     assert doc["nccl"]["log"]["summary"] == "NCCL did what the node predicts: 1 of 1 pair (2 connections)"
 
 
-def test_a_matrix_alone_leaves_the_pair_open_and_the_log_settles_it(tmp_path):
-    """topo -m without its -p2p matrices: the driver's P2P status is not in the input, NCCL's choice settles it."""
+def test_a_matrix_alone_and_the_log_settles_the_p2p_status(tmp_path):
+    """topo -m without its -p2p matrices: the driver's P2P status is not in the input; NCCL 2.28.9 used P2P
+    between the two GPUs, which it does only where NVML says OK, so the log settles the status (and says so)."""
     matrix = (FIXTURES / "h100-x2-vm" / "nvidia-smi-topo.txt").read_text().split("== nvidia-smi topo -p2p")[0]
     paste = tmp_path / "ticket.txt"
     paste.write_text(matrix + "\n" + (FIXTURES / "nccl-dump-h100-x2-vm" / "nccl-debug-excerpt.log").read_text())
     doc = _doc(paste)
     pair = next(p for p in doc["pairs"] if p["kind"] == "gpu-gpu")
-    assert pair["nccl"]["p2p"] == "unknown" and pair["nccl"]["observed"]["agrees"] is None
-    assert "leaves the 1 pair the log shows open: NCCL's choice settles them" in doc["nccl"]["log"]["summary"]
+    assert pair["nccl"]["p2p"] == "enabled" and "OK from the job's NCCL log" in pair["nccl"]["reason"]
+    assert "GDR008" not in _codes(doc) and any("from the job's NCCL log" in n for n in doc["notes"])
+
+
+def test_p2p_status_is_not_settled_by_an_old_nccl_or_by_ignore_2(tmp_path):
+    """the-excerpt-as-2.18.6 / with NCCL_IGNORE_DISABLED_P2P=2: NCCL did not turn P2P off for a bad status
+    (before 2.19 on PCIe; =2 skips NVML), so P2P used says nothing of the status."""
+    matrix = (FIXTURES / "h100-x2-vm" / "nvidia-smi-topo.txt").read_text().split("== nvidia-smi topo -p2p")[0]
+    excerpt = (FIXTURES / "nccl-dump-h100-x2-vm" / "nccl-debug-excerpt.log").read_text()
+    for name, text in (("old", excerpt.replace("NCCL version 2.28.9", "NCCL version 2.18.6")),
+                       ("ignore", "NCCL INFO NCCL_IGNORE_DISABLED_P2P set by environment to 2.\n" + excerpt)):
+        paste = tmp_path / f"{name}.txt"
+        paste.write_text(matrix + "\n" + text)
+        doc = _doc(paste)
+        assert "GDR008" in _codes(doc), name
 
 
 def test_json_text_and_report_carry_it(node, tmp_path):
@@ -301,3 +315,11 @@ def test_log_version_newer_than_modelled_is_said(node, tmp_path):
     assert doc["nccl"]["version"] == "2.32.3", doc["nccl"]["version_reason"]
     assert "newer than the newest release gdrcheck models (2.30.7)" in doc["nccl"]["version_reason"]
     assert doc["nccl"]["newest_modelled"] == "2.30.7"
+
+
+def test_a_setting_the_log_reports_is_said_to_be_set_in_the_jobs_log(node):
+    """p2p-disable: NCCL_P2P_DISABLE=1 reached the judgement through the job's log, not through --env."""
+    doc = _doc(node, RUNS / "p2p-disable" / "nccl.log")
+    said = [f["message"] for f in doc["findings"] if f["code"] == "GDR015" or "turns P2P off" in f["message"]]
+    assert said and all("(set in the job's NCCL log)" in m for m in said)
+    assert not any("gdrcheck --env" in f["message"] for f in doc["findings"])

@@ -260,13 +260,25 @@ class _Merge(MatrixSteps):
                                                  name=f"{what} of the NCCL log")
                     new.append(bdf)
             self._place(new, label)
-        said = f"NCCL {log.version or '(version not shown)'} log of {len(log.ranks) or 'no'} rank(s)"
+        unplaced = self._place_log(log, host, label)
+        lib = f"RCCL {log.rccl_version}" if log.rccl_version else f"NCCL {log.version or '(version not shown)'}"
+        said = f"{lib} log of {len(log.ranks) or 'no'} rank(s)"
         if log.hosts:
             said += f" on {len(log.hosts)} host(s) ({', '.join(log.hosts[:4])}{', ...' if len(log.hosts) > 4 else ''})"
         if host is not None and len(log.hosts) > 1:
             said += f"; only host {host}'s ranks are this node's ({why})"
         self.note(label, said)
-        self.log_fact = Fact({"log": log, "host": host, "host_reason": why}, source=label)
+        self.log_fact = Fact({"log": log, "host": host, "host_reason": why, "unplaced": unplaced}, source=label)
+
+    def _place_log(self, log, host, label: str) -> list[str]:
+        """A matrix's GPUs given the bus ids the log names them by; the log's bus ids this input cannot place."""
+        from gdrcheck.collectors.pastes.nccl_log_place import matrix_addresses, readdress
+
+        moved, notes, unplaced = matrix_addresses(log, host, self.devs)
+        readdress(moved, self.devs, self.facts, self.p2p, self.nvlinks, self.unplaced)
+        for n in notes:
+            self.note(label, n)
+        return unplaced
 
     # -- result -------------------------------------------------------------------
 

@@ -3,11 +3,14 @@
 Recognised by content: lines carrying ``NCCL INFO`` or ``NCCL WARN``, with NCCL's prefix
 ``host:pid:tid [cudaDev]`` (v2.28.9 ``src/debug.cc:347-363``; the host is cut at its first dot) or
 without it, anywhere in a line (``mpirun --tag-output``, ``torchrun`` prefixes), between any other
-program output, from one process or from several ranks' files given together.
+program output, from one process or from several ranks' files given together. Lines copied without the
+``NCCL INFO`` tag (``host:pid:tid [0] Channel 00/0 : ...`` or the message alone) are read where the message is
+one only NCCL prints (a connection, a rank's Init line, the network devices, the version); RCCL's log alike.
 
 What is read, with the NCCL line that says it (v2.28.9 unless named):
 
 * the version, ``NCCL version 2.28.9+cuda13.0``, and ``cudaDriverVersion 13000`` (``misc/cudawrap.cc:273``);
+  RCCL's ``RCCL version 2.20.5+hip6.2`` as ``rccl_version``, NCCL's ``version`` then unset (no NCCL ran);
 * the settings NCCL took, ``NCCL_P2P_LEVEL set by environment to LOC`` (``graph/paths.cc:247``; settings files
   are applied to the environment first, so ``/etc/nccl.conf`` and ``NCCL_CONF_FILE`` values read the same),
   numeric ones ``... set by environment to 1.`` (``misc/param.cc:89``);
@@ -47,9 +50,16 @@ MAX_KEPT = 4000  # connections, warnings: a long job's log repeats them per comm
 _LINE = lazy_pattern(r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) )?\[(?P<dev>\d+)\] "
                      r"(?:(?P<where>\S+:\d+) )?NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
 _BARE = lazy_pattern(r"(?:^|\s)NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
-# RCCL: ``RCCL version 2.20.5+hip6.2`` (init.cc:686@rocm-6.2.2), ``RCCL version : 2.21.5`` (develop)
-_VERSION = lazy_pattern(r"^(?:NCCL|(?P<rccl>RCCL)) version(?: :)? (?P<v>\d+\.\d+\.\d+)"
-                        r"(?:[-+]cuda(?P<cuda>\d+\.\d+)|\+hip\d+\.\d+)?")
+_VERSION = lazy_pattern(r"^NCCL version (\d+\.\d+\.\d+)(?:[-+]cuda(\d+\.\d+))?")
+# RCCL (ROCm): "RCCL version 2.20.5+hip6.2 <git hash>" (rocm-6.2.0 src/init.cc:686), later
+# "RCCL version : 2.21.5-<hash>" (ROCm/rccl src/init.cc:719 at 0cbce2a7); the number is
+# NCCL_MAJOR.NCCL_MINOR.NCCL_PATCH, the NCCL release RCCL follows
+_RCCL_VERSION = lazy_pattern(r"^RCCL version(?: :)? (\d+\.\d+\.\d+)(?:\+hip(\d+\.\d+))?")
+# a line copied without its "NCCL INFO" tag: NCCL's prefix (optional), then a message only NCCL prints
+_UNTAGGED = lazy_pattern(r"^(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) )?(?:\[(?P<dev>\d+)\] )?"
+                         r"(?P<msg>(?:Channel \d+(?:/\d+)? : \d+|Ring \d+ : \d+|[NR]CCL version |cudaDriverVersion \d|"
+                         r"NET/\S+ ?: |GPU Direct RDMA |NCCL_[A-Z0-9_]+ set by environment to |Using network |"
+                         r"ncclCommInitRank|comm 0x[0-9a-fA-F]+ rank \d+ nranks |DMA-BUF is available ).*)$")
 _DRIVER = lazy_pattern(r"^cudaDriverVersion (\d+)")
 _SET = lazy_pattern(r"^(NCCL_[A-Z0-9_]+) set by environment to (.*?)\s*$")
 _RANK = lazy_pattern(r"\brank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-fA-F]+)"
@@ -125,6 +135,7 @@ class PairGdr:
     host: Optional[str]
     cuda_dev: Optional[int]
     line: str
+    hca_text: str = ""  # the HCA as printed: %d up to 2.20, the netId in hex (%lx) from 2.21 (paths.cc:419@v2.21.5)
 
 
 @record(frozen=True)
@@ -147,7 +158,13 @@ class NcclLog:
     hosts: tuple[str, ...]
     lines: int  # NCCL lines read
     other_lines: int  # lines of other program output between them
-    library: str = "nccl"  # "rccl" when the version line is RCCL's
+    rccl_version: Optional[str] = None  # RCCL's "RCCL version X.Y.Z": RCCL ran, not NCCL (version stays None)
+    rccl_hip: Optional[str] = None  # the HIP RCCL was built with (+hipX.Y)
+
+    @property
+    def library(self) -> str:
+        """``rccl`` where the log's version line is RCCL's, else ``nccl``."""
+        return "rccl" if self.rccl_version else "nccl"
 
     def setting(self, name: str) -> Optional[str]:
         for n, v, _line in self.settings:
@@ -170,14 +187,15 @@ def bdf_of_busid(text: str) -> Optional[str]:
 
 
 def nccl_lines(text: str):
-    """``(host, pid, cudaDev, level, message, where, line)`` for each NCCL line; other lines as None."""
+    """``(host, pid, cudaDev, level, message, where, line)`` for each NCCL line; other lines as None.
+
+    A line without the ``NCCL INFO`` tag is NCCL's when its message is one only NCCL prints (:data:`_UNTAGGED`):
+    rank 0's version line (printed without NCCL's prefix up to 2.2x, ``init.cc`` showVersion; RCCL's too) and
+    lines copied with the tag cut off, with or without ``host:pid:tid [dev]``."""
     for raw in text.splitlines():
         line = raw.rstrip("\r")
-        i = line.find("NCCL ")
-        if i < 0 or ("NCCL INFO" not in line and "NCCL WARN" not in line):
-            # up to 2.2x rank 0 prints the version without NCCL's prefix (init.cc, showVersion)
-            v = _VERSION.match(line.strip()) if i >= 0 else None
-            yield (None, None, None, "INFO", line.strip(), None, line.strip()) if v else None
+        if "NCCL INFO" not in line and "NCCL WARN" not in line:
+            yield _untagged(line.strip())
             continue
         m = _LINE.search(line)
         if m:
@@ -191,20 +209,38 @@ def nccl_lines(text: str):
             yield None
 
 
+def _untagged(line: str):
+    m = _UNTAGGED.match(line)
+    if m is None:
+        return None
+    pid, dev = m.group("pid"), m.group("dev")
+    return (m.group("host"), int(pid) if pid else None, int(dev) if dev is not None else None, "INFO",
+            m.group("msg"), None, line)
+
+
 def looks_like_nccl_log(text: str) -> bool:
-    """At least two NCCL lines, or one that names the version or a connection."""
+    """At least two NCCL lines, or one that names the version or a connection; without the ``NCCL INFO`` tag,
+    two lines of a connection, a rank, the network devices or the version."""
     head = text[:1 << 20]
-    if "NCCL INFO" not in head and "NCCL WARN" not in head:
+    tagged = "NCCL INFO" in head or "NCCL WARN" in head
+    if not tagged and not _UNTAGGED_HINT.search(head):
         return False
     n = 0
     for got in nccl_lines(head):
         if got is None:
             continue
-        n += 1
         msg = got[4]
-        if n >= 2 or _VERSION.match(msg) or _CONN.match(msg):
+        strong = _VERSION.match(msg) or _RCCL_VERSION.match(msg) or _CONN.match(msg)
+        if tagged and (n >= 1 or strong):
+            return True
+        n += 1 if tagged or strong or _init_rank(msg) or _USING.match(msg) else 0
+        if n >= 2:
             return True
     return False
+
+
+_UNTAGGED_HINT = lazy_pattern(r"^(?:\S+ )?(?:\[\d+\] )?(?:Channel \d|Ring \d|[NR]CCL version |ncclCommInitRank|NET/)",
+                              re.M)
 
 
 def _numeric(value: str) -> str:
@@ -231,7 +267,7 @@ class _LogReader:
 
     def __init__(self) -> None:
         self.version = self.cuda = self.driver = self.plugin = self.plugin_path = self.network = None
-        self.library = "nccl"
+        self.rccl = self.hip = None
         self.nnodes: Optional[int] = None
         self.settings: dict[str, tuple[str, str]] = {}
         self.nics: list[tuple] = []
@@ -244,13 +280,13 @@ class _LogReader:
         self.conn_seen: set = set()
         self.warns: list[tuple] = []
         self.warn_seen: set = set()
-        self.hosts: list[str] = []
+        self.hosts: dict[str, None] = {}  # in the order the log names them; a dict: each line's look-up is O(1)
         self.n = self.other = 0
 
     def read(self, host, pid, dev, level, msg, where, line) -> None:
         self.n += 1
-        if host and host not in self.hosts:
-            self.hosts.append(host)
+        if host:
+            self.hosts.setdefault(host)
         if level == "WARN":
             if len(self.warns) < MAX_KEPT and (host, msg) not in self.warn_seen:  # every rank repeats a warning
                 self.warn_seen.add((host, msg))
@@ -282,10 +318,12 @@ class _LogReader:
         self.nnodes = max(self.nnodes or 0, int(m.group(3)))
 
     def nccl_version(self, m, host, pid, dev, line) -> None:
-        self.version = self.version or m.group("v")
-        self.cuda = self.cuda or m.group("cuda")
-        if m.group("rccl"):
-            self.library = "rccl"
+        self.version = self.version or m.group(1)
+        self.cuda = self.cuda or m.group(2)
+
+    def rccl_version(self, m, host, pid, dev, line) -> None:
+        self.rccl = self.rccl or m.group(1)
+        self.hip = self.hip or m.group(2)
 
     def cuda_driver(self, m, host, pid, dev, line) -> None:
         v = int(m.group(1))
@@ -311,7 +349,7 @@ class _LogReader:
         self.pair_gdr.append(PairGdr(m.group(2), int(m.group(3), 16) & ((1 << 56) - 1), m.group(1) == "Enabled",
                                      int(m.group(4)), int(m.group(6)),
                                      int(m.group(7)) if m.group(7) is not None else None, m.group(8), host, dev,
-                                     line))
+                                     line, m.group(3)))
 
     def dma_buf(self, m, host, pid, dev, line) -> None:
         self.dmabuf.append((host, int(m.group(1))))
@@ -324,13 +362,14 @@ class _LogReader:
                 self.nics.append((host, m.group(1), int(d.group(1)), d.group(2), line))
 
     def log(self, label: str) -> NcclLog:
-        return NcclLog(label=label, version=self.version, cuda=self.cuda, cuda_driver=self.driver, library=self.library,
+        return NcclLog(label=label, version=self.version, cuda=self.cuda, cuda_driver=self.driver,
                        settings=tuple((k, v, ln) for k, (v, ln) in self.settings.items()),
                        plugin=self.plugin or self.plugin_path, network=self.network,
                        nics=tuple(self.nics), hca_gdr=_dedup(self.hca), pair_gdr=_dedup(self.pair_gdr),
                        dmabuf=tuple(dict.fromkeys(self.dmabuf)), ranks=tuple(self.ranks.values()),
                        nnodes=self.nnodes, connections=tuple(self.conns), warnings=tuple(self.warns),
-                       hosts=tuple(self.hosts), lines=self.n, other_lines=self.other)
+                       hosts=tuple(self.hosts), lines=self.n, other_lines=self.other, rccl_version=self.rccl,
+                       rccl_hip=self.hip)
 
 
 def _init_rank(msg: str):
@@ -343,6 +382,7 @@ _MESSAGES = (
     (_init_rank, _LogReader.rank),
     (lambda msg: _NNODES.search(msg), _LogReader.nodes),
     (lambda msg: _VERSION.match(msg), _LogReader.nccl_version),
+    (lambda msg: _RCCL_VERSION.match(msg), _LogReader.rccl_version),
     (lambda msg: _DRIVER.match(msg), _LogReader.cuda_driver),
     (lambda msg: _SET.match(msg), _LogReader.setting),
     (lambda msg: _PLUGIN.match(msg), _LogReader.net_plugin),
@@ -376,18 +416,30 @@ def choose_host(log: NcclLog, node_gpus, hostname: Optional[str]) -> tuple[Optio
     if hostname and hostname.split(".")[0] in hosts:
         return hostname.split(".")[0], "the node's host name"
 
-    def score(h):
-        rs = [r for r in log.ranks if r.host == h]
-        n = len(rs) or len({c.local for c in log.connections if c.host == h})  # no Init lines: ranks that printed
-        return (sum(1 for r in rs if r.bdf in node_gpus), n, -hosts.index(h))
-
-    best = max(hosts, key=score)
-    s = score(best)
-    if s[0] and sum(1 for h in hosts if score(h)[0] == s[0]) == 1:
+    scores = _host_scores(log, node_gpus)
+    best = max(hosts, key=scores.__getitem__)
+    s = scores[best]
+    if s[0] and sum(1 for v in scores.values() if v[0] == s[0]) == 1:
         return best, "the host whose GPUs' bus ids the node shows"
-    if sum(1 for h in hosts if score(h)[1] == s[1]) == 1:
+    if sum(1 for v in scores.values() if v[1] == s[1]) == 1:
         return best, "the host with the most ranks"
     return best, "the first host in the log (hosts with as many ranks tie; the node's input names none of them)"
+
+
+def _host_scores(log: NcclLog, node_gpus) -> dict[str, tuple[int, int, int]]:
+    """Per host, in one pass over the log: (its ranks' GPUs the node shows, its ranks, minus its place in the
+    log). A host without Init lines counts the ranks that printed its connection lines."""
+    shown = dict.fromkeys(log.hosts, 0)
+    ranks = dict.fromkeys(log.hosts, 0)
+    for r in log.ranks:
+        if r.host in ranks:
+            ranks[r.host] += 1
+            shown[r.host] += r.bdf in node_gpus
+    printed: dict[str, set] = {}
+    for c in log.connections:
+        if c.host in ranks and not ranks[c.host]:
+            printed.setdefault(c.host, set()).add(c.local)
+    return {h: (shown[h], ranks[h] or len(printed.get(h, ())), -i) for i, h in enumerate(log.hosts)}
 
 
 def bus_ids_shown(log: NcclLog, host: Optional[str]) -> list[tuple[str, str]]:
@@ -438,7 +490,6 @@ def merge_logs(logs: list[NcclLog]) -> NcclLog:
     return NcclLog(
         label=" + ".join(lg.label for lg in logs),
         version=next((lg.version for lg in logs if lg.version), None),
-        library="rccl" if any(lg.library == "rccl" for lg in logs) else "nccl",
         cuda=next((lg.cuda for lg in logs if lg.cuda), None),
         cuda_driver=next((lg.cuda_driver for lg in logs if lg.cuda_driver), None),
         settings=tuple(settings.values()), plugin=next((lg.plugin for lg in logs if lg.plugin), None),
@@ -449,4 +500,6 @@ def merge_logs(logs: list[NcclLog]) -> NcclLog:
         nnodes=max((lg.nnodes or 0 for lg in logs), default=0) or first.nnodes,
         connections=cat("connections"), warnings=tuple(dict.fromkeys(cat("warnings"))),
         hosts=tuple(dict.fromkeys(cat("hosts"))), lines=sum(lg.lines for lg in logs),
-        other_lines=sum(lg.other_lines for lg in logs))
+        other_lines=sum(lg.other_lines for lg in logs),
+        rccl_version=next((lg.rccl_version for lg in logs if lg.rccl_version), None),
+        rccl_hip=next((lg.rccl_hip for lg in logs if lg.rccl_hip), None))

@@ -36,25 +36,16 @@ What it does and does not say, and how each piece lands in the model:
   :class:`NvLink` to the target GPU, or to ``"nvswitch"`` when the target is an
   NVSwitch or not a GPU (NCCL treats every non-GPU remote as the NVSwitch
   fabric). Links to itself (an Azure artefact) and to a POWER CPU are skipped
-<<<<<<< HEAD
   with a note. A file ``shows_nvlink`` only when it holds an ``<nvlink>`` or
-  ``<xgmi>`` element; without one, GPU links are not shown (NCCL fills a
-  ``<gpu>`` without ``<nvlink>`` from NVML on the node, v2.30.7
-  ``xml.cc:930-995``, so a hand-written file says nothing of them; the NCCL
-  rules read NCCL's own dump as NCCL saw it where a decision needs it). RCCL's
-  ``<xgmi>`` links become GPU links with ``source="xgmi"`` (one per pair, the
-  larger count of the two directions), not NVLink; ``<c2c>`` and Broadcom
-  ``<pcilink>`` targets are kept in the function's ``extra`` only; ``<gpu>``/
-  ``<net>`` attributes likewise (``nccl_gpu``, ``nccl_nets``), and a declared
-  switch has ``vendor_declared``.
-=======
-  with a note. A file with any ``<gpu>`` can state NVLink, so it
-  ``shows_nvlink``; one with no ``<nvlink>`` then shows none, and so does RCCL's dump (``<gpu gcn>``)
-  with no ``<xgmi>``: RCCL writes one for every one-hop xGMI peer. RCCL's ``<xgmi>``
-  links (not NVLink), ``<c2c>`` and Broadcom ``<pcilink>`` targets are kept in
-  the function's ``extra`` only; ``<gpu>``/``<net>`` attributes likewise
+  ``<xgmi>`` element, or is RCCL's dump (``<gpu gcn>``: RCCL writes an ``<xgmi>``
+  for every one-hop xGMI peer, so one without shows none); otherwise GPU links
+  are not shown (NCCL fills a ``<gpu>`` without ``<nvlink>`` from NVML on the
+  node, v2.30.7 ``xml.cc:930-995``, so a hand-written file says nothing of
+  them; the NCCL rules read NCCL's own dump as NCCL saw it where a decision
+  needs it). RCCL's ``<xgmi>`` links become GPU links with ``source="xgmi"``,
+  not NVLink; ``<c2c>`` and Broadcom ``<pcilink>`` targets are kept in the
+  function's ``extra`` only; ``<gpu>``/``<net>`` attributes likewise
   (``nccl_gpu``, ``nccl_nets``), and a declared switch has ``vendor_declared``.
->>>>>>> rccl
 * ``<system version="2">`` (RCCL) is read like version 1, with a note that
   NCCL itself refuses to load it.
 

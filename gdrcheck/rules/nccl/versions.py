@@ -100,5 +100,10 @@ def settings_for(snap, version: Version, options_env: Mapping[str, str], cpu: Op
                 sources[k] = val.get("source", "") if isinstance(val, dict) else ""
         for k, val in options_env.items():
             env[k], sources[k] = val, "gdrcheck options"
+    from gdrcheck.rules.nccl.job_log import JOB_LOG, job_settings
+
+    for k, val in job_settings(snap).items():  # what the job's log reports set reached the options: say so
+        if options_env.get(k) == val and sources.get(k) == "gdrcheck options":
+            sources[k] = JOB_LOG
     return settings(version, env, cpu, n_gpus, sources=sources, version_reason=version_reason, files_read=read,
                     job_gpus=job_gpus)

@@ -110,7 +110,7 @@ def log_library(snap) -> Optional[str]:
 def log_release(snap) -> tuple[Optional[str], str]:
     """(the release an RCCL log names, why) ; (None, "") where the log is not RCCL's or names none."""
     value = _log(snap)
-    version = getattr(value, "version", None)
+    version = getattr(value, "rccl_version", None)
     if log_library(snap) != "rccl" or not version:
         return None, ""
     return version, f"the job's RCCL log ({getattr(value, 'label', 'log')}): RCCL {version}"

@@ -1,0 +1,72 @@
+"""A job's NCCL log that is bad input, or built to burn CPU: read as NCCL prints it or refused in one line,
+and in time linear in its size.
+
+- two lines, ``GPU Direct RDMA Enabled for GPU a / HCA 0`` (a GPU NCCL prints in hex, ``%lx``, up to 2.23): an
+  "internal error" (``int()`` of ``a`` where 2.24's rank is read);
+- a 2 MiB log of 78,000 host names (one line each): a list membership test per line, then a host choice that
+  scored every host against every other, ran past the 20 s deadline (38 s and more);
+- the same size of ranks, network devices and connection lines of thousands of hosts beside a matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from support.cli_util import ROOT, run
+
+MATRIX = ROOT / "fixtures" / "nccl-runs-4gpu-vm" / "smi" / "topo-m.txt"
+MIB = 1 << 20
+
+
+def test_a_gpu_in_hex_is_read_as_nccl_prints_it(tmp_path):
+    log = tmp_path / "two-lines.log"
+    log.write_text("h:1:1 [0] NCCL INFO GPU Direct RDMA Enabled for GPU a / HCA 0 (distance 4 <= 5)\n"
+                   "h:1:1 [0] NCCL INFO GPU Direct RDMA Enabled for GPU 1 / HCA 0 (distance 4 <= 5)\n")
+    p = run("pairs", "--json", "--from", log)
+    assert "internal error" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert p.returncode in (0, 1, 3) and json.loads(p.stdout)["nccl"]["log"]["host"] == "h"
+
+
+def _many_hosts(size: int) -> str:
+    out, n, i = [], 0, 0
+    while n < size:
+        line = f"h{i}:1:1 [0] NCCL INFO cudaDriverVersion 12040"
+        out.append(line)
+        n += len(line) + 1
+        i += 1
+    return "\n".join(out) + "\n"
+
+
+def _many_ranks(size: int) -> str:
+    out, n, i = [], 0, 0
+    while n < size:
+        h = f"host{i:06d}:1:1 [0] NCCL INFO "
+        for line in (h + "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>",
+                     h + f"ncclCommInitRank comm 0x1 rank {i} nranks 99999 cudaDev 0 nvmlDev 0 busId "
+                         f"{i % 200 + 1:x}000 commId 0x1 - Init START",
+                     h + f"GPU Direct RDMA Enabled for GPU {i % 200 + 1:x}000 / HCA 1 (distance 4 <= 5)",
+                     h + f"Channel 00/0 : {i}[0] -> {i + 1}[0] [send] via NET/IB/0/GDRDMA"):
+            out.append(line)
+            n += len(line) + 1
+        i += 1
+    return "\n".join(out) + "\n"
+
+
+def _in_time(tmp_path, name: str, text: str, *more) -> float:
+    log = tmp_path / name
+    log.write_text(text)
+    start = time.monotonic()
+    p = run("pairs", "--from", log, *more, "--timeout", "20", timeout=60)
+    took = time.monotonic() - start
+    assert p.returncode in (0, 1, 3), (p.returncode, p.stderr[-400:])  # 3: verdicts the input leaves open
+    assert "Traceback" not in p.stderr and "findings:" in p.stdout, p.stderr[-400:]  # the whole answer, in time
+    return took
+
+
+def test_a_log_of_many_host_names_is_read_in_linear_time(tmp_path):
+    assert _in_time(tmp_path, "hosts.log", _many_hosts(2 * MIB)) < 20
+
+
+def test_many_hosts_ranks_and_devices_beside_a_matrix(tmp_path):
+    assert _in_time(tmp_path, "ranks.log", _many_ranks(2 * MIB), "--from", MATRIX) < 20
