@@ -80,13 +80,23 @@ P2P_BEYOND_LEVEL = Rule(
     vm_remediation=VM_PLACEMENT_FIX)
 P2P_DISABLED = Rule(
     "GDR007", "p2p-disabled-by-driver", "error", "pair",
-    "The NVIDIA driver reports P2P as not supported between these GPUs",
+    "The NVIDIA driver reports P2P as not supported between these NVLink-connected GPUs",
     "NCCL asks NVML for P2P read and write status (`nvidia-smi topo -p2p r` / `w`); anything but OK "
     "disables P2P, and between NVLink-connected GPUs NCCL fails at init ('P2P is disabled between NVLINK "
-    "connected GPUs').",
+    "connected GPUs') unless NCCL_IGNORE_DISABLED_P2P is set. Between GPUs joined by PCIe only, GDR014 says it.",
     "Read `nvidia-smi topo -p2p r` and `-p2p w`: CNS = chipset not supported (BIOS/platform), TNS = "
     "topology not supported, GNS = GPU not supported, DR = disabled by regkey. In a VM the hypervisor "
     "must expose P2P. Check `nvidia-smi nvlink -s` for NVLink pairs.",
+    origin="nccl", pair_kinds=("gpu-gpu",))
+P2P_REFUSED_ON_PCIE = Rule(
+    "GDR014", "p2p-refused-on-pcie", "warning", "pair",
+    "The NVIDIA driver refuses P2P between these PCIe-connected GPUs: NCCL carries them through host memory",
+    "NCCL asks NVML for P2P read and write status (`nvidia-smi topo -p2p r` / `w`); anything but OK makes "
+    "NCCL set P2P off for a pair joined by PCIe only, and the pair's traffic goes through shared host memory: "
+    "slower, not broken (v2.30.7 src/graph/paths.cc:373-410).",
+    "Read `nvidia-smi topo -p2p r` and `-p2p w`: CNS = chipset not supported (BIOS/platform), TNS = "
+    "topology not supported, GNS = GPU not supported (consumer GPUs), DR = disabled by regkey. In a VM "
+    "the hypervisor must expose P2P.",
     origin="nccl", pair_kinds=("gpu-gpu",))
 NVLINK_UNSEEN = Rule(
     "GDR009", "nvlink-not-in-input", "info", "pair",
@@ -283,22 +293,23 @@ def _check_p2p_status(ctx: Context) -> Iterable[Finding]:
             v = status.get((p.a, p.b, cap)) or status.get((p.b, p.a, cap))
             if v is not None:
                 got[cap] = v
-        if len(got) < 2:
+        bad = {k: v for k, v in got.items() if v != "OK"}
+        if len(got) < 2 and not bad:  # a refusal in either settles it: NCCL needs both OK
             yield Finding(P2P_UNKNOWN.code, "info", (p.a, p.b),
                           f"P2P status between {pair_label(ctx, p)} not known (no NVML answer)",
                           pairs=((p.a, p.b),), effect="unknown", fold="P2P status not known (no NVML answer)",
                           settle="run gdrcheck where the NVIDIA driver is loaded")
             continue
-        bad = {k: v for k, v in got.items() if v != "OK"}
         if bad:
             # NCCL aborts only on an NVLink path (<= PATH_NVB) with NCCL_IGNORE_DISABLED_P2P unset; on PCIe it
             # sets p2p = 0 and runs the pair over shared memory (v2.30.7 paths.cc:373-410): degraded, not failed
             nvb = (ctx.nccl_view.get((p.a, p.b)) or {}).get("path_type") == "NVB"
-            worst = "fail" if (p.nvlinks or nvb) and ctx.nccl.ignore_disabled_p2p == 0 else "degraded"
-            yield Finding(P2P_DISABLED.code, "error", (p.a, p.b),
+            fails = bool(p.nvlinks or nvb) and ctx.nccl.ignore_disabled_p2p == 0
+            rule = P2P_DISABLED if fails else P2P_REFUSED_ON_PCIE
+            yield Finding(rule.code, rule.severity, (p.a, p.b),
                           f"driver P2P status between {pair_label(ctx, p)}: "
                           + ", ".join(f"{k} {v}" for k, v in sorted(bad.items())),
-                          pairs=((p.a, p.b),), effect=worst)
+                          pairs=((p.a, p.b),), effect="fail" if fails else "degraded")
 
 
 def _check_close_nic(ctx: Context) -> Iterable[Finding]:
@@ -333,6 +344,7 @@ CHECKS = (
     (NO_CLOSE_NIC, _check_close_nic),
     (P2P_BEYOND_LEVEL, None),
     (P2P_DISABLED, _check_p2p_status),
+    (P2P_REFUSED_ON_PCIE, None),
     (P2P_UNKNOWN, None),
     (NVLINK_UNSEEN, None),
 )

@@ -361,16 +361,6 @@ def test_one_paste_of_topo_m_mp_and_p2p():
     assert sum("GPUs matched by bus id" in n for n in doc["notes"]) == 1
 
 
-def test_p2p_matrix_alone_is_refused_with_what_to_pass(tmp_path):
-    """Hand-written: a 'nvidia-smi topo -p2p r' paste on its own, without the command: which capability it shows
-    (read, write, NVLink) is not known."""
-    f = tmp_path / "p2p.txt"
-    f.write_text("\tGPU0\tGPU1\t\nGPU0\tX\tOK\t\nGPU1\tOK\tX\t\n")
-    p = run("pairs", "--from", f)
-    assert_clean_error(p)
-    assert "topo -m" in p.stderr and "line 2" in p.stderr
-
-
 def _dump_with_caps(tree, seed: int) -> str:
     """The tree as an 'lspci -xxxx' dump: 4096 bytes per function, a PCIe capability with the port type its
     place gives, and on every bridge an ACS capability whose Control bits are drawn at random."""

@@ -29,6 +29,7 @@ CASES = {
     "GDR007": ("p2p-chipset-not-supported", "healthy-gdr-node", ()),
     "GDR008": (f"real:{REAL_LSPCI}", "healthy-gdr-node", ()),
     "GDR009": ("sxm-gpus-without-links", "healthy-gdr-node", ()),
+    "GDR014": ("pcie-gpus-p2p-chipset-not-supported", "p2p-chipset-not-supported", ()),
     "GDR020": ("no-peer-memory-module", "healthy-gdr-node", ()),
     "GDR021": (f"real:{REAL_LSPCI}", "healthy-gdr-node", ()),
     "GDR022": ("legacy-nv-peer-mem", "healthy-gdr-node", ()),
