@@ -47,6 +47,8 @@ SHOWS: dict[str, frozenset[str]] = {
     "hwloc-xml": frozenset({"tree", "gpus", "nics", "nvme", "numa", "gpu_model", "cpu_vendor"}),
     # nvidia-smi topo -m / -mp / -p2p: classes, NVLink (-m), NUMA affinity, RDMA NICs, P2P status (-p2p)
     "topo-matrix": frozenset({"gpus", "nics", "numa", "nvlink", "p2p_status"}),
+    # nvidia-smi topo -mp alone: the PCIe classes under whatever NVLinks there are; NVLink is not in it
+    "topo-matrix-mp": frozenset({"gpus", "nics", "numa", "p2p_status"}),
     "nvidia-smi-q": frozenset({"gpus", "gpu_model", "bar1"}),
     # lspci -vvv | grep ACSCtl: the ACS Control of every bridge that has it, not whose
     "acsctl-grep": frozenset({"acs"}),

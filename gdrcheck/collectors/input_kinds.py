@@ -85,6 +85,9 @@ INPUT_KINDS: tuple[InputKind, ...] = (
               "a header row of GPU columns and a legend of its link words",
               short="nvidia-smi topo -m/-mp/-p2p", looks_like=_PASTES + "topo_matrix:looks_like_topo_matrix",
               parse=_PASTES + "topo_matrix:parse_topo_matrices", merge_step="add_matrices"),
+    InputKind("topo-matrix-mp", (), "a matrix of PCIe classes only, its legend without NV# (nvidia-smi topo -mp)",
+              looks_like=_PASTES + "topo_matrix:looks_like_topo_mp",
+              parse=_PASTES + "topo_matrix:parse_topo_matrices", merge_step="add_matrices"),
     InputKind("nccl-xml", (("an NCCL topology XML", "NCCL_TOPO_DUMP_FILE=FILE"),), "the root element <system>",
               short="NCCL topology XML (<system>)", xml_root="<system", parse=_PASTES + "nccl_xml:parse_nccl_xml"),
     InputKind("hwloc-xml", (("an hwloc XML", "lstopo FILE.xml"),), "the root element <topology>",
@@ -100,9 +103,9 @@ BY_NAME = {k.name: k for k in INPUT_KINDS}
 # A single file is the first of these that fits. The XML roots first; an NCCL log before the texts (a host
 # written <cluster_name> starts with '<' too, and no other text kind does).
 RECOGNITION_ORDER = ("nccl-xml", "hwloc-xml", "nvidia-smi-q-xml", "nccl-log", "lspci", "nvidia-smi-q",
-                     "topo-matrix", "lspci-vvv", "acsctl-grep")
+                     "topo-matrix-mp", "topo-matrix", "lspci-vvv", "acsctl-grep")
 # the order the merge adds the kinds that do not draw the tree (a job's NCCL log comes last, all its files at once)
-MERGE_ORDER = ("lspci-vvv", "nvidia-smi-q", "topo-matrix", "acsctl-grep")
+MERGE_ORDER = ("lspci-vvv", "nvidia-smi-q", "topo-matrix", "topo-matrix-mp", "acsctl-grep")
 # the kinds that draw the PCIe tree: one per node (the merge refuses a second)
 TREE_KINDS = tuple(k.name for k in INPUT_KINDS if k.merge_step == "tree")
 

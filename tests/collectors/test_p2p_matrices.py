@@ -96,13 +96,29 @@ def test_a_refusal_in_read_alone_settles_p2p(tmp_path):
 def test_an_untitled_all_ns_matrix_leaves_p2p_unknown(tmp_path):
     """fixtures/nccl-runs-4gpu-vm/smi/topo-p2p-p.txt, as nvidia-smi printed it: all NS on a node whose -p2p r and
     w are all OK (topo-p2p-r.txt, topo-p2p-w.txt). NS is not the same in every mode: the pairs stay unknown
-    (GDR008), no refusal is claimed, and the note names the commands that settle it."""
+    (GDR008, or GDR009 where NVLink may join them: a -p2p matrix alone names no GPU model), no refusal is
+    claimed, and the note names the commands that settle it."""
     folder = FIX / "nccl-runs-4gpu-vm" / "smi"
     p = run("pairs", "--json", "--from", folder / "topo-p2p-p.txt")
     doc = json.loads(p.stdout)
     gg = [x for x in doc["pairs"] if x["kind"] == "gpu-gpu"]
-    assert len(gg) == 6 and all("GDR008" in x["findings"] for x in gg)
+    assert len(gg) == 6 and all({"GDR008", "GDR009"} & set(x["findings"]) for x in gg)
     assert not any(f["code"] in ("GDR007", "GDR014") for f in doc["findings"])
     assert any("NS left unknown" in n and "nvidia-smi topo -p2p r" in n for n in doc["notes"])
     ok = json.loads(run("pairs", "--json", "--from", folder / "topo-p2p-r.txt").stdout)
     assert not any("GDR008" in x["findings"] for x in ok["pairs"] if x["kind"] == "gpu-gpu")
+
+
+def test_topo_mp_leaves_nvlink_not_in_this_input(realworld):
+    """gengwg-dgx1's 'nvidia-smi topo -mp' (a DGX-1: NVLink hybrid cube mesh under PCIe PIX/PHB/SYS): -mp prints
+    PCIe classes only, so NVLink is 'not in this input' (GDR009), never 'no NVLink': no GDR002 telling the
+    NVLinked pairs to move a card under a common switch."""
+    p = run("pairs", "--json", "--from", realworld / "gengwg-dgx1" / "nvidia-smi-topo-mp.txt")
+    doc = json.loads(p.stdout)
+    assert "nvlink" in doc["not_in_input"]
+    assert not any(f["code"] == "GDR002" for f in doc["findings"])
+    gg = [x for x in doc["pairs"] if x["kind"] == "gpu-gpu"]
+    assert len(gg) == 28 and all("GDR009" in x["findings"] for x in gg)
+    both = FIX / "h200-x2-vm" / "nvidia-smi-topo.txt"  # -m beside -mp: NVLink shown
+    d2 = json.loads(run("pairs", "--json", "--from", both).stdout)
+    assert "nvlink" not in d2["not_in_input"]

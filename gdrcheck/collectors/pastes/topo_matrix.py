@@ -140,6 +140,18 @@ def looks_like_topo_matrix(text: str) -> bool:
     return any(_is_header_at(lines, i) for i in range(len(lines)))
 
 
+def looks_like_topo_mp(text: str) -> bool:
+    """A ``topo -mp`` paste: matrices whose path-class ones are all PCIe-only (their legend has no NV# line)."""
+    if not looks_like_topo_matrix(text):
+        return False
+    try:
+        ms = parse_topo_matrices(text, "")
+    except InputError:
+        return False
+    classes = [m for m in ms if m.p2p is None]
+    return bool(classes) and all(m.pcie_only for m in classes)
+
+
 def _unwrap(lines: list[str]) -> list[str]:
     """Join a row a terminal or mail client wrapped: a line of codes only, after a row line, goes onto it.
 
