@@ -52,6 +52,24 @@ SHOWS: dict[str, frozenset[str]] = {
     "nvidia-smi-q": frozenset({"gpus", "gpu_model", "bar1"}),
     # lspci -vvv | grep ACSCtl: the ACS Control of every bridge that has it, not whose
     "acsctl-grep": frozenset({"acs"}),
+    # plain nvidia-smi: each GPU's index, bus id and (cut) name, the driver and CUDA versions
+    "nvidia-smi": frozenset({"gpus", "gpu_model"}),
+    # nvidia-smi -q | grep -A3 -i bar: BAR1 per GPU index
+    "bar1-grep": frozenset({"bar1"}),
+    # nccl-tests' rank lines: each CUDA device's bus id and name
+    "nccl-tests": frozenset({"gpus", "gpu_model"}),
+    "numactl": frozenset({"numa"}),
+    "lscpu": frozenset({"cpu_vendor"}),
+    "cpuinfo": frozenset({"cpu_vendor"}),
+    # /etc/default/grub: the IOMMU options of the kernel command line, as configured
+    "grub": frozenset({"iommu"}),
+    # gdscheck -p: the IOMMU, nvidia-fs and PeerDirect as NVIDIA's tool sees them, BAR1 per GPU index
+    "gdscheck": frozenset({"iommu", "bar1"}),
+    "gdsio": frozenset(),
+    # ibv_devinfo: each RDMA device's ports, their state and link layer (no bus ids)
+    "ibv_devinfo": frozenset(),
+    # NCCL_GRAPH_DUMP_FILE: the channels NCCL built (what it decided, not the machine)
+    "nccl-graph": frozenset(),
     # a job's NCCL_DEBUG=INFO log: the GPUs of its ranks (busId), NCCL's version and settings (the NICs it names by
     # index and HCA name are not placed as devices)
     "nccl-log": frozenset({"gpus", "nccl"}),

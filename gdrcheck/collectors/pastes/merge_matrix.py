@@ -33,6 +33,11 @@ TRUST_MATRIX = ("nvidia-smi classified the pair on the node itself from the PCIe
                 "a pasted tree may be cut, hand-edited or of another node")
 
 
+def nic_family(name: str):
+    """The (name pattern, PCI vendor, vendor words) family an RDMA device name belongs to, or None."""
+    return next((f for f in _NIC_FAMILY if f[0].match(name)), None)
+
+
 def synthetic_bdf(i: int, nic: bool = False) -> str:
     """Where the matrix's i-th GPU (buses 00-7f) or NIC (buses 80-ff) is shown: domain ffff, one per bus first."""
     if i >= 0x80 * 32 * 8:
@@ -75,8 +80,7 @@ class MatrixSteps:
         groups: dict[object, list[str]] = {}
         for c in cols:
             name = m.rdma_name(c)
-            fam = next((f for f in _NIC_FAMILY if f[0].match(name)), None)
-            groups.setdefault(fam, []).append(c)
+            groups.setdefault(nic_family(name), []).append(c)
         said = []
         for fam, members in groups.items():
             if fam is None:
