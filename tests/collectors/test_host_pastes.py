@@ -144,3 +144,45 @@ def test_nccl_tests_rank_lines_name_each_cuda_devices_bus_id(tmp_path):
     gpus = sorted(x["bdf"] for x in doc["devices"] if x.get("kind") == "gpu")
     assert gpus == ["0000:1b:00.0", "0000:43:00.0"]
     assert any("CUDA device 0=0000:1b:00.0" in n and "domain 0000 and device 00 assumed" in n for n in doc["notes"])
+
+
+def test_an_nccl_xml_cut_short_is_read_up_to_where_it_ends(realworld, tmp_path):
+    """azure-ndv5's nccl-topo.xml cut after 2,500 bytes, mid-attribute (as a post's excerpt ends): read up to its
+    last complete tag, the open elements closed, and a note says where it ends; a tag that does not match is
+    still damaged XML."""
+    text = (realworld / "azure-ndv5" / "nccl-topo.xml").read_text()
+    cut = tmp_path / "cut.xml"
+    cut.write_text(text[:2500])
+    p = run("topology", "--json", "--from", cut)
+    assert p.returncode != 2, p.stderr
+    doc = json.loads(p.stdout)
+    gpus = [d for d in doc["devices"] if d["kind"] == "gpu"]
+    assert 0 < len(gpus) < 8
+    assert any("cut short: it ends at line 27" in n for n in doc["notes"])
+    bad = tmp_path / "bad.xml"
+    bad.write_text(text[:2500].rsplit("<pci", 1)[0] + "</cpu></pci>")
+    assert run("topology", "--from", bad).returncode == 2
+
+
+def test_nccl_xml_link_and_pci_id_are_shown(realworld):
+    """ibm-cloud-gx3d's real dump: link_speed/link_width are printed (as the maximum NCCL read, not '? x?'), and
+    a GPU the XML names only by its PCI id [10de:2330] is shown as the H100 SXM5 its id names."""
+    p = run("topology", "--from", realworld / "ibm-cloud-gx3d-h100x8-vsi" / "nccl-topo.xml")
+    assert "? x?" not in p.stdout and "max 32GT/s" in p.stdout
+    assert "[10de:2330] H100 SXM5" in p.stdout
+    doc = json.loads(run("topology", "--json", "--from", realworld / "ibm-cloud-gx3d-h100x8-vsi" / "nccl-topo.xml")
+                     .stdout)
+    assert {d.get("model") for d in doc["devices"] if d["kind"] == "gpu"} == {"H100 SXM5 80GB"}
+
+
+def test_a_gpu_on_a_root_port_gets_a_fix_that_fits(realworld):
+    """puget (lspci -tv and topo -m): each RTX 6000 Ada sits on a root port. With NCCL_NET_GDR_LEVEL=SYS (GDR001
+    no longer speaks), the GPU without a NIC under its switch is GDR017 (no switch: nothing to reseat), not
+    GDR005's 'check that every NIC is seated'."""
+    d = realworld / PUGET
+    p = run("pairs", "--json", "--env", "NCCL_NET_GDR_LEVEL=SYS", "--from", d / "lspci-tv.txt", "--from",
+            d / "nvidia-smi-topo-m.txt")
+    doc = json.loads(p.stdout)
+    codes = {f["code"] for f in doc["findings"]}
+    assert "GDR017" in codes and "GDR005" not in codes
+    assert "seated" not in doc["rules"]["GDR017"]["fix"]

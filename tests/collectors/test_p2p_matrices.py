@@ -64,14 +64,14 @@ def _p2p(status: str, title: str = "") -> str:
 
 def test_gns_without_a_title_settles_p2p_with_one_severity(tmp_path):
     """Hand-written (consumer GPUs' GNS): topo -m then an untitled -p2p matrix of GNS. The second matrix is read,
-    GNS settles P2P (GDR014, not GDR008), and the finding's severity is the one `gdrcheck rules` lists."""
+    GNS settles P2P (GDR016, not GDR008), and the finding's severity is the one `gdrcheck rules` lists."""
     doc = _pairs(tmp_path, MATRIX_M + _p2p("GNS"))
     (gg,) = [p for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
-    assert "GDR014" in gg["findings"] and "GDR008" not in gg["findings"]
-    (f,) = [f for f in doc["findings"] if f["code"] == "GDR014"]
+    assert "GDR016" in gg["findings"] and "GDR008" not in gg["findings"]
+    (f,) = [f for f in doc["findings"] if f["code"] == "GDR016"]
     rules = json.loads(run("rules", "--json").stdout)
     listed = {r["code"]: r["severity"] for r in (rules["rules"] if isinstance(rules, dict) else rules)}
-    assert f["severity"] == listed["GDR014"] == "warning" and f["effect"] == "degraded"
+    assert f["severity"] == listed["GDR016"] == "warning" and f["effect"] == "degraded"
     assert any("GNS read as the driver's P2P read and write status" in n for n in doc["notes"])
 
 
@@ -81,7 +81,7 @@ def test_titles_in_words_name_read_then_write(tmp_path):
     ms = parse_topo_matrices(text, "t.txt")
     assert [m.p2p for m in ms] == [None, "read", "write"]
     doc = _pairs(tmp_path, text)
-    (f,) = [f for f in doc["findings"] if f["code"] == "GDR014"]
+    (f,) = [f for f in doc["findings"] if f["code"] == "GDR016"]
     assert "write CNS" in f["message"] and "read" not in f["message"].split(":")[-1]
 
 
@@ -90,7 +90,7 @@ def test_a_refusal_in_read_alone_settles_p2p(tmp_path):
     settles P2P without the write matrix."""
     doc = _pairs(tmp_path, MATRIX_M + _p2p("GNS", "$ nvidia-smi topo -p2p r"))
     (gg,) = [p for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
-    assert "GDR014" in gg["findings"] and "GDR008" not in gg["findings"]
+    assert "GDR016" in gg["findings"] and "GDR008" not in gg["findings"]
 
 
 def test_an_untitled_all_ns_matrix_leaves_p2p_unknown(tmp_path):
@@ -103,7 +103,7 @@ def test_an_untitled_all_ns_matrix_leaves_p2p_unknown(tmp_path):
     doc = json.loads(p.stdout)
     gg = [x for x in doc["pairs"] if x["kind"] == "gpu-gpu"]
     assert len(gg) == 6 and all({"GDR008", "GDR009"} & set(x["findings"]) for x in gg)
-    assert not any(f["code"] in ("GDR007", "GDR014") for f in doc["findings"])
+    assert not any(f["code"] in ("GDR007", "GDR016") for f in doc["findings"])
     assert any("NS left unknown" in n and "nvidia-smi topo -p2p r" in n for n in doc["notes"])
     ok = json.loads(run("pairs", "--json", "--from", folder / "topo-p2p-r.txt").stdout)
     assert not any("GDR008" in x["findings"] for x in ok["pairs"] if x["kind"] == "gpu-gpu")

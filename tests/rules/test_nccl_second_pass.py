@@ -90,7 +90,7 @@ def test_nvb_pair_skips_the_network_faster_check(tmp_path):
 
 
 @pytest.mark.parametrize("case,kw,code,effect,severity", [
-    ("gdr014-pcie-pair-nvml-cns-paths.cc:373-410@v2.30.7", {}, "GDR014", "degraded", "warning"),
+    ("gdr016-pcie-pair-nvml-cns-paths.cc:373-410@v2.30.7", {}, "GDR016", "degraded", "warning"),
     ("gdr007-nvlink-pair-nvml-cns", {"nvlinks": [(G0, G1, 4)]}, "GDR007", "fail", "error"),
 ])
 def test_gdr007_on_a_pcie_pair_is_degraded(tmp_path, case, kw, code, effect, severity):
@@ -103,7 +103,7 @@ def test_gdr007_on_a_pcie_pair_is_degraded(tmp_path, case, kw, code, effect, sev
     root = N.build(tmp_path / case.split("-paths")[0], devices=[("gpu", G0, 0, "switch"), ("gpu", G1, 0, "switch")],
                    p2p_status=2, **kw)
     rep = evaluate(load_facts(str(root)), Options(nccl_version="2.30.7"))
-    (f,) = [x for x in rep.findings if x.code in ("GDR007", "GDR014")]
+    (f,) = [x for x in rep.findings if x.code in ("GDR007", "GDR016")]
     assert (f.code, f.effect, f.severity) == (code, effect, severity), (case, f)
     from gdrcheck.rules import all_rules  # one severity: the finding's is the one `gdrcheck rules` lists
 
