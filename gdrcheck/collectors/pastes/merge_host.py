@@ -108,6 +108,12 @@ class HostSteps:
             self._place(placed, part.label)
         if any("bar1_total_bytes" in r for r in rows) or any(r.get("bdf") for r in rows):
             self.gpus, self.gpus_from = tuple(gpus), part.label
+        driver = next((r["driver_version"] for r in rows if r.get("driver_version")), None)
+        if driver and "nvidia_driver_version" not in self.host_extra and not (
+                self.base and getattr(self.base.host.get("nvidia_driver_version"), "known", False)):
+            from gdrcheck.model import Fact
+
+            self.host_extra["nvidia_driver_version"] = Fact(driver, source=f"{part.label} (nvidia-smi's banner)")
         self.note(part.label, f"{len(rows)} GPU(s) by index"
                   + (" with their bus ids" if all(r.get("bdf") for r in rows) else ""))
 
