@@ -99,7 +99,7 @@ INPUT_KINDS: tuple[InputKind, ...] = (
               "nvidia-smi's boxed table: the NVIDIA-SMI / Driver Version banner and GPU rows with bus ids",
               short="nvidia-smi", looks_like=_PASTES + "gpu_lists:looks_like_smi_table",
               parse=_PASTES + "gpu_lists:parse_smi_table", merge_step="add_gpu_list"),
-    InputKind("bar1-grep", (("BAR1 per GPU", "nvidia-smi -q | grep -A3 -i bar"),),
+    InputKind("bar1-grep", (("BAR1 per GPU", "the BAR1 lines of nvidia-smi -q (grep -A3 -i bar)"),),
               "'BAR1 Memory Usage' blocks without the GPU bus id lines of nvidia-smi -q",
               short="nvidia-smi -q | grep -A3 -i bar", looks_like=_PASTES + "gpu_lists:looks_like_bar1_grep",
               parse=_PASTES + "gpu_lists:parse_bar1_grep", merge_step="add_gpu_list"),
