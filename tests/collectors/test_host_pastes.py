@@ -186,3 +186,14 @@ def test_a_gpu_on_a_root_port_gets_a_fix_that_fits(realworld):
     codes = {f["code"] for f in doc["findings"]}
     assert "GDR017" in codes and "GDR005" not in codes
     assert "seated" not in doc["rules"]["GDR017"]["fix"]
+
+
+def test_gdscheck_settles_the_iommu_and_gds_beside_the_tree(realworld):
+    """puget's lspci -tv alone leaves the IOMMU (GDR043) and GDS (GDR063) open; gdscheck -p beside it settles both
+    (IOMMU: disabled; nvidia_fs 2.24), and says nothing of BAR1 use (still not in this input)."""
+    d = realworld / PUGET
+    alone = {f["code"] for f in _doc(d / "lspci-tv.txt")["findings"]}
+    doc = _doc(d / "lspci-tv.txt", d / "gdscheck-p.txt")
+    both = {f["code"] for f in doc["findings"]}
+    assert {"GDR043", "GDR063"} <= alone and not {"GDR043", "GDR063"} & both
+    assert "bar1" in doc["not_in_input"] and "iommu" not in doc["not_in_input"]
