@@ -47,6 +47,8 @@ SHOWS: dict[str, frozenset[str]] = {
     "hwloc-xml": frozenset({"tree", "gpus", "nics", "nvme", "numa", "gpu_model", "cpu_vendor"}),
     # nvidia-smi topo -m / -mp / -p2p: classes, NVLink (-m), NUMA affinity, RDMA NICs, P2P status (-p2p)
     "topo-matrix": frozenset({"gpus", "nics", "numa", "nvlink", "p2p_status"}),
+    # nvidia-smi topo -mp alone: the PCIe classes under whatever NVLinks there are; NVLink is not in it
+    "topo-matrix-mp": frozenset({"gpus", "nics", "numa", "p2p_status"}),
     "nvidia-smi-q": frozenset({"gpus", "gpu_model", "bar1"}),
     # rocm-smi --showtopo: an AMD node's GPUs by index, their xGMI links and NUMA nodes (no bus ids, no NIC)
     "rocm-smi-topo": frozenset({"gpus", "numa", "nvlink"}),
@@ -54,6 +56,25 @@ SHOWS: dict[str, frozenset[str]] = {
     "amd-smi-topology": frozenset({"gpus", "nvlink"}),
     # lspci -vvv | grep ACSCtl: the ACS Control of every bridge that has it, not whose
     "acsctl-grep": frozenset({"acs"}),
+    # plain nvidia-smi: each GPU's index, bus id and (cut) name, the driver and CUDA versions
+    "nvidia-smi": frozenset({"gpus", "gpu_model"}),
+    # nvidia-smi -q | grep -A3 -i bar: BAR1 per GPU index
+    "bar1-grep": frozenset({"bar1"}),
+    # nccl-tests' rank lines: each CUDA device's bus id and name
+    "nccl-tests": frozenset({"gpus", "gpu_model"}),
+    "numactl": frozenset({"numa"}),
+    "lscpu": frozenset({"cpu_vendor"}),
+    "cpuinfo": frozenset({"cpu_vendor"}),
+    # /etc/default/grub: the IOMMU options of the kernel command line, as configured
+    "grub": frozenset({"iommu"}),
+    # gdscheck -p: the IOMMU, nvidia-fs and PeerDirect as NVIDIA's tool sees them (its BAR1 sizes are by CUDA's
+    # index and only said in a note)
+    "gdscheck": frozenset({"iommu"}),
+    "gdsio": frozenset(),
+    # ibv_devinfo: each RDMA device's ports, their state and link layer (no bus ids)
+    "ibv_devinfo": frozenset(),
+    # NCCL_GRAPH_DUMP_FILE: the channels NCCL built (what it decided, not the machine)
+    "nccl-graph": frozenset(),
     # a job's NCCL_DEBUG=INFO log: the GPUs of its ranks (busId), NCCL's version and settings (the NICs it names by
     # index and HCA name are not placed as devices)
     "nccl-log": frozenset({"gpus", "nccl"}),

@@ -214,6 +214,7 @@ CASES: dict[str, dict] = {
     "pcie-gpus-p2p-level-sys": {"no_nvlink": True, "nccl_conf": "NCCL_P2P_LEVEL=SYS\n"},
     "nvme-on-root-port": {"nvme_on_root_port": True},
     "p2p-chipset-not-supported": {"p2p_status": 1},
+    "pcie-gpus-p2p-chipset-not-supported": {"no_nvlink": True, "p2p_status": 1},
     "nccl-conf-overrides": {"nccl_conf": "# site settings\nNCCL_NET_GDR_LEVEL=SYS\nNCCL_P2P_DISABLE=1\n"},
     "bar1-256mib": {"bar1": 256 << 20},
     # the site's NCCL_SOCKET_IFNAME names an interface the node does not have (NCCL finds none: it does not start)

@@ -81,8 +81,7 @@ INPUT_KINDS: tuple[InputKind, ...] = (
     InputKind("nvidia-smi-q-xml", (), "the root element <nvidia_smi_log>", xml_root="<nvidia_smi_log",
               parse=_HERE + "parse_smi_xml", reads_as="nvidia-smi-q", merge_step="add_smi"),
     InputKind("topo-matrix", (("a topology matrix", "nvidia-smi topo -m, or nvidia-smi topo -mp"),
-                              ("the driver's P2P status, with its command line",
-                               "nvidia-smi topo -p2p r (also w, rw, n)")),
+                              ("the driver's P2P status", "nvidia-smi topo -p2p r (also w, rw, n)")),
               "a header row of GPU columns and a legend of its link words",
               short="nvidia-smi topo -m/-mp/-p2p", looks_like=_PASTES + "topo_matrix:looks_like_topo_matrix",
               parse=_PASTES + "topo_matrix:parse_topo_matrices", merge_step="add_matrices"),
@@ -94,10 +93,54 @@ INPUT_KINDS: tuple[InputKind, ...] = (
               "amd-smi's LINK TYPE, HOPS, WEIGHT, ACCESS or NUMA BW TABLE: with bus id columns",
               short="amd-smi topology", looks_like=_PASTES + "amd_smi:looks_like_amd_smi_topology",
               parse=_PASTES + "amd_smi:parse_amd_smi_topology"),
+    InputKind("topo-matrix-mp", (), "a matrix of PCIe classes only, its legend without NV# (nvidia-smi topo -mp)",
+              looks_like=_PASTES + "topo_matrix:looks_like_topo_mp",
+              parse=_PASTES + "topo_matrix:parse_topo_matrices", merge_step="add_matrices"),
     InputKind("nccl-xml", (("an NCCL topology XML", "NCCL_TOPO_DUMP_FILE=FILE"),), "the root element <system>",
               short="NCCL topology XML (<system>)", xml_root="<system", parse=_PASTES + "nccl_xml:parse_nccl_xml"),
     InputKind("hwloc-xml", (("an hwloc XML", "lstopo FILE.xml"),), "the root element <topology>",
               short="hwloc XML (<topology>)", xml_root="<topology", parse=_PASTES + "hwloc_xml:parse_hwloc_xml"),
+    InputKind("nccl-graph", (("the channels NCCL built", "NCCL_GRAPH_DUMP_FILE=FILE"),), "the root element <graphs>",
+              short="NCCL graph XML (<graphs>)", xml_root="<graphs", parse=_PASTES + "nccl_graph:parse_nccl_graph",
+              merge_step="add_host"),
+    InputKind("nvidia-smi", (("the driver's GPU table", "nvidia-smi"),),
+              "nvidia-smi's boxed table: the NVIDIA-SMI / Driver Version banner and GPU rows with bus ids",
+              short="nvidia-smi", looks_like=_PASTES + "gpu_lists:looks_like_smi_table",
+              parse=_PASTES + "gpu_lists:parse_smi_table", merge_step="add_gpu_list"),
+    InputKind("bar1-grep", (("BAR1 per GPU", "the BAR1 lines of nvidia-smi -q (grep -A3 -i bar)"),),
+              "'BAR1 Memory Usage' blocks without the GPU bus id lines of nvidia-smi -q",
+              short="nvidia-smi -q | grep -A3 -i bar", looks_like=_PASTES + "gpu_lists:looks_like_bar1_grep",
+              parse=_PASTES + "gpu_lists:parse_bar1_grep", merge_step="add_gpu_list"),
+    InputKind("nccl-tests", (("nccl-tests' device lines", "all_reduce_perf (or any nccl-tests binary)"),),
+              "'#  Rank N Group N Pid N on HOST device N [BUS] NAME' lines",
+              short="nccl-tests output", looks_like=_PASTES + "gpu_lists:looks_like_nccl_tests",
+              parse=_PASTES + "gpu_lists:parse_nccl_tests", merge_step="add_gpu_list"),
+    InputKind("numactl", (("NUMA nodes and distances", "numactl --hardware"),),
+              "'available: N nodes (...)' and 'node distances:'",
+              short="numactl --hardware", looks_like=_PASTES + "host_pastes:looks_like_numactl",
+              parse=_PASTES + "host_pastes:parse_numactl", merge_step="add_host"),
+    InputKind("lscpu", (("the CPU vendor and model", "lscpu, or cat /proc/cpuinfo"),),
+              "lscpu's 'Architecture:' with 'Vendor ID:' or 'Model name:'",
+              short="lscpu", looks_like=_PASTES + "host_pastes:looks_like_lscpu",
+              parse=_PASTES + "host_pastes:parse_lscpu", merge_step="add_host"),
+    InputKind("cpuinfo", (), "/proc/cpuinfo's 'processor : N' with 'vendor_id' (or POWER's 'cpu', ARM's "
+              "'CPU implementer')", short="/proc/cpuinfo", looks_like=_PASTES + "host_pastes:looks_like_cpuinfo",
+              parse=_PASTES + "host_pastes:parse_cpuinfo", merge_step="add_host"),
+    InputKind("grub", (("the configured kernel command line", "cat /etc/default/grub"),),
+              "GRUB_CMDLINE_LINUX lines among GRUB_ settings",
+              short="/etc/default/grub", looks_like=_PASTES + "host_pastes:looks_like_grub",
+              parse=_PASTES + "host_pastes:parse_grub", merge_step="add_host"),
+    InputKind("gdscheck", (("GPUDirect Storage as NVIDIA's tool sees it", "gdscheck -p"),),
+              "'GDS release version' or gdscheck's DRIVER CONFIGURATION block",
+              short="gdscheck -p", looks_like=_PASTES + "host_pastes:looks_like_gdscheck",
+              parse=_PASTES + "host_pastes:parse_gdscheck", merge_step="add_host"),
+    InputKind("gdsio", (("a GDS measurement", "gdsio"),), "'IoType: ... XferType: ... Throughput: N GiB/sec' lines",
+              short="gdsio output", looks_like=_PASTES + "host_pastes:looks_like_gdsio",
+              parse=_PASTES + "host_pastes:parse_gdsio", merge_step="add_host"),
+    InputKind("ibv_devinfo", (("RDMA ports: state and link layer", "ibv_devinfo"),),
+              "'hca_id:' blocks with their ports",
+              short="ibv_devinfo", looks_like=_PASTES + "host_pastes:looks_like_ibv_devinfo",
+              parse=_PASTES + "host_pastes:parse_ibv_devinfo", merge_step="add_host"),
     InputKind("nccl-log", (("a job's NCCL log", "NCCL_DEBUG=INFO (every rank's output, or several ranks' "
                                                 "files)"),),
               "NCCL's INFO lines (host:pid:tid [rank] NCCL INFO ...)",
@@ -108,10 +151,14 @@ BY_NAME = {k.name: k for k in INPUT_KINDS}
 
 # A single file is the first of these that fits. The XML roots first; an NCCL log before the texts (a host
 # written <cluster_name> starts with '<' too, and no other text kind does).
-RECOGNITION_ORDER = ("nccl-xml", "hwloc-xml", "nvidia-smi-q-xml", "nccl-log", "lspci", "nvidia-smi-q",
-                     "rocm-smi-topo", "amd-smi-topology", "topo-matrix", "lspci-vvv", "acsctl-grep")
+RECOGNITION_ORDER = ("nccl-xml", "nccl-graph", "hwloc-xml", "nvidia-smi-q-xml", "nccl-log", "lspci", "nvidia-smi-q",
+                     "rocm-smi-topo", "amd-smi-topology", "topo-matrix-mp", "topo-matrix", "lspci-vvv", "acsctl-grep",
+                     "nvidia-smi", "bar1-grep", "nccl-tests", "gdscheck", "gdsio", "ibv_devinfo", "numactl", "lscpu",
+                     "cpuinfo", "grub")
 # the order the merge adds the kinds that do not draw the tree (a job's NCCL log comes last, all its files at once)
-MERGE_ORDER = ("lspci-vvv", "nvidia-smi-q", "topo-matrix", "acsctl-grep")
+MERGE_ORDER = ("lspci-vvv", "nvidia-smi-q", "nvidia-smi", "nccl-tests", "bar1-grep", "topo-matrix", "topo-matrix-mp",
+               "acsctl-grep", "numactl", "lscpu", "cpuinfo", "gdscheck", "grub", "gdsio", "ibv_devinfo",
+               "nccl-graph")
 # the kinds that draw the PCIe tree: one per node (the merge refuses a second)
 TREE_KINDS = tuple(k.name for k in INPUT_KINDS if k.merge_step == "tree")
 

@@ -41,6 +41,8 @@ def rdma_doc(topo: Topology, bdf: str) -> dict[str, Any]:
 
 
 def device_doc(topo: Topology, bdf: str) -> dict[str, Any]:
+    from gdrcheck.device_models import gpu_model
+
     d = topo.by_bdf[bdf]
     link = d.link
     doc: dict[str, Any] = {
@@ -64,6 +66,9 @@ def device_doc(topo: Topology, bdf: str) -> dict[str, Any]:
         doc["gpu_index"] = d.gpu_index
     if doc["kind"] == "gpu":
         doc.update(gpu_link_doc(topo, bdf))
+        model = gpu_model(d) if not d.name else None
+        if model:  # an NCCL XML or an lspci -n gives ids only: the model its PCI id names
+            doc["model"] = model
     doc.update(names_doc(d))
     if doc["kind"] == "nic":
         doc.update(rdma_doc(topo, bdf))

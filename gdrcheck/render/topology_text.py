@@ -23,8 +23,10 @@ def _link_text(dev: dict[str, Any]) -> str:
     link = dev["link"]
     cur_speed, cur_width = link["current_speed_gts"], link["current_width"]
     max_speed, max_width = link["max_speed_gts"], link["max_width"]
-    if cur_speed is None and cur_width is None and max_speed is None:
+    if cur_speed is None and cur_width is None and max_speed is None and max_width is None:
         return ""
+    if cur_speed is None and cur_width is None:  # only the maximum shown (an NCCL XML's link_speed/link_width)
+        return f"max {speed_text(max_speed)} x{max_width or '?'}"
     cur = f"{speed_text(cur_speed)} x{cur_width or '?'}"
     low = ((cur_width and max_width and cur_width < max_width)
            or (cur_speed and max_speed and cur_speed < max_speed))
@@ -51,7 +53,8 @@ def device_line(dev: dict[str, Any]) -> str:
     if dev["name"]:
         parts.append(dev["name"])
     elif dev["vendor_id"] is not None and dev["device_id"] is not None:
-        parts.append(f"[{dev['vendor_id'][2:]}:{dev['device_id'][2:]}]")
+        parts.append(f"[{dev['vendor_id'][2:]}:{dev['device_id'][2:]}]" + (f" {dev['model']}" if dev.get("model")
+                                                                           else ""))
     names = list(dev.get("netdevs", ())) + list(dev.get("rdma_devices", ())) + list(dev.get("nvme_names", ()))
     if names:
         parts.append("(" + ", ".join(names) + ")")

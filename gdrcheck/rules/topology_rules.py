@@ -68,6 +68,16 @@ NO_CLOSE_NIC = Rule(
     "Check that every NIC is seated and enumerated (`gdrcheck topology`); compare with a healthy node of "
     "the same model (`gdrcheck fingerprint` on both).",
     vm_remediation=VM_PLACEMENT_FIX)
+NO_SWITCH_FOR_NIC = Rule(
+    "GDR017", "gpu-on-root-port-no-switch", "warning", "device",
+    "A GPU sits on a root port with no PCIe switch above it: no NIC can share a switch with it",
+    "The server has no PCIe switch between this GPU and the CPU, so every GPU-NIC path crosses the root "
+    "complex (PHB, NODE or SYS). Nothing is mis-seated; NCCL uses GPUDirect RDMA on such a path only where "
+    "NCCL_NET_GDR_LEVEL allows it, and the root complex's peer-to-peer forwarding sets its speed.",
+    "Nothing to reseat: the platform puts this GPU on a root port. Measure GPUDirect RDMA through the "
+    "root complex (ib_write_bw --use_cuda, or nccl-tests with NCCL_NET_GDR_LEVEL=PHB) before allowing it; "
+    "for GPU-NIC pairs under one switch, the platform needs a PCIe switch board or a server model that has one.",
+    vm_remediation=VM_PLACEMENT_FIX)
 P2P_BEYOND_LEVEL = Rule(
     "GDR006", "p2p-beyond-nccl-level", "warning", "pair",
     "NCCL will not use PCIe P2P between these GPUs",
@@ -80,13 +90,23 @@ P2P_BEYOND_LEVEL = Rule(
     vm_remediation=VM_PLACEMENT_FIX)
 P2P_DISABLED = Rule(
     "GDR007", "p2p-disabled-by-driver", "error", "pair",
-    "The NVIDIA driver reports P2P as not supported between these GPUs",
+    "The NVIDIA driver reports P2P as not supported between these NVLink-connected GPUs",
     "NCCL asks NVML for P2P read and write status (`nvidia-smi topo -p2p r` / `w`); anything but OK "
     "disables P2P, and between NVLink-connected GPUs NCCL fails at init ('P2P is disabled between NVLINK "
-    "connected GPUs').",
+    "connected GPUs') unless NCCL_IGNORE_DISABLED_P2P is set. Between GPUs joined by PCIe only, GDR016 says it.",
     "Read `nvidia-smi topo -p2p r` and `-p2p w`: CNS = chipset not supported (BIOS/platform), TNS = "
     "topology not supported, GNS = GPU not supported, DR = disabled by regkey. In a VM the hypervisor "
     "must expose P2P. Check `nvidia-smi nvlink -s` for NVLink pairs.",
+    origin="nccl", pair_kinds=("gpu-gpu",))
+P2P_REFUSED_ON_PCIE = Rule(
+    "GDR016", "p2p-refused-on-pcie", "warning", "pair",
+    "The NVIDIA driver refuses P2P between these PCIe-connected GPUs: NCCL carries them through host memory",
+    "NCCL asks NVML for P2P read and write status (`nvidia-smi topo -p2p r` / `w`); anything but OK makes "
+    "NCCL set P2P off for a pair joined by PCIe only, and the pair's traffic goes through shared host memory: "
+    "slower, not broken (v2.30.7 src/graph/paths.cc:373-410).",
+    "Read `nvidia-smi topo -p2p r` and `-p2p w`: CNS = chipset not supported (BIOS/platform), TNS = "
+    "topology not supported, GNS = GPU not supported (consumer GPUs), DR = disabled by regkey. In a VM "
+    "the hypervisor must expose P2P.",
     origin="nccl", pair_kinds=("gpu-gpu",))
 NVLINK_UNSEEN = Rule(
     "GDR009", "nvlink-not-in-input", "info", "pair",
@@ -295,22 +315,23 @@ def _check_p2p_status(ctx: Context) -> Iterable[Finding]:
             v = status.get((p.a, p.b, cap)) or status.get((p.b, p.a, cap))
             if v is not None:
                 got[cap] = v
-        if len(got) < 2:
+        bad = {k: v for k, v in got.items() if v != "OK"}
+        if len(got) < 2 and not bad:  # a refusal in either settles it: NCCL needs both OK
             yield Finding(P2P_UNKNOWN.code, "info", (p.a, p.b),
                           f"P2P status between {pair_label(ctx, p)} not known (no NVML answer)",
                           pairs=((p.a, p.b),), effect="unknown", fold="P2P status not known (no NVML answer)",
                           settle="run gdrcheck where the NVIDIA driver is loaded")
             continue
-        bad = {k: v for k, v in got.items() if v != "OK"}
         if bad:
             # NCCL aborts only on an NVLink path (<= PATH_NVB) with NCCL_IGNORE_DISABLED_P2P unset; on PCIe it
             # sets p2p = 0 and runs the pair over shared memory (v2.30.7 paths.cc:373-410): degraded, not failed
             nvb = (ctx.nccl_view.get((p.a, p.b)) or {}).get("path_type") == "NVB"
-            worst = "fail" if (p.nvlinks or nvb) and ctx.nccl.ignore_disabled_p2p == 0 else "degraded"
-            yield Finding(P2P_DISABLED.code, "error", (p.a, p.b),
+            fails = bool(p.nvlinks or nvb) and ctx.nccl.ignore_disabled_p2p == 0
+            rule = P2P_DISABLED if fails else P2P_REFUSED_ON_PCIE
+            yield Finding(rule.code, rule.severity, (p.a, p.b),
                           f"driver P2P status between {pair_label(ctx, p)}: "
                           + ", ".join(f"{k} {v}" for k, v in sorted(bad.items())),
-                          pairs=((p.a, p.b),), effect=worst)
+                          pairs=((p.a, p.b),), effect="fail" if fails else "degraded")
 
 
 def _check_close_nic(ctx: Context) -> Iterable[Finding]:
@@ -326,9 +347,22 @@ def _check_close_nic(ctx: Context) -> Iterable[Finding]:
             any(ctx.nccl_view.get((p.a, p.b), {}).get("gpu_gdr_supported") is False for p in mine)  # GDR170
         if not close and not undecided and not said:
             sure = all(_rdma_capable(ctx, n) for n in nics)
+            if _on_root_port(ctx, g):
+                yield Finding(NO_SWITCH_FOR_NIC.code, "warning", (g,),
+                              f"{label(ctx, g)} sits on a root port with no PCIe switch above it, so no "
+                              f"{'RDMA NIC' if sure else 'NIC that may be an RDMA device'} shares a switch with it")
+                continue
             yield Finding(NO_CLOSE_NIC.code, "warning", (g,),
                           f"{label(ctx, g)} has no {'RDMA NIC' if sure else 'NIC that may be an RDMA device'} "
                           "under a common PCIe switch")
+
+
+def _on_root_port(ctx: Context, gpu: str) -> bool:
+    """Whether the tree places the GPU with no switch port above it (on a root port, or on a root bus)."""
+    if gpu in ctx.snap.unplaced:
+        return False
+    kinds = [ctx.topo.device_kind.get(a) for a in ctx.topo.ancestors(gpu)]
+    return not any(k in ("switch_upstream", "switch_downstream") for k in kinds)
 
 
 def _rdma_capable(ctx: Context, nic: str):
@@ -343,8 +377,10 @@ CHECKS = (
     (CROSS_SOCKET, None),
     (PATH_UNDECIDED, None),
     (NO_CLOSE_NIC, _check_close_nic),
+    (NO_SWITCH_FOR_NIC, None),
     (P2P_BEYOND_LEVEL, None),
     (P2P_DISABLED, _check_p2p_status),
+    (P2P_REFUSED_ON_PCIE, None),
     (P2P_UNKNOWN, None),
     (NVLINK_UNSEEN, None),
 )

@@ -593,7 +593,7 @@ def expect_paste(kind: str, text: str) -> None:
 
     CASES[kind] += 1
     assert sniff(text) in (None, "lspci", "nccl-xml", "hwloc-xml", "nvidia-smi-q-xml", "nvidia-smi-q",
-                           "topo-matrix", "lspci-vvv", "acsctl-grep")
+                           "topo-matrix", "topo-matrix-mp", "lspci-vvv", "acsctl-grep")
     try:
         data = (parse_topo_matrices(text, "fuzz.txt") if kind == "topo-matrix"
                 else parse_lspci_verbose(text, "fuzz.txt"))

@@ -40,11 +40,12 @@ def test_accepted_kinds_are_the_rows_forms_in_order():
     assert ACCEPTED_KINDS == tuple(f for k in INPUT_KINDS for f in k.forms)
     assert ACCEPTED_KINDS[0] == ("a directory laid out like /", "a copy of /sys and /proc, or an unpacked snapshot "
                                                                 "archive")
-    assert len(ACCEPTED_KINDS) == 13
+    assert len(ACCEPTED_KINDS) == 23
 
 
 def test_the_one_line_list_of_file_kinds_is_made_from_the_table():
     assert input_kinds.FILE_KINDS_TEXT == (
         "lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidia-smi topo -m/-mp/-p2p, rocm-smi --showtopo, "
-        "amd-smi topology, NCCL topology XML (<system>), hwloc XML (<topology>), an NCCL_DEBUG=INFO log, or a "
-        "directory or snapshot archive (gdrcheck snapshot)")
+        "amd-smi topology, NCCL topology XML (<system>), hwloc XML (<topology>), NCCL graph XML (<graphs>), nvidia-smi, nvidia-smi -q | grep -A3 -i bar, "
+        "nccl-tests output, numactl --hardware, lscpu, /proc/cpuinfo, /etc/default/grub, gdscheck -p, gdsio output, "
+        "ibv_devinfo, an NCCL_DEBUG=INFO log, or a directory or snapshot archive (gdrcheck snapshot)")

@@ -247,8 +247,11 @@ def test_a_utf16_paste_reads_as_the_utf8_one(realworld, tmp_path):
     assert got.stdout == run("pairs", "--json", "--from", paste).stdout and "Traceback" not in got.stderr
 
 
-def test_graph_xml_is_not_an_input_but_a_topo_matrix_is(realworld):
-    assert_clean_error(run("pairs", "--from", realworld / "azure-ncv4" / "nccl-graph.xml"))
+def test_graph_xml_reads_as_the_channels_nccl_built_and_a_topo_matrix_as_its_classes(realworld):
+    # issue 40: NCCL_GRAPH_DUMP_FILE's XML is what NCCL decided, read as such (no tree drawn from it)
+    g = run("pairs", "--from", realworld / "azure-ncv4" / "nccl-graph.xml")
+    said = " ".join(g.stdout.split())
+    assert g.returncode != 2 and "the channels NCCL built" in said and "ring: 2 channel(s)" in said, g.stderr
     # issue 17: a topo -m matrix alone gives its classes, everything else unknown (exit 3, or 1 on findings)
     p = run("pairs", "--from", realworld / "gengwg-dgx-a100-ash6" / "nvidia-smi-topo-m.txt")
     assert p.returncode in (1, 3) and "Traceback" not in p.stderr, p.stderr

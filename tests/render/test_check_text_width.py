@@ -10,7 +10,8 @@ import sys
 
 from support.cli_util import ROOT, drain_pty, run
 
-DGX1 = "gengwg-dgx1/nvidia-smi-topo-mp.txt"
+# four A100 PCIe on two sockets (a DGX-1's -mp shows no NVLink, which may join its SYS pairs: no GDR003 there)
+ADROIT = "princeton-adroit-h11g2-4xa100/nvidia-smi-topo-m.txt"
 
 
 def _on_a_terminal(*args, columns: int) -> str:
@@ -22,14 +23,14 @@ def _on_a_terminal(*args, columns: int) -> str:
     return drain_pty(main).decode().replace("\r\n", "\n")
 
 
-def test_dgx1_check_on_a_narrow_terminal_wraps_every_line(realworld):
-    out = _on_a_terminal("check", "--from", realworld / DGX1, columns=70)
+def test_check_on_a_narrow_terminal_wraps_every_line(realworld):
+    out = _on_a_terminal("check", "--from", realworld / ADROIT, columns=70)
     lines = out.splitlines()
     assert lines and all(len(line) <= 70 for line in lines), out
-    assert "  GDR003 warning GPU0 and GPU4 are on different NUMA nodes (SYS," in lines
+    assert "  GDR003 warning GPU0 and GPU2 are on different NUMA nodes (SYS," in lines
     assert any(line.startswith(" " * 17 + "inter-NUMA;") for line in lines)
 
 
-def test_dgx1_check_in_a_log_keeps_each_finding_on_one_line(realworld):
-    out = run("check", "--from", realworld / DGX1, env={"COLUMNS": "70"}).stdout
+def test_check_in_a_log_keeps_each_finding_on_one_line(realworld):
+    out = run("check", "--from", realworld / ADROIT, env={"COLUMNS": "70"}).stdout
     assert any(len(line) > 70 and line.startswith("  GDR003 warning") for line in out.splitlines())

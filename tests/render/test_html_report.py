@@ -270,8 +270,8 @@ def test_bad_usage_is_one_line(tmp_path, realworld):
     assert_clean_error(run("report", "--from", tmp_path / "nothing", "-o", tmp_path / "x.html"))
     assert_clean_error(run("report", "--from", H200, "-o", tmp_path / "no" / "such" / "dir.html"))
     assert_clean_error(run("report", "--from", H200, "-o", tmp_path))
-    graph = realworld / "azure-ncv4" / "nccl-graph.xml"
-    assert_clean_error(run("report", "--from", graph, "-o", tmp_path / "g.html"))
+    notes = realworld / "azure-ncv4" / "SOURCE.md"  # none of the input kinds
+    assert_clean_error(run("report", "--from", notes, "-o", tmp_path / "g.html"))
     assert_clean_error(run("report", "--from", H200, "-o", tmp_path / "v.html", "--nccl-version", "x"))
     assert list(tmp_path.iterdir()) == []
 

@@ -89,11 +89,11 @@ def test_nvb_pair_skips_the_network_faster_check(tmp_path):
     assert v["path_type"] == "NVB" and v["p2p"] == "enabled", v
 
 
-@pytest.mark.parametrize("case,kw,effect", [
-    ("gdr007-pcie-pair-nvml-cns-paths.cc:373-410@v2.30.7", {}, "degraded"),
-    ("gdr007-nvlink-pair-nvml-cns", {"nvlinks": [(G0, G1, 4)]}, "fail"),
+@pytest.mark.parametrize("case,kw,code,effect,severity", [
+    ("gdr016-pcie-pair-nvml-cns-paths.cc:373-410@v2.30.7", {}, "GDR016", "degraded", "warning"),
+    ("gdr007-nvlink-pair-nvml-cns", {"nvlinks": [(G0, G1, 4)]}, "GDR007", "fail", "error"),
 ])
-def test_gdr007_on_a_pcie_pair_is_degraded(tmp_path, case, kw, effect):
+def test_gdr007_on_a_pcie_pair_is_degraded(tmp_path, case, kw, code, effect, severity):
     """paths.cc:373-410@v2.30.7: a refusing NVML status aborts init only on a path <= PATH_NVB; on PCIe NCCL
     sets p2p = 0 and the pair runs over shared memory, which is slower, not broken."""
     from gdrcheck.collectors.inputs import load_facts
@@ -103,8 +103,11 @@ def test_gdr007_on_a_pcie_pair_is_degraded(tmp_path, case, kw, effect):
     root = N.build(tmp_path / case.split("-paths")[0], devices=[("gpu", G0, 0, "switch"), ("gpu", G1, 0, "switch")],
                    p2p_status=2, **kw)
     rep = evaluate(load_facts(str(root)), Options(nccl_version="2.30.7"))
-    (f,) = [x for x in rep.findings if x.code == "GDR007"]
-    assert f.effect == effect, (case, f)
+    (f,) = [x for x in rep.findings if x.code in ("GDR007", "GDR016")]
+    assert (f.code, f.effect, f.severity) == (code, effect, severity), (case, f)
+    from gdrcheck.rules import all_rules  # one severity: the finding's is the one `gdrcheck rules` lists
+
+    assert {r.code: r.severity for r in all_rules()}[code] == severity
 
 
 @pytest.mark.parametrize("case,version,word,path_type", [

@@ -29,6 +29,7 @@ CASES = {
     "GDR007": ("p2p-chipset-not-supported", "healthy-gdr-node", ()),
     "GDR008": (f"real:{REAL_LSPCI}", "healthy-gdr-node", ()),
     "GDR009": ("sxm-gpus-without-links", "healthy-gdr-node", ()),
+    "GDR016": ("pcie-gpus-p2p-chipset-not-supported", "p2p-chipset-not-supported", ()),
     "GDR020": ("no-peer-memory-module", "healthy-gdr-node", ()),
     "GDR021": (f"real:{REAL_LSPCI}", "healthy-gdr-node", ()),
     "GDR022": ("legacy-nv-peer-mem", "healthy-gdr-node", ()),
@@ -62,6 +63,10 @@ CASES = {
     "GDR210": ("amd:no-peer", "amd:peer", ("--nccl-version", "2.18.6")),
     "GDR211": ("amd:peer", "real:rccl-mi300x-8p-8nic/nccl-topo.xml", ()),
     "GDR212": ("amd:no-peer", "amd:peer", ()),
+    # the GPU sits on a root port (the stelline machines' layout): no switch for a NIC to share; GDR005 is for
+    # a GPU under a switch without a NIC
+    "GDR017": ("lspci:h100-pcie-and-connectx-7-on-root-ports", "single-nic-gdr-level-sys",
+               ("--env", "NCCL_NET_GDR_LEVEL=SYS")),
 }
 # the gate's own findings: a requirement of `check --require` that nothing on the node can satisfy
 # code -> (case, --require that fires it, --require that does not)
@@ -78,6 +83,11 @@ LSPCI_CASES = {
     # a NIC whose model says nothing about RDMA, in an input that has no /sys/class/infiniband
     "nic-of-unknown-model": "-[0000:00]-+-01.0-[01]----00.0  NVIDIA Corporation GH100 [H100 PCIe]\n"
                             "           \\-02.0-[02]----00.0  Acme Corp. Ethernet Controller AC100\n",
+    # an H100 PCIe and a ConnectX-7, each on a root port of one root complex (no PCIe switch in the server)
+    "h100-pcie-and-connectx-7-on-root-ports": "-[0000:00]-+-00.0  Intel Corporation Ice Lake Memory Map/VT-d\n"
+                                              "           +-01.0-[01]----00.0  NVIDIA Corporation GH100 [H100 PCIe]\n"
+                                              "           \\-02.0-[02]----00.0  Mellanox Technologies MT2910 "
+                                              "Family [ConnectX-7]\n",
     # a GeForce card beside a ConnectX-7 (drawn by lspci -F from their ids): no GPUDirect RDMA at any distance
     "geforce-rtx-4090-and-connectx-7": "-[0000:00]-+-00.0  Intel Corporation Ice Lake Memory Map/VT-d\n"
                                        "           +-01.0-[01]----00.0  NVIDIA Corporation AD102 [GeForce RTX 4090]\n"

@@ -33,6 +33,7 @@ and a note gives both (:mod:`gdrcheck.collectors.pastes.merge_matrix`). The merg
 from __future__ import annotations
 
 from gdrcheck.collectors.input_kinds import BY_NAME, MERGE_ORDER, TREE_KINDS
+from gdrcheck.collectors.pastes.merge_host import HostSteps
 from gdrcheck.collectors.pastes.merge_matrix import SYNTH_DOMAIN, MatrixSteps, bus_of  # noqa: F401
 from gdrcheck.errors import InputError
 from gdrcheck.model import (
@@ -68,7 +69,7 @@ class Part:
         self.label, self.input_kind, self.data = label, input_kind, data
 
 
-class _Merge(MatrixSteps):
+class _Merge(MatrixSteps, HostSteps):
     def __init__(self, parts: Sequence[Part]) -> None:
         self.parts = parts
         bases = [p for p in parts if p.input_kind in BASE_KINDS]
@@ -327,4 +328,5 @@ def merge(parts: Sequence[Part]) -> Snapshot:
         getattr(mg, BY_NAME[p.input_kind].merge_step)(p)
     if logs:
         mg.add_logs(logs)
+    mg.device_wide_facts()
     return mg.snapshot()

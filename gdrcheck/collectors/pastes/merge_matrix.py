@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     pass
 
 SYNTH_DOMAIN = 0xFFFF
+# the -p2p words that mean the same whichever mode printed them: OK, and the platform's refusals
+MODE_FREE = frozenset({"OK", "CNS", "GNS", "TNS", "DR"})
 _NIC_FAMILY = (
     (lazy_pattern(r"^mlx[45]_"), 0x15B3, lazy_pattern(r"mellanox|connectx|bluefield", re.I)),
     (lazy_pattern(r"^bnxt_re"), 0x14E4, lazy_pattern(r"broadcom|netxtreme", re.I)),
@@ -29,6 +31,11 @@ _NIC_FAMILY = (
 )
 TRUST_MATRIX = ("nvidia-smi classified the pair on the node itself from the PCIe tree the kernel sees; "
                 "a pasted tree may be cut, hand-edited or of another node")
+
+
+def nic_family(name: str):
+    """The (name pattern, PCI vendor, vendor words) family an RDMA device name belongs to, or None."""
+    return next((f for f in _NIC_FAMILY if f[0].match(name)), None)
 
 
 def synthetic_bdf(i: int, nic: bool = False) -> str:
@@ -73,8 +80,7 @@ class MatrixSteps:
         groups: dict[object, list[str]] = {}
         for c in cols:
             name = m.rdma_name(c)
-            fam = next((f for f in _NIC_FAMILY if f[0].match(name)), None)
-            groups.setdefault(fam, []).append(c)
+            groups.setdefault(nic_family(name), []).append(c)
         said = []
         for fam, members in groups.items():
             if fam is None:
@@ -173,14 +179,19 @@ class MatrixSteps:
         self._classes(m, label, gmap, nmap)
 
     def _p2p(self, m, label: str, gmap: dict[str, str]) -> None:
-        """A ``-p2p`` matrix: the driver's P2P status per GPU pair for its capability (what NCCL reads from NVML)."""
-        caps = m.p2p.split("+")
+        """A ``-p2p`` matrix: the driver's P2P status per GPU pair for its capability (what NCCL reads from NVML).
+
+        One printed without its command (as nvidia-smi prints it) gives the read and write status NCCL checks
+        (v2.30.7 ``src/graph/paths.cc:373-410``) where its word means the same whichever mode printed it: OK, and
+        the platform's refusals (CNS, GNS, TNS, DR). NS does not: ``-p2p n`` and ``-p2p p`` print NS where P2P
+        reads and writes work (fixtures/nccl-runs-4gpu-vm/smi/topo-p2p-p.txt), so an NS pair stays unknown."""
+        caps = m.p2p.split("+") if m.p2p else ["read", "write"]
         gpus = [g for g in m.gpus if g in gmap]
         n = 0
         for i, g in enumerate(gpus):
             for h in gpus[i + 1:]:
                 code = m.code(g, h)
-                if code is None or code == "X":
+                if code is None or code == "X" or (not m.p2p and code not in MODE_FREE):
                     continue
                 for cap in caps:
                     key = (gmap[g], gmap[h], cap)
@@ -190,9 +201,11 @@ class MatrixSteps:
                         continue
                     self.p2p[key] = code
                     n += 1
-        if n:
+        if m.p2p and n:
             self.note(label, f"the driver's P2P {m.p2p.replace('+', ' and ')} status of {len(gpus)} GPU(s) read "
                              "from nvidia-smi topo -p2p")
+        elif not m.p2p:
+            self.note(label, _untitled_p2p_note(m, gpus))
 
     def _classes(self, m, label: str, gmap: dict[str, str], nmap: dict[str, str]) -> None:
         from gdrcheck.pcie.topology import Topology
@@ -237,3 +250,17 @@ class MatrixSteps:
             self.note(label, f"the matrix and the tree disagree on {len(disagree)} pair(s): "
                       + "; ".join(disagree[:4]) + ("; ..." if len(disagree) > 4 else "")
                       + f". Verdicts use the matrix's class: {TRUST_MATRIX}")
+
+
+def _untitled_p2p_note(m, gpus: list[str]) -> str:
+    """What a ``-p2p`` matrix printed without its command settles, and what it leaves to the command."""
+    cells = [m.code(g, h) for i, g in enumerate(gpus) for h in gpus[i + 1:]]
+    said = sorted({c for c in cells if c in MODE_FREE})
+    open_ = sorted({c for c in cells if c not in MODE_FREE and c not in (None, "X")})
+    out = ("an nvidia-smi topo -p2p matrix printed without its command (r, w, rw, n, a or p): "
+           + (f"{', '.join(said)} read as the driver's P2P read and write status (the same in every mode)"
+              if said else "nothing in it says the same in every mode"))
+    if open_:
+        out += (f"; {', '.join(open_)} left unknown (-p2p n and p print NS where P2P works): "
+                "'nvidia-smi topo -p2p r' and 'nvidia-smi topo -p2p w', each with its command line, settle it")
+    return out

@@ -388,10 +388,31 @@ def _roots(ctx: _Ctx) -> dict[str, str]:
     return out
 
 
+def _parse_or_close(text: str, label: str):
+    """The XML's root and lines; a file cut short is read up to its last complete tag, and the note says where
+    it ends (what came after is not in this input)."""
+    from gdrcheck.collectors.pastes.xml_safe import close_cut_xml
+
+    try:
+        return (*parse_xml_safely(text, label, allow_doctype=False, what="an NCCL topology XML"), "")
+    except InputError as e:
+        closed = close_cut_xml(text) if "damaged XML" in str(e) else None
+        if closed is None:
+            raise
+    fixed, last_tag, last_line = closed
+    root, lines = parse_xml_safely(fixed, label, allow_doctype=False, what="an NCCL topology XML")
+    if root.find(".//pci") is None:
+        raise InputError(f"{label}: line {last_line}: damaged XML (cut short before any complete <pci> element)")
+    return root, lines, (f"the file is cut short: it ends at line {last_line} inside an element; read up to its "
+                         f"last complete tag (line {last_tag}), and what came after is not in this input")
+
+
 def parse_nccl_xml(text: str, label: str) -> Snapshot:
     """Read an NCCL (or RCCL) topology XML; damaged or unsafe input is an InputError."""
-    root, lines = parse_xml_safely(text, label, allow_doctype=False, what="an NCCL topology XML")
+    root, lines, cut = _parse_or_close(text, label)
     ctx = _Ctx(label, lines)
+    if cut:
+        ctx.notes.append(cut)
     if root.tag == "graphs":
         raise InputError(f"{label}: an NCCL graph file (<graphs>, NCCL_GRAPH_FILE), not a topology XML")
     if root.tag != "system":

@@ -55,7 +55,8 @@ class TopoMatrix:
     pcie_only: bool = False  # a -mp matrix (no NV# anywhere and a legend without NV#)
     notes: tuple[str, ...] = ()
     # a -p2p matrix: the driver's P2P status per pair (OK, NS, CNS, GNS, TNS, DR, U) for the capability named
-    # before it ("read", "write", "nvlink", "atomics"; "read+write" for rw; "" where the paste does not say)
+    # before it ("read", "write", "nvlink", "atomics"; "read+write" for rw; "" where the paste does not say: as
+    # nvidia-smi prints it, without its command line)
     p2p: Optional[str] = None
 
     @property
@@ -113,7 +114,7 @@ def _is_header_at(lines: list[str], i: int) -> bool:
 
 
 def parse_topo_matrices(text: str, label: str) -> list[TopoMatrix]:
-    """Every matrix of a paste that holds several (``topo -m`` then ``topo -mp``); ``-p2p`` ones are skipped.
+    """Every matrix of a paste that holds several (``topo -m`` then ``topo -mp``, ``-p2p`` ones after them).
 
     Lines are numbered as in the whole text.
     """
@@ -122,25 +123,14 @@ def parse_topo_matrices(text: str, label: str) -> list[TopoMatrix]:
     if len(starts) <= 1:
         return [parse_topo_matrix(text, label)]
     out: list[TopoMatrix] = []
-    skipped = []
     for k, i in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else len(lines)
         seg = "\n" * i + "\n".join(lines[i:end])  # keeps the line numbers of the whole text
-        before = "\n" * max(0, i - 3) + "\n".join(lines[max(0, i - 3):i])  # the title line naming a -p2p one
-        try:
-            m = parse_topo_matrix(seg, label, p2p_title=before)
-        except InputError as e:
-            if "-p2p matrix" in str(e):  # one whose command is not in the paste: which capability is not known
-                skipped.append(i + 1)
-                continue
-            raise
+        # the title lines naming a -p2p one: those after the previous matrix's rows and legend
+        first = max(starts[k - 1] + 1 if k else 0, i - 3)
+        before = "\n" * first + "\n".join(lines[first:i])
+        m = parse_topo_matrix(seg, label, p2p_title=before)
         out.append(TopoMatrix(**{**m.__dict__, "notes": tuple(n for n in m.notes if "around the matrix" not in n)}))
-    if not out:
-        return [parse_topo_matrix(text, label)]
-    if skipped:
-        out[0] = TopoMatrix(**{**out[0].__dict__, "notes": out[0].notes + (
-            f"{len(skipped)} nvidia-smi topo -p2p matri{'x' if len(skipped) == 1 else 'ces'} (first at line "
-            f"{skipped[0]}) not read: no title line says which capability (r, w, n) it shows",)})
     return out
 
 
@@ -148,6 +138,18 @@ def looks_like_topo_matrix(text: str) -> bool:
     """True when a header row (``GPU0 GPU1 ... CPU Affinity``) opens one of the first lines and a GPU0 row follows."""
     lines = [_clean(x) for x in text.lstrip("\ufeff").split("\n")[:_SNIFF_LINES]]
     return any(_is_header_at(lines, i) for i in range(len(lines)))
+
+
+def looks_like_topo_mp(text: str) -> bool:
+    """A ``topo -mp`` paste: matrices whose path-class ones are all PCIe-only (their legend has no NV# line)."""
+    if not looks_like_topo_matrix(text):
+        return False
+    try:
+        ms = parse_topo_matrices(text, "")
+    except InputError:
+        return False
+    classes = [m for m in ms if m.p2p is None]
+    return bool(classes) and all(m.pcie_only for m in classes)
 
 
 def _unwrap(lines: list[str]) -> list[str]:
@@ -179,13 +181,29 @@ def _int_or_none(tok: Optional[str]) -> Optional[int]:
 
 _P2P_TITLE = lazy_pattern(r"topo\s+-p2p\s*(rw|r|w|n|a|p)\b|-p2p\s*(rw|r|w|n|a|p)\b")
 _P2P_CAPS = {"r": "read", "w": "write", "rw": "read+write", "n": "nvlink", "a": "atomics", "p": "prop"}
+# a title in words above a matrix ("P2P read:", "== write ==", "NVLink P2P"); legend lines ('OK = ...') aside
+_P2P_WORD = lazy_pattern(r"\b(read|write|nvlink|atomics?)\b", re.I)
+_LEGEND_LINE = lazy_pattern(r"^\s*(X|OK|CNS|GNS|TNS|NS|DR|U|NV#|SYS|NODE|PHB|PXB|PIX|SOC)\s*=")
 
 
 def p2p_capability(text: str) -> str:
-    """The capability a ``-p2p`` matrix shows, from the last command line before it that names one; ''."""
+    """The capability a ``-p2p`` matrix shows, from the last line before it that names one: its command
+    (``nvidia-smi topo -p2p r``) or a title in words (``P2P read``); '' where none does."""
     got = ""
-    for m in _P2P_TITLE.finditer(text):
-        got = _P2P_CAPS[m.group(1) or m.group(2)]
+    for line in text.split("\n"):
+        if _LEGEND_LINE.match(line):
+            continue
+        cmd = list(_P2P_TITLE.finditer(line))
+        if cmd:
+            got = _P2P_CAPS[cmd[-1].group(1) or cmd[-1].group(2)]
+            continue
+        words = {w.lower().rstrip("s") if w.lower().startswith("atomic") else w.lower()
+                 for w in _P2P_WORD.findall(line)}
+        if len(words) == 1:
+            got = words.pop()
+            got = "atomics" if got == "atomic" else got
+        elif words == {"read", "write"}:
+            got = "read+write"
     return got
 
 
@@ -314,11 +332,6 @@ class _MatrixReader:
         lost = [c for c in nic_cols if c not in self.legend]
         if nic_cols and lost:
             notes.append(f"the NIC legend does not name {', '.join(lost)}; their RDMA device names are unknown")
-        if self.p2p == "":
-            first = min(self.rows_seen.values()) if self.rows_seen else self.header_line
-            raise InputError(f"{label}: line {first}: an nvidia-smi topo -p2p matrix (P2P status, not path "
-                             "classes) without the command that printed it: put 'nvidia-smi topo -p2p r' (or w, n) "
-                             "on the line before it, or pass 'nvidia-smi topo -m' (or -mp)")
         if self.p2p is not None:
             return TopoMatrix(label=label, devices=tuple(header), cells=self.cells, legend=self.legend,
                               notes=tuple(notes), p2p=self.p2p)

@@ -17,7 +17,7 @@ from gdrcheck.errors import InputError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    pass
+    from typing import Optional
 
 # hwloc's XML of a 2-socket, 384-thread node with its PCI tree has some 10,000; nvidia-smi -q -x some 400 a GPU
 MAX_XML_ELEMENTS = 500_000
@@ -86,3 +86,35 @@ def parse_xml_safely(text: str, label: str, *, allow_doctype: bool,
     except (ValueError, LookupError) as e:  # encoding declared that expat cannot take from a str
         raise InputError(f"{label}: unreadable XML ({e})") from None
     return root, builder.lines
+
+
+_TAG = None
+
+
+def close_cut_xml(text: str) -> Optional[tuple[str, int, int]]:
+    """A file cut short (a post's excerpt, a full disk): (its text up to the last complete tag with the open
+    elements closed, the line of that tag, the file's last line), or None where the cut is not a clean end
+    (a closing tag that does not match)."""
+    import re
+
+    global _TAG
+    if _TAG is None:
+        _TAG = re.compile(r"<!--.*?-->|<\?.*?\?>|<(/?)([A-Za-z_][\w.:-]*)[^<>]*?(/?)>", re.S)
+    end = text.rfind(">") + 1
+    if end <= 0:
+        return None
+    kept = text[:end]
+    stack: list[str] = []
+    for m in _TAG.finditer(kept):
+        closing, name, empty = m.group(1), m.group(2), m.group(3)
+        if name is None or empty:
+            continue
+        if closing:
+            if not stack or stack[-1] != name:
+                return None
+            stack.pop()
+        else:
+            stack.append(name)
+    if not stack:
+        return None  # complete as far as it goes: not a cut
+    return kept + "".join(f"</{t}>" for t in reversed(stack)), kept.count("\n") + 1, text.count("\n") + 1

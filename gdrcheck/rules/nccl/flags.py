@@ -243,6 +243,10 @@ def nic_flag(version: Version, st: NcclSettings, plugins: tuple[str, ...], snap,
         return False, why, ()
     if kind == "plugin":
         return None, why, ("the net plugin's ptrSupport (NCCL_PTR_CUDA / NCCL_PTR_DMABUF)",)
+    down = ib_rules.ports_down(snap, nic.rdma)
+    if down:  # before the IP interface: with or without one, NCCL's IB transport does not use this NIC
+        return False, (f"no port of {down} is ACTIVE: NCCL's IB transport lists only ACTIVE ports "
+                       "(v2.30.7 net_ib/init.cc:363), so it does not use this NIC"), ()
     found, why_ip = ib_rules.ip_interface_found(version, st.env, ib_rules.ip_interfaces(snap))
     if found is not True:
         return found, why_ip, (() if found is False else (ib_rules.IP_SETTLE,))
@@ -252,10 +256,6 @@ def nic_flag(version: Version, st: NcclSettings, plugins: tuple[str, ...], snap,
         if used is False:
             names = ", ".join(nic.rdma) or nic.bdf
             return False, f"NCCL_IB_HCA={hca} leaves {names} out: NCCL does not use this NIC", ()
-    down = ib_rules.ports_down(snap, nic.rdma)
-    if down:
-        return False, (f"no port of {down} is ACTIVE: NCCL's IB transport lists only ACTIVE ports "
-                       "(v2.30.7 net_ib/init.cc:363), so it does not use this NIC"), ()
     if nic.xml_gdr is not None:
         return nic.xml_gdr, f"NIC {'/'.join(nic.rdma) or nic.bdf}: <net gdr=\"{int(nic.xml_gdr)}\"> in the input", ()
     pm = snap.host.get("peermem")

@@ -1,0 +1,199 @@
+"""The files admins send first, each its own input kind (issue 40): read alone, beside the tree, and used.
+
+Real data: the two stelline machines of ../shared/realworld carry plain nvidia-smi, numactl --hardware,
+gdscheck -p, gdsio, ibv_devinfo and /etc/default/grub beside their lspci -tv and topo -m; azure-ncv4 carries
+NCCL_GRAPH_DUMP_FILE's XML. No machine of ours gave lscpu, /proc/cpuinfo, a BAR1 grep or nccl-tests' rank
+lines: those cases are hand-written in the tools' public formats and named so.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support.cli_util import run
+
+from gdrcheck.collectors.input_kinds import sniff
+
+ASUS = "stelline-asus-esc8000a-e12-4xrtx6000ada"
+PUGET = "stelline-puget-wrx90-2xrtx6000ada"
+REAL_KINDS = (
+    (ASUS, "nvidia-smi.txt", "nvidia-smi"), (PUGET, "nvidia-smi.txt", "nvidia-smi"),
+    (ASUS, "numactl-hardware.txt", "numactl"), (PUGET, "numactl-hardware.txt", "numactl"),
+    (ASUS, "gdscheck-p.txt", "gdscheck"), (PUGET, "gdscheck-p.txt", "gdscheck"),
+    (ASUS, "gdsio.txt", "gdsio"), (PUGET, "gdsio.txt", "gdsio"),
+    (ASUS, "ibv_devinfo.txt", "ibv_devinfo"), (PUGET, "ibv_devinfo.txt", "ibv_devinfo"),
+    (ASUS, "etc-default-grub.txt", "grub"), (PUGET, "etc-default-grub.txt", "grub"),
+    ("azure-ncv4", "nccl-graph.xml", "nccl-graph"),
+)
+
+
+def _doc(*paths):
+    args = [a for p in paths for a in ("--from", p)]
+    p = run("pairs", "--json", *args)
+    assert p.returncode != 2 and "Traceback" not in p.stderr, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("machine,name,kind", REAL_KINDS)
+def test_each_real_file_is_its_kind_and_read_alone(realworld, machine, name, kind):
+    f = realworld / machine / name
+    assert sniff(f.read_text()) == kind
+    _doc(f)
+
+
+def test_every_real_file_is_read_alone_or_refused_as_a_part(realworld):
+    """The goal of issue 40: of every file in ../shared/realworld, only ACSCtl lines without their tree are
+    refused, and they say they are a part needing its whole."""
+    refused = {}
+    for f in sorted(realworld.rglob("*")):
+        if f.is_file() and f.suffix != ".md":
+            p = run("pairs", "--from", f)
+            if p.returncode == 2:
+                refused[f.relative_to(realworld).as_posix()] = p.stderr
+    assert sorted(refused) == [f"{ASUS}/lspci-vvv-grep-ACSCtl.txt", f"{PUGET}/lspci-vvv-grep-ACSCtl.txt"]
+    assert all("beside the tree" in e for e in refused.values())
+
+
+def test_stelline_support_files_settle_what_the_tree_leaves_open(realworld):
+    """puget's lspci -tv with gdscheck -p, grub, numactl, ibv_devinfo and nvidia-smi beside it: the IOMMU is
+    settled (gdscheck: disabled, GDR043 gone), NUMA is one node, the GPUs carry nvidia-smi's indexes and every
+    GPU-NIC pair's GDR is off because no port of the NICs is ACTIVE (ibv_devinfo: PORT_DOWN)."""
+    d = realworld / PUGET
+    alone = _doc(d / "lspci-tv.txt")
+    assert "GDR043" in {f["code"] for f in alone["findings"]}
+    files = (d / "lspci-tv.txt", d / "nvidia-smi.txt", d / "gdscheck-p.txt", d / "etc-default-grub.txt",
+             d / "numactl-hardware.txt", d / "ibv_devinfo.txt", d / "gdsio.txt")
+    doc = _doc(*files)
+    codes = {f["code"] for f in doc["findings"]}
+    assert "GDR043" not in codes and "iommu" not in doc["not_in_input"]
+    p = run("pairs", "--json", "--env", "NCCL_NET_GDR_LEVEL=SYS", *[a for f in files for a in ("--from", f)])
+    gn = [x for x in json.loads(p.stdout)["pairs"] if x["kind"] == "gpu-nic"]
+    assert gn and all(x["nccl"]["gdr"] == "disabled" and "is ACTIVE" in x["nccl"]["reason"] for x in gn)
+    assert any("mlx5_0=0000:21:00.0" in n for n in doc["notes"])
+    gpus = {x["bdf"]: x for x in doc["devices"] if x.get("kind") == "gpu"}
+    assert sorted(gpus) == ["0000:c1:00.0", "0000:c2:00.0"]
+    said = " ".join(doc["notes"])
+    assert "1 NUMA node(s): 0" in said and "nvidia_fs 2.24" in said and "XferType GPUD ran" in said
+
+
+def test_gdscheck_is_kept_over_the_configured_grub_line(realworld):
+    """asus: gdscheck -p (IOMMU: disabled, as the running node sees it) is read before /etc/default/grub (what the
+    next boot asks for); they agree here, so no note says they differ."""
+    d = realworld / ASUS
+    doc = _doc(d / "lspci-tv.txt", d / "etc-default-grub.txt", d / "gdscheck-p.txt")
+    assert not any("differs" in n for n in doc["notes"])
+    assert "GDR043" not in {f["code"] for f in doc["findings"]}
+
+
+LSCPU_EPYC = """Architecture:             x86_64
+  CPU op-mode(s):         32-bit, 64-bit
+CPU(s):                   192
+Vendor ID:                AuthenticAMD
+  Model name:             AMD EPYC 9654 96-Core Processor
+    CPU family:           25
+"""
+CPUINFO_SPR = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n"
+               "model name\t: Intel(R) Xeon(R) Platinum 8480+\n")
+
+
+@pytest.mark.parametrize("case,text,level", [
+    ("lscpu-epyc-two-gpus-p2p-level-sys", LSCPU_EPYC, "P2P level SYS"),
+    ("proc-cpuinfo-sapphire-rapids-p2p-level-pxb", CPUINFO_SPR, "P2P level PXB"),
+])
+def test_the_cpu_vendor_forks_nccls_p2p_level(tmp_path, case, text, level):
+    """Hand-written in lscpu's and /proc/cpuinfo's formats: beside a two-GPU matrix (h200-x2-vm), the CPU vendor
+    settles NCCL's P2P level (v2.30.7 src/graph/paths.cc: SYS on AMD with at most two GPUs, else PXB)."""
+    from support.cli_util import ROOT
+
+    f = tmp_path / f"{case}.txt"
+    f.write_text(text)
+    p = run("pairs", "--from", ROOT / "fixtures" / "h200-x2-vm" / "nvidia-smi-topo.txt", "--from", f)
+    assert p.returncode != 2, p.stderr
+    assert level in p.stdout and "the CPU vendor is not shown" not in p.stdout
+
+
+def test_bar1_grep_fragment_gives_bar1_per_index(tmp_path):
+    """Hand-written in nvidia-smi -q's format ('nvidia-smi -q | grep -A3 -i bar' of two 128 GiB BAR1 GPUs): beside
+    plain nvidia-smi of two GPUs (puget), the BAR1 sizes land on the GPUs by index."""
+    pad = " " * 29
+    block = (f"    BAR1 Memory Usage\n        Total{pad}: 131072 MiB\n        Used{pad} : 1 MiB\n"
+             f"        Free{pad} : 131071 MiB\n")
+    f = tmp_path / "bar.txt"
+    f.write_text(block + "--\n" + block)
+    assert sniff(f.read_text()) == "bar1-grep"
+    from support.cli_util import ROOT
+
+    smi = ROOT.parent / "shared" / "realworld" / PUGET / "nvidia-smi.txt"
+    if not smi.exists():
+        pytest.skip("../shared/realworld is not present")
+    p = run("bar1", "--json", "--from", smi, "--from", f)
+    assert p.returncode != 2, p.stderr
+    assert "137438953472" in p.stdout or "128 GiB" in p.stdout or "131072" in p.stdout
+
+
+def test_nccl_tests_rank_lines_name_each_cuda_devices_bus_id(tmp_path):
+    """Hand-written in nccl-tests' format (src/common.cu prints '[0x%02x]', newer '[%04x:%02x:%02x]'): the GPUs are
+    placed at their bus ids with their names, and the note says the number is CUDA's."""
+    f = tmp_path / "all_reduce_perf.txt"
+    f.write_text("# Using devices\n"
+                 "#  Rank  0 Group  0 Pid  40263 on     node01 device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
+                 "#  Rank  1 Group  0 Pid  40264 on     node01 device  1 [0000:43:00] NVIDIA H100 80GB HBM3\n")
+    assert sniff(f.read_text()) == "nccl-tests"
+    doc = _doc(f)
+    gpus = sorted(x["bdf"] for x in doc["devices"] if x.get("kind") == "gpu")
+    assert gpus == ["0000:1b:00.0", "0000:43:00.0"]
+    assert any("CUDA device 0=0000:1b:00.0" in n and "domain 0000 and device 00 assumed" in n for n in doc["notes"])
+
+
+def test_an_nccl_xml_cut_short_is_read_up_to_where_it_ends(realworld, tmp_path):
+    """azure-ndv5's nccl-topo.xml cut after 2,500 bytes, mid-attribute (as a post's excerpt ends): read up to its
+    last complete tag, the open elements closed, and a note says where it ends; a tag that does not match is
+    still damaged XML."""
+    text = (realworld / "azure-ndv5" / "nccl-topo.xml").read_text()
+    cut = tmp_path / "cut.xml"
+    cut.write_text(text[:2500])
+    p = run("topology", "--json", "--from", cut)
+    assert p.returncode != 2, p.stderr
+    doc = json.loads(p.stdout)
+    gpus = [d for d in doc["devices"] if d["kind"] == "gpu"]
+    assert 0 < len(gpus) < 8
+    assert any("cut short: it ends at line 27" in n for n in doc["notes"])
+    bad = tmp_path / "bad.xml"
+    bad.write_text(text[:2500].rsplit("<pci", 1)[0] + "</cpu></pci>")
+    assert run("topology", "--from", bad).returncode == 2
+
+
+def test_nccl_xml_link_and_pci_id_are_shown(realworld):
+    """ibm-cloud-gx3d's real dump: link_speed/link_width are printed (as the maximum NCCL read, not '? x?'), and
+    a GPU the XML names only by its PCI id [10de:2330] is shown as the H100 SXM5 its id names."""
+    p = run("topology", "--from", realworld / "ibm-cloud-gx3d-h100x8-vsi" / "nccl-topo.xml")
+    assert "? x?" not in p.stdout and "max 32GT/s" in p.stdout
+    assert "[10de:2330] H100 SXM5" in p.stdout
+    doc = json.loads(run("topology", "--json", "--from", realworld / "ibm-cloud-gx3d-h100x8-vsi" / "nccl-topo.xml")
+                     .stdout)
+    assert {d.get("model") for d in doc["devices"] if d["kind"] == "gpu"} == {"H100 SXM5 80GB"}
+
+
+def test_a_gpu_on_a_root_port_gets_a_fix_that_fits(realworld):
+    """puget (lspci -tv and topo -m): each RTX 6000 Ada sits on a root port. With NCCL_NET_GDR_LEVEL=SYS (GDR001
+    no longer speaks), the GPU without a NIC under its switch is GDR017 (no switch: nothing to reseat), not
+    GDR005's 'check that every NIC is seated'."""
+    d = realworld / PUGET
+    p = run("pairs", "--json", "--env", "NCCL_NET_GDR_LEVEL=SYS", "--from", d / "lspci-tv.txt", "--from",
+            d / "nvidia-smi-topo-m.txt")
+    doc = json.loads(p.stdout)
+    codes = {f["code"] for f in doc["findings"]}
+    assert "GDR017" in codes and "GDR005" not in codes
+    assert "seated" not in doc["rules"]["GDR017"]["fix"]
+
+
+def test_gdscheck_settles_the_iommu_and_gds_beside_the_tree(realworld):
+    """puget's lspci -tv alone leaves the IOMMU (GDR043) and GDS (GDR063) open; gdscheck -p beside it settles both
+    (IOMMU: disabled; nvidia_fs 2.24), and says nothing of BAR1 use (still not in this input)."""
+    d = realworld / PUGET
+    alone = {f["code"] for f in _doc(d / "lspci-tv.txt")["findings"]}
+    doc = _doc(d / "lspci-tv.txt", d / "gdscheck-p.txt")
+    both = {f["code"] for f in doc["findings"]}
+    assert {"GDR043", "GDR063"} <= alone and not {"GDR043", "GDR063"} & both
+    assert "bar1" in doc["not_in_input"] and "iommu" not in doc["not_in_input"]
