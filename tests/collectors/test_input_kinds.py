@@ -46,6 +46,7 @@ def test_accepted_kinds_are_the_rows_forms_in_order():
 def test_the_one_line_list_of_file_kinds_is_made_from_the_table():
     assert input_kinds.FILE_KINDS_TEXT == (
         "lspci -tv, lspci -vvv, nvidia-smi -q (text or -x XML), nvidia-smi topo -m/-mp/-p2p, rocm-smi --showtopo, "
-        "amd-smi topology, NCCL topology XML (<system>), hwloc XML (<topology>), NCCL graph XML (<graphs>), nvidia-smi, nvidia-smi -q | grep -A3 -i bar, "
+        "amd-smi topology, NCCL topology XML (<system>), hwloc XML (<topology>), NCCL graph XML (<graphs>), "
+        "nvidia-smi, nvidia-smi -q | grep -A3 -i bar, "
         "nccl-tests output, numactl --hardware, lscpu, /proc/cpuinfo, /etc/default/grub, gdscheck -p, gdsio output, "
         "ibv_devinfo, an NCCL_DEBUG=INFO log, or a directory or snapshot archive (gdrcheck snapshot)")
