@@ -59,7 +59,7 @@ def test_mi300x_dump_no_pxn_gdr_only_through_the_nic_under_the_same_switch():
 
 
 def test_mi300x_text_names_rccl_and_why():
-    p = run("pairs", "--from", _real("rccl-mi300x-8p-8nic"))
+    p = run("pairs", "--from", _real("rccl-mi300x-8p-8nic"), env={"COLUMNS": "200"})
     assert "RCCL 2.21.5 (NCCL 2.21.5 base) rules:" in p.stdout and "RCCL would decide: GDR disabled for 56 pairs, " \
         "GDR enabled for 8 pairs, P2P enabled for 28 pairs" in p.stdout
     assert "NCCL 2.30.7" not in p.stdout
