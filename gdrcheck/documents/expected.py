@@ -264,7 +264,8 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
                   if (p.a, p.b) in before or evaluation.verdicts[(p.a, p.b)] == "unknown"
                   or (_word(p.kind) and nccl_decision(evaluation, p).get(_word(p.kind)) == "unknown")]
     out: dict[tuple[str, str], dict[str, Any]] = {(p.a, p.b): _own(evaluation, p) for p in evaluation.pairs}
-    node_open = [f for f in evaluation.findings if f.effect == "unknown" and not f.pairs]
+    # what no pair settles; a required capability's open answer (GDR015) rests on the pairs' assumptions
+    node_open = [f for f in evaluation.findings if f.effect == "unknown" and not f.pairs and f.code != "GDR015"]
     if not open_pairs and not node_open:
         return Expected(out, _status(evaluation, out, fail_on), [])
     snap2, options2, made = assumed_facts(whole)

@@ -122,9 +122,15 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
     from gdrcheck.documents.expected import expected
 
     ex = expected(evaluation, fail_on)
+    from gdrcheck.rules import capabilities as caps
+
+    picked = caps.chosen(evaluation)
     for p, row in zip(evaluation.pairs, pairs):
         row["expected"] = ex.pairs[(p.a, p.b)]
+        if p.kind != "gpu-gpu":
+            row["chosen"] = picked.get((p.a, p.b))
     doc["pairs"] = pairs
+    doc["capabilities"] = _capabilities(evaluation, ex, labels, fail_on)
     doc["findings"] = [f.to_doc() for f in evaluation.findings]
     doc["rules"] = rules_doc(evaluation)
     counts: dict[str, int] = {}
@@ -141,13 +147,31 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
     doc["not_in_input"] = list(not_shown(snap))
     doc["status"] = node_status_word(evaluation, fail_on)
     doc["expected_status"] = "fail" if doc["status"] == "fail" else ex.status
+    required_open = {f.subject[0] for f in evaluation.findings if f.code == "GDR015"}
+    if any(doc["capabilities"][c]["expected"] != "yes" for c in required_open):
+        doc["expected_status"] = "fail"  # a required capability expected no, partly, not-applicable
     doc["assumes"] = ex.assumes
+    doc["missing"] = missing_doc(evaluation)
     doc["timed_out"] = timed_out(evaluation)
     doc["summary_line"] = summary_line(evaluation, fail_on)
     from gdrcheck.documents.fingerprint import fingerprint
 
     doc["fingerprint"] = fingerprint(evaluation.whole or evaluation).to_doc()
     return doc
+
+
+def _capabilities(evaluation: Evaluation, ex, labels, fail_on: str) -> dict[str, Any]:
+    """``capabilities``, from the node's whole evaluation (a gate's pairs are a part of it)."""
+    from gdrcheck.documents.capabilities import capabilities_doc
+    from gdrcheck.rules import capabilities as caps
+
+    whole = evaluation.whole
+    if whole is not None:  # the expected answers of every pair of the node, not only the gate's
+        from gdrcheck.documents.expected import expected
+
+        ex = expected(whole, fail_on)
+    answers = caps.answers(evaluation)
+    return capabilities_doc(evaluation, answers, caps.expected_answers(evaluation, ex.pairs), labels)
 
 
 SUMMARY_MAX = 80  # Node Problem Detector cuts at 80 bytes; a Slurm drain reason shows the first word
@@ -194,10 +218,16 @@ def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
     first = hits[0]
     from gdrcheck.rules import by_code
 
+    more = sum(f.weight for f in evaluation.findings) - 1
+    if word == "unknown" and not timeout:  # what is missing, never a definite finding; the count: the others
+        missing = missing_doc(evaluation)
+        if missing:
+            first = next(f for f in hits if f.code == missing[0]["code"])
+            more = len(missing) - 1
     rule = by_code().get(first.code)
-    total = sum(f.weight for f in evaluation.findings)
     subject = tuple(_subject_name(evaluation, s) for s in first.subject) if first.code != "GDR122" else first.subject
-    return headline(first.code, rule.name if rule else first.severity, subject, total - 1)
+    return headline(first.code, rule.name if rule else first.severity, subject, more,
+                    "missing" if word == "unknown" and not timeout and more else "")
 
 
 _EFFECT_RANK = {"fail": 0, "unknown": 1, "degraded": 2}
@@ -224,7 +254,7 @@ def _subject_name(evaluation: Evaluation, subject: str) -> str:
     return (d.name or subject).replace(" of nvidia-smi topo -m", "")
 
 
-def headline(code: str, name: str, subject, more: int) -> str:
+def headline(code: str, name: str, subject, more: int, what: str = "") -> str:
     """The one way a finding heads a line (the summary line, Nagios' WARNING line): code, rule name, the
     first subject (what did not answer, for a timeout), and how many more findings there are."""
     head = f"{code} {name}"
@@ -232,7 +262,7 @@ def headline(code: str, name: str, subject, more: int) -> str:
         head += " " + ",".join(subject)
     elif subject and subject[0] not in ("host", "gdrcheck"):
         head += " " + subject[0]
-    return _fit(head, f" (+{more} more)" if more else "")
+    return _fit(head, f" (+{more} more{' ' + what if what else ''})" if more else "")
 
 
 def _fit(text: str, tail: str = "") -> str:
@@ -244,6 +274,30 @@ def _fit(text: str, tail: str = "") -> str:
     return text + tail
 
 
+def missing_doc(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """The facts whose absence leaves the node undecided, one per finding code (a finding whose effect is
+    unknown): ``code``, ``fact`` (what is missing, in words), ``settle`` (the command that shows it) and
+    ``pairs`` (how many pairs wait on it). The one list the why line, stderr and the summary line count."""
+    from gdrcheck.documents.expected import KNOWN
+    from gdrcheck.reach import FACTS
+
+    by_code = {c: a for a in KNOWN for c in a.codes}
+    out: dict[str, dict[str, Any]] = {}
+    for f in sorted(evaluation.findings, key=_lead_key):
+        if f.effect != "unknown" or f.code == "GDR015":  # GDR015: a required answer that waits on these
+            continue
+        got = out.get(f.code)
+        if got is None:
+            a = by_code.get(f.code)
+            fact = a.fact if a is not None else (
+                FACTS.get(f.subject[0], f.subject[0]) if f.code == "GDR160" and f.subject else (f.fold or f.message))
+            got = out[f.code] = {"code": f.code, "fact": fact,
+                                 "settle": a.settle if a is not None else (f.settle or "run gdrcheck on the node"),
+                                 "pairs": 0}
+        got["pairs"] += len(f.pairs)
+    return list(out.values())
+
+
 def status_and_missing(evaluation: Evaluation, fail_on: str = "error") -> tuple[str, list[str]]:
     """The node's status word, and when it is unknown the facts that were missing."""
     word = node_status_word(evaluation, fail_on)
@@ -253,5 +307,5 @@ def status_and_missing(evaluation: Evaluation, fail_on: str = "error") -> tuple[
         f = evaluation.snap.host["run_deadline"]
         return word, [f"GDR122: the --timeout ran out before {', '.join(map(str, f.value.get('missed', ())))} "
                       "answered"]
-    missing = sorted({f"{f.code}: {f.settle or f.message}" for f in evaluation.findings if f.effect == "unknown"})
+    missing = [f"{m['code']} {m['fact']}: {m['settle']}" for m in missing_doc(evaluation)]
     return word, missing

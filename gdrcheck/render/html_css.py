@@ -69,6 +69,8 @@ table.m th, table.m td { border: 1px solid #fff; padding: 1px 3px; text-align: c
 table.m thead th { background: #e8ecf0; }
 table.m th.row { text-align: left; background: #e8ecf0; min-width: 4.5em; }
 table.m td.self { color: #9aa7b3; } table.m td.none { background: #f7f8fa; }
+table.m td.unused, .chip.unused { color: #6b7785; background: #f1f3f5; }
+ul.capabilities { margin: .4em 0 0; padding-left: 1.2em; }
 table.m td.numa, table.m th.numa { min-width: 0; color: #5f6b76; background: none; }
 table.m thead { display: table-header-group; }
 table.m tr, table.devices tr, table.bar1 tr { break-inside: avoid; page-break-inside: avoid; }

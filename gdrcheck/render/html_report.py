@@ -99,7 +99,16 @@ def _header(topology, pairs, host: str) -> str:
             f'<p class="sub">gdrcheck {escape(str(pairs.get("gdrcheck_version", "")))}'
             + (f" \u00b7 read from {escape(source)}" if source else "") + "</p>"
             f'<div class="verdict v-{status}"><span class="word">{word}</span>'
-            f'<span class="line">{escape(line)}{aside}{_expected_aside(pairs)}</span></div></header>')
+            f'<span class="line">{escape(line)}{aside}{_expected_aside(pairs)}</span></div>'
+            + _capabilities(pairs) + '</header>')
+
+
+def _capabilities(pairs) -> str:
+    """The three answers, in words, under the verdict."""
+    from gdrcheck.documents.capabilities import capability_lines
+
+    lines = capability_lines(pairs)
+    return ('<ul class="capabilities">' + "".join(f"<li>{escape(x)}</li>" for x in lines) + "</ul>") if lines else ""
 
 
 def _expected_aside(pairs) -> str:
@@ -243,6 +252,9 @@ def _cell(p: Optional[dict[str, Any]]) -> str:
     obs = nccl.get("observed")
     if obs:
         tip += f"; the job's NCCL used {obs.get('transport')}"
+    if p.get("chosen") is False:  # not the GPU's NIC (drive): marked as not used, not by its verdict
+        tip = "not used: NCCL (cuFile) uses another for this GPU; " + tip
+        return f'<td class="unused" title="{escape(tip)}">{escape(path)}-</td>'
     e = p.get("expected") or {}
     if v == "unknown" and e.get("verdict") in MARK:
         tip += f"; expected {e['verdict']} if: " + ", ".join(a.get("brief") or a["fact"]
@@ -276,6 +288,8 @@ def _matrix(pairs, names: dict[str, str], topology) -> str:
            'NODE two root complexes of one NUMA node, SYS across NUMA nodes, NV# NVLinks), coloured by verdict: '
            '<span class="chip v-ok">ok</span> <span class="chip v-degraded">degraded ~</span> '
            '<span class="chip v-fail">fail !</span> <span class="chip v-unknown">unknown ?</span>'
+           + (' <span class="chip unused">-</span> not used: NCCL (cuFile) uses the GPU\'s nearer NIC (drive)'
+              if any(p.get("chosen") is False for p in pairs.get("pairs") or ()) else "")
            + (' <span class="chip v-unknown">*</span> undecided on this input: the class and mark expected if: '
               + escape(", ".join(dict.fromkeys(a.get("brief") or a["fact"] for a in pairs.get("assumes") or ())))
               if pairs.get("status") == "unknown" and pairs.get("assumes") else "") + '</p>']

@@ -1,0 +1,109 @@
+"""``capabilities``: GPUDirect RDMA, P2P and GPUDirect Storage answered once per node, from the pairs NCCL (or
+cuFile) would use, on real inputs (../shared/realworld, fixtures/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gdrcheck.collectors.inputs import load_facts
+from gdrcheck.documents.pairs import pairs_doc
+from gdrcheck.rules.base import Options
+from gdrcheck.rules.engine import evaluate, restrict
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+PUGET = "stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt"
+ONEFLOW = "oneflow-v100x8-gold5118-1mlx5/nvidia-smi-topo-m.txt"
+DGX_A100 = "gengwg-dgx-a100-ash6/nvidia-smi-topo-m.txt"
+
+
+def _doc(path, env=None):
+    return pairs_doc(evaluate(load_facts(str(path)), Options(env=env or {})))
+
+
+def _labels(doc):
+    return {d["bdf"]: d.get("label") for d in doc["devices"]}
+
+
+def test_every_gpu_nic_path_beyond_the_gdr_level_reads_no(realworld):
+    """2x RTX 6000 Ada, the ConnectX NIC under another root complex: NCCL uses GPUDirect RDMA with no GPU's NIC,
+    whatever the facts the lspci tree lacks (the 8x RTX 4090 class)."""
+    doc = _doc(realworld / PUGET)
+    gdr = doc["capabilities"]["gdr"]
+    assert (gdr["answer"], gdr["expected"], gdr["gpus"], gdr["without"]) == ("no", "no", 2, 2)
+    assert gdr["why"] == "NCCL uses it with no GPU's NIC: every path is beyond NCCL_NET_GDR_LEVEL=P2C"
+
+
+def test_required_gdr_fails_where_the_answer_is_no(realworld):
+    """check --require gdr fails (GDR014, exit 1) where the answer is no; --require p2p stays unknown (GDR015)."""
+    whole = evaluate(load_facts(str(realworld / PUGET)), Options())
+    gate = pairs_doc(restrict(whole, ["gdr"]))
+    assert gate["status"] == "fail" and gate["summary_line"].startswith("GDR014")
+    gate = pairs_doc(restrict(whole, ["p2p"]))
+    assert gate["status"] == "unknown" and gate["expected_status"] == "pass"
+    assert any(f["code"] == "GDR015" and f["effect"] == "unknown" for f in gate["findings"])
+
+
+def test_one_nic_beside_two_gpus_is_partly_used(realworld):
+    """8x V100, one mlx5 NIC under GPU2/GPU3's switch: NCCL reaches it directly from those two, through PXN from
+    their NVLink peers, and not at all from GPU4, GPU5, GPU7 (SYS, beyond the level)."""
+    doc = _doc(realworld / ONEFLOW)
+    gdr = doc["capabilities"]["gdr"]
+    assert (gdr["answer"], gdr["expected"]) == ("unknown", "partly")
+    assert (gdr["with"], gdr["without"], gdr["undecided"]) == (0, 3, 5)
+    assert "not in this input: peer memory, IOMMU" in gdr["why"]
+    assert "not for 3 (GPU4, GPU5, GPU7)" in gdr["expected_why"]
+    assert all(p["chosen"] is True for p in doc["pairs"] if p["kind"] == "gpu-nic")  # the node's only NIC
+
+
+def test_chosen_is_the_nic_nccl_picks(realworld):
+    """DGX A100: each GPU's two PXB NICs are chosen, its SYS NICs are not."""
+    doc = _doc(realworld / DGX_A100)
+    labels = _labels(doc)
+    gpu0 = {labels[p["b"]]: p["chosen"] for p in doc["pairs"] if p["kind"] == "gpu-nic" and labels[p["a"]] == "GPU0"}
+    assert {n for n, c in gpu0.items() if c} == {"NIC0", "NIC1"}
+    assert all(c is False for n, c in gpu0.items() if n not in ("NIC0", "NIC1"))
+    assert all("chosen" not in p for p in doc["pairs"] if p["kind"] == "gpu-gpu")
+
+
+def test_undecided_numa_leaves_the_choice_open(realworld):
+    """An lspci tree without NUMA nodes: which NIC NCCL picks is undecided (null), never guessed."""
+    doc = _doc(realworld / "stelline-asus-esc8000a-e12-4xrtx6000ada/lspci-tv.txt")
+    assert {p["chosen"] for p in doc["pairs"] if p["kind"] == "gpu-nic"} == {None}
+
+
+def test_the_jobs_gpus_are_the_pairs_counted():
+    """4x H200 VM: P2P on all 6 pairs; a job of CUDA_VISIBLE_DEVICES=0,1 counts its one pair."""
+    path = FIXTURES / "h200-x4-vm" / "snapshot.tar.gz"
+    caps = _doc(path)["capabilities"]
+    assert (caps["p2p"]["answer"], caps["p2p"]["pairs"], caps["p2p"]["with"]) == ("yes", 6, 6)
+    assert caps["gdr"]["answer"] == caps["gds"]["answer"] == "not-applicable"
+    caps = _doc(path, {"CUDA_VISIBLE_DEVICES": "0,1"})["capabilities"]
+    assert (caps["p2p"]["answer"], caps["p2p"]["pairs"]) == ("yes", 1)
+
+
+def test_a_capability_the_input_cannot_show_has_no_counts():
+    caps = _doc(FIXTURES / "nvidia-smi-q" / "h100-sxm-550.txt")["capabilities"]
+    assert caps["gdr"]["answer"] == caps["gdr"]["expected"] == "not-in-input"
+    assert caps["gdr"]["gpus"] is None and caps["gdr"]["with"] is None
+
+
+@pytest.mark.parametrize("command", ["pairs", "check"])
+def test_text_views_lead_with_the_three_answers(realworld, command):
+    from support.cli_util import run
+
+    out = run(command, "--from", realworld / PUGET, env={"COLUMNS": "200"}).stdout.splitlines()
+    lead = [line for line in out[:5] if line.startswith(("GPUDirect RDMA:", "GPU P2P:", "GPUDirect Storage:"))]
+    assert lead[0] == "GPUDirect RDMA: no - NCCL uses it with no GPU's NIC: every path is beyond " \
+                      "NCCL_NET_GDR_LEVEL=P2C"
+    assert [line.split(":")[0] for line in lead] == ["GPUDirect RDMA", "GPU P2P", "GPUDirect Storage"]
+
+
+def test_prometheus_carries_the_answers(realworld):
+    from support.cli_util import run
+
+    out = run("check", "--format", "prometheus", "--from", realworld / PUGET).stdout
+    assert 'gdrcheck_capability{capability="gdr",answer="no"} 1' in out
+    assert 'gdrcheck_capability_expected{capability="p2p",answer="yes"} 1' in out
+    assert 'gdrcheck_capability_units{capability="gdr",state="without"} 2' in out
