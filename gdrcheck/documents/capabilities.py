@@ -109,7 +109,7 @@ def _why(cap: str, c, evaluation, labels, unit: str) -> str:
     not_used = [u for u in c.units if u.state == WITHOUT]
     open_ = [u for u in c.units if u.state == UNDECIDED]
     if c.answer == "yes":
-        return f"used {_WHAT[cap]}: all {total} {word}"
+        return f"used {_WHAT[cap]}: " + (f"all {total} {word}" if total > 1 else f"the one {word[:-1]}")
     if c.answer == "no":
         return f"{_NO[cap]}: {_closed_words(evaluation, not_used, True)}"
     parts = []

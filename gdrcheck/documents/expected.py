@@ -60,7 +60,10 @@ P2P_STATUS = Assumption(
     "p2p_status", "driver P2P status", "OK (read and write)",
     "nvidia-smi topo -p2p r; nvidia-smi topo -p2p w", ("GDR008",), ("NVML",), brief="driver P2P status OK")
 NVLINK = Assumption(
-    "nvlink", "NVLink", "present between the SXM/OAM GPUs (all to all, as through NVSwitch)",
+    "nvlink", "NVLink", "present between every two of these GPUs: the part decides it (H100/H200/B200/GB200 SXM "
+    "and A100 SXM4 GPUs sit on NVLink boards, 4-GPU all-to-all or NVSwitch; MI300-class OAM on xGMI; gdrcheck's "
+    "table of all-to-all parts, _ALL_TO_ALL in gdrcheck/documents/expected.py, over the models of "
+    "gdrcheck/device_models.py)",
     "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), ("NVLink",), brief="NVLink between the SXM/OAM GPUs")
 NVLINK_OPEN = Assumption(
     "nvlink_open", "NVLink", "not assumed: these GPUs' NVLinks may join only some pairs (a V100/P100 SXM2 "
@@ -210,21 +213,32 @@ def _links_filled(snap, topo, gpus, made: list[Assumption]) -> list[NvLink]:
     """NVLink where the input cannot show it and both GPUs are parts whose GPUs are all joined (NVSwitch, or
     all-to-all xGMI); a part whose links may join only some pairs (a V100/P100 SXM2 hybrid cube mesh, a model
     the input does not name) gets no link, and the assumption says so."""
-    from gdrcheck.device_models import link_word, nvlink_part
+    from gdrcheck.device_models import link_word
 
     links: list[NvLink] = []
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
             if topo.nvlink_unseen(a, b):
-                part = nvlink_part(topo.by_bdf[a]) or ""
+                part = _part(topo.by_bdf[a])
                 xgmi = link_word(topo.by_bdf[a]) == "xGMI"
-                if all_to_all(part) and all_to_all(nvlink_part(topo.by_bdf[b]) or ""):
+                if all_to_all(part) and all_to_all(_part(topo.by_bdf[b])):
                     links.append(NvLink(a, b, 1 if xgmi else _nv_count(part), source="xgmi" if xgmi else "assumed"))
                 elif NVLINK_OPEN not in made:
                     made.append(NVLINK_OPEN)
     if links:
         made.append(NVLINK)
     return links
+
+
+def _part(d) -> str:
+    """The part as the input names it: the NVLink part's word (``SXM5`` where an lspci name gives only that),
+    the model the device id names, and the name itself (``GH100 [H100 SXM5 80GB]``)."""
+    from gdrcheck.device_models import gpu_model, nvlink_part
+
+    part = nvlink_part(d) or ""
+    if not part or part.startswith("GPUs of a model"):
+        return part
+    return " ".join(x for x in (part, gpu_model(d) or "", d.name or "") if x)
 
 
 def _word(kind: str) -> Optional[str]:
@@ -320,9 +334,15 @@ def _pair_expected(evaluation, again, p, q, seen, made, own: dict[str, Any]) -> 
         verdict = worst_verdict(effects_of.get(key, ()))
         assumes.extend(_not_in_the_way(f) for f in after.get(key, ()))
     nccl: dict[str, Any] = {}
+    otherwise: dict[str, Any] = {}
     if word:
         decided = view.get(word)
-        if decided not in ("enabled", "disabled"):
+        fork = _fork(view, own_view.get("observed"), word)
+        if decided not in ("enabled", "disabled") and fork is not None:
+            decided, otherwise, settled = fork
+            if settled:
+                assumes.append(settled)
+        elif decided not in ("enabled", "disabled"):
             decided = "disabled"
             assumes.append({"fact": f"NCCL's decision: {_said(view).strip() or 'not shown by the input'}",
                             "assumed": "NCCL does not use it (the worse answer)", "settle": SETTLE_ALL,
@@ -331,7 +351,32 @@ def _pair_expected(evaluation, again, p, q, seen, made, own: dict[str, Any]) -> 
     if not assumes and made:  # NCCL's answer moved with an assumption its words do not name
         if verdict != own["verdict"] or nccl != own["nccl"]:
             assumes = [a.to_doc() for a in made]
-    return {"verdict": verdict, "path": q.path, "nccl": nccl, "assumes": _unique(assumes)}
+    out = {"verdict": verdict, "path": q.path, "nccl": nccl, "assumes": _unique(assumes)}
+    if otherwise:
+        out["otherwise"] = otherwise
+    return out
+
+
+CPU_SETTLE = "lscpu | grep 'Vendor ID' (or run gdrcheck on the node); the job's GPU count: CUDA_VISIBLE_DEVICES"
+
+
+def _fork(view: dict[str, Any], observed, word: str):
+    """A decision that forks on a fact of the hardware or the job the input does not show (NCCL's default P2P
+    level: the CPU vendor and the job's GPU count): (the worse answer, ``otherwise`` with the other answer and
+    its condition, None); where a job's NCCL log beside the input shows what NCCL did on this pair, that answer,
+    no ``otherwise``, and the assumption that the log settled it. None where the decision does not fork."""
+    alts = view.get("alternatives") or ()
+    if not alts:
+        return None
+    seen = (observed or {}).get(word)
+    if seen in ("enabled", "disabled"):
+        cond = "; ".join(a["if"] for a in alts if a[word] == seen)
+        return seen, {}, {"fact": "CPU vendor and the job's GPUs", "assumed": f"{cond}: the job's NCCL log beside "
+                          f"the input shows NCCL's {word.upper()} {seen} on this pair ({observed.get('transport')})",
+                          "settle": CPU_SETTLE, "brief": f"the fork settled by the job's NCCL log ({cond})"}
+    worse = "disabled"
+    better = [a["if"] for a in alts if a[word] != worse]
+    return worse, {"nccl": {word: "enabled"}, "if": " or ".join(better)}, None
 
 
 def _not_in_the_way(f) -> dict[str, str]:
@@ -378,6 +423,15 @@ def _node_assumes(out) -> list[dict[str, Any]]:
     order = {a.brief: i for i, a in enumerate(KNOWN)}
     keys = sorted(counts, key=lambda k: (order.get(k[3], len(order)), k[3]))
     return [{"fact": f, "assumed": v, "settle": s, "brief": b, "pairs": counts[(f, v, s, b)]} for f, v, s, b in keys]
+
+
+def otherwise_line(doc: dict[str, Any]) -> str:
+    """The node's forks in one line: ``expected otherwise: P2P enabled on 1 pair if x86 AMD CPU and ...``."""
+    parts = []
+    for o in doc.get("otherwise") or ():
+        (word, answer), = o["nccl"].items()
+        parts.append(f"{word.upper()} {answer} on {o['pairs']} pair{'s' if o['pairs'] != 1 else ''} if {o['if']}")
+    return ("expected otherwise: " + "; ".join(parts) + " (the worse answer is shown)") if parts else ""
 
 
 def expected_if(doc: dict[str, Any]) -> str:

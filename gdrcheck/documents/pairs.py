@@ -151,6 +151,14 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
     if any(doc["capabilities"][c]["expected"] != "yes" for c in required_open):
         doc["expected_status"] = "fail"  # a required capability expected no, partly, not-applicable
     doc["assumes"] = ex.assumes
+    otherwise: dict[tuple[str, str, str], int] = {}  # the node's forks, each once, with how many pairs
+    for row in pairs:
+        o = (row.get("expected") or {}).get("otherwise")
+        if o:
+            (word, answer), = o["nccl"].items()
+            otherwise[(word, answer, o["if"])] = otherwise.get((word, answer, o["if"]), 0) + 1
+    if otherwise:
+        doc["otherwise"] = [{"nccl": {w: a}, "if": c, "pairs": n} for (w, a, c), n in otherwise.items()]
     doc["missing"] = missing_doc(evaluation)
     doc["timed_out"] = timed_out(evaluation)
     doc["summary_line"] = summary_line(evaluation, fail_on)

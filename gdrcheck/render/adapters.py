@@ -99,8 +99,10 @@ def check_text(doc: dict[str, Any], width: Optional[int] = None) -> tuple[str, s
     else:
         lines = [f"gdrcheck {word} on {host}: {doc['summary_line']}"]
     from gdrcheck.documents.capabilities import capability_lines
+    from gdrcheck.documents.expected import otherwise_line
 
-    lines[1:1] = capability_lines(doc)
+    other = otherwise_line(doc)
+    lines[1:1] = capability_lines(doc) + ([other] if other else [])
     c = _counts(doc)
     lines.append("pairs: " + ", ".join(f"{n} {v}" for v, n in c.items() if n) if doc["pairs"] else "pairs: none")
     shown = [f for f in doc["findings"] if f["severity"] != "info" or f.get("effect") == "unknown"]

@@ -21,7 +21,7 @@ code { background: #eef1f4; padding: 0 3px; border-radius: 3px; }
 .unknown { color: #6a3d9a; font-weight: 600; }
 .verdict { display: flex; align-items: center; gap: 14px; padding: 8px 12px; border-radius: 6px;
   border: 1px solid rgba(0,0,0,.15); break-inside: avoid; }
-.verdict .word { font-size: 20px; font-weight: 800; letter-spacing: .05em; }
+.verdict .word { font-size: 20px; font-weight: 800; letter-spacing: .05em; white-space: nowrap; flex-shrink: 0; }
 .verdict .line { font-family: "DejaVu Sans Mono", Consolas, monospace; font-size: 12px; }
 .verdict .aside { display: block; font-family: "DejaVu Sans", Arial, sans-serif; color: #7a4b00; }
 .v-pass, .v-ok { background: #cdebd0; } .v-fail { background: #f6c3bf; } .v-degraded { background: #ffe9a8; }

@@ -54,7 +54,7 @@ def render_html(topology: dict[str, Any], pairs: dict[str, Any], bar1: dict[str,
         _tree(svgs, forest, topology, _unplaced(made_up, names)),
         _matrix(pairs, names, topology),
         _nccl_log(pairs, names),
-        _bar1(bar1),
+        _bar1(bar1, topology),
         *extra,
         _findings(pairs, bar1, rules),
         _notes(topology, pairs, bar1),
@@ -84,6 +84,8 @@ def overall(pairs: dict[str, Any]) -> str:
 
 
 def _header(topology, pairs, host: str) -> str:
+    from gdrcheck.render.html_host import capabilities
+
     status = overall(pairs)
     word, meaning = STATUS[status]
     inp = topology.get("input") or {}
@@ -100,15 +102,7 @@ def _header(topology, pairs, host: str) -> str:
             + (f" \u00b7 read from {escape(source)}" if source else "") + "</p>"
             f'<div class="verdict v-{status}"><span class="word">{word}</span>'
             f'<span class="line">{escape(line)}{aside}{_expected_aside(pairs)}</span></div>'
-            + _capabilities(pairs) + '</header>')
-
-
-def _capabilities(pairs) -> str:
-    """The three answers, in words, under the verdict."""
-    from gdrcheck.documents.capabilities import capability_lines
-
-    lines = capability_lines(pairs)
-    return ('<ul class="capabilities">' + "".join(f"<li>{escape(x)}</li>" for x in lines) + "</ul>") if lines else ""
+            + capabilities(pairs) + '</header>')
 
 
 def _expected_aside(pairs) -> str:
@@ -132,6 +126,8 @@ def _yes_no(v) -> str:
 
 
 def _summary(topology, pairs) -> str:
+    from gdrcheck.render.html_host import cpu_of_pairs, virtual
+
     facts = topology.get("host_facts") or {}
     kinds: dict[str, int] = {}
     for d in topology.get("devices") or []:
@@ -156,8 +152,8 @@ def _summary(topology, pairs) -> str:
         ("Kernel", _fact_cell(facts, "kernel_release")),
         ("IOMMU", _fact_cell(facts, "iommu_mode")),
         ("Peer memory", peer),
-        ("CPU", escape(cpu) if cpu else '<span class="unknown">not known</span>'),
-        ("Virtual machine", _fact_cell(facts, "virtual", _yes_no)),
+        ("CPU", escape(cpu) if cpu else cpu_of_pairs(pairs)),
+        ("Virtual machine", virtual(facts, pairs, _fact_cell(facts, "virtual", _yes_no))),
         ("NUMA nodes", _fact_cell(facts, "numa_nodes", lambda v: ", ".join(map(str, v)) or "none")),
         ("Devices", f"{kinds.get('gpu', 0)} GPU, {kinds.get('nic', 0)} NIC, {kinds.get('nvme', 0)} NVMe; "
                     f"{len(topology.get('devices') or [])} PCI functions "
@@ -325,10 +321,11 @@ def _device_table(devices, topology, label, where, made_up) -> str:
     order = {"gpu": 0, "nic": 1, "nvme": 2}
     legend = sorted((d for d in devices if d.get("kind") in order), key=lambda d: order[d["kind"]])
     ident = {d["bdf"]: tm.ident(d) for d in topology.get("devices") or []}
+    models = {d["bdf"] for d in topology.get("devices") or [] if d.get("model")}  # named by gdrcheck's table
     lines = []
     for d in legend:
         extra = tm.names_text(d)
-        name = d.get("name") or ident.get(d["bdf"], "")
+        name = ident[d["bdf"]] if d["bdf"] in models else d.get("name") or ident.get(d["bdf"], "")
         if d["bdf"] in made_up and name.endswith(MADE_UP_NAME):  # nor the made-up name ("GPU0 of ...")
             name = ""
         lines.append(f"<tr><th>{escape(label(d['bdf']))}</th><td class=\"mono\">{escape(where(d['bdf']))}</td>"
@@ -393,10 +390,11 @@ def _numa(n) -> str:
     return "?" if n is None else escape(str(n))
 
 
-def _bar1(bar1) -> str:
+def _bar1(bar1, topology=None) -> str:
     gpus = bar1.get("gpus") or []
     if not gpus:
         return ""
+    models = {d["bdf"]: d["model"] for d in (topology or {}).get("devices") or [] if d.get("model")}
     rows = []
     for g in gpus:
         total, used = g.get("bar1_total_bytes"), g.get("bar1_used_bytes")
@@ -412,7 +410,7 @@ def _bar1(bar1) -> str:
         else:
             bar, text = '<span class="bar none"></span>', "BAR1 size not known"
         mem = f"GPU memory {human_bytes(g['fb_total_bytes'])}" if g.get("fb_total_bytes") else ""
-        gname = tm.short_name(g.get("name") or "")
+        gname = f"NVIDIA {models[g['bdf']]}" if g.get("bdf") in models else tm.short_name(g.get("name") or "")
         gname = "" if g.get("synthetic") and gname.endswith(MADE_UP_NAME) else gname
         bdf = NO_BUS_ID if g.get("synthetic") else g["bdf"]
         rows.append(f'<tr><th>{escape(label)}</th><td class="mono">{escape(bdf)}'

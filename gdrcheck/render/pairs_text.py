@@ -88,6 +88,11 @@ def render_pairs(doc, console) -> None:
     if line:
         blank(console)
         put(console, line, 2)
+    from gdrcheck.documents.expected import otherwise_line
+
+    line = otherwise_line(doc)
+    if line:
+        put(console, line, 2)
     _render_nccl(doc, console)
     _render_findings(doc, console)
     _render_summary(doc, console)

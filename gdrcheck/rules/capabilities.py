@@ -168,7 +168,11 @@ def _own(evaluation):
         key = (p.a, p.b)
         view = whole.nccl_view.get(key) or {}
         word = "gdr" if p.kind == "gpu-nic" else "p2p" if p.kind == "gpu-gpu" else None
-        out[key] = (whole.verdicts[key], view.get(word) if word else None, whole.pair_findings.get(key, ()))
+        decided = view.get(word) if word else None
+        seen = (view.get("observed") or {}).get(word) if word else None
+        if decided == "unknown" and view.get("alternatives") and seen in ("enabled", "disabled"):
+            decided = seen  # a fork the job's NCCL log settles: what NCCL did on this pair
+        out[key] = (whole.verdicts[key], decided, whole.pair_findings.get(key, ()))
     return out
 
 

@@ -3,6 +3,7 @@ cuFile) would use, on real inputs (../shared/realworld, fixtures/)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,77 @@ def test_prometheus_carries_the_answers(realworld):
     assert 'gdrcheck_capability{capability="gdr",answer="no"} 1' in out
     assert 'gdrcheck_capability_expected{capability="p2p",answer="yes"} 1' in out
     assert 'gdrcheck_capability_units{capability="gdr",state="without"} 2' in out
+
+
+# A 4x H100 SXM5 board as `lspci -tv` draws it (one GPU per root complex of an AMD Genoa host, as on a Lenovo
+# ThinkSystem SD665-N V3): no real paste of such a board is stored, so the tree is written out here
+H100_SXM5_FOUR_ROOTS = "".join(
+    f" {'+' if i < 3 else chr(92)}-[0000:{bus:02x}]-+-00.0  Advanced Micro Devices, Inc. [AMD] Genoa/Bergamo Root "
+    f"Complex\n {'|' if i < 3 else ' '}           \\-01.1-[{bus + 1:02x}]----00.0  NVIDIA Corporation GH100 "
+    "[H100 SXM5 80GB]\n" for i, bus in enumerate((0x00, 0x40, 0x80, 0xC0))).replace(" +-[0000:00]", "-+-[0000:00]", 1)
+
+
+def test_h100_sxm5_gpus_are_taken_on_their_nvlink_board(tmp_path):
+    """The part decides it: every H100 SXM5 sits on an NVLink board (all-to-all or NVSwitch), so P2P is expected
+    over NVLink on all 6 pairs, and each pair's assumption names the table that says so."""
+    path = tmp_path / "lenovo-sd665n-v3-4x-h100-sxm5-lspci-tv.txt"
+    path.write_text(H100_SXM5_FOUR_ROOTS)
+    doc = _doc(path)
+    gg = [p for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
+    assert len(gg) == 6
+    for p in gg:
+        assert p["expected"]["nccl"] == {"p2p": "enabled"}, p["expected"]
+        nvlink = [a for a in p["expected"]["assumes"] if a["fact"] == "NVLink"]
+        assert nvlink and "H100" in nvlink[0]["assumed"] and "device_models.py" in nvlink[0]["assumed"]
+    assert doc["capabilities"]["p2p"]["expected"] == "yes"
+
+
+def test_an_unshown_cpu_vendor_is_a_fork_not_a_guess(realworld):
+    """2 RTX 6000 Ada as `nvidia-smi topo -m` shows them (no CPU vendor): NCCL's default P2P level is SYS on an
+    AMD host with at most 2 GPUs, PXB elsewhere. The expected answer is the worse (off) with the other answer and
+    its condition beside it, said once for the node."""
+    doc = _doc(realworld / "stelline-puget-wrx90-2xrtx6000ada/nvidia-smi-topo-m.txt")
+    (gg,) = [p for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
+    assert gg["nccl"]["p2p"] == "unknown"
+    assert gg["expected"]["nccl"] == {"p2p": "disabled"}
+    assert gg["expected"]["otherwise"] == {"nccl": {"p2p": "enabled"},
+                                           "if": "x86 AMD CPU and at most 2 GPUs of the communicator on this node"}
+    assert not [a for a in gg["expected"]["assumes"] if a.get("brief") == "NCCL's open choices taken as off"]
+    assert doc["otherwise"] == [dict(gg["expected"]["otherwise"], pairs=1)]
+    from support.cli_util import run
+
+    out = run("check", "--from", realworld / "stelline-puget-wrx90-2xrtx6000ada/nvidia-smi-topo-m.txt").stdout
+    assert out.count("expected otherwise: P2P enabled on 1 pair if x86 AMD CPU") == 1
+
+
+def test_a_jobs_log_of_p2p_settles_the_fork():
+    """Where the job's NCCL log shows P2P on a pair whose decision forks on the CPU vendor, the log settles it:
+    expected enabled, no ``otherwise``, and the assumption says the log settled it."""
+    from gdrcheck.documents.expected import _fork
+
+    view = {"p2p": "unknown", "alternatives": [{"p2p": "enabled", "if": "x86 AMD CPU and at most 2 GPUs"},
+                                               {"p2p": "disabled", "if": "any other CPU"}]}
+    decided, otherwise, settled = _fork(view, {"p2p": "enabled", "transport": "P2P/IPC"}, "p2p")
+    assert (decided, otherwise) == ("enabled", {})
+    assert "x86 AMD CPU and at most 2 GPUs" in settled["assumed"] and "NCCL log" in settled["assumed"]
+    decided, otherwise, settled = _fork(view, None, "p2p")
+    assert (decided, otherwise, settled) == ("disabled", {"nccl": {"p2p": "enabled"},
+                                                          "if": "x86 AMD CPU and at most 2 GPUs"}, None)
+
+
+def test_why_unknown_names_the_missing_facts_and_counts_agree(realworld):
+    """8x V100 `topo -m`: the node is unknown for the driver's P2P status, peer memory and the IOMMU, not for
+    GDR001 (a definite finding). The why line names each with its command; the summary line (NHC, NPD, Nagios,
+    fleet) leads with one of them and counts the others; stderr lists the same."""
+    from support.cli_util import run
+
+    path = realworld / ONEFLOW
+    doc = _doc(path)
+    assert [m["code"] for m in doc["missing"]] == ["GDR008", "GDR021", "GDR043"]
+    assert doc["summary_line"] == "GDR008 p2p-status-unknown GPU0 (+2 more missing)"
+    p = run("check", "--from", path, env={"COLUMNS": "300"})
+    why = next(line for line in p.stdout.splitlines() if line.startswith("why UNKNOWN:"))
+    assert why.startswith("why UNKNOWN: not in this input: driver P2P status (GDR008: nvidia-smi topo -p2p r")
+    assert "GDR001" not in why and "peer memory (GDR021: lsmod | grep nvidia_peermem" in why
+    assert re.findall(r"GDR\d{3}", p.stderr) == [m["code"] for m in doc["missing"]]
+    assert run("check", "--format", "nhc", "--from", path).stdout.strip() == doc["summary_line"]
