@@ -104,6 +104,8 @@ def _why(cap: str, c, evaluation, labels, unit: str) -> str:
         return _NOT_SHOWN[cap]
     if c.answer == "not-applicable":
         return _NONE[cap]
+    if not c.units:  # the devices themselves are not known (functions named by address only, no PCI tree)
+        return "what the node's PCI functions are is not in this input: " + _NONE[cap].replace("no ", "no known ", 1)
     total, word = len(c.units), _UNIT_WORD[unit]
     used = [u for u in c.units if u.state == WITH]
     not_used = [u for u in c.units if u.state == WITHOUT]
@@ -135,7 +137,7 @@ def capabilities_doc(evaluation, answers, expected, labels) -> dict[str, Any]:
         entry: dict[str, Any] = {"answer": c.answer, "expected": e.answer, unit: len(c.units),
                                  "with": c.count(WITH), "without": c.count(WITHOUT), "undecided": c.count(UNDECIDED),
                                  "why": _why(cap, c, evaluation, labels, unit)}
-        if c.answer == "not-in-input":  # nothing counted: not a count of 0
+        if not c.units and c.answer in ("not-in-input", "unknown"):  # nothing counted: not a count of 0
             entry.update({unit: None, "with": None, "without": None, "undecided": None})
         if e.answer != c.answer:
             entry["expected_why"] = _why(cap, e, evaluation, labels, unit)

@@ -11,7 +11,7 @@ from gdrcheck.status import SEVERITY_RANK, STATUS_WORDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Optional
 
 
 def _names(topo, bdf: str) -> dict[str, Any]:
@@ -289,18 +289,22 @@ def missing_doc(evaluation: Evaluation) -> list[dict[str, Any]]:
     from gdrcheck.documents.expected import KNOWN
     from gdrcheck.reach import FACTS
 
-    by_code = {c: a for a in KNOWN for c in a.codes}
+    facts: dict[str, str] = {}
+    settles: dict[str, Optional[str]] = {}
+    for a in KNOWN:
+        for c in a.codes:  # a code two assumptions settle (GDR041: a bridge, a declared switch): the finding's
+            facts.setdefault(c, a.fact)
+            settles[c] = a.settle if c not in settles else None
     out: dict[str, dict[str, Any]] = {}
     for f in sorted(evaluation.findings, key=_lead_key):
         if f.effect != "unknown" or f.code == "GDR015":  # GDR015: a required answer that waits on these
             continue
         got = out.get(f.code)
         if got is None:
-            a = by_code.get(f.code)
-            fact = a.fact if a is not None else (
+            fact = facts.get(f.code) or (
                 FACTS.get(f.subject[0], f.subject[0]) if f.code == "GDR160" and f.subject else (f.fold or f.message))
             got = out[f.code] = {"code": f.code, "fact": fact,
-                                 "settle": a.settle if a is not None else (f.settle or "run gdrcheck on the node"),
+                                 "settle": settles.get(f.code) or f.settle or "run gdrcheck on the node",
                                  "pairs": 0}
         got["pairs"] += len(f.pairs)
     return list(out.values())

@@ -229,16 +229,27 @@ def _not_shown(cap: str, evaluation) -> bool:
     return not shows(whole.snap, _REACH[cap])
 
 
+def devices_unknown(evaluation) -> bool:
+    """What the node's devices are is not known: the PCI tree was not read (GDR123), or functions the input
+    names by address only may be GPUs, NICs or drives (GDR124). Nothing to use is then not nothing there."""
+    from gdrcheck.rules.facts import blank_functions
+
+    whole = evaluation.whole or evaluation
+    return any(c.name == "sysfs-pci" and c.status != "ok" for c in whole.snap.collectors) \
+        or bool(blank_functions(whole.topo))
+
+
 def answers(evaluation) -> dict[str, Capability]:
     """Each capability's answer from the pairs' own answers."""
     said = _own(evaluation)
+    unknown_devices = devices_unknown(evaluation)
     out = {}
     for cap in CAPABILITIES:
         if _not_shown(cap, evaluation):
             out[cap] = Capability(cap, "not-in-input")
             continue
         units = _units(cap, evaluation, said, False)
-        out[cap] = Capability(cap, answer_of(units), units)
+        out[cap] = Capability(cap, "unknown" if not units and unknown_devices else answer_of(units), units)
     return out
 
 
@@ -261,7 +272,8 @@ def expected_answers(evaluation, pair_expected: dict[tuple[str, str], dict[str, 
             continue
         own_open = {u.subject for u in _units(cap, whole, _own(whole), False) if u.state == UNDECIDED}
         units = tuple(_worse(u, u.subject in own_open) for u in _units(cap, whole, said, True))
-        out[cap] = Capability(cap, answer_of(units), units)
+        out[cap] = Capability(cap, "not-in-input" if not units and devices_unknown(whole) else answer_of(units),
+                              units)
     return out
 
 
