@@ -37,7 +37,7 @@ def _unit_names(units, labels) -> str:
 
 def missing_facts(evaluation, pairs) -> list[tuple[str, str]]:
     """The facts whose absence leaves ``pairs`` undecided: (what, the command that settles it), each once."""
-    from gdrcheck.documents.expected import KNOWN, SETTLE_ALL
+    from gdrcheck.rules.expected import KNOWN, SETTLE_ALL
 
     whole = evaluation.whole or evaluation
     keys = set(pairs)

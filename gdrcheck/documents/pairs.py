@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gdrcheck.documents.decisions import nccl_decision, node_status_word, timed_out  # noqa: F401 - API here too
 from gdrcheck.documents.labels import device_labels
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
 from gdrcheck.model import bdf_key
+from gdrcheck.rules.decisions import nccl_decision, node_status_word, timed_out  # noqa: F401 - API here too
 from gdrcheck.rules.engine import Evaluation, other_versions
 from gdrcheck.status import SEVERITY_RANK, STATUS_WORDS
 
@@ -119,7 +119,7 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
         if fact is not None:  # the class an input stated (nvidia-smi topo -m), and the tree's when they differ
             pairs[-1]["path_source"] = {"input": fact.source, "class": fact.cls, "tree": fact.tree,
                                         "trusted": fact.source, "why": fact.why or None}
-    from gdrcheck.documents.expected import expected
+    from gdrcheck.rules.expected import expected
 
     ex = expected(evaluation, fail_on)
     from gdrcheck.rules import capabilities as caps
@@ -175,7 +175,7 @@ def _capabilities(evaluation: Evaluation, ex, labels, fail_on: str) -> dict[str,
 
     whole = evaluation.whole
     if whole is not None:  # the expected answers of every pair of the node, not only the gate's
-        from gdrcheck.documents.expected import expected
+        from gdrcheck.rules.expected import expected
 
         ex = expected(whole, fail_on)
     answers = caps.answers(evaluation)
@@ -286,8 +286,8 @@ def missing_doc(evaluation: Evaluation) -> list[dict[str, Any]]:
     """The facts whose absence leaves the node undecided, one per finding code (a finding whose effect is
     unknown): ``code``, ``fact`` (what is missing, in words), ``settle`` (the command that shows it) and
     ``pairs`` (how many pairs wait on it). The one list the why line, stderr and the summary line count."""
-    from gdrcheck.documents.expected import KNOWN
     from gdrcheck.reach import FACTS
+    from gdrcheck.rules.expected import KNOWN
 
     facts: dict[str, str] = {}
     settles: dict[str, Optional[str]] = {}

@@ -142,7 +142,7 @@ def render_prometheus(pairs: dict[str, Any], bar1: Optional[dict[str, Any]], top
     o.metric("gdrcheck_capability_units", "gauge",
              "The GPUs (gdr, gds) or GPU pairs (p2p) each answer rests on, by state (with, without, undecided).",
              [({"capability": cap, "state": st}, caps[cap][st]) for cap in names
-              if caps[cap]["answer"] != "not-in-input" for st in ("with", "without", "undecided")])
+              if caps[cap]["with"] is not None for st in ("with", "without", "undecided")])
     status = pairs.get("status", "unknown")
     o.metric("gdrcheck_status", "gauge", "The node's status (pass, fail, unknown): 1 for the one in force.",
              [({"status": s}, 1 if status == s else 0) for s in ("pass", "fail", "unknown")])

@@ -154,7 +154,7 @@ def test_an_unshown_cpu_vendor_is_a_fork_not_a_guess(realworld):
 def test_a_jobs_log_of_p2p_settles_the_fork():
     """Where the job's NCCL log shows P2P on a pair whose decision forks on the CPU vendor, the log settles it:
     expected enabled, no ``otherwise``, and the assumption says the log settled it."""
-    from gdrcheck.documents.expected import _fork
+    from gdrcheck.rules.expected import _fork
 
     view = {"p2p": "unknown", "alternatives": [{"p2p": "enabled", "if": "x86 AMD CPU and at most 2 GPUs"},
                                                {"p2p": "disabled", "if": "any other CPU"}]}
