@@ -60,6 +60,8 @@ def _cause_words(cause: str, evaluation, keys, every: bool) -> str:
     if cause == "fails":
         codes = sorted({c for k in keys for c in whole.pair_findings.get(k, ()) if whole.verdicts.get(k) == "fail"})
         return "the pair fails" + (f" ({', '.join(codes[:3])})" if codes else "")
+    if cause == "log-off":
+        return "the job's NCCL log shows NCCL did not use it"
     if cause == "compat-mode":
         return "cuFile falls back to its compatibility mode (through host memory)"
     if cause == "assumed-off":

@@ -134,7 +134,7 @@ def chosen(evaluation) -> dict[tuple[str, str], Optional[bool]]:
 # -- one pair's state: from the pair's own answer, or from its expected answer
 
 
-def _pair_state(cap: str, verdict: str, decided: Optional[str], codes) -> tuple[str, str]:
+def _pair_state(cap: str, verdict: str, decided: Optional[str], codes, logged: bool = False) -> tuple[str, str]:
     if verdict == "fail":
         return WITHOUT, "fails"
     if cap == "gds":
@@ -142,7 +142,7 @@ def _pair_state(cap: str, verdict: str, decided: Optional[str], codes) -> tuple[
             return WITHOUT, "compat-mode"
         return (UNDECIDED, "missing-facts") if verdict == "unknown" else (WITH, "")
     if decided == "disabled":
-        return WITHOUT, "nccl-off"
+        return WITHOUT, "log-off" if logged else "nccl-off"
     if decided != "enabled" or verdict == "unknown":
         return UNDECIDED, "missing-facts"
     return WITH, ""
@@ -169,11 +169,18 @@ def _own(evaluation):
         view = whole.nccl_view.get(key) or {}
         word = "gdr" if p.kind == "gpu-nic" else "p2p" if p.kind == "gpu-gpu" else None
         decided = view.get(word) if word else None
-        seen = (view.get("observed") or {}).get(word) if word else None
-        if decided == "unknown" and view.get("alternatives") and seen in ("enabled", "disabled"):
-            decided = seen  # a fork the job's NCCL log settles: what NCCL did on this pair
-        out[key] = (whole.verdicts[key], decided, whole.pair_findings.get(key, ()))
+        seen = _as_seen(view, word, decided)
+        out[key] = (whole.verdicts[key], seen, whole.pair_findings.get(key, ()), seen != decided)
     return out
+
+
+def _as_seen(view: dict, word: Optional[str], decided: Optional[str]) -> Optional[str]:
+    """NCCL's decision, or where the prediction leaves it open (a fork on the CPU vendor, a path the input does
+    not place) and the job's NCCL log beside the input shows what NCCL did on this pair: that."""
+    seen = (view.get("observed") or {}).get(word) if word else None
+    if decided not in ("enabled", "disabled") and seen in ("enabled", "disabled"):
+        return seen
+    return decided
 
 
 def _beyond(evaluation, key) -> bool:
@@ -258,13 +265,13 @@ def expected_answers(evaluation, pair_expected: dict[tuple[str, str], dict[str, 
     whole = evaluation.whole or evaluation
     own = _own(whole)
     said = {}
-    for key, (verdict, decided, codes) in own.items():
+    for key, (verdict, decided, codes, logged) in own.items():
         e = pair_expected.get(key)
-        if e is None:
-            said[key] = (verdict, decided, codes)
+        if e is None or logged:  # nothing assumed, or what NCCL did is in the job's log
+            said[key] = (e["verdict"] if e is not None else verdict, decided, codes, logged)
             continue
         word = next(iter(e.get("nccl") or {}), None)
-        said[key] = (e["verdict"], (e.get("nccl") or {}).get(word) if word else None, codes)
+        said[key] = (e["verdict"], (e.get("nccl") or {}).get(word) if word else None, codes, False)
     out = {}
     for cap in CAPABILITIES:
         if _not_shown(cap, whole):

@@ -182,3 +182,12 @@ def test_why_unknown_names_the_missing_facts_and_counts_agree(realworld):
     assert "GDR001" not in why and "peer memory (GDR021: lsmod | grep nvidia_peermem" in why
     assert re.findall(r"GDR\d{3}", p.stderr) == [m["code"] for m in doc["missing"]]
     assert run("check", "--format", "nhc", "--from", path).stdout.strip() == doc["summary_line"]
+
+
+def test_what_the_jobs_log_shows_decides_an_open_pair():
+    """A job's NCCL log alone (4x H100 VM, default settings): the log shows P2P on every pair, so P2P is expected
+    on all 6 even though the log does not place the GPUs; a log of SHM between two GPUs says so as the cause."""
+    caps = _doc(FIXTURES / "nccl-runs-4gpu-vm" / "default" / "nccl.log")["capabilities"]
+    assert (caps["p2p"]["answer"], caps["p2p"]["expected"], caps["p2p"]["pairs"]) == ("unknown", "yes", 6)
+    p2p = _doc(FIXTURES / "nccl-logs-public" / "nccl-707-a100-busid-ib.log")["capabilities"]["p2p"]
+    assert p2p["without"] == 5 and "the job's NCCL log shows NCCL did not use it" in p2p["why"]
