@@ -91,19 +91,10 @@ def _gpu_nics(evaluation: Evaluation) -> dict[str, Any]:
     return out
 
 
-def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
-    snap, topo = evaluation.snap, evaluation.topo
-    doc = header_doc(snap)
-    doc["nccl"] = nccl_doc(evaluation)
-    members = sorted({p.a for p in evaluation.pairs} | {p.b for p in evaluation.pairs}
-                     | set(topo.of_kind("gpu", "nic")), key=bdf_key)
-    doc["devices"] = [_names(topo, b) for b in members]
-    labels = device_labels(doc["devices"])
-    for dev in doc["devices"]:
-        if dev["bdf"] in labels:
-            dev["label"] = labels[dev["bdf"]]
+def _pair_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """Each pair's own answer: path, verdict, findings, NCCL's decision, and the class an input stated."""
     pairs: list[dict[str, Any]] = []
-    verdicts, codes, path_facts = evaluation.verdicts, evaluation.pair_findings, snap.path_facts
+    verdicts, codes, path_facts = evaluation.verdicts, evaluation.pair_findings, evaluation.snap.path_facts
     for p in evaluation.pairs:
         key = (p.a, p.b)
         pairs.append({
@@ -119,6 +110,21 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
         if fact is not None:  # the class an input stated (nvidia-smi topo -m), and the tree's when they differ
             pairs[-1]["path_source"] = {"input": fact.source, "class": fact.cls, "tree": fact.tree,
                                         "trusted": fact.source, "why": fact.why or None}
+    return pairs
+
+
+def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
+    snap, topo = evaluation.snap, evaluation.topo
+    doc = header_doc(snap)
+    doc["nccl"] = nccl_doc(evaluation)
+    members = sorted({p.a for p in evaluation.pairs} | {p.b for p in evaluation.pairs}
+                     | set(topo.of_kind("gpu", "nic")), key=bdf_key)
+    doc["devices"] = [_names(topo, b) for b in members]
+    labels = device_labels(doc["devices"])
+    for dev in doc["devices"]:
+        if dev["bdf"] in labels:
+            dev["label"] = labels[dev["bdf"]]
+    pairs = _pair_rows(evaluation)
     from gdrcheck.rules.expected import expected
 
     ex = expected(evaluation, fail_on)
@@ -146,19 +152,11 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
 
     doc["not_in_input"] = list(not_shown(snap))
     doc["status"] = node_status_word(evaluation, fail_on)
-    doc["expected_status"] = "fail" if doc["status"] == "fail" else ex.status
-    required_open = {f.subject[0] for f in evaluation.findings if f.code == "GDR015"}
-    if any(doc["capabilities"][c]["expected"] != "yes" for c in required_open):
-        doc["expected_status"] = "fail"  # a required capability expected no, partly, not-applicable
+    doc["expected_status"] = _expected_status(evaluation, doc, ex)
     doc["assumes"] = ex.assumes
-    otherwise: dict[tuple[str, str, str], int] = {}  # the node's forks, each once, with how many pairs
-    for row in pairs:
-        o = (row.get("expected") or {}).get("otherwise")
-        if o:
-            (word, answer), = o["nccl"].items()
-            otherwise[(word, answer, o["if"])] = otherwise.get((word, answer, o["if"]), 0) + 1
+    otherwise = _otherwise(pairs)
     if otherwise:
-        doc["otherwise"] = [{"nccl": {w: a}, "if": c, "pairs": n} for (w, a, c), n in otherwise.items()]
+        doc["otherwise"] = otherwise
     doc["missing"] = missing_doc(evaluation)
     doc["timed_out"] = timed_out(evaluation)
     doc["summary_line"] = summary_line(evaluation, fail_on)
@@ -180,6 +178,28 @@ def _capabilities(evaluation: Evaluation, ex, labels, fail_on: str) -> dict[str,
         ex = expected(whole, fail_on)
     answers = caps.answers(evaluation)
     return capabilities_doc(evaluation, answers, caps.expected_answers(evaluation, ex.pairs), labels)
+
+
+def _otherwise(rows) -> list[dict[str, Any]]:
+    """The node's forks (``expected.otherwise``), each once, with how many pairs rest on it."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for row in rows:
+        o = (row.get("expected") or {}).get("otherwise")
+        if o:
+            (word, answer), = o["nccl"].items()
+            counts[(word, answer, o["if"])] = counts.get((word, answer, o["if"]), 0) + 1
+    return [{"nccl": {w: a}, "if": c, "pairs": n} for (w, a, c), n in counts.items()]
+
+
+def _expected_status(evaluation: Evaluation, doc: dict[str, Any], ex) -> str:
+    """``fail`` where the node fails, a pair is expected to, or a required capability (GDR015: its answer is
+    open) is expected no, partly or not-applicable; else ``pass``."""
+    if doc["status"] == "fail":
+        return "fail"
+    required_open = {f.subject[0] for f in evaluation.findings if f.code == "GDR015"}
+    if any(doc["capabilities"][c]["expected"] != "yes" for c in required_open):
+        return "fail"
+    return ex.status
 
 
 SUMMARY_MAX = 80  # Node Problem Detector cuts at 80 bytes; a Slurm drain reason shows the first word
