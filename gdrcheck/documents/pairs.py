@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from gdrcheck.documents.decisions import nccl_decision, node_status_word, timed_out  # noqa: F401 - API here too
 from gdrcheck.documents.labels import device_labels
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
 from gdrcheck.model import bdf_key
+from gdrcheck.rules.decisions import nccl_decision, node_status_word, timed_out  # noqa: F401 - API here too
 from gdrcheck.rules.engine import Evaluation, other_versions
 from gdrcheck.status import SEVERITY_RANK, STATUS_WORDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Optional
 
 
 def _names(topo, bdf: str) -> dict[str, Any]:
@@ -112,19 +112,10 @@ def _gpu_nics(evaluation: Evaluation) -> dict[str, Any]:
     return out
 
 
-def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
-    snap, topo = evaluation.snap, evaluation.topo
-    doc = header_doc(snap)
-    doc["nccl"] = nccl_doc(evaluation)
-    members = sorted({p.a for p in evaluation.pairs} | {p.b for p in evaluation.pairs}
-                     | set(topo.of_kind("gpu", "nic")), key=bdf_key)
-    doc["devices"] = [_names(topo, b) for b in members]
-    labels = device_labels(doc["devices"])
-    for dev in doc["devices"]:
-        if dev["bdf"] in labels:
-            dev["label"] = labels[dev["bdf"]]
+def _pair_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """Each pair's own answer: path, verdict, findings, NCCL's decision, and the class an input stated."""
     pairs: list[dict[str, Any]] = []
-    verdicts, codes, path_facts = evaluation.verdicts, evaluation.pair_findings, snap.path_facts
+    verdicts, codes, path_facts = evaluation.verdicts, evaluation.pair_findings, evaluation.snap.path_facts
     for p in evaluation.pairs:
         key = (p.a, p.b)
         pairs.append({
@@ -140,12 +131,33 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
         if fact is not None:  # the class an input stated (nvidia-smi topo -m), and the tree's when they differ
             pairs[-1]["path_source"] = {"input": fact.source, "class": fact.cls, "tree": fact.tree,
                                         "trusted": fact.source, "why": fact.why or None}
-    from gdrcheck.documents.expected import expected
+    return pairs
+
+
+def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
+    snap, topo = evaluation.snap, evaluation.topo
+    doc = header_doc(snap)
+    doc["nccl"] = nccl_doc(evaluation)
+    members = sorted({p.a for p in evaluation.pairs} | {p.b for p in evaluation.pairs}
+                     | set(topo.of_kind("gpu", "nic")), key=bdf_key)
+    doc["devices"] = [_names(topo, b) for b in members]
+    labels = device_labels(doc["devices"])
+    for dev in doc["devices"]:
+        if dev["bdf"] in labels:
+            dev["label"] = labels[dev["bdf"]]
+    pairs = _pair_rows(evaluation)
+    from gdrcheck.rules.expected import expected
 
     ex = expected(evaluation, fail_on)
+    from gdrcheck.rules import capabilities as caps
+
+    picked = caps.chosen(evaluation)
     for p, row in zip(evaluation.pairs, pairs):
         row["expected"] = ex.pairs[(p.a, p.b)]
+        if p.kind != "gpu-gpu":
+            row["chosen"] = picked.get((p.a, p.b))
     doc["pairs"] = pairs
+    doc["capabilities"] = _capabilities(evaluation, ex, labels, fail_on)
     doc["findings"] = [f.to_doc() for f in evaluation.findings]
     doc["rules"] = rules_doc(evaluation)
     counts: dict[str, int] = {}
@@ -161,14 +173,54 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
 
     doc["not_in_input"] = list(not_shown(snap))
     doc["status"] = node_status_word(evaluation, fail_on)
-    doc["expected_status"] = "fail" if doc["status"] == "fail" else ex.status
+    doc["expected_status"] = _expected_status(evaluation, doc, ex)
     doc["assumes"] = ex.assumes
+    otherwise = _otherwise(pairs)
+    if otherwise:
+        doc["otherwise"] = otherwise
+    doc["missing"] = missing_doc(evaluation)
     doc["timed_out"] = timed_out(evaluation)
     doc["summary_line"] = summary_line(evaluation, fail_on)
     from gdrcheck.documents.fingerprint import fingerprint
 
     doc["fingerprint"] = fingerprint(evaluation.whole or evaluation).to_doc()
     return doc
+
+
+def _capabilities(evaluation: Evaluation, ex, labels, fail_on: str) -> dict[str, Any]:
+    """``capabilities``, from the node's whole evaluation (a gate's pairs are a part of it)."""
+    from gdrcheck.documents.capabilities import capabilities_doc
+    from gdrcheck.rules import capabilities as caps
+
+    whole = evaluation.whole
+    if whole is not None:  # the expected answers of every pair of the node, not only the gate's
+        from gdrcheck.rules.expected import expected
+
+        ex = expected(whole, fail_on)
+    answers = caps.answers(evaluation)
+    return capabilities_doc(evaluation, answers, caps.expected_answers(evaluation, ex.pairs), labels)
+
+
+def _otherwise(rows) -> list[dict[str, Any]]:
+    """The node's forks (``expected.otherwise``), each once, with how many pairs rest on it."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for row in rows:
+        o = (row.get("expected") or {}).get("otherwise")
+        if o:
+            (word, answer), = o["nccl"].items()
+            counts[(word, answer, o["if"])] = counts.get((word, answer, o["if"]), 0) + 1
+    return [{"nccl": {w: a}, "if": c, "pairs": n} for (w, a, c), n in counts.items()]
+
+
+def _expected_status(evaluation: Evaluation, doc: dict[str, Any], ex) -> str:
+    """``fail`` where the node fails, a pair is expected to, or a required capability (GDR015: its answer is
+    open) is expected no, partly or not-applicable; else ``pass``."""
+    if doc["status"] == "fail":
+        return "fail"
+    required_open = {f.subject[0] for f in evaluation.findings if f.code == "GDR015"}
+    if any(doc["capabilities"][c]["expected"] != "yes" for c in required_open):
+        return "fail"
+    return ex.status
 
 
 SUMMARY_MAX = 80  # Node Problem Detector cuts at 80 bytes; a Slurm drain reason shows the first word
@@ -215,10 +267,16 @@ def summary_line(evaluation: Evaluation, fail_on: str = "error") -> str:
     first = hits[0]
     from gdrcheck.rules import by_code
 
+    more = sum(f.weight for f in evaluation.findings) - 1
+    if word == "unknown" and not timeout:  # what is missing, never a definite finding; the count: the others
+        missing = missing_doc(evaluation)
+        if missing:
+            first = next(f for f in hits if f.code == missing[0]["code"])
+            more = len(missing) - 1
     rule = by_code().get(first.code)
-    total = sum(f.weight for f in evaluation.findings)
     subject = tuple(_subject_name(evaluation, s) for s in first.subject) if first.code != "GDR122" else first.subject
-    return headline(first.code, rule.name if rule else first.severity, subject, total - 1)
+    return headline(first.code, rule.name if rule else first.severity, subject, more,
+                    "missing" if word == "unknown" and not timeout and more else "")
 
 
 _EFFECT_RANK = {"fail": 0, "unknown": 1, "degraded": 2}
@@ -245,7 +303,7 @@ def _subject_name(evaluation: Evaluation, subject: str) -> str:
     return (d.name or subject).replace(" of nvidia-smi topo -m", "")
 
 
-def headline(code: str, name: str, subject, more: int) -> str:
+def headline(code: str, name: str, subject, more: int, what: str = "") -> str:
     """The one way a finding heads a line (the summary line, Nagios' WARNING line): code, rule name, the
     first subject (what did not answer, for a timeout), and how many more findings there are."""
     head = f"{code} {name}"
@@ -253,7 +311,7 @@ def headline(code: str, name: str, subject, more: int) -> str:
         head += " " + ",".join(subject)
     elif subject and subject[0] not in ("host", "gdrcheck"):
         head += " " + subject[0]
-    return _fit(head, f" (+{more} more)" if more else "")
+    return _fit(head, f" (+{more} more{' ' + what if what else ''})" if more else "")
 
 
 def _fit(text: str, tail: str = "") -> str:
@@ -265,6 +323,34 @@ def _fit(text: str, tail: str = "") -> str:
     return text + tail
 
 
+def missing_doc(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """The facts whose absence leaves the node undecided, one per finding code (a finding whose effect is
+    unknown): ``code``, ``fact`` (what is missing, in words), ``settle`` (the command that shows it) and
+    ``pairs`` (how many pairs wait on it). The one list the why line, stderr and the summary line count."""
+    from gdrcheck.reach import FACTS
+    from gdrcheck.rules.expected import KNOWN
+
+    facts: dict[str, str] = {}
+    settles: dict[str, Optional[str]] = {}
+    for a in KNOWN:
+        for c in a.codes:  # a code two assumptions settle (GDR041: a bridge, a declared switch): the finding's
+            facts.setdefault(c, a.fact)
+            settles[c] = a.settle if c not in settles else None
+    out: dict[str, dict[str, Any]] = {}
+    for f in sorted(evaluation.findings, key=_lead_key):
+        if f.effect != "unknown" or f.code == "GDR015":  # GDR015: a required answer that waits on these
+            continue
+        got = out.get(f.code)
+        if got is None:
+            fact = facts.get(f.code) or (
+                FACTS.get(f.subject[0], f.subject[0]) if f.code == "GDR160" and f.subject else (f.fold or f.message))
+            got = out[f.code] = {"code": f.code, "fact": fact,
+                                 "settle": settles.get(f.code) or f.settle or "run gdrcheck on the node",
+                                 "pairs": 0}
+        got["pairs"] += len(f.pairs)
+    return list(out.values())
+
+
 def status_and_missing(evaluation: Evaluation, fail_on: str = "error") -> tuple[str, list[str]]:
     """The node's status word, and when it is unknown the facts that were missing."""
     word = node_status_word(evaluation, fail_on)
@@ -274,5 +360,5 @@ def status_and_missing(evaluation: Evaluation, fail_on: str = "error") -> tuple[
         f = evaluation.snap.host["run_deadline"]
         return word, [f"GDR122: the --timeout ran out before {', '.join(map(str, f.value.get('missed', ())))} "
                       "answered"]
-    missing = sorted({f"{f.code}: {f.settle or f.message}" for f in evaluation.findings if f.effect == "unknown"})
+    missing = [f"{m['code']} {m['fact']}: {m['settle']}" for m in missing_doc(evaluation)]
     return word, missing

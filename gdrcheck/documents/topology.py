@@ -66,8 +66,8 @@ def device_doc(topo: Topology, bdf: str) -> dict[str, Any]:
         doc["gpu_index"] = d.gpu_index
     if doc["kind"] == "gpu":
         doc.update(gpu_link_doc(topo, bdf))
-        model = gpu_model(d) if not d.name else None
-        if model:  # an NCCL XML or an lspci -n gives ids only: the model its PCI id names
+        model = _model_unnamed(d)
+        if model:
             doc["model"] = model
     doc.update(names_doc(d))
     if doc["kind"] == "nic":
@@ -81,6 +81,17 @@ def device_doc(topo: Topology, bdf: str) -> dict[str, Any]:
     if d.is_bridge and topo.device_kind[d.bdf] != "gpu":
         doc["acs"] = acs_doc(topo, d.bdf)
     return doc
+
+
+def _model_unnamed(d) -> Optional[str]:
+    """The GPU's model from gdrcheck's table (gdrcheck.device_models) where the input names it only by its
+    device id (an lspci whose PCI database is older: "NVIDIA Corporation Device 2335") or not at all."""
+    from gdrcheck.device_models import gpu_model, nvidia_device_id
+
+    if d.name and not (nvidia_device_id(d) is not None and d.name.rstrip().split(" ")[-1].lower()
+                       in (f"{nvidia_device_id(d):04x}", f"10de:{nvidia_device_id(d):04x}")):
+        return None
+    return gpu_model(d)
 
 
 def gpu_link_doc(topo: Topology, bdf: str) -> dict[str, Any]:

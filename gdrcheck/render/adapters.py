@@ -101,9 +101,14 @@ def check_text(doc: dict[str, Any], width: Optional[int] = None) -> tuple[str, s
 
     exp = expected_if(doc)
     if exp:
-        lines: list[str] = [f"gdrcheck {word} on {host}; {exp}", f"why {word}: {doc['summary_line']}"]
+        lines: list[str] = [f"gdrcheck {word} on {host}; {exp}", f"why {word}: {why_line(doc)}"]
     else:
         lines = [f"gdrcheck {word} on {host}: {doc['summary_line']}"]
+    from gdrcheck.documents.capabilities import capability_lines
+    from gdrcheck.documents.expected import otherwise_line
+
+    other = otherwise_line(doc)
+    lines[1:1] = capability_lines(doc) + ([other] if other else [])
     c = _counts(doc)
     lines.append("pairs: " + ", ".join(f"{n} {v}" for v, n in c.items() if n) if doc["pairs"] else "pairs: none")
     shown = [f for f in doc["findings"] if f["severity"] != "info" or f.get("effect") == "unknown"]
@@ -126,6 +131,15 @@ def check_text(doc: dict[str, Any], width: Optional[int] = None) -> tuple[str, s
         lines = [piece.plain.rstrip() for line in lines
                  for piece in wrap(line, width, _FINDING_HANG if line.startswith("  GDR") else 2)]
     return "\n".join(lines) + "\n", doc["status"]
+
+
+def why_line(doc: dict[str, Any]) -> str:
+    """Why a node is undecided: the facts that are missing, each with the command that shows it (the
+    document's ``missing``); the summary line where nothing is missing (a failure, a timeout)."""
+    missing = doc.get("missing") or []
+    if doc["status"] != "unknown" or not missing or doc.get("timed_out"):
+        return doc["summary_line"]
+    return "not in this input: " + "; ".join(f"{m['fact']} ({m['code']}: {m['settle']})" for m in missing)
 
 
 _FINDING_HANG = len("  GDR000 warning ")  # a finding's continuation lines start under its message

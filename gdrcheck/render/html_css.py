@@ -21,7 +21,7 @@ code { background: #eef1f4; padding: 0 3px; border-radius: 3px; }
 .unknown { color: #6a3d9a; font-weight: 600; }
 .verdict { display: flex; align-items: center; gap: 14px; padding: 8px 12px; border-radius: 6px;
   border: 1px solid rgba(0,0,0,.15); break-inside: avoid; }
-.verdict .word { font-size: 20px; font-weight: 800; letter-spacing: .05em; }
+.verdict .word { font-size: 20px; font-weight: 800; letter-spacing: .05em; white-space: nowrap; flex-shrink: 0; }
 .verdict .line { font-family: "DejaVu Sans Mono", Consolas, monospace; font-size: 12px; }
 .verdict .aside { display: block; font-family: "DejaVu Sans", Arial, sans-serif; color: #7a4b00; }
 .v-pass, .v-ok { background: #cdebd0; } .v-fail { background: #f6c3bf; } .v-degraded { background: #ffe9a8; }
@@ -69,6 +69,8 @@ table.m th, table.m td { border: 1px solid #fff; padding: 1px 3px; text-align: c
 table.m thead th { background: #e8ecf0; }
 table.m th.row { text-align: left; background: #e8ecf0; min-width: 4.5em; }
 table.m td.self { color: #9aa7b3; } table.m td.none { background: #f7f8fa; }
+table.m td.unused, .chip.unused { color: #6b7785; background: #f1f3f5; }
+ul.capabilities { margin: .4em 0 0; padding-left: 1.2em; }
 table.m td.numa, table.m th.numa { min-width: 0; color: #5f6b76; background: none; }
 table.m thead { display: table-header-group; }
 table.m tr, table.devices tr, table.bar1 tr { break-inside: avoid; page-break-inside: avoid; }

@@ -54,7 +54,7 @@ def render_html(topology: dict[str, Any], pairs: dict[str, Any], bar1: dict[str,
         _tree(svgs, forest, topology, _unplaced(made_up, names)),
         _matrix(pairs, names, topology),
         _nccl_log(pairs, names),
-        _bar1(bar1),
+        _bar1(bar1, topology),
         *extra,
         _findings(pairs, bar1, rules),
         _notes(topology, pairs, bar1),
@@ -84,6 +84,8 @@ def overall(pairs: dict[str, Any]) -> str:
 
 
 def _header(topology, pairs, host: str) -> str:
+    from gdrcheck.render.html_host import capabilities
+
     status = overall(pairs)
     word, meaning = STATUS[status]
     inp = topology.get("input") or {}
@@ -99,7 +101,8 @@ def _header(topology, pairs, host: str) -> str:
             f'<p class="sub">gdrcheck {escape(str(pairs.get("gdrcheck_version", "")))}'
             + (f" \u00b7 read from {escape(source)}" if source else "") + "</p>"
             f'<div class="verdict v-{status}"><span class="word">{word}</span>'
-            f'<span class="line">{escape(line)}{aside}{_expected_aside(pairs)}</span></div></header>')
+            f'<span class="line">{escape(line)}{aside}{_expected_aside(pairs)}</span></div>'
+            + capabilities(pairs) + '</header>')
 
 
 def _expected_aside(pairs) -> str:
@@ -123,6 +126,8 @@ def _yes_no(v) -> str:
 
 
 def _summary(topology, pairs) -> str:
+    from gdrcheck.render.html_host import cpu_of_pairs, virtual
+
     facts = topology.get("host_facts") or {}
     kinds: dict[str, int] = {}
     for d in topology.get("devices") or []:
@@ -147,8 +152,8 @@ def _summary(topology, pairs) -> str:
         ("Kernel", _fact_cell(facts, "kernel_release")),
         ("IOMMU", _fact_cell(facts, "iommu_mode")),
         ("Peer memory", peer),
-        ("CPU", escape(cpu) if cpu else '<span class="unknown">not known</span>'),
-        ("Virtual machine", _fact_cell(facts, "virtual", _yes_no)),
+        ("CPU", escape(cpu) if cpu else cpu_of_pairs(pairs)),
+        ("Virtual machine", virtual(facts, pairs, _fact_cell(facts, "virtual", _yes_no))),
         ("NUMA nodes", _fact_cell(facts, "numa_nodes", lambda v: ", ".join(map(str, v)) or "none")),
         ("Devices", f"{kinds.get('gpu', 0)} GPU, {kinds.get('nic', 0)} NIC, {kinds.get('nvme', 0)} NVMe; "
                     f"{len(topology.get('devices') or [])} PCI functions "
@@ -244,6 +249,9 @@ def _cell(p: Optional[dict[str, Any]]) -> str:
     obs = nccl.get("observed")
     if obs:
         tip += f"; the job's NCCL used {obs.get('transport')}"
+    if p.get("chosen") is False:  # not the GPU's NIC (drive): marked as not used, not by its verdict
+        tip = "not used: NCCL (cuFile) uses another for this GPU; " + tip
+        return f'<td class="unused" title="{escape(tip)}">{escape(path)}-</td>'
     e = p.get("expected") or {}
     if v == "unknown" and e.get("verdict") in MARK:
         tip += f"; expected {e['verdict']} if: " + ", ".join(a.get("brief") or a["fact"]
@@ -277,6 +285,8 @@ def _matrix(pairs, names: dict[str, str], topology) -> str:
            'NODE two root complexes of one NUMA node, SYS across NUMA nodes, NV# NVLinks), coloured by verdict: '
            '<span class="chip v-ok">ok</span> <span class="chip v-degraded">degraded ~</span> '
            '<span class="chip v-fail">fail !</span> <span class="chip v-unknown">unknown ?</span>'
+           + (' <span class="chip unused">-</span> not used: NCCL (cuFile) uses the GPU\'s nearer NIC (drive)'
+              if any(p.get("chosen") is False for p in pairs.get("pairs") or ()) else "")
            + (' <span class="chip v-unknown">*</span> undecided on this input: the class and mark expected if: '
               + escape(", ".join(dict.fromkeys(a.get("brief") or a["fact"] for a in pairs.get("assumes") or ())))
               if pairs.get("status") == "unknown" and pairs.get("assumes") else "") + '</p>']
@@ -312,10 +322,11 @@ def _device_table(devices, topology, label, where, made_up) -> str:
     order = {"gpu": 0, "nic": 1, "nvme": 2}
     legend = sorted((d for d in devices if d.get("kind") in order), key=lambda d: order[d["kind"]])
     ident = {d["bdf"]: tm.ident(d) for d in topology.get("devices") or []}
+    models = {d["bdf"] for d in topology.get("devices") or [] if d.get("model")}  # named by gdrcheck's table
     lines = []
     for d in legend:
         extra = tm.names_text(d)
-        name = d.get("name") or ident.get(d["bdf"], "")
+        name = ident[d["bdf"]] if d["bdf"] in models else d.get("name") or ident.get(d["bdf"], "")
         if d["bdf"] in made_up and name.endswith(MADE_UP_NAME):  # nor the made-up name ("GPU0 of ...")
             name = ""
         lines.append(f"<tr><th>{escape(label(d['bdf']))}</th><td class=\"mono\">{escape(where(d['bdf']))}</td>"
@@ -380,10 +391,11 @@ def _numa(n) -> str:
     return "?" if n is None else escape(str(n))
 
 
-def _bar1(bar1) -> str:
+def _bar1(bar1, topology=None) -> str:
     gpus = bar1.get("gpus") or []
     if not gpus:
         return ""
+    models = {d["bdf"]: d["model"] for d in (topology or {}).get("devices") or [] if d.get("model")}
     rows = []
     for g in gpus:
         total, used = g.get("bar1_total_bytes"), g.get("bar1_used_bytes")
@@ -399,7 +411,7 @@ def _bar1(bar1) -> str:
         else:
             bar, text = '<span class="bar none"></span>', "BAR1 size not known"
         mem = f"GPU memory {human_bytes(g['fb_total_bytes'])}" if g.get("fb_total_bytes") else ""
-        gname = tm.short_name(g.get("name") or "")
+        gname = f"NVIDIA {models[g['bdf']]}" if g.get("bdf") in models else tm.short_name(g.get("name") or "")
         gname = "" if g.get("synthetic") and gname.endswith(MADE_UP_NAME) else gname
         bdf = NO_BUS_ID if g.get("synthetic") else g["bdf"]
         rows.append(f'<tr><th>{escape(label)}</th><td class="mono">{escape(bdf)}'

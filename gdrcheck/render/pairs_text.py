@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     pass
 
 MARK = {"ok": " ", "degraded": "~", "fail": "!", "unknown": "?"}
+UNUSED = "-"  # a GPU-NIC (GPU-NVMe) pair NCCL (cuFile) would not use: another is the GPU's; not a verdict
 STYLE = {"ok": "green", "degraded": "yellow", "fail": "bold red", "unknown": "magenta"}
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -43,6 +44,10 @@ def render_pairs(doc, console) -> None:
     gpus = [d["bdf"] for d in doc["devices"] if d["kind"] == "gpu"]
     numa = _numa_column(doc)
     put(console, Text(f"GPUDirect pairs on {doc.get('host') or 'this input'}", style="bold"))
+    from gdrcheck.documents.capabilities import capability_lines
+
+    for line in capability_lines(doc):
+        put(console, line, 2)
     if not gpus:
         put(console, "No GPU found in this input: there are no GPUDirect pairs to judge.")
     for kind, title in (("gpu", "GPU-GPU"), ("nic", "GPU-NIC"), ("nvme", "GPU-NVMe")):
@@ -52,8 +57,7 @@ def render_pairs(doc, console) -> None:
         if not gpus or not cols or (kind == "gpu" and len(cols) < 2):
             continue
         blank(console)
-        put(console, Text(f"{title}  (path class; ~ degraded, ! fail, ? unknown; * expected, see below)"
-                          if _assumed(doc) else f"{title}  (path class; ~ degraded, ! fail, ? unknown)", style="bold"))
+        put(console, Text(_legend(doc, kind, title), style="bold"))
         header = [""] + [names[c] for c in cols] + ["NUMA"]
         rows = [[(names[g], "")] + [_cell(cells, g, c) for c in cols] + [(numa.get(g, "?"), "")] for g in gpus]
         for i, block in enumerate(grid(header, rows, console.width, keys=1, tail=1)):
@@ -84,6 +88,11 @@ def render_pairs(doc, console) -> None:
     if line:
         blank(console)
         put(console, line, 2)
+    from gdrcheck.documents.expected import otherwise_line
+
+    line = otherwise_line(doc)
+    if line:
+        put(console, line, 2)
     _render_nccl(doc, console)
     _render_findings(doc, console)
     _render_summary(doc, console)
@@ -97,10 +106,22 @@ def _cell(cells, g: str, c: str):
     if p is None:
         return ("", "")
     path = p["path"] or "/".join(p["path_candidates"]) or "?"
+    if p.get("chosen") is False:
+        return (path + UNUSED, "dim")
     e = p.get("expected")
     if p["verdict"] == "unknown" and e and e.get("verdict") in MARK:
         return ((e.get("path") or path) + "*" + MARK[e["verdict"]].strip(), STYLE["unknown"])
     return (path + MARK[p["verdict"]].strip(), STYLE[p["verdict"]])
+
+
+def _legend(doc, kind: str, title: str) -> str:
+    marks = ["~ degraded, ! fail, ? unknown"]
+    if kind != "gpu" and any(p.get("chosen") is False and p["kind"] == f"gpu-{kind}" for p in doc["pairs"]):
+        marks.append("- not used: " + ("NCCL uses the GPU's nearer NIC" if kind == "nic"
+                                        else "the GPU's nearer drive is its own"))
+    if _assumed(doc):
+        marks.append("* expected, see below")
+    return f"{title}  (path class; {'; '.join(marks)})"
 
 
 def _assumed(doc) -> bool:

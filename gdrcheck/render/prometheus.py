@@ -102,6 +102,23 @@ def link_degraded(topology: dict[str, Any]) -> list[tuple[str, bool]]:
     return out
 
 
+def _capability_metrics(o: _Out, caps: dict[str, Any]) -> None:
+    """The document's ``capabilities``: each answer, each expected answer, and the units counted."""
+    names = [cap for cap in ("gdr", "p2p", "gds") if cap in caps]
+    o.metric("gdrcheck_capability", "gauge",
+             "Whether the node uses each capability (gdr, p2p, gds), as the document's capabilities answer: "
+             "1 for the answer in force.",
+             [({"capability": cap, "answer": caps[cap]["answer"]}, 1) for cap in names])
+    o.metric("gdrcheck_capability_expected", "gauge",
+             "The answer expected with every fact the input does not show taken at its GPUDirect-ready value "
+             "(1 for the answer in force).",
+             [({"capability": cap, "answer": caps[cap]["expected"]}, 1) for cap in names])
+    o.metric("gdrcheck_capability_units", "gauge",
+             "The GPUs (gdr, gds) or GPU pairs (p2p) each answer rests on, by state (with, without, undecided).",
+             [({"capability": cap, "state": st}, caps[cap][st]) for cap in names
+              if caps[cap]["with"] is not None for st in ("with", "without", "undecided")])
+
+
 def render_prometheus(pairs: dict[str, Any], bar1: Optional[dict[str, Any]], topology: dict[str, Any],
                       version: str, duration: float, now: float, per_pair: bool = False) -> str:
     o = _Out()
@@ -129,6 +146,7 @@ def render_prometheus(pairs: dict[str, Any], bar1: Optional[dict[str, Any]], top
              "Result of each check (gdr, p2p, gds): 1 for the result in force, 0 for the others.",
              [({"check": cap, "result": res}, 1 if results[cap] == res else 0)
               for cap in ("gdr", "p2p", "gds") for res in ("pass", "fail", "unknown")])
+    _capability_metrics(o, pairs.get("capabilities") or {})
     status = pairs.get("status", "unknown")
     o.metric("gdrcheck_status", "gauge", "The node's status (pass, fail, unknown): 1 for the one in force.",
              [({"status": s}, 1 if status == s else 0) for s in ("pass", "fail", "unknown")])

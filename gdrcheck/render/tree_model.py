@@ -146,6 +146,9 @@ def link_text(dev: dict[str, Any]) -> tuple[str, bool]:
     if not cur:  # the input does not say (an lspci tree, an XML with empty link attributes)
         return "", False
     low = bool((cw and mw and cw < mw) or (cs and ms and cs < ms))
+    if low and dev.get("kind") == "gpu" and not (cw and mw and cw < mw):
+        # an idle GPU lowers its link speed to save power (Gen1 at rest): normal, not a degraded link
+        return f"{cur} (idle; max {_link(ms, mw)})", False
     if low:
         return f"{cur} (max {_link(ms, mw)})", True
     return cur, False
@@ -182,6 +185,8 @@ def short_name(name: str) -> str:
 
 def ident(dev: dict[str, Any]) -> str:
     """The device's name as the input gave it, else its vendor:device IDs."""
+    if dev.get("model"):  # a GPU the input names by its device id only: its model from gdrcheck's table
+        return f"NVIDIA {dev['model']}"
     if dev.get("name"):
         return short_name(dev["name"])
     v, d = dev.get("vendor_id"), dev.get("device_id")

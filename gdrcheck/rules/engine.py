@@ -58,6 +58,10 @@ def restrict(evaluation: Evaluation, capabilities, required: bool = True) -> Eva
         if mine:
             findings.append(replace(f, pairs=mine))
     findings = unmet(evaluation.topo, capabilities if required else ()) + findings
+    if required:  # a capability asked for is passed only where it is used (rules.capabilities)
+        from gdrcheck.rules.requirements import unsatisfied
+
+        findings = unsatisfied(evaluation, capabilities) + findings
     return Evaluation(snap=evaluation.snap, topo=evaluation.topo, options=evaluation.options,
                       settings=evaluation.settings, pairs=pairs, findings=findings,
                       verdicts={k: v for k, v in evaluation.verdicts.items() if k in keep},

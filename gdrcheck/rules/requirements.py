@@ -38,6 +38,48 @@ NO_NVME = Rule(
     "Check that the drives show (`nvme list`, `lspci -d ::0108`); if the node has none by design, drop gds from "
     "--require.")
 
+NOT_USED = Rule(
+    "GDR014", "required-capability-not-used", "error", "host",
+    "A required capability is not used on this node: its answer is no or partly",
+    "check --require passes a capability only where it is used everywhere it is asked for: GPUDirect RDMA "
+    "between every GPU of the job and the NIC NCCL picks for it, P2P between every pair of the job's GPUs, "
+    "GPUDirect Storage between every GPU and its nearest NVMe drive. Where NCCL stages through host memory "
+    "(a path beyond NCCL_NET_GDR_LEVEL, P2P disabled) or cuFile falls back to its compatibility mode, the "
+    "node runs, slower, and the requirement is not met.",
+    "Read the capability's line in `gdrcheck check` (or `capabilities` in `gdrcheck pairs --json`): it names "
+    "the GPUs or pairs without it and why, and each cause's finding has its fix (`gdrcheck explain CODE`). "
+    "If the node is built without it by design, drop the capability from --require.")
+UNDECIDED_REQUIREMENT = Rule(
+    "GDR015", "required-capability-undecided", "info", "host",
+    "Whether a required capability is used is not known from this input",
+    "The answer rests on facts the input does not show (peer memory, the IOMMU mode, the driver's P2P "
+    "status, NVLink, ...); a gate is not passed on an assumption.",
+    "Run gdrcheck on the node (or send a snapshot): the capability's line names each missing fact and the "
+    "command that shows it.")
+_TITLES = {"gdr": "GPUDirect RDMA", "p2p": "GPU P2P", "gds": "GPUDirect Storage"}
+
+
+def unsatisfied(evaluation, capabilities: Iterable[str]) -> list[Finding]:
+    """One finding per required capability whose answer is not ``yes``: an error where it is ``no`` or
+    ``partly``, an open one (effect unknown) where it is ``unknown``. Nothing for ``not-applicable`` and
+    ``not-in-input``: :func:`unmet` and GDR160 say those."""
+    from gdrcheck.rules.capabilities import UNIT, WITH, answers
+
+    got = answers(evaluation)
+    out: list[Finding] = []
+    for cap in sorted(set(capabilities), key=("gdr", "p2p", "gds").index):
+        c = got[cap]
+        used = f"{c.count(WITH)} of {len(c.units)} {UNIT[cap]} use it"
+        if c.answer in ("no", "partly"):
+            out.append(Finding(NOT_USED.code, "error", (cap,),
+                               f"{_TITLES[cap]} is required and its answer is {c.answer}: {used}"))
+        elif c.answer == "unknown":
+            out.append(Finding(UNDECIDED_REQUIREMENT.code, "info", (cap,),
+                               f"{_TITLES[cap]} is required and its answer is unknown on this input: {used}, "
+                               f"{c.count('undecided')} undecided", effect="unknown",
+                               settle="run gdrcheck on the node (the capability's line names the missing facts)"))
+    return out
+
 
 def unmet(topo, capabilities: Iterable[str]) -> list[Finding]:
     """One error finding per requirement nothing on the node could satisfy."""
@@ -77,4 +119,6 @@ CHECKS = (
     (NO_RDMA_NIC, None),
     (TOO_FEW_GPUS, None),
     (NO_NVME, None),
+    (NOT_USED, None),
+    (UNDECIDED_REQUIREMENT, None),
 )

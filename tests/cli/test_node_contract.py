@@ -348,7 +348,7 @@ def test_check_require_limits_the_gate_to_those_pairs(trees):
 def test_check_jsonl_and_pairs_jsonl_are_one_line(trees):
     for args in (("check", "--jsonl"), ("pairs", "--jsonl"), ("check", "--format", "jsonl")):
         p = run(*args, "--from", trees["healthy-gdr-node"])
-        assert p.stdout.count("\n") == 1 and json.loads(p.stdout)["format_version"] == "1.3"
+        assert p.stdout.count("\n") == 1 and json.loads(p.stdout)["format_version"] == "1.4"
 
 
 def test_check_prometheus_textfile(trees):

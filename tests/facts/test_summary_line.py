@@ -1,5 +1,7 @@
-"""The one-line verdict names the most severe finding first, a GPU by its index where gdrcheck made its address
-up (a `topo -m` matrix has no bus ids), and counts every other finding the document lists."""
+"""The one-line verdict names a GPU by its index where gdrcheck made its address up (a `topo -m` matrix has no bus
+ids). On a failing or passing node it names the most severe finding first and counts every other finding the
+document lists; on an undecided node it names a fact that is missing, never a definite finding, and counts the
+other missing facts (the document's ``missing``, as the why line and stderr list them)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,14 @@ from gdrcheck.status import SEVERITY_RANK
 
 def _check(doc):
     line = doc["summary_line"]
+    if doc["status"] == "unknown" and doc.get("missing"):
+        missing = doc["missing"]
+        assert line.split()[0] == missing[0]["code"], line
+        lead = [f for f in doc["findings"] if f["code"] == missing[0]["code"]]
+        assert lead and all(f.get("effect") == "unknown" for f in lead), line
+        more = len(missing) - 1
+        assert line.endswith(f"(+{more} more missing)") if more else "more" not in line, (line, missing)
+        return line
     worst = max(doc["findings"], key=lambda f: SEVERITY_RANK[f["severity"]])
     code = line.split()[0]
     lead = [f for f in doc["findings"] if f["code"] == code]
@@ -19,11 +29,11 @@ def _check(doc):
     return line
 
 
-def test_matrix_of_a_dgx1_leads_with_a_warning_and_names_gpu0(realworld):
+def test_matrix_of_a_dgx1_leads_with_a_missing_fact_and_names_gpu0(realworld):
     doc = pairs_json(realworld / "gengwg-dgx1" / "nvidia-smi-topo-mp.txt")
     line = _check(doc)
     assert "ffff:" not in line and " GPU0 " in line
-    assert not line.startswith("GDR008")  # an info finding never leads a line that has warnings
+    assert not line.startswith("GDR002")  # the node is unknown: a definite warning never says why
 
 
 def test_matrix_of_a_dgx_a100_with_infos_only_counts_them_all(realworld):

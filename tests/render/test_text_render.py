@@ -34,7 +34,8 @@ REAL = {
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F]")
 MARKED_NAME = "NVIDIA Corporation GH100 [bold red]H100[/] :ok: :cd:"
-CELL = re.compile(r"X|[A-Z0-9]+(?:/[A-Z0-9]+)*\*?[~!?]?|\?|\d+")  # "*": the expected class of an undecided pair
+# "*": the expected class of an undecided pair; "-": a pair NCCL (cuFile) would not use
+CELL = re.compile(r"X|[A-Z0-9]+(?:/[A-Z0-9]+)*(?:\*?[~!?]?|-)|\?|\d+")
 MATRIX_HEAD = re.compile(r"^ +(?:(?:GPU|NIC|NVMe)\d+ +)+NUMA$")
 BAR1_HEAD = re.compile(r"^GPU +address +BAR1")
 BAR1_ROW = re.compile(r"^GPU\S* +[0-9a-f]{4}:[0-9a-f]{2}:")

@@ -75,6 +75,14 @@ REQUIREMENT_CASES = {
     "GDR011": ("nic-without-rdma-driver-virtio", "gdr", "p2p"),
     "GDR012": ("one-gpu-node", "p2p", "gdr"),
     "GDR013": ("no-nvme-node", "gds", "gdr,p2p"),
+    # 2 RTX 6000 Ada and a ConnectX NIC behind other root ports: every GPU-NIC path is beyond NCCL's GDR level,
+    # so GPUDirect RDMA's answer is no
+    "GDR014": ("real:stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt", "gdr", "p2p"),
+}
+# a required capability whose answer the input leaves open: the gate is unknown (exit 3), never a pass
+# code -> (case, --require that fires it, --require that does not)
+GATE_UNKNOWN_CASES = {
+    "GDR015": ("real:stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt", "p2p", "gdr"),
 }
 
 
@@ -145,13 +153,16 @@ def test_every_rule_outside_bar1_has_cases():
     codes = {r.code for r in all_rules() if not ("GDR100" <= r.code <= "GDR106") and r.code not in PROBE_CODES
              and r.code not in LOG_CODES}
     codes -= FABRIC_CODES  # fire on NVML answers of a captured NVSwitch node: tests/rules/test_fabric.py
-    assert codes <= set(CASES) | set(REQUIREMENT_CASES), sorted(codes - set(CASES) - set(REQUIREMENT_CASES))
+    covered = set(CASES) | set(REQUIREMENT_CASES) | set(GATE_UNKNOWN_CASES)
+    assert codes <= covered, sorted(codes - covered)
 
 
 @pytest.mark.parametrize("code", sorted(REQUIREMENT_CASES))
 def test_requirement_rule_fails_the_gate_and_stays_quiet(code, tmp_path):
+    from conftest import REALWORLD
+
     case, fires, quiet = REQUIREMENT_CASES[code]
-    path = scenarios.scenario(tmp_path, case)
+    path = _input(case, tmp_path, REALWORLD)
     for fmt in ("json", "nhc", "npd", "nagios", "prometheus", "text"):
         p = run("check", "--from", path, "--require", fires, "--format", fmt)
         assert p.returncode == {"nagios": 2}.get(fmt, 1), (code, fmt, p.stdout, p.stderr)
@@ -164,6 +175,20 @@ def test_requirement_rule_fails_the_gate_and_stays_quiet(code, tmp_path):
     if quiet is not None:
         doc = json.loads(run("check", "--from", path, "--require", quiet, "--format", "json").stdout)
         assert code not in {f["code"] for f in doc["findings"]}
+
+
+@pytest.mark.parametrize("code", sorted(GATE_UNKNOWN_CASES))
+def test_open_requirement_keeps_the_gate_unknown(code, tmp_path):
+    from conftest import REALWORLD
+
+    case, fires, quiet = GATE_UNKNOWN_CASES[code]
+    path = _input(case, tmp_path, REALWORLD)
+    p = run("check", "--from", path, "--require", fires, "--format", "json")
+    doc = json.loads(p.stdout)
+    assert p.returncode == 3 and doc["status"] == "unknown", p.stderr
+    assert any(f["code"] == code and f["effect"] == "unknown" for f in doc["findings"])
+    doc = json.loads(run("check", "--from", path, "--require", quiet, "--format", "json").stdout)
+    assert code not in {f["code"] for f in doc["findings"]}
 
 
 def test_a_repeated_require_keeps_every_requirement(tmp_path):

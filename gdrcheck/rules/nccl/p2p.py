@@ -137,7 +137,10 @@ def decide(version: Version, st, default: DefaultLevel, f: PairFacts) -> dict[st
                 ok = [cond for lv, cond in default.alternatives if outcomes[lv]]
                 no = [cond for lv, cond in default.alternatives if not outcomes[lv]]
                 out = {"p2p": "unknown", "reason": f"path {t}: {default.reason}",
-                       "depends_on": [f"P2P with: {c}" for c in ok] + [f"host memory with: {c}" for c in no]}
+                       "depends_on": [f"P2P with: {c}" for c in ok] + [f"host memory with: {c}" for c in no],
+                       # the fork, typed: each answer with the fact of the hardware or the job it rests on
+                       "alternatives": [{"p2p": "enabled", "if": c} for c in ok]
+                       + [{"p2p": "disabled", "if": c} for c in no]}
                 return out
     if not within(t, level, version):
         return {"p2p": "disabled", "reason": f"path {t} is beyond NCCL_P2P_LEVEL={level} ({level_src}); "

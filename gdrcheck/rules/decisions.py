@@ -1,6 +1,6 @@
-"""What a pairs document reads off an evaluation for each pair and for the node: NCCL's decision and the node's
-status word. Used by the document (:mod:`gdrcheck.documents.pairs`) and by the expected answer
-(:mod:`gdrcheck.documents.expected`), which the document holds: so they sit below both."""
+"""What is read off an evaluation for each pair and for the node: NCCL's decision and the node's status word.
+Used by the expected answer (:mod:`gdrcheck.rules.expected`) and by the document (:mod:`gdrcheck.documents.pairs`):
+so they sit in rules, below both."""
 
 from __future__ import annotations
 

@@ -1,0 +1,162 @@
+"""The document's ``capabilities``: the answers :mod:`gdrcheck.rules.capabilities` decided, in words.
+
+Words only: every answer, count and cause is the rules'; this module names the GPUs, the level and the facts
+that are missing (with the command that settles each)."""
+
+from __future__ import annotations
+
+from gdrcheck.rules.capabilities import CAPABILITIES, UNDECIDED, UNIT, WITH, WITHOUT
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+TITLES = {"gdr": "GPUDirect RDMA", "p2p": "GPU P2P", "gds": "GPUDirect Storage"}
+_NONE = {"gdr": "no RDMA NIC in this input", "p2p": "fewer than two GPUs in the job",
+         "gds": "no NVMe drive in this input"}
+_NOT_SHOWN = {"gdr": "this input cannot show NICs", "p2p": "this input cannot show GPUs",
+              "gds": "this input cannot show NVMe drives"}
+NAMES_SHOWN = 4
+
+
+def _names(subjects, labels) -> str:
+    names = [labels.get(s, s) for s in subjects]
+    if len(names) > NAMES_SHOWN:
+        return ", ".join(names[:NAMES_SHOWN]) + f" and {len(names) - NAMES_SHOWN} more"
+    return ", ".join(names)
+
+
+def _unit_names(units, labels) -> str:
+    subjects = []
+    for u in units:
+        s = "-".join(labels.get(x, x) for x in u.subject)
+        if s not in subjects:
+            subjects.append(s)
+    return _names(subjects, {})
+
+
+def missing_facts(evaluation, pairs) -> list[tuple[str, str]]:
+    """The facts whose absence leaves ``pairs`` undecided: (what, the command that settles it), each once."""
+    from gdrcheck.rules.expected import KNOWN, SETTLE_ALL
+
+    whole = evaluation.whole or evaluation
+    keys = set(pairs)
+    by_code = {c: a for a in KNOWN for c in a.codes}
+    out: list[tuple[str, str]] = []
+    for f in whole.findings:
+        if f.effect != "unknown" or not (keys & set(f.pairs)):
+            continue
+        a = by_code.get(f.code)
+        item = (a.fact, a.settle) if a is not None else (f"{f.fold or f.message} ({f.code})", f.settle or SETTLE_ALL)
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _cause_words(cause: str, evaluation, keys, every: bool) -> str:
+    whole = evaluation.whole or evaluation
+    if cause == "beyond-level":
+        return f"{'every path is' if every else 'path'} beyond NCCL_NET_GDR_LEVEL={whole.settings.gdr_level}"
+    if cause == "fails":
+        codes = sorted({c for k in keys for c in whole.pair_findings.get(k, ()) if whole.verdicts.get(k) == "fail"})
+        return "the pair fails" + (f" ({', '.join(codes[:3])})" if codes else "")
+    if cause == "log-off":
+        return "the job's NCCL log shows NCCL did not use it"
+    if cause == "compat-mode":
+        return "cuFile falls back to its compatibility mode (through host memory)"
+    if cause == "assumed-off":
+        return "NCCL's decision rests on facts not in this input and is taken as off (the worse answer)"
+    if cause == "no-choice":
+        return "which NIC NCCL picks is not shown (path types undecided)"
+    view = whole.nccl_view.get(keys[0]) if keys else None
+    reason = str((view or {}).get("reason") or "NCCL's rule").split("; ")[0]
+    return f"NCCL does not use it: {reason}"
+
+
+def _open_words(evaluation, units) -> str:
+    """Why units are undecided: the facts not in this input (each once), else NCCL's open choice."""
+    keys = [k for u in units for k in u.pairs]
+    facts = missing_facts(evaluation, keys)
+    words = [f"not in this input: {', '.join(f for f, _ in facts)}"] if facts else []
+    if any(u.cause == "no-choice" for u in units):
+        words.append(_cause_words("no-choice", evaluation, keys, False))
+    if not words:
+        words.append("NCCL's decision rests on facts not in this input")
+    return "; ".join(words)
+
+
+def _closed_words(evaluation, units, every: bool) -> str:
+    causes: list[str] = []
+    for u in units:
+        words = _cause_words(u.cause, evaluation, list(u.pairs), every)
+        if words not in causes:
+            causes.append(words)
+    return "; ".join(causes)
+
+
+_WHAT = {"gdr": "between each GPU and the NIC NCCL would use for it", "p2p": "between the job's GPUs",
+         "gds": "between each GPU and its nearest NVMe drive"}
+_NO = {"gdr": "NCCL uses it with no GPU's NIC", "p2p": "NCCL connects no pair of the job's GPUs by P2P",
+       "gds": "no GPU reaches its NVMe drive directly"}
+_UNIT_WORD = {"gpus": "GPUs", "pairs": "pairs"}
+
+
+def _why(cap: str, c, evaluation, labels, unit: str) -> str:
+    if c.answer == "not-in-input":
+        return _NOT_SHOWN[cap]
+    if c.answer == "not-applicable":
+        return _NONE[cap]
+    if not c.units:  # the devices themselves are not known (functions named by address only, no PCI tree)
+        return "what the node's PCI functions are is not in this input: " + _NONE[cap].replace("no ", "no known ", 1)
+    total, word = len(c.units), _UNIT_WORD[unit]
+    used = [u for u in c.units if u.state == WITH]
+    not_used = [u for u in c.units if u.state == WITHOUT]
+    open_ = [u for u in c.units if u.state == UNDECIDED]
+    if c.answer == "yes":
+        return f"used {_WHAT[cap]}: " + (f"all {total} {word}" if total > 1 else f"the one {word[:-1]}")
+    if c.answer == "no":
+        return f"{_NO[cap]}: {_closed_words(evaluation, not_used, True)}"
+    parts = []
+    if open_:
+        parts.append(f"undecided for {len(open_)} of {total} {word} ({_unit_names(open_, labels)}): "
+                     f"{_open_words(evaluation, open_)}")
+    if used:
+        parts.append(f"used for {len(used)} ({_unit_names(used, labels)})" if open_ else
+                     f"used for {len(used)} of {total} {word} ({_unit_names(used, labels)})")
+    if not_used:
+        parts.append(f"not for {len(not_used)} ({_unit_names(not_used, labels)}): "
+                     f"{_closed_words(evaluation, not_used, False)}")
+    return "; ".join(parts)
+
+
+def capabilities_doc(evaluation, answers, expected, labels) -> dict[str, Any]:
+    """``capabilities``: per capability its answer, expected answer, counts and why (``labels``: address ->
+    GPU0, NIC1, as the document names its devices)."""
+    out: dict[str, Any] = {}
+    for cap in CAPABILITIES:
+        c, e = answers[cap], expected[cap]
+        unit = UNIT[cap]
+        entry: dict[str, Any] = {"answer": c.answer, "expected": e.answer, unit: len(c.units),
+                                 "with": c.count(WITH), "without": c.count(WITHOUT), "undecided": c.count(UNDECIDED),
+                                 "why": _why(cap, c, evaluation, labels, unit)}
+        if not c.units and c.answer in ("not-in-input", "unknown"):  # nothing counted: not a count of 0
+            entry.update({unit: None, "with": None, "without": None, "undecided": None})
+        if e.answer != c.answer:
+            entry["expected_why"] = _why(cap, e, evaluation, labels, unit)
+        out[cap] = entry
+    return out
+
+
+def capability_lines(doc: dict[str, Any]) -> list[str]:
+    """The three answers in words, one line each, as every text view of a node leads with them."""
+    caps = doc.get("capabilities") or {}
+    lines = []
+    for cap in CAPABILITIES:
+        c = caps.get(cap)
+        if not c:
+            continue
+        head = f"{TITLES[cap]}: {c['answer']}"
+        if c["expected"] != c["answer"]:
+            head += f" (expected {c['expected']})"
+        lines.append(f"{head} - {c['why']}")
+    return lines

@@ -1,0 +1,296 @@
+"""The question gdrcheck exists for, once per capability: will GPUDirect RDMA, GPU peer-to-peer and GPUDirect
+Storage be used on this node, from the pairs NCCL (or cuFile) would actually use.
+
+* ``gdr``: per GPU of the job, the NICs NCCL picks for it (its local NICs: the best path type, as
+  ``ncclTopoGetLocal`` ranks them, v2.30.7 ``src/graph/topo.cc:1943-1971``; :meth:`pxn.Relays.local_nets`),
+  and NCCL's GDR decision and the pair's verdict on them.
+* ``p2p``: per pair of the job's GPUs (``CUDA_VISIBLE_DEVICES`` where the job sets it), NCCL's P2P decision and
+  the pair's verdict.
+* ``gds``: per GPU, its nearest NVMe drives (the best PCIe class), and whether GPUDirect Storage reaches them
+  (nvidia-fs or kernel P2PDMA; GDR060/GDR062 mean cuFile's compatibility mode, through host memory).
+
+Pure: reads an evaluation (and, for the expected answer, each pair's expected answer). Each answer is a
+:class:`Capability` record with the typed cause of each count; words are composed in
+:mod:`gdrcheck.documents.capabilities`.
+"""
+
+from __future__ import annotations
+
+from gdrcheck.model import bdf_key
+from gdrcheck.record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Optional
+
+CAPABILITIES = ("gdr", "p2p", "gds")
+PAIR_KIND = {"gdr": "gpu-nic", "p2p": "gpu-gpu", "gds": "gpu-nvme"}
+UNIT = {"gdr": "gpus", "p2p": "pairs", "gds": "gpus"}
+_REACH = {"gdr": "nics", "gds": "nvme", "p2p": "gpus"}
+# cuFile's compatibility mode: no direct path between the GPU and the drive
+NO_GDS_CODES = frozenset({"GDR060", "GDR062"})
+PCIE_ORDER = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
+
+WITH, WITHOUT, UNDECIDED = "with", "without", "undecided"
+
+
+@record(frozen=True)
+class Unit:
+    """One GPU (gdr, gds) or one GPU pair (p2p) of the job, and what the capability is there: ``state`` with,
+    without or undecided; ``cause`` why (``beyond-level``, ``nccl-off``, ``fails``, ``compat-mode``,
+    ``missing-facts``, ``no-choice``); ``pairs`` the pairs it rests on."""
+
+    subject: tuple[str, ...]
+    state: str
+    cause: str = ""
+    pairs: tuple[tuple[str, str], ...] = ()
+
+
+@record(frozen=True)
+class Capability:
+    """One capability's answer on the node (``yes``, ``partly``, ``no``, ``unknown``, ``not-applicable``,
+    ``not-in-input``) and the units it rests on."""
+
+    name: str
+    answer: str
+    units: tuple[Unit, ...] = ()
+
+    def count(self, state: str) -> int:
+        return sum(1 for u in self.units if u.state == state)
+
+
+def answer_of(units) -> str:
+    if not units:
+        return "not-applicable"
+    states = {u.state for u in units}
+    if UNDECIDED in states:
+        return "unknown"
+    if states == {WITH}:
+        return "yes"
+    if states == {WITHOUT}:
+        return "no"
+    return "partly"
+
+
+def job_gpus(evaluation) -> list[str]:
+    """The GPUs of the job: those ``CUDA_VISIBLE_DEVICES`` names where the input says which, else every GPU."""
+    whole = evaluation.whole or evaluation
+    gpus = whole.topo.of_kind("gpu")
+    job = getattr(whole.nccl_node, "job", None)
+    if job is not None and job.gpus is not None:
+        return [g for g in gpus if g in set(job.gpus)]
+    return gpus
+
+
+def chosen_nics(evaluation) -> dict[str, Optional[tuple[str, ...]]]:
+    """Per GPU, the NICs NCCL would use for it (its local NICs); ``None`` where the input does not show the
+    path types NCCL compares."""
+    from gdrcheck.rules.nccl.pxn import Relays
+
+    whole = evaluation.whole or evaluation
+    node = whole.nccl_node
+    if node is None:
+        return {}
+    rl = Relays(node, whole.snap, whole.topo, whole.pairs, node.types)
+    out: dict[str, Optional[tuple[str, ...]]] = {}
+    for g in rl.gpus:
+        nets = rl.local_nets(g)
+        out[g] = tuple(nets) if nets is not None else None
+    return out
+
+
+def chosen_drives(evaluation) -> dict[str, Optional[tuple[str, ...]]]:
+    """Per GPU, the NVMe drives nearest to it (the best PCIe class), the ones a GPUDirect Storage setup reads
+    through; ``None`` where a class is undecided."""
+    whole = evaluation.whole or evaluation
+    by_gpu: dict[str, list[Any]] = {}
+    for p in whole.pairs:
+        if p.kind == "gpu-nvme":
+            by_gpu.setdefault(p.a, []).append(p)
+    out: dict[str, Optional[tuple[str, ...]]] = {}
+    for g, pairs in by_gpu.items():
+        if any(p.pcie_path not in PCIE_ORDER for p in pairs):
+            out[g] = None
+            continue
+        best = min(PCIE_ORDER[p.pcie_path] for p in pairs)
+        out[g] = tuple(p.b for p in pairs if PCIE_ORDER[p.pcie_path] == best)
+    return out
+
+
+def chosen(evaluation) -> dict[tuple[str, str], Optional[bool]]:
+    """``chosen`` of every GPU-NIC and GPU-NVMe pair: True where NCCL (cuFile) would use it for its GPU, False
+    where another, None where undecided."""
+    whole = evaluation.whole or evaluation
+    nics, drives = chosen_nics(whole), chosen_drives(whole)
+    out: dict[tuple[str, str], Optional[bool]] = {}
+    for p in whole.pairs:
+        if p.kind not in ("gpu-nic", "gpu-nvme"):
+            continue
+        pick = (nics if p.kind == "gpu-nic" else drives).get(p.a)
+        out[(p.a, p.b)] = None if pick is None else p.b in pick
+    return out
+
+
+# -- one pair's state: from the pair's own answer, or from its expected answer
+
+
+def _pair_state(cap: str, verdict: str, decided: Optional[str], codes, logged: bool = False) -> tuple[str, str]:
+    if verdict == "fail":
+        return WITHOUT, "fails"
+    if cap == "gds":
+        if NO_GDS_CODES & set(codes):
+            return WITHOUT, "compat-mode"
+        return (UNDECIDED, "missing-facts") if verdict == "unknown" else (WITH, "")
+    if decided == "disabled":
+        return WITHOUT, "log-off" if logged else "nccl-off"
+    if decided != "enabled" or verdict == "unknown":
+        return UNDECIDED, "missing-facts"
+    return WITH, ""
+
+
+def _fold(states: list[tuple[str, str]], any_with: bool) -> tuple[str, str]:
+    """A GPU's state over the pairs it would use: with where all are (any, for an expected answer whose choice
+    is open), without where none is, else undecided."""
+    got = {s for s, _ in states}
+    if WITH in got and (any_with or got == {WITH}):
+        return WITH, ""
+    if got == {WITHOUT}:
+        causes = [c for _, c in states]
+        return WITHOUT, max(set(causes), key=causes.index)
+    return UNDECIDED, next((c for s, c in states if s == UNDECIDED), "missing-facts")
+
+
+def _own(evaluation):
+    """(pair key -> (verdict, NCCL's decision, finding codes)) of the whole evaluation."""
+    whole = evaluation.whole or evaluation
+    out = {}
+    for p in whole.pairs:
+        key = (p.a, p.b)
+        view = whole.nccl_view.get(key) or {}
+        word = "gdr" if p.kind == "gpu-nic" else "p2p" if p.kind == "gpu-gpu" else None
+        decided = view.get(word) if word else None
+        seen = _as_seen(view, word, decided)
+        out[key] = (whole.verdicts[key], seen, whole.pair_findings.get(key, ()), seen != decided)
+    return out
+
+
+def _as_seen(view: dict, word: Optional[str], decided: Optional[str]) -> Optional[str]:
+    """NCCL's decision, or where the prediction leaves it open (a fork on the CPU vendor, a path the input does
+    not place) and the job's NCCL log beside the input shows what NCCL did on this pair: that."""
+    seen = (view.get("observed") or {}).get(word) if word else None
+    if decided not in ("enabled", "disabled") and seen in ("enabled", "disabled"):
+        return seen
+    return decided
+
+
+def _beyond(evaluation, key) -> bool:
+    """NCCL's path (every path the input leaves possible) is beyond NCCL_NET_GDR_LEVEL."""
+    from gdrcheck.rules.nccl import within
+
+    whole = evaluation.whole or evaluation
+    view = whole.nccl_view.get(key) or {}
+    if view.get("within_gdr_level") is False:
+        return True
+    cands = view.get("path_type_candidates") or ()
+    st = whole.settings
+    return view.get("path_type") is None and bool(cands) and \
+        all(within(t, st.gdr_level, st.version) is False for t in cands)
+
+
+def _units(cap: str, evaluation, said, expected: bool) -> tuple[Unit, ...]:
+    """The capability's units, each pair's answer taken from ``said`` (key -> (verdict, decision, codes))."""
+    whole = evaluation.whole or evaluation
+    gpus = job_gpus(whole)
+    if cap == "p2p":
+        job = set(gpus)
+        out = []
+        for p in whole.pairs:
+            if p.kind == "gpu-gpu" and p.a in job and p.b in job:
+                state, cause = _pair_state(cap, *said[(p.a, p.b)])
+                out.append(Unit((p.a, p.b), state, cause, ((p.a, p.b),)))
+        return tuple(out)
+    picks = chosen_nics(whole) if cap == "gdr" else chosen_drives(whole)
+    ends = whole.topo.gpudirect_nics() if cap == "gdr" else whole.topo.of_kind("nvme")
+    if not ends:
+        return ()
+    units = []
+    for g in gpus:
+        pick = picks.get(g)
+        keys = tuple((g, e) for e in (pick if pick is not None else ends) if (g, e) in said)
+        if not keys:
+            continue
+        states = [_pair_state(cap, *said[k]) for k in keys]
+        state, cause = _fold(states, pick is None and expected)
+        if state == UNDECIDED and all(s != UNDECIDED for s, _ in states):
+            cause = "no-choice"  # which of them NCCL picks is open, and they differ
+        if cap == "gdr" and cause == "nccl-off" and all(_beyond(whole, k) for k in keys):
+            cause = "beyond-level"
+        units.append(Unit((g,), state, cause, keys))
+    return tuple(units)
+
+
+def _not_shown(cap: str, evaluation) -> bool:
+    from gdrcheck.reach import shows
+
+    whole = evaluation.whole or evaluation
+    return not shows(whole.snap, _REACH[cap])
+
+
+def devices_unknown(evaluation) -> bool:
+    """What the node's devices are is not known: the PCI tree was not read (GDR123), or functions the input
+    names by address only may be GPUs, NICs or drives (GDR124). Nothing to use is then not nothing there."""
+    from gdrcheck.rules.facts import blank_functions
+
+    whole = evaluation.whole or evaluation
+    return any(c.name == "sysfs-pci" and c.status != "ok" for c in whole.snap.collectors) \
+        or bool(blank_functions(whole.topo))
+
+
+def answers(evaluation) -> dict[str, Capability]:
+    """Each capability's answer from the pairs' own answers."""
+    said = _own(evaluation)
+    unknown_devices = devices_unknown(evaluation)
+    out = {}
+    for cap in CAPABILITIES:
+        if _not_shown(cap, evaluation):
+            out[cap] = Capability(cap, "not-in-input")
+            continue
+        units = _units(cap, evaluation, said, False)
+        out[cap] = Capability(cap, "unknown" if not units and unknown_devices else answer_of(units), units)
+    return out
+
+
+def expected_answers(evaluation, pair_expected: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Capability]:
+    """Each capability's expected answer, from each pair's expected answer (never ``unknown``)."""
+    whole = evaluation.whole or evaluation
+    own = _own(whole)
+    said = {}
+    for key, (verdict, decided, codes, logged) in own.items():
+        e = pair_expected.get(key)
+        if e is None or logged:  # nothing assumed, or what NCCL did is in the job's log
+            said[key] = (e["verdict"] if e is not None else verdict, decided, codes, logged)
+            continue
+        word = next(iter(e.get("nccl") or {}), None)
+        said[key] = (e["verdict"], (e.get("nccl") or {}).get(word) if word else None, codes, False)
+    out = {}
+    for cap in CAPABILITIES:
+        if _not_shown(cap, whole):
+            out[cap] = Capability(cap, "not-in-input")
+            continue
+        own_open = {u.subject for u in _units(cap, whole, _own(whole), False) if u.state == UNDECIDED}
+        units = tuple(_worse(u, u.subject in own_open) for u in _units(cap, whole, said, True))
+        out[cap] = Capability(cap, "not-in-input" if not units and devices_unknown(whole) else answer_of(units),
+                              units)
+    return out
+
+
+def _worse(u: Unit, was_open: bool) -> Unit:
+    """An expected unit: an open one taken as without (the worse answer); one NCCL turned off only on the
+    expected answer's open choices says so (``assumed-off``)."""
+    if u.state == UNDECIDED or (u.state == WITHOUT and was_open and u.cause == "nccl-off"):
+        return Unit(u.subject, WITHOUT, "assumed-off", u.pairs)
+    return u
+
+
+def sorted_subjects(units, state: str) -> list[str]:
+    return sorted({s for u in units if u.state == state for s in u.subject}, key=bdf_key)
