@@ -41,7 +41,6 @@ def rdma_doc(topo: Topology, bdf: str) -> dict[str, Any]:
 
 
 def device_doc(topo: Topology, bdf: str) -> dict[str, Any]:
-    from gdrcheck.device_models import gpu_model
 
     d = topo.by_bdf[bdf]
     link = d.link
