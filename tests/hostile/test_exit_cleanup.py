@@ -130,7 +130,9 @@ def test_ctrl_c_during_a_removal_is_raised_once_it_is_done(tmp_path, monkeypatch
     def clear_and_interrupt(dfd):
         if not sent:
             sent.append(1)
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # to this thread, not any of the process's
+            while not tempdirs._held:  # its handler has run (and held it): the removal goes on
+                time.sleep(0.001)
         return real(dfd)
 
     monkeypatch.setattr(tempdirs, "_clear_files", clear_and_interrupt)
