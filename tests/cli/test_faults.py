@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from support.cli_util import ROOT, assert_clean_error, run
 
-from benchmarks.trees.scenarios import GPUS, NICS, SWITCH_DSP, scenario
+from builders.scenarios import GPUS, NICS, SWITCH_DSP, scenario
 from gdrcheck.collectors.gather import gather
 from gdrcheck.collectors.pastes.lspci_tree import parse_lspci_tree
 from gdrcheck.collectors.pastes.nvidia_smi import parse_smi_text

@@ -24,7 +24,7 @@ import tarfile
 import pytest
 from support.cli_util import ROOT, run
 
-from benchmarks.trees.scenarios import scenario
+from builders.scenarios import scenario
 
 
 def test_the_guard_catches_writes_execs_and_sockets(tmp_path, guarded):

@@ -672,9 +672,9 @@ def test_many_lines():
             lines.append(f"{bar}           \\-00.1")
         return "\n".join(lines) + "\n"
 
-    t0 = time.monotonic()
+    t0 = time.process_time()  # this process's CPU time: what the parse costs, however loaded the machine is
     snap = parse_lspci_tree(tree(16), "many")
-    assert time.monotonic() - t0 < 2
+    assert time.process_time() - t0 < 2
     assert len(snap.devices) == 16 * 250
     assert snap.device("0000:1e:1f.7").root == "0000:1e"
     with pytest.raises(InputError, match="more than 4096 PCI functions"):

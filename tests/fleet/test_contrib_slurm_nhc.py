@@ -16,7 +16,7 @@ import shlex
 import pytest
 from support.contrib_util import CONTRIB, engine, fake_fleet, gdrcheck_env, run
 
-from benchmarks.trees.scenarios import scenario
+from builders.scenarios import scenario
 
 SHELL_SCRIPTS = [CONTRIB / "slurm" / "gdrcheck-sweep.sbatch", CONTRIB / "slurm" / "prolog.d" / "50-gdrcheck.sh",
                  CONTRIB / "nhc" / "gdrcheck.nhc"]

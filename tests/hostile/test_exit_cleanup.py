@@ -26,7 +26,7 @@ import time
 import pytest
 from support.cli_util import ROOT
 
-from benchmarks.trees.scenarios import scenario
+from builders.scenarios import scenario
 from gdrcheck.io import tempdirs
 
 SNAPSHOT = ROOT / "fixtures" / "h100-x1-vm" / "snapshot.tar.gz"

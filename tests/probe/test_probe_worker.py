@@ -221,7 +221,7 @@ def test_gds_p2pdma_mode_from_cufile_json(tmp_path):
 
 def test_the_command_process_never_loads_cuda_or_verbs(tmp_path):
     """run_plan here, workers with the real libibverbs: this process's own maps hold neither library."""
-    from benchmarks.trees import scenarios
+    from builders import scenarios
     from gdrcheck.collectors.inputs import load_facts
     from gdrcheck.probe.plan import build_plan
     from gdrcheck.probe.runner import run_plan
@@ -309,7 +309,7 @@ def test_a_worker_that_cannot_be_killed_leaves_its_gpu_alone(tmp_path, monkeypat
     step touches that GPU. (Simulated: the group is killed, but the wait is reported to have failed.)"""
     import signal
 
-    from benchmarks.trees import scenarios
+    from builders import scenarios
     from gdrcheck.collectors.inputs import load_facts
     from gdrcheck.probe import runner
     from gdrcheck.probe.plan import build_plan

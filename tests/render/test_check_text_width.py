@@ -8,7 +8,7 @@ import pty
 import subprocess
 import sys
 
-from support.cli_util import ROOT, drain_pty, run
+from support.cli_util import ROOT, call, drain_pty
 
 DGX1 = "gengwg-dgx1/nvidia-smi-topo-mp.txt"
 
@@ -31,5 +31,5 @@ def test_dgx1_check_on_a_narrow_terminal_wraps_every_line(realworld):
 
 
 def test_dgx1_check_in_a_log_keeps_each_finding_on_one_line(realworld):
-    out = run("check", "--from", realworld / DGX1, env={"COLUMNS": "70"}).stdout
+    out = call("check", "--from", realworld / DGX1, env={"COLUMNS": "70"}).stdout
     assert any(len(line) > 70 and line.startswith("  GDR003 warning") for line in out.splitlines())

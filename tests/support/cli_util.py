@@ -70,7 +70,8 @@ def call(*args, env=None, cwd=None, stdin=None) -> Ran:
     """gdrcheck's command line run in this process (its console script's function, with its one-line errors and
     its exit status), for the tests where the process boundary is not the point: the environment, working
     directory, standard streams, signal handlers and hooks the run changes are put back after it. What the
-    boundary is the point of (signals, closed streams, a terminal, the interpreter's start) runs through :func:`run`."""
+    boundary is the point of (signals, closed streams, a terminal, the interpreter's start, and a ``--timeout`` whose
+    watchdog fires: it ends its process) runs through :func:`run`."""
     import signal
 
     from gdrcheck.cli.entry import main

@@ -11,7 +11,7 @@ from typing import Optional
 
 import pytest
 
-from support.cli_util import run
+from support.cli_util import call
 from support.lspci_dump import ROOT_PORT, Tree
 
 LSPCI = shutil.which("lspci")
@@ -86,7 +86,7 @@ def pci_ids_without(tmp_path: Path, vendor: int, device: int) -> Path:
 
 
 def pairs_json(path: Path, *extra) -> dict:
-    p = run("pairs", "--json", "--from", path, *extra)
+    p = call("pairs", "--json", "--from", path, *extra)
     assert "Traceback" not in p.stderr, p.stderr
     return json.loads(p.stdout)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from support.cli_util import run
+from support.cli_util import call
 from support.fact_cases import (
     H200_SXM,
     drawn,
@@ -64,4 +64,4 @@ def test_hgx_h200_guest_named_device_2335_is_not_told_to_recable(tmp_path):
     assert not codes & {"GDR002", "GDR006"}, codes
     nine = [f for f in doc["findings"] if f["code"] == "GDR009"]
     assert nine and "H200 SXM" in nine[0]["message"]
-    assert "meet only at the root complex" not in run("check", "--from", path).stdout
+    assert "meet only at the root complex" not in call("check", "--from", path).stdout
