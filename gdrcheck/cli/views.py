@@ -254,8 +254,7 @@ class CheckView(View):
 
             text, self.word = adapters.check_text(printable(doc), None if run.output else tty_width())
             return text
-        text, self.word = {"nhc": adapters.nhc, "npd": adapters.npd,
-                           "nagios": adapters.nagios}[self.fmt](printable(doc))
+        text, self.word = adapters.engine_line(self.fmt, printable(doc))
         return text
 
     def status(self, gate, out) -> str:
