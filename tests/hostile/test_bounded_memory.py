@@ -43,7 +43,7 @@ def test_config_gz_that_inflates_to_gigabytes_is_read_within_its_bound(tmp_path)
     arch = _with_member(tmp_path / "bomb.tar.gz", "proc/config.gz", bomb)
     assert arch.stat().st_size < 200_000
     p = run_limited("fingerprint", "--explain", "--from", arch, mem=GIB)
-    assert p.returncode in (0, 1, 3), p.stderr
+    assert p.returncode == 0, p.stderr
     assert "MemoryError" not in p.stderr and "Traceback" not in p.stderr
     assert "host.p2pdma=unknown" in p.stdout  # the fixture's own config.gz says false
     assert p.cpu_seconds < 20

@@ -211,7 +211,7 @@ def test_a_valid_snapshot_with_a_deep_junk_directory_is_read(tmp_path):
         tar.addfile(ti, io.BytesIO(b"x"))
     t0 = time.monotonic()
     p, left = gdrcheck(tmp_path, "pairs", "--json", "--from", out)
-    assert p.returncode in (0, 1, 3) and '"pairs"' in p.stdout, p.stderr
+    assert p.returncode == 0 and '"pairs"' in p.stdout, p.stderr
     assert left == [] and time.monotonic() - t0 < 20
 
 

@@ -37,7 +37,7 @@ def test_h100_probe_validates_and_says_what_it_measured():
 def test_report_gains_a_measured_section(tmp_path):
     out = tmp_path / "node.html"
     p = call("report", "--from", H100 / "snapshot.tar.gz", "--probe", H100 / "probe.json", "-o", out)
-    assert p.returncode in (0, 1), p.stderr
+    assert p.returncode == 0, p.stderr
     page = out.read_text()
     h2d = next(c for c in _probe()["checks"] if c["check"] == "host-bandwidth")["measured"]["h2d_gb_per_s"]
     assert '<section id="measured">' in page and f"{h2d} GB/s" in page and "Gen5 x16" in page

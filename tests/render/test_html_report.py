@@ -238,7 +238,7 @@ def test_progress_only_on_a_terminal(tmp_path):
                            str(tmp_path / "t.html")], stdout=subprocess.PIPE, stderr=sub, env=env, timeout=120)
     os.close(sub)
     said = drain_pty(main)
-    assert proc.returncode in (0, 1, 3) and proc.stdout == b""
+    assert proc.returncode == 0 and proc.stdout == b""
     assert b"gdrcheck: writing" in said and b"\x1b[2K" in said and b"wrote" in said
 
 
@@ -281,7 +281,7 @@ def test_replaces_an_existing_page(tmp_path):
     out = tmp_path / "node.html"
     out.write_text("old")
     proc = call("report", "--from", H200, "-o", out)
-    assert proc.returncode in (0, 1, 3)
+    assert proc.returncode == 0
     assert out.read_text().startswith("<!DOCTYPE html>")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["node.html"]
 

@@ -190,7 +190,7 @@ def test_the_report_shows_links_and_fabric(tmp_path):
     page = tmp_path / "r.html"
     p = subprocess.run([sys.executable, "-m", "gdrcheck", "report", "--from", str(tmp_path / "node.tar.gz"), "-o",
                         str(page)], capture_output=True, text=True)
-    assert p.returncode in (0, 1), p.stderr
+    assert p.returncode == 0, p.stderr
     html = page.read_text()
     assert "Completed / Success" in html and "17 of 18 active, down: 5" in html and "26.562 GB/s" in html
 
