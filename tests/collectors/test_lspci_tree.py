@@ -685,8 +685,9 @@ def test_many_lines():
 # Through the command line
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "gdrcheck", *args], capture_output=True, text=True,
-                          cwd=PROJECT, timeout=120)
+    from support.cli_util import call
+
+    return call(*args, cwd=PROJECT)
 
 
 def test_cli_topology_json():
