@@ -3,7 +3,7 @@
     python3 benchmarks/fleet_bench.py [--nodes 10000] [--report FILE] [--keep DIR]
 
 One real report (``gdrcheck pairs --jsonl`` on the ``healthy-gdr-node`` scenario tree
-from benchmarks/trees/scenarios.py, or ``--report FILE``) is written under N node names, with a
+from tests/builders/scenarios.py, or ``--report FILE``) is written under N node names, with a
 few outliers planted (ACS redirect on, nvidia_peermem unloaded, renumbered buses, an
 empty file), as ``clush --outdir`` leaves them; the same reports also as one
 ``host: {json}`` stream on stdin, as pdsh prints them. Each size is summarized once per
@@ -47,7 +47,8 @@ def timed(argv, stdin_path=None):
 
 def real_reports(work: Path, report_file):
     """The base report and its planted variants, from real gdrcheck runs on scenario trees."""
-    from trees.scenarios import scenario  # benchmarks/trees, beside this script
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the machines the tests build too
+    from builders.scenarios import scenario  # tests/builders
 
     def run(tree: Path) -> dict:
         p = subprocess.run(gdrcheck("pairs", "--jsonl", "--from", str(tree)), capture_output=True, text=True,

@@ -11,9 +11,11 @@ composable-PCIe chassis of N devices behind one deep switch fabric.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from trees.servers import build  # benchmarks/trees, beside this script
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the machines the tests build too
+from builders.servers import build  # noqa: E402 - tests/builders
 
 
 def main() -> None:

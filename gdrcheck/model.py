@@ -48,6 +48,12 @@ def root_of(domain: int, bus: int) -> str:
     return f"{domain:04x}:{bus:02x}"
 
 
+def address_known(fn) -> bool:
+    """Whether a function's PCI address is the machine's own; False for one gdrcheck made up (a device an input
+    names without a bus id, as nvidia-smi topo -m does, gets an address in domain ffff marked ``synthetic``)."""
+    return not (fn.extra and fn.extra.get("synthetic"))
+
+
 @lru_cache(maxsize=1 << 14)
 def bdf_key(bdf: str) -> tuple[int, int, int, int]:
     """Numeric (domain, bus, device, function) sort key (kept: a large node sorts by it thousands of times)."""

@@ -109,8 +109,6 @@ def _values_fit(command: str, kw) -> bool:
         return False
     if command == "check" and formats_conflict(kw["fmt"], kw["as_jsonl"], "jsonl"):
         return False
-    if "nccl_version" in kw:
-        views.nccl_version_of(kw["nccl_version"])
     if "env" in kw:
         views.env_of(kw["env"])
     if "min_bar1" in kw:

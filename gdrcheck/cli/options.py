@@ -80,6 +80,16 @@ def _no_nan(value):
     return value
 
 
+def _nccl_version(value):
+    """``--nccl-version``: the :class:`gdrcheck.rules.nccl.core.Version` asked for (None: not given); ValueError,
+    its reason in one line, when the text is not an NCCL release gdrcheck models (NCCL's one version grammar)."""
+    if value is None:
+        return None
+    from gdrcheck.rules.nccl.core import parse_version
+
+    return parse_version(value)
+
+
 def _timeout_help() -> str:
     from gdrcheck.io.deadline import DEFAULT_SECONDS
 
@@ -125,7 +135,7 @@ REDACT = Opt("redact", "--redact", flag=True, help=REDACT_HELP)
 JSON = Opt("as_json", "--json", flag=True, help="same as --format json")
 FAIL_ON = Opt("fail_on", "--fail-on", choices=("error", "warning"), default="error", show_default=True,
               help="lowest finding severity that makes the exit status 1")
-NCCL = Opt("nccl_version", "--nccl-version", metavar="X.Y.Z",
+NCCL = Opt("nccl_version", "--nccl-version", metavar="X.Y.Z", callback=_nccl_version,
            help="judge with the rules of this NCCL release (default: the newest NCCL found on the node: "
                 "libnccl.so.2.X.Y, a pip nvidia-nccl wheel or PyTorch's; else the newest known)")
 ENV = Opt("env", "--env", multiple=True, metavar="NAME=VALUE",

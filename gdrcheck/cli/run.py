@@ -174,7 +174,9 @@ class Run:
 
             text = render_json(doc)
         elif self.fmt in LINE_FORMATS:
-            text = ("GDRCHECK UNKNOWN - " if self.fmt == "nagios" else "") + doc["summary_line"] + "\n"
+            from gdrcheck.render.adapters import cut_short_line
+
+            text = cut_short_line(self.fmt, doc)
         elif self.fmt == "prometheus":
             import time
 

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, Optional
 
+    from gdrcheck.rules.nccl.core import Version
+
 
 def env_of(pairs: Sequence[str]) -> dict[str, str]:
     """``--env NAME=VALUE`` given any number of times: NAME -> VALUE, the last one of a name counting."""
@@ -28,17 +30,16 @@ def env_of(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def options_of(nccl_version: Optional[str], min_bar1: Optional[str] = None,
+def options_of(nccl_version: Optional[Version], min_bar1: Optional[str] = None,
                bar1_used_max: Optional[float] = None, env: Sequence[str] = ()):
-    """The rules' options from the command line; a bad value is a usage error naming its option."""
+    """The rules' options from the command line (``nccl_version`` as ``--nccl-version``'s callback parsed it);
+    a bad value is a usage error naming its option."""
     from gdrcheck.rules import nccl
     from gdrcheck.rules.base import Options
 
-    asked = _or_bad_parameter(nccl_version_of, nccl_version, "--nccl-version")
-    if asked > nccl.NEWEST:
-        newest = ".".join(map(str, nccl.NEWEST))
-        sys.stderr.write(f"gdrcheck: note: NCCL {nccl_version.strip()} is newer than the newest release gdrcheck "
-                         f"knows; judged with the rules of NCCL {newest}\n")
+    if nccl_version is not None and nccl_version > nccl.NEWEST:
+        sys.stderr.write(f"gdrcheck: note: NCCL {nccl_version} is newer than the newest release gdrcheck "
+                         f"knows; judged with the rules of NCCL {nccl.NEWEST}\n")
     kw: dict[str, Any] = {"nccl_version": nccl_version}
     if env:
         kw["env"] = _or_bad_parameter(env_of, env, "--env")  # CUDA_VISIBLE_DEVICES: rules.cuda_visible
@@ -57,14 +58,6 @@ def _or_bad_parameter(check, text, option: str):
         import click
 
         raise click.BadParameter(str(e), param_hint=option) from None
-
-
-def nccl_version_of(text: Optional[str]):
-    """``--nccl-version``: the version asked for (the newest known when None); ValueError when it is not one
-    (NCCL's one version grammar, :func:`gdrcheck.rules.nccl.parse_version`)."""
-    from gdrcheck.rules import nccl
-
-    return nccl.parse_version(text)
 
 
 def size_of(text: str) -> int:
@@ -261,8 +254,7 @@ class CheckView(View):
 
             text, self.word = adapters.check_text(printable(doc), None if run.output else tty_width())
             return text
-        text, self.word = {"nhc": adapters.nhc, "npd": adapters.npd,
-                           "nagios": adapters.nagios}[self.fmt](printable(doc))
+        text, self.word = adapters.engine_line(self.fmt, printable(doc))
         return text
 
     def status(self, gate, out) -> str:

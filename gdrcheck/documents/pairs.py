@@ -7,6 +7,7 @@ from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, r
 from gdrcheck.model import bdf_key
 from gdrcheck.rules.decisions import nccl_decision, node_status_word, timed_out  # noqa: F401 - API here too
 from gdrcheck.rules.engine import Evaluation, other_versions
+from gdrcheck.rules.nccl.core import version_str
 from gdrcheck.status import SEVERITY_RANK, STATUS_WORDS
 
 TYPE_CHECKING = False
@@ -49,7 +50,7 @@ def nccl_doc(evaluation: Evaluation) -> dict[str, Any]:
     st = evaluation.settings
     node = evaluation.nccl_node
     doc: dict[str, Any] = {
-        "version": ".".join(map(str, st.version)),
+        "version": version_str(st.version),
         "version_reason": st.version_reason or (node.version_reason if node is not None else ""),
         "versions_found": [dict(e) for e in (node.versions_found if node is not None else [])],
         "gdr_level": st.gdr_level, "gdr_level_source": st.gdr_level_source,
@@ -59,7 +60,7 @@ def nccl_doc(evaluation: Evaluation) -> dict[str, Any]:
     }
     if st.ignored:
         doc["ignored_settings"] = list(st.ignored)
-    from gdrcheck.rules.nccl.core import NEWEST, version_str
+    from gdrcheck.rules.nccl.core import NEWEST
 
     if st.version > NEWEST:  # the rules' own comparison (versions.beyond_modelled), carried for the header
         doc["newest_modelled"] = version_str(NEWEST)

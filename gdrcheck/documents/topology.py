@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gdrcheck import FORMAT_VERSION, __version__
-from gdrcheck.model import Bar, bdf_key
+from gdrcheck.model import Bar, address_known, bdf_key
 from gdrcheck.pcie.topology import Topology
 
 TYPE_CHECKING = False
@@ -25,7 +25,7 @@ def names_doc(d) -> dict[str, Any]:
         out["rdma_devices"] = list(d.rdma_devices)
     if d.nvme_names:
         out["nvme_names"] = list(d.nvme_names)
-    if d.extra and d.extra.get("synthetic"):
+    if not address_known(d):
         out["synthetic"] = True  # an address gdrcheck made up (a topo -m device without a bus id)
     return out
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from gdrcheck.model import PciFunction, Snapshot, bdf_key, bus_order
+from gdrcheck.model import PciFunction, Snapshot, address_known, bdf_key, bus_order
 from gdrcheck.pcie.acs import AcsState, parse_acs
 from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
 
@@ -225,8 +225,7 @@ class Topology:
         return self.tree_class(a, b)
 
     def _synthetic(self, bdf: str) -> bool:
-        d = self.by_bdf[bdf]
-        return bool(d.extra and d.extra.get("synthetic"))
+        return not address_known(self.by_bdf[bdf])
 
     def tree_class(self, a: str, b: str) -> tuple[Optional[str], tuple[str, ...]]:
         """(class, candidates) from the PCIe tree alone."""

@@ -74,12 +74,32 @@ def _headline(findings: list[dict[str, Any]], rules: dict[str, Any]) -> str:
                     sum(f.get("folded", 1) for f in findings) - 1)
 
 
+ENGINES = {"nhc": nhc, "npd": npd, "nagios": nagios}  # an engine's format -> its line of the pairs document
+
+
+def engine_line(fmt: str, doc: dict[str, Any]) -> tuple[str, str]:
+    """The line (and status word) the engine ``fmt`` reads of the pairs document."""
+    return ENGINES[fmt](doc)
+
+
+def cut_short_line(fmt: str, doc: dict[str, Any]) -> str:
+    """What an engine reads when the run's ``--timeout`` ran out before any answer (the timeout document): its
+    summary line, as Nagios' UNKNOWN for Nagios."""
+    from gdrcheck.status import NAGIOS_STATES
+
+    if fmt == "nagios":
+        return f"GDRCHECK {NAGIOS_STATES['unknown']} - {doc['summary_line']}\n"
+    return doc["summary_line"] + "\n"
+
+
 def usage_line(fmt: str, message: str) -> str:
     """What an engine reads when gdrcheck could not run (bad usage, unreadable input): one line."""
     from gdrcheck.documents.pairs import _fit
 
     if fmt == "nagios":
-        return "GDRCHECK UNKNOWN - " + _no_pipe(_fit("gdrcheck error: " + message)) + "\n"
+        from gdrcheck.status import NAGIOS_STATES
+
+        return f"GDRCHECK {NAGIOS_STATES['unknown']} - " + _no_pipe(_fit("gdrcheck error: " + message)) + "\n"
     return _fit("gdrcheck error: " + message) + "\n"
 
 

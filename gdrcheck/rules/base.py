@@ -17,6 +17,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Any, Callable, Optional
+
+    from gdrcheck.rules.nccl.core import Version
     Check = Callable[["Context"], Iterable["Finding"]]
 
 SCOPES = ("host", "device", "pair")
@@ -104,7 +106,7 @@ def folded_suffix(n: int) -> str:
 class Options:
     """Settings that change how facts are judged."""
 
-    nccl_version: Optional[str] = None  # None: the newest rules gdrcheck knows
+    nccl_version: Optional[Version] = None  # --nccl-version; None: the newest found, else the newest known
     min_bar1_bytes: int = 1 << 30
     bar1_used_max_pct: float = 90.0
     env: Mapping[str, str] = field(default_factory=dict)  # NCCL_* from the environment

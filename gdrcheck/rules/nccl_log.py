@@ -109,7 +109,7 @@ def job_options(snap, options, version: Optional[str] = None) -> tuple[Any, Opti
     if v < OLDEST:
         return options, version_str(OLDEST), (f"{why}, older than the oldest rules gdrcheck models: judged with "
                                               f"{version_str(OLDEST)}")
-    if options.nccl_version and options.nccl_version != log.version:
+    if options.nccl_version and str(options.nccl_version) != log.version:
         why += f" (instead of --nccl-version {options.nccl_version}: the log says what the job ran)"
     return options, log.version, why
 

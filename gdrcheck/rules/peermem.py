@@ -121,7 +121,7 @@ def _check(ctx: Context) -> Iterable[Finding]:
             yield Finding(PEER_MEMORY_UNKNOWN.code, "info", ("peer-memory",), f"peer-memory path unknown: {why}",
                           pairs=pairs, effect="unknown", settle="run gdrcheck on the node or send a snapshot")
     elif ok is False:
-        v = ".".join(map(str, ctx.nccl.version))
+        v = nccl.version_str(ctx.nccl.version)
         if isinstance(pm, dict) and pm.get("nvidia_peermem_loaded"):
             yield Finding(PEERMEM_INVISIBLE.code, "error", ("nvidia_peermem",),
                           f"nvidia_peermem is loaded but NCCL {v} checks only " + ", ".join(

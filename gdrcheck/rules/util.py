@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from gdrcheck.model import address_known
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional
@@ -32,7 +34,7 @@ def _label(topo, bdf: str) -> str:
     if d is None:
         return bdf
     kind = topo.device_kind.get(bdf)
-    made_up = bool(d.extra and d.extra.get("synthetic"))  # a topo -m device without a bus id: its name only
+    made_up = not address_known(d)  # a topo -m device without a bus id: its name only
     if kind == "gpu":
         if made_up and d.gpu_index is not None:
             return f"GPU{d.gpu_index}"

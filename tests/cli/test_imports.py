@@ -34,7 +34,7 @@ def _modules(*args):
     (("check", "--format", "nagios"), ("rich", "pynvml", "click")),
 ])
 def test_a_command_loads_only_what_it_needs(tmp_path, args, absent):
-    from benchmarks.trees.servers import build
+    from builders.servers import build
 
     build(tmp_path / "node", gpus=2, nics=2, nvme=1, sockets=1, nested=False)  # a sysfs tree, as lstopo reads
     loaded = _modules(*args, "--from", str(tmp_path / "node"))
@@ -54,7 +54,7 @@ MAIN_PROBE = ("import sys\n"
 @pytest.mark.parametrize("args", [("topology", "--json"), ("pairs", "--json"), ("check", "--format", "nagios")])
 def test_a_plain_node_command_line_does_not_load_click(tmp_path, args):
     """main([...]) as a program calls it: click loads only for help, usage errors and the other commands."""
-    from benchmarks.trees.servers import build
+    from builders.servers import build
 
     build(tmp_path / "node", gpus=2, nics=2, nvme=1, sockets=1, nested=False)
     p = subprocess.run([sys.executable, "-c", MAIN_PROBE, *args, "--from", str(tmp_path / "node")],
@@ -80,7 +80,7 @@ def test_a_node_command_ends_with_its_output_flushed_and_its_status(code, status
 
 def test_a_node_command_never_loads_typing(tmp_path):
     """typing (some 3 ms of a run) serves annotations only: gdrcheck imports its names under TYPE_CHECKING."""
-    from benchmarks.trees.servers import build
+    from builders.servers import build
 
     build(tmp_path / "node", gpus=2, nics=2, nvme=1, sockets=1, nested=False)
     for args in (("topology", "--json"), ("pairs", "--json"), ("check", "--format", "nagios"), ("bar1", "--json")):
@@ -94,7 +94,7 @@ def test_a_node_command_never_loads_typing(tmp_path):
 def test_only_the_console_scripts_node_command_turns_the_cycle_collector_off(tmp_path):
     """The console script's node command runs without the cycle collector (the process ends right after);
     main(argv), as tests and programs call it, leaves the interpreter as it found it."""
-    from benchmarks.trees.servers import build
+    from builders.servers import build
 
     build(tmp_path / "node", gpus=1, nics=1, nvme=0, sockets=1, nested=False)
     script = ("import gc, sys\nimport gdrcheck.cli.entry as entry\n"

@@ -205,7 +205,7 @@ def test_every_option_of_every_command_is_in_the_corpus():
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    from benchmarks.trees.servers import build
+    from builders.servers import build
 
     root = tmp_path_factory.mktemp("node") / "node"
     build(root, gpus=2, nics=2, nvme=1, sockets=1, nested=False)

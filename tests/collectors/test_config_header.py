@@ -17,7 +17,7 @@ from typing import Optional
 import pytest
 from support.replay import replay_tree
 
-from benchmarks.trees.sysfs_tree import SysfsTree
+from builders.sysfs_tree import SysfsTree
 from gdrcheck.collectors.config_header import header_facts, link_facts
 from gdrcheck.collectors.sysfs_pci import DEVICES, collect_sysfs_pci, parse_int, parse_speed
 from gdrcheck.io.source import Source

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from support.cli_util import run
+from support.cli_util import call
 
 from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
@@ -83,7 +83,7 @@ def unpacked(tmp_path_factory):
             p = subprocess.run([LSTOPO, "--whole-io", "--of", "xml"], check=False, capture_output=True, text=True,
                                env=env, timeout=120)
             assert p.returncode == 0, p.stderr
-            g = run("topology", "--json", "--from", root)
+            g = call("topology", "--json", "--from", root)
             assert g.returncode == 0, g.stderr
             _CACHE[name] = Capture(name, root, p.stdout, p.stderr, json.loads(g.stdout))
         return _CACHE[name]
@@ -235,7 +235,7 @@ def test_unlisted_hops_are_on_the_sysfs_path_and_said(unpacked, name):
 @pytest.mark.parametrize("name", CAPTURES)
 def test_topology_documents_validate(unpacked, name):
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads(run("schema", "topology").stdout)
+    schema = json.loads(call("schema", "topology").stdout)
     jsonschema.validate(unpacked(name).doc, schema)
 
 
@@ -255,7 +255,7 @@ def test_bridge_missing_from_the_listing_keeps_the_real_chain(unpacked):
     ts = Topology(load_facts(str(cap.root)))
     assert ts.pcie_class("0000:60:00.0", "0000:60:00.1") == ("PIX", ())  # two functions of one device, not PHB
     assert ts.ancestors("0000:60:00.0") == ("0000:5e:00.0", "0000:5d:02.0")
-    text = run("topology", "--all", "--from", cap.root, env={"COLUMNS": "200"}).stdout
+    text = call("topology", "--all", "--from", cap.root, env={"COLUMNS": "200"}).stdout
     assert "0000:5f:03.0" in text and "does not list" in text
 
 
@@ -268,7 +268,7 @@ def test_trimmed_to_the_endpoints_hangs_them_on_the_root_bus(unpacked, tmp_path)
     shutil.copytree(cap.root, root, symlinks=True)
     for b in ("0000:5d:02.0", "0000:5e:00.0"):
         (root / "sys/bus/pci/devices" / b).unlink()
-    g = run("topology", "--json", "--from", root)
+    g = call("topology", "--json", "--from", root)
     assert g.returncode == 0, g.stderr
     doc = json.loads(g.stdout)
     devs = {d["bdf"]: d for d in doc["devices"]}
@@ -337,8 +337,8 @@ def test_snapshot_of_the_directory_replays_byte_for_byte(unpacked, name, tmp_pat
     out = tmp_path / f"{name}.tar.gz"
     snapshot.write_archive(src, manifest, str(out))
     for cmd in ("topology", "pairs"):
-        direct = run(cmd, "--json", "--from", cap.root)
-        replay = run(cmd, "--json", "--from", out)
+        direct = call(cmd, "--json", "--from", cap.root)
+        replay = call(cmd, "--json", "--from", out)
         assert replay.returncode == direct.returncode, (cmd, replay.stderr)
         a, b = json.loads(direct.stdout), json.loads(replay.stdout)
         for k in KIND_DEPENDENT:

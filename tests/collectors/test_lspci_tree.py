@@ -672,9 +672,9 @@ def test_many_lines():
             lines.append(f"{bar}           \\-00.1")
         return "\n".join(lines) + "\n"
 
-    t0 = time.monotonic()
+    t0 = time.process_time()  # this process's CPU time: what the parse costs, however loaded the machine is
     snap = parse_lspci_tree(tree(16), "many")
-    assert time.monotonic() - t0 < 2
+    assert time.process_time() - t0 < 2
     assert len(snap.devices) == 16 * 250
     assert snap.device("0000:1e:1f.7").root == "0000:1e"
     with pytest.raises(InputError, match="more than 4096 PCI functions"):
@@ -685,8 +685,9 @@ def test_many_lines():
 # Through the command line
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "gdrcheck", *args], capture_output=True, text=True,
-                          cwd=PROJECT, timeout=120)
+    from support.cli_util import call
+
+    return call(*args, cwd=PROJECT)
 
 
 def test_cli_topology_json():

@@ -8,7 +8,7 @@ NCCL's GDR level one by one.
 
 from __future__ import annotations
 
-from support.cli_util import run
+from support.cli_util import call
 
 from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.documents.pairs import pairs_doc
@@ -40,11 +40,11 @@ def test_a_code_said_of_many_pairs_is_one_finding_naming_the_first(realworld):
 
 def test_engines_count_the_pairs_of_a_folded_finding(realworld):
     path = realworld / ONEFLOW
-    nagios = run("check", "--format", "nagios", "--from", path).stdout
+    nagios = call("check", "--format", "nagios", "--from", path).stdout
     assert "warnings=16;" in nagios.splitlines()[0]
-    prom = run("check", "--format", "prometheus", "--from", path).stdout
+    prom = call("check", "--format", "prometheus", "--from", path).stdout
     assert 'gdrcheck_findings{code="GDR003",severity="warning"} 24' in prom
-    text = run("check", "--from", path).stdout
+    text = call("check", "--from", path).stdout
     assert ("GPU0 and GPU4 are on different NUMA nodes (SYS, inter-NUMA; the "
             "topo-matrix input does not show whether they are different sockets) (+11 more like it)") in text
 

@@ -13,9 +13,9 @@ import tarfile
 
 import pytest
 from conftest import REALWORLD
-from support.cli_util import ROOT, assert_clean_error, run
+from support.cli_util import ROOT, assert_clean_error, call
 
-from benchmarks.trees import scenarios
+from builders import scenarios
 
 FIXTURES = ROOT / "fixtures"
 REAL_INPUTS = sorted(
@@ -53,7 +53,7 @@ def expected_status(doc) -> str:
 @pytest.mark.parametrize("case", _cases())
 def test_every_output_says_the_same_about_the_node(case, tmp_path):
     path = _path(case, tmp_path)
-    p = run("pairs", "--json", "--from", path)
+    p = call("pairs", "--json", "--from", path)
     assert "Traceback" not in p.stderr
     doc = json.loads(p.stdout)
     status = doc["status"]
@@ -66,41 +66,41 @@ def test_every_output_says_the_same_about_the_node(case, tmp_path):
         if f.get("pairs") and f.get("effect") in ("fail", "degraded"):
             assert f["severity"] == {"fail": "error", "degraded": "warning"}[f["effect"]], f
     # every engine's words: the gate's own status (a node without a GPU fails the gate: GDR010)
-    gate = json.loads(run("check", "--from", path, "--format", "json").stdout)
+    gate = json.loads(call("check", "--from", path, "--format", "json").stdout)
     if not any(f["code"] == "GDR010" for f in gate["findings"]):
         assert gate["status"] == status
     status = gate["status"]
     for fmt, want in (("nhc", EXIT[status]), ("npd", {0: 0, 1: 1, 3: 2}[EXIT[status]]),
                       ("text", EXIT[status])):
-        c = run("check", "--from", path, "--format", fmt)
+        c = call("check", "--from", path, "--format", fmt)
         assert c.returncode == want, (fmt, c.stdout)
         if fmt == "text":
             assert c.stdout.startswith(f"gdrcheck {status.upper()} ")
-    nag = run("check", "--from", path, "--format", "nagios")
+    nag = call("check", "--from", path, "--format", "nagios")
     state = nag.stdout.split(" - ")[0]
     assert state == {"pass": "GDRCHECK OK", "unknown": "GDRCHECK UNKNOWN", "fail": "GDRCHECK CRITICAL"}.get(
         status) or (status == "pass" and state == "GDRCHECK WARNING"), (status, nag.stdout)
-    prom = run("check", "--from", path, "--format", "prometheus").stdout
+    prom = call("check", "--from", path, "--format", "prometheus").stdout
     assert f'gdrcheck_status{{status="{status}"}} 1' in prom
     status = doc["status"]  # the report and the fleet read the pairs document
     page = tmp_path / "node.html"
-    assert run("report", "-o", page, "--from", path).returncode == EXIT[status]
+    assert call("report", "-o", page, "--from", path).returncode == EXIT[status]
     html = page.read_text()
     assert f'<span class="word">{status.upper()}</span>' in html
     if status == "pass":
         assert not re.search(r"\d+ pairs? (fails?|are unknown|is unknown)", html.split("</header>")[0])
     report = tmp_path / "node.json"
     report.write_text(p.stdout)
-    fleet = json.loads(run("fleet", "summarize", "--format", "json", report).stdout)
+    fleet = json.loads(call("fleet", "summarize", "--format", "json", report).stdout)
     assert fleet["nodes"][status] == 1, fleet["nodes"]
 
 
 def test_no_pass_beside_a_failing_pair_on_a_node_with_a_failing_nic(tmp_path):
     """The node of the live H100 report: a pair fails, so the node does, in every word."""
     path = scenarios.scenario(tmp_path, "nic-without-rdma-driver")
-    doc = json.loads(run("pairs", "--json", "--from", path).stdout)
+    doc = json.loads(call("pairs", "--json", "--from", path).stdout)
     assert any(p["verdict"] == "fail" for p in doc["pairs"]) and doc["status"] == "fail"
-    assert run("check", "--from", path, "--format", "npd").stdout.startswith("GDR082")
+    assert call("check", "--from", path, "--format", "npd").stdout.startswith("GDR082")
 
 
 # -- the gate: no machine, no pass --------------------------------------------------------------------------
@@ -174,7 +174,7 @@ NO_MACHINE = {"empty-dir": _empty_dir, "notes-dir": _notes_dir, "topo-matrix-dir
                                      ("check", "--format", "npd")])
 def test_an_input_without_a_machine_is_bad_input(name, command, tmp_path):
     path = NO_MACHINE[name](tmp_path)
-    p = run(*command, "--from", path)
+    p = call(*command, "--from", path)
     if "npd" in command:
         assert p.returncode == 2 and p.stdout.startswith("gdrcheck error:") and "no machine found" in p.stdout
         return
@@ -184,5 +184,5 @@ def test_an_input_without_a_machine_is_bad_input(name, command, tmp_path):
 
 def test_a_machine_root_without_its_pci_tree_is_unknown(tmp_path):
     path = scenarios.scenario(tmp_path, "snapshot-without-pci-tree")
-    p = run("check", "--from", path)
+    p = call("check", "--from", path)
     assert p.returncode == 3 and p.stdout.startswith("gdrcheck UNKNOWN") and "GDR123" in p.stdout

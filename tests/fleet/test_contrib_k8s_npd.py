@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from support.contrib_util import CONTRIB, engine, gdrcheck_env, run
 
-from benchmarks.trees.scenarios import scenario
+from builders.scenarios import scenario
 
 DAEMONSET = CONTRIB / "k8s" / "gdrcheck-daemonset.yaml"
 MONITOR = CONTRIB / "npd" / "gdrcheck-monitor.json"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from support.contrib_util import CONTRIB, H200_X4, engine, gdrcheck_env, run
 
-from benchmarks.trees.scenarios import scenario
+from builders.scenarios import scenario
 
 SERVICE = CONTRIB / "systemd" / "gdrcheck-textfile.service"
 TIMER = CONTRIB / "systemd" / "gdrcheck-textfile.timer"

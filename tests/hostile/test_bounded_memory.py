@@ -43,10 +43,10 @@ def test_config_gz_that_inflates_to_gigabytes_is_read_within_its_bound(tmp_path)
     arch = _with_member(tmp_path / "bomb.tar.gz", "proc/config.gz", bomb)
     assert arch.stat().st_size < 200_000
     p = run_limited("fingerprint", "--explain", "--from", arch, mem=GIB)
-    assert p.returncode in (0, 1, 3), p.stderr
+    assert p.returncode == 0, p.stderr
     assert "MemoryError" not in p.stderr and "Traceback" not in p.stderr
     assert "host.p2pdma=unknown" in p.stdout  # the fixture's own config.gz says false
-    assert p.seconds < 20
+    assert p.cpu_seconds < 20
 
 
 def test_config_gz_bound_keeps_a_real_config():
@@ -84,7 +84,7 @@ def test_a_ten_megabyte_extended_header_is_refused_before_it_is_read(tmp_path, k
     p = run_limited("topology", "--json", "--from", arch, mem=GIB, env={"TMPDIR": str(tmp_path)})
     assert_clean_error(p)
     assert f"archive has a {what} header of {10 * MIB} bytes" in p.stderr
-    assert p.seconds < 10
+    assert p.cpu_seconds < 10
 
 
 def test_a_small_tar_xz_that_claims_gigabytes_is_refused(tmp_path):
@@ -155,7 +155,7 @@ def test_an_archive_of_two_hundred_thousand_entries_is_refused_from_its_headers(
     p = run_limited("topology", "--from", arch, env={"TMPDIR": str(tmp)})
     assert_clean_error(p)
     assert "more than 65536 entries" in p.stderr
-    assert p.seconds < 3 and not list(tmp.iterdir())
+    assert p.cpu_seconds < 3 and not list(tmp.iterdir())
 
 
 def test_memory_error_is_the_one_line_bad_input_error(capsys):

@@ -26,7 +26,7 @@ import time
 import pytest
 from support.cli_util import ROOT
 
-from benchmarks.trees.scenarios import scenario
+from builders.scenarios import scenario
 from gdrcheck.io import tempdirs
 
 SNAPSHOT = ROOT / "fixtures" / "h100-x1-vm" / "snapshot.tar.gz"
@@ -130,7 +130,9 @@ def test_ctrl_c_during_a_removal_is_raised_once_it_is_done(tmp_path, monkeypatch
     def clear_and_interrupt(dfd):
         if not sent:
             sent.append(1)
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # to this thread, not any of the process's
+            while not tempdirs._held:  # its handler has run (and held it): the removal goes on
+                time.sleep(0.001)
         return real(dfd)
 
     monkeypatch.setattr(tempdirs, "_clear_files", clear_and_interrupt)
@@ -209,7 +211,7 @@ def test_a_valid_snapshot_with_a_deep_junk_directory_is_read(tmp_path):
         tar.addfile(ti, io.BytesIO(b"x"))
     t0 = time.monotonic()
     p, left = gdrcheck(tmp_path, "pairs", "--json", "--from", out)
-    assert p.returncode in (0, 1, 3) and '"pairs"' in p.stdout, p.stderr
+    assert p.returncode == 0 and '"pairs"' in p.stdout, p.stderr
     assert left == [] and time.monotonic() - t0 < 20
 
 

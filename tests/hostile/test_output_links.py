@@ -19,7 +19,7 @@ import stat
 import tempfile
 
 import pytest
-from support.cli_util import assert_clean_error, run
+from support.cli_util import assert_clean_error, call
 
 from gdrcheck.errors import InputError
 from gdrcheck.io.output import atomic_file, write_atomic
@@ -274,7 +274,7 @@ def test_a_directory_is_refused(place, caller):
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
-    from benchmarks.trees.scenarios import scenario
+    from builders.scenarios import scenario
 
     return scenario(tmp_path_factory.mktemp("tree"), "healthy-gdr-node")
 
@@ -286,7 +286,7 @@ def test_each_writing_command_refuses_a_planted_link(place, tree, args):
     planted = os.path.join(place["shared"], "gdrcheck.out")
     link(target, planted, CALLERS["nobody"])
     argv = [*args, planted] + ([] if args[0] == "snapshot" else ["--from", tree])
-    p = run(*argv, env={"GDRCHECK_TOOL_PATH": "/nonexistent"})
+    p = call(*argv, env={"GDRCHECK_TOOL_PATH": "/nonexistent"})
     assert_clean_error(p)
     assert "symbolic link owned by uid" in p.stderr
     assert open(target).read() == "root:x:0:0\n"

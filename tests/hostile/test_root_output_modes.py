@@ -87,7 +87,7 @@ def test_a_users_own_file_in_their_own_directory_is_given_back_without_set_id(tm
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
-    from benchmarks.trees.scenarios import scenario
+    from builders.scenarios import scenario
 
     return scenario(tmp_path_factory.mktemp("tree"), "healthy-gdr-node")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.trees.scenarios import scenario
+from builders.scenarios import scenario
 from gdrcheck.collectors.capture import capture, write_archive
 from gdrcheck.collectors.gather import gather
 from gdrcheck.collectors.inputs import unpack_archive

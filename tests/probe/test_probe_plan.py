@@ -10,14 +10,14 @@ import json
 
 import jsonschema
 import pytest
-from support.cli_util import assert_clean_error, run
+from support.cli_util import assert_clean_error, call
 
-from benchmarks.trees import scenarios
-from benchmarks.trees.sysfs_tree import ACS_CR, ACS_RR
+from builders import scenarios
+from builders.sysfs_tree import ACS_CR, ACS_RR
 
 
 def _plan(path, *extra):
-    p = run("probe", "--dry-run", "--json", "--from", path, *extra)
+    p = call("probe", "--dry-run", "--json", "--from", path, *extra)
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr
     return json.loads(p.stdout)
@@ -29,7 +29,7 @@ def _by(doc, check):
 
 @pytest.fixture(scope="module")
 def schema():
-    p = run("schema", "probe")
+    p = call("schema", "probe")
     assert p.returncode == 0
     s = json.loads(p.stdout)
     jsonschema.Draft202012Validator.check_schema(s)
@@ -58,7 +58,7 @@ def test_dgx_like_node_plans_every_check_in_order(tmp_path, schema):
 
 
 def test_dry_run_text_says_why(tmp_path):
-    p = run("probe", "--dry-run", "--from", scenarios.scenario(tmp_path, "healthy-gdr-node"))
+    p = call("probe", "--dry-run", "--from", scenarios.scenario(tmp_path, "healthy-gdr-node"))
     assert p.returncode == 0
     for word in ("cuda", "host-bandwidth", "p2p", "rdma-register", "why:", "expected: about"):
         assert word in p.stdout
@@ -130,7 +130,7 @@ def test_check_option_and_gds_path(tmp_path):
 
 
 def test_from_without_dry_run_is_a_usage_error(tmp_path):
-    p = run("probe", "--from", scenarios.scenario(tmp_path, "healthy-gdr-node"))
+    p = call("probe", "--from", scenarios.scenario(tmp_path, "healthy-gdr-node"))
     assert_clean_error(p)
     assert "--dry-run" in p.stderr
 
@@ -138,12 +138,12 @@ def test_from_without_dry_run_is_a_usage_error(tmp_path):
 @pytest.mark.parametrize("args", [("--copy-size", "lots"), ("--copy-size", "1KiB"), ("--gds-path", "/nonexistent/x"),
                                   ("--check", "nope"), ("--step-timeout", "nan")])
 def test_bad_options_are_usage_errors(tmp_path, args):
-    assert_clean_error(run("probe", "--dry-run", "--from", scenarios.scenario(tmp_path, "healthy-gdr-node"), *args))
+    assert_clean_error(call("probe", "--dry-run", "--from", scenarios.scenario(tmp_path, "healthy-gdr-node"), *args))
 
 
 def test_live_probe_on_a_node_without_gpu(tmp_path):
     """This machine has no GPU: nothing to probe, nothing measured (exit 3), a document all the same."""
-    p = run("probe", "--json")
+    p = call("probe", "--json")
     assert p.returncode == 3, p.stderr
     doc = json.loads(p.stdout)
     if doc["checks"]:
@@ -190,5 +190,5 @@ def test_dry_run_and_live_probe_write_nothing(tmp_path, guarded):  # noqa: F811
 
 
 def test_redact_replaces_the_host_name(tmp_path):
-    p = run("probe", "--dry-run", "--redact", "--from", scenarios.scenario(tmp_path, "healthy-gdr-node"))
+    p = call("probe", "--dry-run", "--redact", "--from", scenarios.scenario(tmp_path, "healthy-gdr-node"))
     assert p.returncode == 0 and "gpu-node-01" not in p.stdout

@@ -82,7 +82,7 @@ def test_probe_rule_fires_and_stays_quiet(code, tmp_path):
 
 def _plan_with_bar1(tmp_path, monkeypatch, leak):
     """run_plan over one cuda step, NVML answering BAR1 used; ``leak`` bytes stay used after the step."""
-    from benchmarks.trees import scenarios
+    from builders import scenarios
     from gdrcheck.collectors.inputs import load_facts
     from gdrcheck.probe import nvml_state
     from gdrcheck.probe.doc import probe_doc

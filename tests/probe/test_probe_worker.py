@@ -221,7 +221,7 @@ def test_gds_p2pdma_mode_from_cufile_json(tmp_path):
 
 def test_the_command_process_never_loads_cuda_or_verbs(tmp_path):
     """run_plan here, workers with the real libibverbs: this process's own maps hold neither library."""
-    from benchmarks.trees import scenarios
+    from builders import scenarios
     from gdrcheck.collectors.inputs import load_facts
     from gdrcheck.probe.plan import build_plan
     from gdrcheck.probe.runner import run_plan
@@ -309,7 +309,7 @@ def test_a_worker_that_cannot_be_killed_leaves_its_gpu_alone(tmp_path, monkeypat
     step touches that GPU. (Simulated: the group is killed, but the wait is reported to have failed.)"""
     import signal
 
-    from benchmarks.trees import scenarios
+    from builders import scenarios
     from gdrcheck.collectors.inputs import load_facts
     from gdrcheck.probe import runner
     from gdrcheck.probe.plan import build_plan
@@ -350,7 +350,7 @@ def test_a_refused_plan_runs_nothing(tmp_path):
     assert run_plan(Plan(steps=[step], busy=["GPU busy"], refused=True), env=_env()) == [None]
 
 
-def test_ctrl_c_during_a_step_takes_its_worker_down(monkeypatch):
+def test_ctrl_c_during_a_step_takes_its_worker_down(monkeypatch, tmp_path):
     """The worker runs in its own session, so a terminal's Ctrl-C never reaches it: when the probe is
     interrupted (or sent SIGTERM) mid-step, it kills the worker's group before it goes, and no copy is left
     running on the GPU."""
@@ -367,15 +367,26 @@ def test_ctrl_c_during_a_step_takes_its_worker_down(monkeypatch):
             started.append(self)
 
     monkeypatch.setattr(runner.subprocess, "Popen", Recorded)
+    mark = tmp_path / "hanging"
     main = threading.get_ident()
-    timer = threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT))  # Ctrl-C, to the main thread
-    timer.start()
+    stop = threading.Event()
+
+    def ctrl_c_once_hanging() -> None:  # Ctrl-C, to the main thread, once the worker is inside its step
+        while not mark.exists() and not stop.wait(0.01):
+            pass
+        if not stop.is_set():
+            signal.pthread_kill(main, signal.SIGINT)
+
+    sender = threading.Thread(target=ctrl_c_once_hanging, daemon=True)
+    sender.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            runner.run_step({"check": "host-bandwidth", "params": {"gpu": GPU0, "bytes": 1 << 20}}, 60, _env("hang"))
+            runner.run_step({"check": "host-bandwidth", "params": {"gpu": GPU0, "bytes": 1 << 20}}, 600,
+                            {**_env("hang"), "GDRCHECK_FAKE_HANGING": str(mark)})
         alive = [p for p in started if p.poll() is None]
     finally:
-        timer.cancel()
+        stop.set()
+        sender.join()
         for p in started:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)

@@ -8,7 +8,7 @@ import pty
 import subprocess
 import sys
 
-from support.cli_util import ROOT, drain_pty, run
+from support.cli_util import ROOT, call, drain_pty
 
 # four A100 PCIe on two sockets (a DGX-1's -mp shows no NVLink, which may join its SYS pairs: no GDR003 there)
 ADROIT = "princeton-adroit-h11g2-4xa100/nvidia-smi-topo-m.txt"
@@ -32,5 +32,5 @@ def test_check_on_a_narrow_terminal_wraps_every_line(realworld):
 
 
 def test_check_in_a_log_keeps_each_finding_on_one_line(realworld):
-    out = run("check", "--from", realworld / ADROIT, env={"COLUMNS": "70"}).stdout
+    out = call("check", "--from", realworld / ADROIT, env={"COLUMNS": "70"}).stdout
     assert any(len(line) > 70 and line.startswith("  GDR003 warning") for line in out.splitlines())

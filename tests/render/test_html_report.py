@@ -22,7 +22,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from support.cli_util import ROOT, assert_clean_error, drain_pty, run
+from support.cli_util import ROOT, assert_clean_error, call, drain_pty
 
 FIXTURES = ROOT / "fixtures"
 H200 = FIXTURES / "h200-x4-vm" / "snapshot.tar.gz"
@@ -46,7 +46,7 @@ A4_PX = 794
 @pytest.fixture(scope="module")
 def big_tree(tmp_path_factory):
     """The largest generated tree: 64 GPUs, 64 NICs, 64 NVMe behind nested switches, 8 NUMA nodes."""
-    from benchmarks.trees.servers import build
+    from builders.servers import build
 
     out = tmp_path_factory.mktemp("gen") / "big"
     build(out, gpus=64, nics=64, nvme=64, sockets=8, nested=True)
@@ -56,8 +56,8 @@ def big_tree(tmp_path_factory):
 @pytest.fixture(scope="module")
 def acs_and_x8(tmp_path_factory):
     """The healthy scenario node with ACS redirect on its switch ports and GPU0's link at x8."""
-    from benchmarks.trees.scenarios import build
-    from benchmarks.trees.sysfs_tree import ACS_CR, ACS_RR
+    from builders.scenarios import build
+    from builders.sysfs_tree import ACS_CR, ACS_RR
 
     return build(tmp_path_factory.mktemp("scn") / "node", acs=ACS_RR | ACS_CR, gpu_width=8)
 
@@ -119,14 +119,14 @@ def assert_self_contained(text: str) -> None:
 
 def make_report(tmp_path: Path, source, *extra):
     out = tmp_path / "node.html"
-    proc = run("report", "--from", source, "-o", out, *extra)
+    proc = call("report", "--from", source, "-o", out, *extra)
     return proc, out
 
 
 def docs(source):
-    topo = run("topology", "--json", "--from", source)
+    topo = call("topology", "--json", "--from", source)
     assert topo.returncode == 0, topo.stderr
-    pairs = run("pairs", "--json", "--from", source)
+    pairs = call("pairs", "--json", "--from", source)
     return json.loads(topo.stdout), json.loads(pairs.stdout), pairs.returncode
 
 
@@ -192,11 +192,11 @@ def test_report_of_largest_generated_tree(tmp_path, big_tree):
 
 def test_tall_band_is_cut_at_switch_seams(tmp_path):
     """64 devices on one NUMA node: several diagrams, each cut between switches, none taller than a page."""
-    from benchmarks.trees.servers import build
+    from builders.servers import build
     from gdrcheck.render.svg_tree import render_svgs
 
     build(tmp_path / "one", gpus=32, nics=16, nvme=16, sockets=1, nested=True)
-    doc = json.loads(run("topology", "--json", "--from", tmp_path / "one").stdout)
+    doc = json.loads(call("topology", "--json", "--from", tmp_path / "one").stdout)
     svgs, forest = render_svgs(doc)
     assert len(svgs) >= 2 and forest.hidden == 0
     assert sum(s.count('class="box k-gpu') for s in svgs) == 32
@@ -219,8 +219,8 @@ def test_marks_acs_redirect_and_narrow_link(tmp_path, acs_and_x8):
 
 def test_redact(tmp_path, acs_and_x8):
     plain, hidden = tmp_path / "plain.html", tmp_path / "hidden.html"
-    assert run("report", "--from", acs_and_x8, "-o", plain).returncode == 1
-    assert run("report", "--from", acs_and_x8, "-o", hidden, "--redact").returncode == 1
+    assert call("report", "--from", acs_and_x8, "-o", plain).returncode == 1
+    assert call("report", "--from", acs_and_x8, "-o", hidden, "--redact").returncode == 1
     assert "gpu-node-01" in plain.read_text()
     text = hidden.read_text()
     assert "gpu-node-01" not in text and "redacted-host" in text
@@ -238,7 +238,7 @@ def test_progress_only_on_a_terminal(tmp_path):
                            str(tmp_path / "t.html")], stdout=subprocess.PIPE, stderr=sub, env=env, timeout=120)
     os.close(sub)
     said = drain_pty(main)
-    assert proc.returncode in (0, 1, 3) and proc.stdout == b""
+    assert proc.returncode == 0 and proc.stdout == b""
     assert b"gdrcheck: writing" in said and b"\x1b[2K" in said and b"wrote" in said
 
 
@@ -260,27 +260,28 @@ def test_render_time_of_largest_tree(big_tree):
 
 
 def _timed(fn, args) -> float:
-    t = time.perf_counter()
+    """The CPU time ``fn`` takes in this process: what rendering costs, not how loaded the machine is."""
+    t = time.process_time()
     fn(*args)
-    return time.perf_counter() - t
+    return time.process_time() - t
 
 
 def test_bad_usage_is_one_line(tmp_path, realworld):
-    assert_clean_error(run("report", "--from", H200))  # -o is required
-    assert_clean_error(run("report", "--from", tmp_path / "nothing", "-o", tmp_path / "x.html"))
-    assert_clean_error(run("report", "--from", H200, "-o", tmp_path / "no" / "such" / "dir.html"))
-    assert_clean_error(run("report", "--from", H200, "-o", tmp_path))
+    assert_clean_error(call("report", "--from", H200))  # -o is required
+    assert_clean_error(call("report", "--from", tmp_path / "nothing", "-o", tmp_path / "x.html"))
+    assert_clean_error(call("report", "--from", H200, "-o", tmp_path / "no" / "such" / "dir.html"))
+    assert_clean_error(call("report", "--from", H200, "-o", tmp_path))
     notes = realworld / "azure-ncv4" / "SOURCE.md"  # none of the input kinds
-    assert_clean_error(run("report", "--from", notes, "-o", tmp_path / "g.html"))
-    assert_clean_error(run("report", "--from", H200, "-o", tmp_path / "v.html", "--nccl-version", "x"))
+    assert_clean_error(call("report", "--from", notes, "-o", tmp_path / "g.html"))
+    assert_clean_error(call("report", "--from", H200, "-o", tmp_path / "v.html", "--nccl-version", "x"))
     assert list(tmp_path.iterdir()) == []
 
 
 def test_replaces_an_existing_page(tmp_path):
     out = tmp_path / "node.html"
     out.write_text("old")
-    proc = run("report", "--from", H200, "-o", out)
-    assert proc.returncode in (0, 1, 3)
+    proc = call("report", "--from", H200, "-o", out)
+    assert proc.returncode == 0
     assert out.read_text().startswith("<!DOCTYPE html>")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["node.html"]
 
@@ -289,12 +290,12 @@ def test_replaces_an_existing_page(tmp_path):
 
 def test_dot_of_scenario_and_largest_tree(tmp_path, acs_and_x8, big_tree):
     for source in (acs_and_x8, big_tree, H200):
-        proc = run("topology", "--format", "dot", "--from", source)
+        proc = call("topology", "--format", "dot", "--from", source)
         assert proc.returncode == 0, proc.stderr
         dot = proc.stdout
         assert dot.startswith("digraph pcie {") and dot.rstrip().endswith("}")
         assert "subgraph cluster_numa_0" in dot and '"cluster_root_' in dot
-        topo = json.loads(run("topology", "--json", "--from", source).stdout)
+        topo = json.loads(call("topology", "--json", "--from", source).stdout)
         for d in topo["devices"]:
             if d["kind"] in ("gpu", "nic", "nvme"):
                 assert f'"{d["bdf"]}" [label=' in dot, d["bdf"]
@@ -302,19 +303,19 @@ def test_dot_of_scenario_and_largest_tree(tmp_path, acs_and_x8, big_tree):
             svg = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True, timeout=120)
             assert svg.returncode == 0, svg.stderr
             assert "<svg" in svg.stdout
-    dot = run("topology", "--format", "dot", "--from", acs_and_x8).stdout
+    dot = call("topology", "--format", "dot", "--from", acs_and_x8).stdout
     assert "ACS redirect (RR CR)" in dot and 'penwidth=2.5' in dot
     assert 'style=dashed, penwidth=1.8, label="Gen5 x8 (max Gen5 x16)"' in dot
-    every = run("topology", "--format", "dot", "--all", "--from", acs_and_x8).stdout
+    every = call("topology", "--format", "dot", "--all", "--from", acs_and_x8).stdout
     assert every.count("[label=") >= dot.count("[label=")
 
 
 def test_dot_to_file_and_json_unchanged(tmp_path):
     out = tmp_path / "t.dot"
-    proc = run("topology", "--format", "dot", "--from", H200, "--output", out)
+    proc = call("topology", "--format", "dot", "--from", H200, "--output", out)
     assert proc.returncode == 0 and proc.stdout == "", proc.stderr
     assert out.read_text().startswith("digraph pcie {")
-    assert_clean_error(run("pairs", "--format", "dot", "--from", H200))
+    assert_clean_error(call("pairs", "--format", "dot", "--from", H200))
 
 
 # -- as a reader sees it -----------------------------------------------------------
@@ -392,7 +393,7 @@ def _look(browser, page: Path, tmp_path: Path, names) -> None:
 def _names(source):
     """GPUs and NICs as `gdrcheck pairs` names them (one numbering everywhere; a NIC that is not a GPUDirect NIC
     has no number)."""
-    doc = json.loads(run("pairs", "--json", "--from", source).stdout)
+    doc = json.loads(call("pairs", "--json", "--from", source).stdout)
     names = {}
     for d in doc["devices"]:
         if d["kind"] in ("gpu", "nic"):
@@ -405,20 +406,20 @@ def _names(source):
 def test_browser_real_inputs(browser, realworld, tmp_path, rel):
     source = realworld / rel
     page = tmp_path / (rel.split("/")[0] + ".html")
-    assert run("report", "--from", source, "-o", page).returncode in (0, 1, 3)
+    assert call("report", "--from", source, "-o", page).returncode in (0, 1, 3)
     _look(browser, page, tmp_path, _names(source))
 
 
 def test_browser_h200_and_marks(browser, tmp_path, acs_and_x8):
     for source, stem in ((H200, "h200-x4-vm"), (acs_and_x8, "acs-x8")):
         page = tmp_path / f"{stem}.html"
-        assert run("report", "--from", source, "-o", page).returncode in (0, 1, 3)
+        assert call("report", "--from", source, "-o", page).returncode in (0, 1, 3)
         _look(browser, page, tmp_path, _names(source))
 
 
 def test_browser_largest_tree(browser, tmp_path, big_tree):
     page = tmp_path / "gen-64-64-64.html"
-    assert run("report", "--from", big_tree, "-o", page).returncode in (0, 1, 3)
+    assert call("report", "--from", big_tree, "-o", page).returncode in (0, 1, 3)
     _look(browser, page, tmp_path, _names(big_tree))
 
 

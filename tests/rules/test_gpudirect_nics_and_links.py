@@ -8,9 +8,9 @@ import json
 
 import pytest
 from conftest import REALWORLD
-from support.cli_util import run
+from support.cli_util import call
 
-from benchmarks.trees import scenarios
+from builders import scenarios
 
 GPU = "-[0000:00]-+-01.0-[01]----00.0  NVIDIA Corporation GH100 [H100 PCIe]\n"
 PASTES = {
@@ -35,7 +35,7 @@ PASTES = {
 def _doc(tmp_path, name, *extra):
     path = tmp_path / f"{name}.txt"
     path.write_text(PASTES[name])
-    p = run("pairs", "--json", "--from", path, *extra)
+    p = call("pairs", "--json", "--from", path, *extra)
     assert "Traceback" not in p.stderr
     return json.loads(p.stdout)
 
@@ -51,7 +51,7 @@ def test_a_nic_that_is_no_rdma_device_makes_no_pair(name, tmp_path):
     assert nics and all(d["rdma"] is False and "decided from the model" in d["rdma_basis"] for d in nics.values())
     assert not [p for p in doc["pairs"] if p["kind"] == "gpu-nic"]
     assert not {f["code"] for f in doc["findings"]} & {"GDR001", "GDR005", "GDR082", "GDR083"}
-    text = run("pairs", "--from", tmp_path / f"{name}.txt").stdout
+    text = call("pairs", "--from", tmp_path / f"{name}.txt").stdout
     assert "not GPUDirect NICs (no pairs)" in text and "NIC0" not in text
 
 
@@ -63,7 +63,7 @@ def test_an_rdma_capable_model_in_a_paste_makes_a_pair_decided_from_the_model(tm
 
 
 def test_nic_numbers_follow_the_rdma_names_as_nvidia_smi_does(tmp_path):
-    doc = json.loads(run("pairs", "--json", "--from",
+    doc = json.loads(call("pairs", "--json", "--from",
                          scenarios.scenario(tmp_path, "rdma-names-against-bus-order")).stdout)
     labels = {d["rdma_devices"][0]: d["label"] for d in _nics(doc).values()}
     assert labels == {"mlx5_0": "NIC0", "mlx5_1": "NIC1"}
@@ -86,7 +86,7 @@ def test_sxm_gpus_in_a_paste_are_unknown_not_host_memory_and_the_guest_gets_gues
 @pytest.mark.skipif(not REALWORLD.is_dir(), reason="../shared/realworld is not present")
 @pytest.mark.parametrize("name", ["aws-p4d-24xlarge", "azure-ndv2", "azure-ndv5"])
 def test_nccl_files_without_nvlink_leave_gpu_pairs_unknown(name):
-    doc = json.loads(run("pairs", "--json", "--from", REALWORLD / name / "nccl-topo.xml").stdout)
+    doc = json.loads(call("pairs", "--json", "--from", REALWORLD / name / "nccl-topo.xml").stdout)
     gg = [p for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
     assert gg and all(p["verdict"] == "unknown" and p["nccl"]["p2p"] == "unknown" for p in gg)
     assert not [f for f in doc["findings"] if f["code"] in ("GDR006", "GDR002")]
@@ -95,7 +95,7 @@ def test_nccl_files_without_nvlink_leave_gpu_pairs_unknown(name):
 
 @pytest.mark.skipif(not REALWORLD.is_dir(), reason="../shared/realworld is not present")
 def test_rccl_xgmi_links_are_read_not_dropped():
-    doc = json.loads(run("pairs", "--json", "--from", REALWORLD / "rccl-mi300x-8p-8nic" / "nccl-topo.xml").stdout)
+    doc = json.loads(call("pairs", "--json", "--from", REALWORLD / "rccl-mi300x-8p-8nic" / "nccl-topo.xml").stdout)
     gg = [p for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
     assert gg and all(p["path"].startswith("XGMI") for p in gg)
 
@@ -104,14 +104,14 @@ def test_rccl_xgmi_links_are_read_not_dropped():
 @pytest.mark.parametrize("name", ["guest-rootport-lspci-tv.txt", "guest-switchport-lspci-tv.txt",
                                   "guest-pcibridge-lspci-tv.txt"])
 def test_kata_guest_pastes_are_recognised_as_a_virtual_machine(name):
-    doc = json.loads(run("pairs", "--json", "--from", REALWORLD / "kata-vra-a100x-bluefield2" / name).stdout)
+    doc = json.loads(call("pairs", "--json", "--from", REALWORLD / "kata-vra-a100x-bluefield2" / name).stdout)
     vm = [f for f in doc["findings"] if f["code"] == "GDR121"]
     assert vm and "QEMU/KVM" in vm[0]["message"]
 
 
 def test_one_distance_finding_per_pair(tmp_path):
     """A GPU pair beyond NCCL's P2P level gets GDR006 alone, not GDR002 and GDR003 beside it."""
-    doc = json.loads(run("pairs", "--json", "--from", scenarios.scenario(tmp_path, "pcie-only-gpus")).stdout)
+    doc = json.loads(call("pairs", "--json", "--from", scenarios.scenario(tmp_path, "pcie-only-gpus")).stdout)
     for p in doc["pairs"]:
         assert len({"GDR001", "GDR002", "GDR003", "GDR006"} & set(p["findings"])) <= 1, p
 
@@ -120,7 +120,7 @@ def test_one_distance_finding_per_pair(tmp_path):
 def test_a_far_nic_of_an_sxm_gpu_is_not_disabled_when_nvlink_is_not_in_the_input():
     """aws-p4d: A100 SXM4 GPUs, NCCL file without <nvlink>. NCCL would reach a far NIC through an NVLinked GPU
     closer to it (PXN): the decision depends on NVLink, never 'disabled'."""
-    doc = json.loads(run("pairs", "--json", "--from", REALWORLD / "aws-p4d-24xlarge" / "nccl-topo.xml").stdout)
+    doc = json.loads(call("pairs", "--json", "--from", REALWORLD / "aws-p4d-24xlarge" / "nccl-topo.xml").stdout)
     far = [p for p in doc["pairs"] if p["kind"] == "gpu-nic" and p["pcie_path"] in ("NODE", "SYS")]
     assert far and all(p["nccl"]["gdr"] == "unknown" and p["verdict"] == "unknown" for p in far)
     assert all(any("NVLink" in d for d in p["nccl"]["depends_on"]) and "GDR009" in p["findings"] for p in far)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.cli_util import run
+from support.cli_util import call
 from support.topo_matrix import parse_matrix
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -29,8 +29,8 @@ def _sections(text: str):
 @pytest.fixture(params=MACHINES)
 def machine(request):
     d = FIXTURES / request.param
-    doc = json.loads(run("pairs", "--json", "--from", d / "snapshot.tar.gz").stdout)
-    bar1 = json.loads(run("bar1", "--json", "--from", d / "snapshot.tar.gz").stdout)
+    doc = json.loads(call("pairs", "--json", "--from", d / "snapshot.tar.gz").stdout)
+    bar1 = json.loads(call("bar1", "--json", "--from", d / "snapshot.tar.gz").stdout)
     topo = _sections((d / "nvidia-smi-topo.txt").read_text())
     nvml = json.loads((d / "nvml-pairs.json").read_text())
     nvml["bar1_expected"] = BAR1_BYTES[request.param.split("-")[0]]
@@ -100,5 +100,5 @@ def test_what_a_vm_cannot_know_is_said(machine):
 def test_replay_reads_the_settings_files_the_live_run_read():
     """On the two-GPU H100 VM the live run read /root/.nccl.conf ($HOME) and /etc/nccl.conf (NOTE.md);
     the snapshot records $HOME, so its replay reads both too."""
-    doc = json.loads(run("pairs", "--json", "--from", FIXTURES / "h100-x2-vm" / "snapshot.tar.gz").stdout)
+    doc = json.loads(call("pairs", "--json", "--from", FIXTURES / "h100-x2-vm" / "snapshot.tar.gz").stdout)
     assert doc["nccl"]["settings_files_read"] == ["/root/.nccl.conf", "/etc/nccl.conf"]

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.cli_util import run
+from support.cli_util import call
 
-from benchmarks.trees import scenarios
+from builders import scenarios
 from gdrcheck.collectors.host_netif import parse_addresses
 from gdrcheck.rules.nccl import ib
 
@@ -62,7 +62,7 @@ def test_without_the_interfaces_only_a_setting_makes_it_undecided():
 
 
 def _nic_decisions(path, *args):
-    doc = json.loads(run("pairs", "--json", "--from", path, *args).stdout)
+    doc = json.loads(call("pairs", "--json", "--from", path, *args).stdout)
     return {p["b"]: p["nccl"] for p in doc["pairs"] if p["kind"] == "gpu-nic" and p["a"] == "0000:03:00.0"}, doc
 
 

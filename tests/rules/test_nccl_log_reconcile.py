@@ -3,7 +3,7 @@ beside the prediction, and each disagreement its likely cause (GDR180-GDR186).
 
 Real runs: fixtures/nccl-runs-4gpu-vm (four NVSwitch H200s, NCCL 2.28.9 under 18 settings, with the node's
 snapshot). Hand-written cases are named after the case and built from those logs or from the scenario node
-``healthy-gdr-node`` (benchmarks/trees/scenarios.py)."""
+``healthy-gdr-node`` (tests/builders/scenarios.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.trees import scenarios
+from builders import scenarios
 from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.documents.pairs import pairs_doc
 from gdrcheck.rules.base import Options

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 from support import nccl_nodes as N
+from support.cli_util import ROOT, assert_clean_error, call
 
 G0, G2 = "0000:03:00.0", "0000:83:00.0"
 NIC0 = "0000:05:00.0"
@@ -45,16 +47,18 @@ def test_none_found_says_so(tmp_path):
 
 
 def test_one_grammar_reads_what_nccl_and_its_packages_print():
-    """`NCCL version 2.21.5+cuda12.4` (an NCCL log), `2.21.5-1` (the deb/rpm revision), `v2.21` (a tag)."""
-    from gdrcheck.cli.views import nccl_version_of
-    from gdrcheck.rules.nccl import NEWEST, parse_version
+    """`NCCL version 2.21.5+cuda12.4` (an NCCL log), `2.21.5-1` (the deb/rpm revision), `v2.21` (a tag); the
+    option's callback makes the same Version of it, written back as NCCL writes it."""
+    from gdrcheck.cli.options import NCCL
+    from gdrcheck.rules.nccl import NEWEST, Version, parse_version
 
     for text in ("2.21.5", "2.21.5-1", "2.21.5+cuda12.4", " v2.21.5 "):
-        assert parse_version(text) == (2, 21, 5) == nccl_version_of(text), text
-    assert parse_version("2.21") == (2, 21, 0)
-    assert parse_version(None) == NEWEST == nccl_version_of(None)
+        assert parse_version(text) == (2, 21, 5) == NCCL.callback(text), text
+        assert str(NCCL.callback(text)) == "2.21.5" and isinstance(NCCL.callback(text), Version)
+    assert parse_version("2.21") == (2, 21, 0) and str(parse_version("2.21")) == "2.21.0"
+    assert parse_version(None) == NEWEST and NCCL.callback(None) is None
     for text in ("garbage", "", "9", "2.21.5-cuda", "2.21.5+rc1", "1234.1.1", "2.0.1", "2.21.5\n2.22.3"):
-        for read in (parse_version, nccl_version_of):
+        for read in (parse_version, NCCL.callback):
             try:
                 read(text)
             except ValueError as e:
@@ -63,20 +67,29 @@ def test_one_grammar_reads_what_nccl_and_its_packages_print():
                 raise AssertionError(f"{text!r} read as a version")
 
 
+def test_a_version_compares_with_a_tuple_and_hashes_as_one():
+    from gdrcheck.rules.nccl import Version
+
+    v = Version(2, 21, 5)
+    assert v == (2, 21, 5) and hash(v) == hash((2, 21, 5)) and (2, 20, 0) < v < (2, 22, 0)
+    assert {v: 1}[(2, 21, 5)] == 1 and max(Version(2, 9, 0), Version(2, 10, 0)) == (2, 10, 0)
+    assert repr(v) == "Version(2, 21, 5)" and f"NCCL {v}" == "NCCL 2.21.5"
+
+
 def test_the_command_line_takes_a_package_version_and_refuses_garbage_in_one_line():
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-
-    def run(version):
-        return subprocess.run([sys.executable, "-m", "gdrcheck", "pairs", "--nccl-version", version, "--from",
-                               str(root / "fixtures/h100-x1-vm/nvidia-smi-topo.txt")], capture_output=True,
-                              text=True, cwd=root)
-
-    ok = run("2.21.5-1")
-    assert ok.returncode in (0, 1) and "2.21.5" in ok.stdout, ok.stderr
-    bad = run("garbage")
+    topo = ROOT / "fixtures/h100-x1-vm/nvidia-smi-topo.txt"
+    ok = call("pairs", "--nccl-version", "2.21.5-1", "--from", topo)
+    assert ok.returncode == 0 and "NCCL 2.21.5 " in ok.stdout, ok.stderr
+    bad = call("pairs", "--nccl-version", "garbage", "--from", topo)
     assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1, bad.stderr
     assert "not an NCCL version: 'garbage'" in bad.stderr
+
+
+@pytest.mark.parametrize("command", [("pairs",), ("check",), ("check", "--format", "nhc"), ("report", "-o", "-"),
+                                     ("probe", "--dry-run")])
+def test_every_command_refuses_a_bad_version_at_the_door(command):
+    """`probe --dry-run --nccl-version garbage` was an internal error (exit 3): every command that takes the
+    option reads it by the same callback, and a bad one is a one-line usage error, exit 2."""
+    p = call(*command, "--nccl-version", "garbage", "--from", ROOT / "fixtures/h100-x1-vm/nvidia-smi-topo.txt")
+    assert_clean_error(p)
+    assert "not an NCCL version: 'garbage'" in p.stderr

@@ -10,10 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
-from support.cli_util import run
+from support.cli_util import call
 
-from benchmarks.trees import scenarios
+from builders import scenarios
 from gdrcheck.rules import all_rules
+from gdrcheck.status import exit_status
 
 REAL_LSPCI = "stelline-asus-esc8000a-e12-4xrtx6000ada/lspci-tv.txt"
 PUGET_LSPCI = "stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt"
@@ -124,10 +125,11 @@ def _input(case, tmp_path, realworld_dir):
 
 
 def _codes(path, extra=()):
-    p = run("pairs", "--json", "--from", path, *extra)
-    assert p.returncode in (0, 1, 3), p.stderr
+    p = call("pairs", "--json", "--from", path, *extra)
     assert "Traceback" not in p.stderr
-    return {f["code"] for f in json.loads(p.stdout)["findings"]}, json.loads(p.stdout)
+    doc = json.loads(p.stdout)
+    assert p.returncode == exit_status(doc["status"]), p.stderr  # the status the document says, not any
+    return {f["code"] for f in doc["findings"]}, doc
 
 
 
@@ -164,7 +166,7 @@ def test_requirement_rule_fails_the_gate_and_stays_quiet(code, tmp_path):
     case, fires, quiet = REQUIREMENT_CASES[code]
     path = _input(case, tmp_path, REALWORLD)
     for fmt in ("json", "nhc", "npd", "nagios", "prometheus", "text"):
-        p = run("check", "--from", path, "--require", fires, "--format", fmt)
+        p = call("check", "--from", path, "--require", fires, "--format", fmt)
         assert p.returncode == {"nagios": 2}.get(fmt, 1), (code, fmt, p.stdout, p.stderr)
         if fmt == "json":
             doc = json.loads(p.stdout)
@@ -173,7 +175,7 @@ def test_requirement_rule_fails_the_gate_and_stays_quiet(code, tmp_path):
         elif fmt != "prometheus":
             assert code in p.stdout, (fmt, p.stdout)
     if quiet is not None:
-        doc = json.loads(run("check", "--from", path, "--require", quiet, "--format", "json").stdout)
+        doc = json.loads(call("check", "--from", path, "--require", quiet, "--format", "json").stdout)
         assert code not in {f["code"] for f in doc["findings"]}
 
 
@@ -183,11 +185,11 @@ def test_open_requirement_keeps_the_gate_unknown(code, tmp_path):
 
     case, fires, quiet = GATE_UNKNOWN_CASES[code]
     path = _input(case, tmp_path, REALWORLD)
-    p = run("check", "--from", path, "--require", fires, "--format", "json")
+    p = call("check", "--from", path, "--require", fires, "--format", "json")
     doc = json.loads(p.stdout)
     assert p.returncode == 3 and doc["status"] == "unknown", p.stderr
     assert any(f["code"] == code and f["effect"] == "unknown" for f in doc["findings"])
-    doc = json.loads(run("check", "--from", path, "--require", quiet, "--format", "json").stdout)
+    doc = json.loads(call("check", "--from", path, "--require", quiet, "--format", "json").stdout)
     assert code not in {f["code"] for f in doc["findings"]}
 
 
@@ -195,8 +197,8 @@ def test_a_repeated_require_keeps_every_requirement(tmp_path):
     """--require gdr --require p2p on a node with no RDMA NIC fails as --require gdr,p2p does (a repeat used to
     keep only the last, and the gate passed)."""
     path = scenarios.scenario(tmp_path, "nic-without-rdma-driver-virtio")
-    listed = run("check", "--from", path, "--require", "gdr,p2p", "--format", "json")
-    repeated = run("check", "--from", path, "--require", "p2p", "--require", "gdr", "--format", "json")
+    listed = call("check", "--from", path, "--require", "gdr,p2p", "--format", "json")
+    repeated = call("check", "--from", path, "--require", "p2p", "--require", "gdr", "--format", "json")
     assert repeated.returncode == listed.returncode == 1, repeated.stderr
     assert json.loads(repeated.stdout)["summary_line"] == json.loads(listed.stdout)["summary_line"]
 
@@ -222,15 +224,15 @@ def test_missing_facts_never_give_ok(tmp_path):
     for p in doc["pairs"]:
         if p["kind"] != "gpu-gpu" and p["pcie_path"] in ("PIX", "PXB"):
             assert p["verdict"] == "unknown", p
-    p = run("pairs", "--from", scenarios.scenario(tmp_path / "b", "config-space-not-root"))
+    p = call("pairs", "--from", scenarios.scenario(tmp_path / "b", "config-space-not-root"))
     assert p.returncode == 3 and "GDR041" in p.stderr
 
 
 def test_exit_status_follows_fail_on(tmp_path):
     path = scenarios.scenario(tmp_path, "gpu-link-x8")
-    assert run("pairs", "--from", path).returncode == 0
-    assert run("pairs", "--from", path, "--fail-on", "warning").returncode == 1
-    assert run("pairs", "--from", scenarios.scenario(tmp_path, "acs-redirect-on-switch")).returncode == 1
+    assert call("pairs", "--from", path).returncode == 0
+    assert call("pairs", "--from", path, "--fail-on", "warning").returncode == 1
+    assert call("pairs", "--from", scenarios.scenario(tmp_path, "acs-redirect-on-switch")).returncode == 1
 
 
 # rule family -> (case where its fact is missing, the unknown finding that must say so)

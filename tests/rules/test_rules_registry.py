@@ -2,7 +2,7 @@
 
 import re
 
-from support.cli_util import run
+from support.cli_util import call
 
 from gdrcheck.rules import all_rules
 from gdrcheck.rules.base import ORIGINS, SCOPES, SEVERITIES
@@ -21,12 +21,12 @@ def test_registry_is_well_formed():
 
 
 def test_rules_and_explain_commands():
-    p = run("rules", "--json")
+    p = call("rules", "--json")
     assert p.returncode == 0
     import json
 
     doc = json.loads(p.stdout)
     assert {r["code"] for r in doc["rules"]} == {r.code for r in all_rules()}
-    e = run("explain", "GDR040")
+    e = call("explain", "GDR040")
     assert e.returncode == 0 and "disable_acs_redir" in e.stdout
-    assert run("explain", "acs-redirect-on-path").returncode == 0
+    assert call("explain", "acs-redirect-on-path").returncode == 0

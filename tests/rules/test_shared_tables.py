@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import REALWORLD
 
-from benchmarks.trees import scenarios
-from benchmarks.trees.servers import build
+from builders import scenarios
+from builders.servers import build
 from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.pcie.topology import Topology
 from gdrcheck.rules.base import Options

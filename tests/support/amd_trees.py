@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.trees.sysfs_tree import SysfsTree
+from builders.sysfs_tree import SysfsTree
 
 GPUS = ("0000:03:00.0", "0000:04:00.0", "0000:83:00.0", "0000:84:00.0")
 NICS = ("0000:05:00.0", "0000:85:00.0")

@@ -42,3 +42,67 @@ def drain_pty(main: int) -> bytes:
         out += got
     os.close(main)
     return out
+
+
+class Ran:
+    """What a command line run in this process left: its exit status and both streams, as
+    :func:`subprocess.run` gives them (``returncode``, ``stdout``, ``stderr``, text with universal newlines)."""
+
+    def __init__(self, args, returncode: int, stdout: str, stderr: str) -> None:
+        self.args, self.returncode, self.stdout, self.stderr = args, returncode, stdout, stderr
+
+    def __repr__(self) -> str:
+        return f"Ran({self.args!r}, returncode={self.returncode})"
+
+
+def _text_stream(data: bytes = b""):
+    """A text stream over bytes, UTF-8 and strict as a pipe under a UTF-8 locale; not a terminal."""
+    import io
+
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="strict", newline="\n")
+
+
+def _universal(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def call(*args, env=None, cwd=None, stdin=None) -> Ran:
+    """gdrcheck's command line run in this process (its console script's function, with its one-line errors and
+    its exit status), for the tests where the process boundary is not the point: the environment, working
+    directory, standard streams, signal handlers and hooks the run changes are put back after it. What the
+    boundary is the point of (signals, closed streams, a terminal, the interpreter's start, and a ``--timeout`` whose
+    watchdog fires: it ends its process) runs through :func:`run`."""
+    import signal
+
+    from gdrcheck.cli.entry import main
+
+    argv = [str(a) for a in args]
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_") and k != "GDRCHECK_DEBUG"}
+    environ.update(env or {})
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_streams = (sys.stdin, sys.stdout, sys.stderr)
+    saved_handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGALRM)}
+    saved_hook = sys.unraisablehook
+    out, err = _text_stream(), _text_stream()
+    code = 0
+    try:
+        os.environ.clear()
+        os.environ.update(environ)
+        os.chdir(cwd or ROOT)
+        sys.stdin = _text_stream((stdin or "").encode())
+        sys.stdout, sys.stderr = out, err
+        try:
+            main(argv)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        out.flush()
+        err.flush()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
+        for s, handler in saved_handlers.items():
+            signal.signal(s, handler)
+        sys.unraisablehook = saved_hook
+    return Ran(argv, code, _universal(out.buffer.getvalue()), _universal(err.buffer.getvalue()))

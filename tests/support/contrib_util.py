@@ -22,7 +22,7 @@ from typing import Optional
 
 import pytest
 
-from benchmarks.trees.scenarios import CASES, build
+from builders.scenarios import CASES, build
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRIB = ROOT / "contrib"

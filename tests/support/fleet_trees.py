@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.trees import scenarios
-from benchmarks.trees.sysfs_tree import ACS_CR, ACS_RR
+from builders import scenarios
+from builders.sysfs_tree import ACS_CR, ACS_RR
 
 BASE = {"one_socket": True}
 NIC = scenarios.NICS[0]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
-from benchmarks.trees.sysfs_tree import SysfsTree
+from builders.sysfs_tree import SysfsTree
 from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.documents.pairs import pairs_doc
 from gdrcheck.rules.base import Options

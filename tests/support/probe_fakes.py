@@ -51,6 +51,15 @@ def _addr(x) -> int:
     return ctypes.cast(x, ctypes.c_void_p).value or 0
 
 
+def _hanging() -> None:
+    """Says the worker has reached its hang: the file GDRCHECK_FAKE_HANGING names (when set) is made, so a
+    test acts once the hang has begun, not after a time."""
+    mark = os.environ.get("GDRCHECK_FAKE_HANGING")
+    if mark:
+        with open(mark, "w"):
+            pass
+
+
 class FakeCuda:
     def __init__(self, faults: set) -> None:
         self.f = faults
@@ -198,6 +207,7 @@ class FakeCuda:
 
     def cuStreamSynchronize(self, s):
         if "hang" in self.f:
+            _hanging()
             time.sleep(3600)
         return 0
 
@@ -211,6 +221,7 @@ class FakeCuda:
 
     def cuEventSynchronize(self, e):
         if "hang" in self.f:
+            _hanging()
             time.sleep(3600)
         return 0
 

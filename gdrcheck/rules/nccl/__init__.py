@@ -17,6 +17,7 @@ from gdrcheck.rules.nccl.core import (
                                 OLDEST,
                                 PATH_TYPES,
                                 RANK,
+                                Version,
                                 nccl_type,
                                 parse_version,
                                 peermem_files,
@@ -26,5 +27,5 @@ from gdrcheck.rules.nccl.core import (
 from gdrcheck.rules.nccl.settings import NcclSettings, parse_level, settings
 
 __all__ = ["ALL_PEERMEM_FILES", "HONOURED_ENV", "LEGACY_LEVELS", "NEWEST", "OLDEST", "PATH_TYPES", "RANK",
-           "NcclSettings", "nccl_type", "parse_level", "parse_version", "peermem_files", "settings",
+           "NcclSettings", "Version", "nccl_type", "parse_level", "parse_version", "peermem_files", "settings",
            "version_str", "within"]

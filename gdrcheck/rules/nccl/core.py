@@ -19,15 +19,33 @@ from gdrcheck.patterns import lazy_pattern
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
-    Version = tuple[int, int, int]
+
+
+class Version(tuple):
+    """An NCCL release, ``(major, minor, patch)``: compared and hashed as that tuple (so it compares with one),
+    and written as NCCL writes it (``2.21.5``) by ``str()``, the one place a version is formatted."""
+
+    __slots__ = ()
+
+    def __new__(cls, major: int, minor: int = 0, patch: int = 0) -> Version:
+        return tuple.__new__(cls, (int(major), int(minor), int(patch)))
+
+    def __str__(self) -> str:
+        return f"{self[0]}.{self[1]}.{self[2]}"
+
+    def __repr__(self) -> str:
+        return f"Version({self[0]}, {self[1]}, {self[2]})"
+
+    def __getnewargs__(self) -> tuple:
+        return tuple(self)
 
 
 # NCCL 2.27.5+ numbering; gdrcheck compares types with the order of the version judged (path_order)
 PATH_TYPES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS")
 RANK = {name: i for i, name in enumerate(PATH_TYPES)}
 LEGACY_LEVELS = {0: "LOC", 1: "PIX", 2: "PXB", 3: "PHB", 4: "SYS", 5: "SYS"}  # levelsOldToNew
-NEWEST: Version = (2, 30, 7)
-OLDEST: Version = (2, 8, 3)  # the first tag whose path types (v2.8.3 graph.h) gdrcheck models
+NEWEST = Version(2, 30, 7)
+OLDEST = Version(2, 8, 3)  # the first tag whose path types (v2.8.3 graph.h) gdrcheck models
 
 # files NCCL tests with access(F_OK) to decide that a peer-memory module is loaded
 # (docs/nccl.md, "GPU-NIC GPUDirect RDMA")
@@ -50,8 +68,9 @@ HONOURED_ENV = ("NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCC
                 "NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY")
 
 
-def version_str(v: Version) -> str:
-    return ".".join(map(str, v))
+def version_str(v: tuple) -> str:
+    """A version (a :class:`Version`, or a tuple of its three numbers) as NCCL writes it."""
+    return str(v if isinstance(v, Version) else Version(*v))
 
 
 # An NCCL release as NCCL and its packages write it: ``2.21.5`` (nccl.h, libnccl.so.2.21.5, the pip wheel),
@@ -69,7 +88,7 @@ def parse_version(text: Optional[str], floor: bool = True) -> Version:
     m = _VERSION.fullmatch(text)
     if not m:
         raise ValueError(f"not an NCCL version: {text[:40]!r} (expected e.g. 2.21.5)")
-    v = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    v = Version(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
     if floor and v < OLDEST:
         raise ValueError(f"NCCL {version_str(v)} is older than the oldest rules gdrcheck models "
                          f"({version_str(OLDEST)})")

@@ -13,7 +13,7 @@ AMD 0x1022, Zhaoxin 0x1d17, IBM POWER 0x1014; NVIDIA Grace and Ampere Computing 
 
 from __future__ import annotations
 
-from gdrcheck.rules.nccl.core import NEWEST
+from gdrcheck.rules.nccl.core import NEWEST, version_str
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def inter_cpu_bw_modelled(version, kind: Optional[str], family: Optional[int], m
     Intel: Emerald Rapids (family 6, model >= 0xCF) 40, Sapphire Rapids (>= 0x8F) 22 (both from 2.26),
     Skylake (>= 0x55) 10, older 6; AMD 16 from 2.19 (before: LOC_BW); Zhaoxin Yongfeng (7, 0x5B) 9, else 6;
     ARM 6; POWER 32; other x86 vendors LOC_BW (topo.cc:745-756@v2.30.7 sets the model)."""
-    v = ".".join(map(str, version))
+    v = version_str(version)
     if kind == "intel":
         if family is None or model is None:
             bws = (6.0, 10.0, 22.0, 40.0) if version >= SRP_ERP_FROM else (6.0, 10.0)

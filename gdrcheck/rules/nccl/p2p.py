@@ -20,7 +20,7 @@ Sources (``NVIDIA/nccl``):
 from __future__ import annotations
 
 from gdrcheck.record import record
-from gdrcheck.rules.nccl.core import within
+from gdrcheck.rules.nccl.core import version_str, within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def default_p2p_level(version: Version, cpu: Optional[str], n_gpus: int,
                       job_gpus: Optional[int] = None) -> DefaultLevel:
     """NCCL's default P2P level. ``job_gpus``: how many of the node's GPUs the job's communicator holds, where
     that is known (``None``: any number up to ``n_gpus``)."""
-    v = ".".join(map(str, version))
+    v = version_str(version)
     if version >= PXB_DEFAULT_FROM:
         amd_sys = ("SYS", "x86 AMD CPU and at most 2 GPUs of the communicator on this node")
         if job_gpus is not None and job_gpus > 2 and cpu in (None, "amd"):
@@ -166,7 +166,7 @@ def _after_level(version: Version, st, f: PairFacts, t: str, reason: str, depend
             if version >= NVML_PCIE_DISABLES_FROM or ignore:
                 return {"p2p": "disabled", "reason": f"NVML P2P status {what}: NCCL does not use P2P and falls "
                                                      "back to shared host memory"}
-            return {"p2p": "unknown", "reason": f"NVML P2P status {what}: NCCL {'.'.join(map(str, version))} "
+            return {"p2p": "unknown", "reason": f"NVML P2P status {what}: NCCL {version_str(version)} "
                                                 "only logs it on a PCIe path; the P2P transport's "
                                                 "cudaDeviceCanAccessPeer decides, which the input does not show",
                     "depends_on": ["cudaDeviceCanAccessPeer between the two GPUs"]}
@@ -178,7 +178,7 @@ def _after_level(version: Version, st, f: PairFacts, t: str, reason: str, depend
     elif version < NVML_CHECK_FROM:
         bad = [hop for hop, r, w in f.nvml if (r and r != "OK") or (w and w != "OK")]
         if bad or any(r is None or w is None for _, r, w in f.nvml):
-            return {"p2p": "unknown", "reason": f"{reason}; NCCL {'.'.join(map(str, version))} has no NVML check: "
+            return {"p2p": "unknown", "reason": f"{reason}; NCCL {version_str(version)} has no NVML check: "
                                                 "cudaDeviceCanAccessPeer decides, which the input does not show",
                     "depends_on": ["cudaDeviceCanAccessPeer between the two GPUs"]}
     else:

@@ -20,7 +20,7 @@ Sources (``NVIDIA/nccl``):
 from __future__ import annotations
 
 from gdrcheck.record import field, record
-from gdrcheck.rules.nccl.core import HONOURED_ENV, LEGACY_LEVELS, NEWEST, path_order
+from gdrcheck.rules.nccl.core import HONOURED_ENV, LEGACY_LEVELS, NEWEST, path_order, version_str
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ def settings(version: Version, env: Mapping[str, str], cpu_vendor: Optional[str]
     user_gdr = parse_level(env.get("NCCL_NET_GDR_LEVEL"), version)
     if env.get("NCCL_NET_GDR_LEVEL") is not None and user_gdr is None:
         ignored.append(f"NCCL_NET_GDR_LEVEL={env['NCCL_NET_GDR_LEVEL']!r} (not a level name of NCCL "
-                       f"{'.'.join(map(str, version))}: the default is kept)")
+                       f"{version_str(version)}: the default is kept)")
     if user_gdr:
         gdr_level, gdr_src = user_gdr, f"NCCL_NET_GDR_LEVEL={env['NCCL_NET_GDR_LEVEL']}"
     else:
@@ -240,7 +240,7 @@ def settings(version: Version, env: Mapping[str, str], cpu_vendor: Optional[str]
         p2p_src = f"NCCL_P2P_LEVEL={env.get('NCCL_P2P_LEVEL')}" if user_p2p else ""
         if env.get("NCCL_P2P_LEVEL") is not None and user_p2p is None:
             ignored.append(f"NCCL_P2P_LEVEL={env['NCCL_P2P_LEVEL']!r} (not a level name of NCCL "
-                           f"{'.'.join(map(str, version))}: the default is kept)")
+                           f"{version_str(version)}: the default is kept)")
     if user_p2p:
         p2p_level = user_p2p
     else:

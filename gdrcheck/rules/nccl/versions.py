@@ -46,9 +46,10 @@ def _recorded_env(snap) -> dict[str, str]:
     return {}
 
 
-def choose_version(requested: Optional[str], found: list[dict[str, object]]) -> tuple[Version, str]:
+def choose_version(requested, found: list[dict[str, object]]) -> tuple[Version, str]:
+    """``requested``: ``--nccl-version``'s Version (or a version's text: another found, a job's log)."""
     if requested:
-        return parse_version(requested), "--nccl-version"
+        return (requested if isinstance(requested, tuple) else parse_version(requested)), "--nccl-version"
     good = []
     for e in found:
         try:

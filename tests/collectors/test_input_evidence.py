@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.cli_util import assert_clean_error, run
+from support.cli_util import assert_clean_error, call
+
+from gdrcheck.status import exit_status
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPO = ROOT / "fixtures" / "h200-x4-vm" / "nvidia-smi-topo.txt"
 
 
 def _doc(*args):
-    r = run("pairs", "--json", *args)
-    assert r.returncode in (0, 1, 3), r.stderr
-    return json.loads(r.stdout)
+    r = call("pairs", "--json", *args)
+    doc = json.loads(r.stdout)
+    assert r.returncode == exit_status(doc["status"]), r.stderr  # the status the document says, not any
+    return doc
 
 
 def test_nccl_net_gdr_settles_peer_memory(realworld):
@@ -80,7 +83,7 @@ def test_env_sets_what_the_job_sets(realworld):
     assert doc["nccl"]["p2p_level"] == "SYS"
     doc = _doc("--from", f, "--env", "CUDA_VISIBLE_DEVICES=0,1", "--env", "NCCL_P2P_LEVEL=PIX")
     assert doc["nccl"]["p2p_level"] == "PIX" and doc["nccl"]["overrides"] == {"NCCL_P2P_LEVEL": "PIX"}
-    assert_clean_error(run("check", "--from", f, "--env", "NOEQUALS"))
+    assert_clean_error(call("check", "--from", f, "--env", "NOEQUALS"))
 
 
 ALL_OFF = "ACSCtl: SrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-"
@@ -98,7 +101,7 @@ def test_acsctl_lines_beside_the_tree_settle_acs(realworld, tmp_path):
     assert not any(a["fact"] == "ACS redirect" for a in doc["assumes"])
     # the real node's lines alone show no device
     d = realworld / "stelline-asus-esc8000a-e12-4xrtx6000ada"
-    assert_clean_error(run("pairs", "--from", d / "lspci-vvv-grep-ACSCtl.txt"))
+    assert_clean_error(call("pairs", "--from", d / "lspci-vvv-grep-ACSCtl.txt"))
 
 
 def test_acsctl_lines_with_a_redirect_bit_leave_acs_unknown(realworld, tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from support.cli_util import run
+from support.cli_util import call
 from support.fact_cases import pairs_json
 
 VVV = "stelline-asus-esc8000a-e12-4xrtx6000ada/lspci-vvv-selected.txt"  # 4 GPUs, 2 CX-7, NUMA 0 and 1
@@ -24,9 +24,9 @@ def test_esc8000a_vvv_numa_nodes_decide_sys_and_rule_it_out(realworld):
 
 
 def test_esc8000a_vvv_topology_invents_no_root_bus(realworld):
-    p = run("topology", "--json", "--from", realworld / VVV)
+    p = call("topology", "--json", "--from", realworld / VVV)
     doc = json.loads(p.stdout)
     assert doc["roots"] == []
-    text = run("topology", "--from", realworld / VVV, env={"COLUMNS": "200"}).stdout
+    text = call("topology", "--from", realworld / VVV, env={"COLUMNS": "200"}).stdout
     assert "root bus" not in text
     assert "not placed in a PCIe tree" in text and "0000:c1:00.0  GPU2" in text and "NUMA 1" in text

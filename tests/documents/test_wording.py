@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from support.cli_util import run
+from support.cli_util import call
 from support.fact_cases import pairs_json
 
 VVV = "stelline-asus-esc8000a-e12-4xrtx6000ada/lspci-vvv-selected.txt"
@@ -17,12 +17,12 @@ def test_esc8000a_vvv_assumptions_are_words_not_codes(realworld):
     briefs = {a["brief"] for a in doc["assumes"]}
     assert "no obstacle where the input does not say enough to classify the path" in briefs
     assert not any(re.search(r"GDR\d{3}", b) for b in briefs), briefs
-    line = run("check", "--from", realworld / VVV).stdout.splitlines()[0]
+    line = call("check", "--from", realworld / VVV).stdout.splitlines()[0]
     assert not re.search(r"GDR\d{3} not in the way", line), line
 
 
 def test_azure_ndv2_nccl_levels_without_nested_parentheses(realworld):
-    out = run("pairs", "--from", realworld / "azure-ndv2" / "nccl-topo.xml", env={"COLUMNS": "200"}).stdout
+    out = call("pairs", "--from", realworld / "azure-ndv2" / "nccl-topo.xml", env={"COLUMNS": "200"}).stdout
     assert "  GDR level P2C: NCCL default: P2C while NCCL_NET_GDR_C2C is on, PXB on machines without C2C" in out
     assert "  P2P level PXB: NCCL 2.30.7 default on intel" in out
     assert "((" not in out and "))" not in out

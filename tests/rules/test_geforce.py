@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from support.cli_util import run
+from support.cli_util import call
 from support.fact_cases import RTX_4090, drawn, gpu_and_nic_on_root_ports, needs_lspci, pairs_json
 
 
@@ -16,10 +16,10 @@ def test_geforce_beside_a_connectx7_on_root_ports(tmp_path):
     assert "GDR170" in codes and not codes & {"GDR001", "GDR002", "GDR005"}, codes
     (pair,) = [p for p in doc["pairs"] if p["kind"] == "gpu-nic"]
     assert pair["verdict"] == "fail"
-    text = run("pairs", "--from", path).stdout
+    text = call("pairs", "--from", path).stdout
     assert "NCCL_NET_GDR_LEVEL=PHB" not in text
     assert "data-centre GPU" in text and "professional" in text
-    out = run("check", "--from", path)
+    out = call("check", "--from", path)
     assert out.returncode == 1 and "GDR170" in out.stdout.splitlines()[0]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from support.cli_util import run
+from support.cli_util import call
 
 from gdrcheck.render.tree_model import device_names
 
@@ -14,8 +14,8 @@ PUGET = "stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt"  # an X710 at 14:00.0 b
 
 def test_tree_names_are_the_pairs_labels(realworld):
     path = realworld / PUGET
-    pairs = json.loads(run("pairs", "--json", "--from", path).stdout)
-    topology = json.loads(run("topology", "--json", "--from", path).stdout)
+    pairs = json.loads(call("pairs", "--json", "--from", path).stdout)
+    topology = json.loads(call("topology", "--json", "--from", path).stdout)
     labels = {d["bdf"]: d["label"] for d in pairs["devices"] if "label" in d}
     names = device_names(topology)
     assert labels["0000:21:00.0"] == "NIC0"
@@ -25,7 +25,7 @@ def test_tree_names_are_the_pairs_labels(realworld):
 
 def test_html_report_numbers_nics_as_pairs_does(realworld, tmp_path):
     out = tmp_path / "puget.html"
-    run("report", "--from", realworld / PUGET, "-o", out)
+    call("report", "--from", realworld / PUGET, "-o", out)
     page = out.read_text()
     assert '<th title="0000:21:00.0">NIC0</th>' in page
     assert 'title="0000:14:00.0">NIC' not in page  # the X710 makes no GPU-NIC pair: no column, no number

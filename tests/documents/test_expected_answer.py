@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from support.cli_util import run
+from support.cli_util import call
 
 from gdrcheck.collectors.inputs import parse_single_file
 from gdrcheck.documents.pairs import pairs_doc, status_and_missing
@@ -153,7 +153,7 @@ def test_a_node_read_whole_assumes_nothing():
     from pathlib import Path
 
     snap_path = Path(__file__).resolve().parents[2] / "fixtures" / "h200-x4-vm" / "snapshot.tar.gz"
-    r = run("pairs", "--json", "--from", snap_path)
+    r = call("pairs", "--json", "--from", snap_path)
     import json
 
     doc = json.loads(r.stdout)
@@ -164,13 +164,13 @@ def test_a_node_read_whole_assumes_nothing():
 
 def test_text_check_and_matrix_show_the_expected_answer(realworld):
     f = realworld / "nvidia-l2fwd-nv-gigabyte-e251-u70" / "lspci-tv-fragment.txt"
-    r = run("check", "--from", f)
+    r = call("check", "--from", f)
     assert r.returncode == 3
     first = r.stdout.splitlines()[0]
     assert first.startswith("gdrcheck UNKNOWN on this input; expected PASS if: peer memory loaded, IOMMU off or "
                             "passthrough, ACS redirect off"), first
     assert first.endswith("(run gdrcheck on the node)")
-    r = run("pairs", "--from", f, env={"COLUMNS": "100"})
+    r = call("pairs", "--from", f, env={"COLUMNS": "100"})
     assert r.returncode == 3
     assert re.search(r"^GPU0\s+PIX\*\s", r.stdout, re.M), r.stdout
     assert "* undecided on this input; the class and mark shown are expected if: peer memory loaded" in r.stdout

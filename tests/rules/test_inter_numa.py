@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from support.fact_cases import pairs_json
 
-from benchmarks.trees import scenarios
+from builders import scenarios
 
 
 def _gdr003(path, a="GPU0 ", b="GPU2 "):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.cli_util import run
+from support.cli_util import call
 
 from gdrcheck.reach import FACTS, SHOWS
 
@@ -25,25 +25,25 @@ def test_one_table_names_known_facts_only():
 
 
 def test_nvidia_smi_q_alone_never_passes():
-    r = run("check", "--from", SMI_Q_ONE)
+    r = call("check", "--from", SMI_Q_ONE)
     assert r.returncode == 3, r.stdout
     assert "GDR160" in r.stdout and "NICs: not in this input" in r.stdout
     assert not r.stdout.startswith("gdrcheck PASS")
-    r = run("check", "--require", "gdr", "--from", SMI_Q_ONE)
+    r = call("check", "--require", "gdr", "--from", SMI_Q_ONE)
     assert r.returncode == 3, r.stdout
     assert "GDR011" not in r.stdout and "no NIC at all" not in r.stdout
-    r = run("pairs", "--json", "--from", SMI_Q_ONE)
+    r = call("pairs", "--json", "--from", SMI_Q_ONE)
     doc = json.loads(r.stdout)
     assert "nics" in doc["not_in_input"] and "acs" in doc["not_in_input"]
     assert doc["status"] == "unknown"
 
 
 def test_fingerprint_and_prometheus_say_not_in_input():
-    r = run("fingerprint", "--from", SMI_Q)
+    r = call("fingerprint", "--from", SMI_Q)
     line = r.stdout.strip()
     for key in ("nics", "nvme", "acs", "iommu", "peermem", "gpu-nic"):
         assert f" {key}=not-in-input" in f" {line}", line
-    r = run("check", "--format", "prometheus", "--from", SMI_Q)
+    r = call("check", "--format", "prometheus", "--from", SMI_Q)
     text = r.stdout
     assert 'gdrcheck_devices{kind="nic"}' not in text
     assert 'gdrcheck_check_result{check="gdr",result="pass"} 0' in text
@@ -53,7 +53,7 @@ def test_fingerprint_and_prometheus_say_not_in_input():
 
 def test_gds_required_on_a_matrix_is_unknown(realworld):
     f = realworld / "princeton-della-cryoem-4xa100sxm" / "nvidia-smi-topo-m.txt"
-    r = run("check", "--require", "gds", "--from", f)
+    r = call("check", "--require", "gds", "--from", f)
     assert r.returncode == 3, r.stdout
     assert "GDR160" in r.stdout and "GDR013" not in r.stdout
 
@@ -68,7 +68,7 @@ def test_an_lspci_tree_shows_nics():
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
         fh.write(text)
     try:
-        r = run("pairs", "--json", "--from", fh.name)
+        r = call("pairs", "--json", "--from", fh.name)
         doc = json.loads(r.stdout)
         assert "GDR160" not in {f["code"] for f in doc["findings"]}
         assert "nics" not in doc["not_in_input"]
@@ -78,16 +78,16 @@ def test_an_lspci_tree_shows_nics():
 
 def test_made_up_addresses_are_marked_and_named(realworld):
     f = realworld / "princeton-della-cryoem-4xa100sxm" / "nvidia-smi-topo-m.txt"
-    doc = json.loads(run("pairs", "--json", "--from", f).stdout)
+    doc = json.loads(call("pairs", "--json", "--from", f).stdout)
     gpus = [d for d in doc["devices"] if d["kind"] == "gpu"]
     assert gpus and all(d.get("synthetic") is True for d in gpus)
     for args in (("pairs",), ("check",)):
-        r = run(*args, "--from", f, env={"COLUMNS": "120"})
+        r = call(*args, "--from", f, env={"COLUMNS": "120"})
         assert "ffff:" not in r.stdout, r.stdout
         assert "GPU0" in r.stdout
     # a real address is not marked
     tree = realworld / "stelline-puget-wrx90-2xrtx6000ada" / "lspci-tv.txt"
-    doc = json.loads(run("pairs", "--json", "--from", tree).stdout)
+    doc = json.loads(call("pairs", "--json", "--from", tree).stdout)
     assert not any(d.get("synthetic") for d in doc["devices"])
 
 
@@ -98,7 +98,7 @@ def test_an_nccl_log_alone_never_passes_and_counts_no_nvme():
 
     assert {k.reads_as for k in INPUT_KINDS} <= set(SHOWS)  # every kind an input is read as has its row
     log = ROOT / "fixtures" / "nccl-logs-public" / "nccl-1737-two-nodes-sharp-plugin.log"
-    r = run("check", "--from", log)
+    r = call("check", "--from", log)
     assert r.returncode == 3 and "GDR160" in r.stdout, r.stdout
-    fp = run("fingerprint", "--explain", "--from", log).stdout
+    fp = call("fingerprint", "--explain", "--from", log).stdout
     assert "devices.nvme=not-in-input" in fp and "devices.nic=not-in-input" in fp

@@ -1,0 +1,25 @@
+"""A made-up address (a device an input names without a bus id) is recognised by one function,
+``gdrcheck.model.address_known``; the collectors that make such an address are the only other place that
+names the mark."""
+
+from __future__ import annotations
+
+import re
+
+from support.cli_util import ROOT
+
+from gdrcheck.model import address_known
+
+
+def test_address_known_reads_the_mark():
+    from types import SimpleNamespace
+
+    assert address_known(SimpleNamespace(extra={})) and address_known(SimpleNamespace(extra={"x": 1}))
+    assert not address_known(SimpleNamespace(extra={"synthetic": True}))
+
+
+def test_no_stage_reads_the_mark_itself():
+    mark = re.compile(r"extra\.get\(\s*[\"']synthetic[\"']")
+    readers = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "gdrcheck").rglob("*.py"))
+               if p.name != "model.py" for n, line in enumerate(p.read_text().splitlines(), 1) if mark.search(line)]
+    assert readers == [], readers
