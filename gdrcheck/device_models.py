@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from gdrcheck.model import PciFunction
+from gdrcheck.model import PciFunction, address_known
 from gdrcheck.patterns import lazy_pattern
 
 TYPE_CHECKING = False
@@ -166,7 +166,7 @@ def nvlink_part(d: PciFunction) -> Optional[str]:
         m = _NVLINK_NAME.search(d.name)
         if m:
             return m.group(0)
-    if d.device is None and (not d.name or d.extra.get("synthetic")) and not sm:  # a matrix's GPUn: no model
+    if d.device is None and (not d.name or not address_known(d)) and not sm:  # a matrix's GPUn: no model
         return "GPUs of a model the input does not name"
     return None
 

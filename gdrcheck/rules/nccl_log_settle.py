@@ -19,7 +19,7 @@ Pure: a snapshot in, the same snapshot with the settled facts (and a note naming
 
 from __future__ import annotations
 
-from gdrcheck.model import Fact, bdf_key, frozen_map
+from gdrcheck.model import Fact, address_known, bdf_key, frozen_map
 from gdrcheck.record import replace
 from gdrcheck.rules.nccl.job_log import job_log
 
@@ -82,7 +82,7 @@ def placed_by_visible(snap, env):
         return snap
     from gdrcheck.rules import cuda_visible
 
-    synth = [d.bdf for d in snap.devices if d.extra and d.extra.get("synthetic") and d.kind_hint == "gpu"]
+    synth = [d.bdf for d in snap.devices if not address_known(d) and d.kind_hint == "gpu"]
     sel = cuda_visible.select(env, [cuda_visible.GpuId(b) for b in sorted(synth, key=bdf_key)])
     if sel is None or sel.gpus is None:
         return snap

@@ -81,8 +81,10 @@ def matrix_addresses(log, host: Optional[str], devs) -> tuple[dict[str, str], li
 
     ``devs``: the merge's devices by address. Only GPUs a matrix drew without a bus id are given one; a bus id
     another input already shows is not moved."""
+    from gdrcheck.model import address_known
+
     synth = {d.gpu_index: b for b, d in devs.items()
-             if d.extra and d.extra.get("synthetic") and d.kind_hint == "gpu" and d.gpu_index is not None}
+             if not address_known(d) and d.kind_hint == "gpu" and d.gpu_index is not None}
     if not synth:
         return {}, [], []
     index, said = _log_gpus(log, host)
