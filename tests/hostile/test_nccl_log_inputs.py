@@ -70,3 +70,15 @@ def test_a_log_of_many_host_names_is_read_in_linear_time(tmp_path):
 
 def test_many_hosts_ranks_and_devices_beside_a_matrix(tmp_path):
     assert _in_time(tmp_path, "ranks.log", _many_ranks(2 * MIB), "--from", MATRIX) < 20
+
+
+def test_a_version_no_release_can_have_is_not_read_as_one(tmp_path):
+    """The fuzz campaign's case: ``NCCL version 99999999999999999999.21.5`` matched the log's version line
+    (any digits) and then failed NCCL's version grammar (three digits a part): an internal error. Such a line is
+    not NCCL's version line; the log is read without a version."""
+    log = tmp_path / "big-version.log"
+    log.write_text("h:1:1 [0] NCCL INFO NCCL version 99999999999999999999.21.5+cuda12.4\n"
+                   "h:1:1 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC\n")
+    p = run("pairs", "--json", "--from", log)
+    assert "internal error" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert json.loads(p.stdout)["nccl"]["log"]["version"] is None

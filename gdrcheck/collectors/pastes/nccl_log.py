@@ -50,11 +50,11 @@ MAX_KEPT = 4000  # connections, warnings: a long job's log repeats them per comm
 _LINE = lazy_pattern(r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) )?\[(?P<dev>\d+)\] "
                      r"(?:(?P<where>\S+:\d+) )?NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
 _BARE = lazy_pattern(r"(?:^|\s)NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
-_VERSION = lazy_pattern(r"^NCCL version (\d+\.\d+\.\d+)(?:[-+]cuda(\d+\.\d+))?")
+_VERSION = lazy_pattern(r"^NCCL version (\d{1,3}\.\d{1,3}\.\d{1,3})(?!\d)(?:[-+]cuda(\d+\.\d+))?")
 # RCCL (ROCm): "RCCL version 2.20.5+hip6.2 <git hash>" (rocm-6.2.0 src/init.cc:686), later
 # "RCCL version : 2.21.5-<hash>" (ROCm/rccl src/init.cc:719 at 0cbce2a7); the number is
 # NCCL_MAJOR.NCCL_MINOR.NCCL_PATCH, the NCCL release RCCL follows
-_RCCL_VERSION = lazy_pattern(r"^RCCL version(?: :)? (\d+\.\d+\.\d+)(?:\+hip(\d+\.\d+))?")
+_RCCL_VERSION = lazy_pattern(r"^RCCL version(?: :)? (\d{1,3}\.\d{1,3}\.\d{1,3})(?!\d)(?:\+hip(\d+\.\d+))?")
 # a line copied without its "NCCL INFO" tag: NCCL's prefix (optional), then a message only NCCL prints
 _UNTAGGED = lazy_pattern(r"^(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) )?(?:\[(?P<dev>\d+)\] )?"
                          r"(?P<msg>(?:Channel \d+(?:/\d+)? : \d+|Ring \d+ : \d+|[NR]CCL version |cudaDriverVersion \d|"
