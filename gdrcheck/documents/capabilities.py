@@ -147,6 +147,19 @@ def capabilities_doc(evaluation, answers, expected, labels) -> dict[str, Any]:
     return out
 
 
+def capability_brief(doc: dict[str, Any]) -> str:
+    """The three answers in one line, for the first line of a node's text (``GPUDirect RDMA no, GPU P2P
+    unknown (expected yes), GPUDirect Storage not-applicable``); '' where the document has none."""
+    caps = doc.get("capabilities") or {}
+    parts = []
+    for cap in CAPABILITIES:
+        c = caps.get(cap)
+        if c:
+            said = f"{TITLES[cap]} {c['answer']}"
+            parts.append(said + (f" (expected {c['expected']})" if c["expected"] != c["answer"] else ""))
+    return ", ".join(parts)
+
+
 def capability_lines(doc: dict[str, Any]) -> list[str]:
     """The three answers in words, one line each, as every text view of a node leads with them."""
     caps = doc.get("capabilities") or {}

@@ -119,16 +119,20 @@ def check_text(doc: dict[str, Any], width: Optional[int] = None) -> tuple[str, s
     host = doc.get("host") or "this input"
     from gdrcheck.documents.expected import expected_if
 
-    exp = expected_if(doc)
-    if exp:
-        lines: list[str] = [f"gdrcheck {word} on {host}; {exp}", f"why {word}: {why_line(doc)}"]
-    else:
-        lines = [f"gdrcheck {word} on {host}: {doc['summary_line']}"]
-    from gdrcheck.documents.capabilities import capability_lines
+    from gdrcheck.documents.capabilities import capability_brief, capability_lines
     from gdrcheck.documents.expected import otherwise_line
 
-    other = otherwise_line(doc)
-    lines[1:1] = capability_lines(doc) + ([other] if other else [])
+    exp = expected_if(doc)
+    brief = capability_brief(doc)
+    if brief:  # the question first: will GPUDirect RDMA, P2P and GDS be used here; then the gate and why
+        lines: list[str] = [f"gdrcheck {word} on {host}: {brief}", *capability_lines(doc)]
+        other = otherwise_line(doc)
+        lines += [other] if other else []
+        lines += [f"gate: {exp}", f"why {word}: {why_line(doc)}"] if exp else [f"gate: {doc['summary_line']}"]
+    elif exp:
+        lines = [f"gdrcheck {word} on {host}; {exp}", f"why {word}: {why_line(doc)}"]
+    else:
+        lines = [f"gdrcheck {word} on {host}: {doc['summary_line']}"]
     c = _counts(doc)
     lines.append("pairs: " + ", ".join(f"{n} {v}" for v, n in c.items() if n) if doc["pairs"] else "pairs: none")
     shown = [f for f in doc["findings"] if f["severity"] != "info" or f.get("effect") == "unknown"]

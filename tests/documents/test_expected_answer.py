@@ -166,10 +166,14 @@ def test_text_check_and_matrix_show_the_expected_answer(realworld):
     f = realworld / "nvidia-l2fwd-nv-gigabyte-e251-u70" / "lspci-tv-fragment.txt"
     r = call("check", "--from", f)
     assert r.returncode == 3
-    first = r.stdout.splitlines()[0]
-    assert first.startswith("gdrcheck UNKNOWN on this input; expected PASS if: peer memory loaded, IOMMU off or "
-                            "passthrough, ACS redirect off"), first
-    assert first.endswith("(run gdrcheck on the node)")
+    lines = r.stdout.splitlines()
+    # the question first (issue 36): will GPUDirect RDMA, P2P and GDS be used here; then the gate's expected answer
+    assert lines[0] == ("gdrcheck UNKNOWN on this input: GPUDirect RDMA unknown (expected yes), GPU P2P "
+                        "not-applicable, GPUDirect Storage not-applicable"), lines[0]
+    gate = next(ln for ln in lines if ln.startswith("gate: "))
+    assert gate.startswith("gate: expected PASS if: peer memory loaded, IOMMU off or passthrough, ACS redirect "
+                           "off"), gate
+    assert gate.endswith("(run gdrcheck on the node)")
     r = call("pairs", "--from", f, env={"COLUMNS": "100"})
     assert r.returncode == 3
     assert re.search(r"^GPU0\s+PIX\*\s", r.stdout, re.M), r.stdout
