@@ -117,10 +117,8 @@ def check_text(doc: dict[str, Any], width: Optional[int] = None) -> tuple[str, s
     a terminal's, to wrap each line to (a finding's under its message); None in a log, one line each."""
     word = STATUS_WORDS[doc["status"]]
     host = doc.get("host") or "this input"
-    from gdrcheck.documents.expected import expected_if
-
     from gdrcheck.documents.capabilities import capability_brief, capability_lines
-    from gdrcheck.documents.expected import otherwise_line
+    from gdrcheck.documents.expected import expected_if, otherwise_line
 
     exp = expected_if(doc)
     brief = capability_brief(doc)
