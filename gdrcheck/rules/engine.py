@@ -15,6 +15,7 @@ from gdrcheck.status import severity_for, worst_verdict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any, Optional
 
 
@@ -196,7 +197,7 @@ def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: 
     return nccl_node_mod.build(snap, topo, pairs, options, v, job_why if job_version else why, found)
 
 
-def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=None) -> dict:
+def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=None) -> Mapping[str, Any]:
     """NCCL's path type for the pair, its level check, and NCCL's decision (``gdr`` / ``p2p``)."""
     key = (pair.a, pair.b)
     known = node.types.get(key) if node is not None else None
@@ -212,21 +213,23 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
         view["broadcom_flattened"] = True
     if via:
         view["nvb_via"] = via
+    decided = None
     if pair.kind == "gpu-nic":
         view["gdr_level"] = st.gdr_level
         view["within_gdr_level"] = nccl.within(t, st.gdr_level, st.version)
         decided = node.gdr_view.get(key) if node is not None else None
         if decided is not None:
-            view.update(decided)
-            if view.get("distance") and not view.get("via"):  # after NCCL's C2C rewrite (PXN is the job's)
-                view["within_gdr_level"] = nccl.within(view["distance"], st.gdr_level, st.version)
+            view.update(decided.facts)
+            if decided.distance and not decided.via:  # after NCCL's C2C rewrite (PXN is the job's)
+                view["within_gdr_level"] = nccl.within(decided.distance, st.gdr_level, st.version)
     elif pair.kind == "gpu-gpu":
         view["p2p_level"] = st.p2p_level
         view["within_p2p_level"] = nccl.within(t, st.p2p_check_level, st.version)
         decided = node.p2p_view.get(key) if node is not None else None
         if decided is not None:
-            view.update(decided)
-    return view
+            view.update(decided.facts)
+    # the decision record, with the path facts beside it; a pair NCCL does not decide keeps the facts alone
+    return view if decided is None else replace(decided, facts=tuple(view.items()))
 
 
 def other_versions(evaluation: Evaluation) -> list[dict[str, Any]]:

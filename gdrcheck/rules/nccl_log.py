@@ -15,11 +15,12 @@ from __future__ import annotations
 from gdrcheck.record import replace
 from gdrcheck.rules.base import Finding, Rule
 from gdrcheck.rules.nccl.core import parse_version
+from gdrcheck.rules.nccl.decision import Decision, cause
 from gdrcheck.rules.nccl.job_log import hca_evidence, job_log  # noqa: F401 - hca_evidence: this module's API too
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
     from typing import Any, Optional
 
 P2P_DIFFERS = Rule(
@@ -154,21 +155,24 @@ def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
             obs = _observed_gdr(gn[key], view, job, node_env, snap, topo, p.b)
         else:
             continue
-        views[key] = _with_log_line(dict(view, observed=obs), job, topo, p)
+        views[key] = _with_log_line(view, obs, job, topo, p)
         _count(summary, obs)
     return summary
 
 
-def _with_log_line(view: dict, job, topo, p) -> dict:
-    """A NIC flag read from NCCL's XML in the input, said instead from NCCL's own line in the job's log."""
+def _with_log_line(view: Mapping[str, Any], obs: dict, job, topo, p) -> Mapping[str, Any]:
+    """The pair's decision with what the job's log observed; a flag read from NCCL's XML in the input said instead
+    from NCCL's own line in the job's log."""
     from gdrcheck.rules import nccl_log_lines as log_lines  # read only where a job's log is
 
-    if isinstance(view.get("reason"), str) and '> in the input' in view["reason"] and p.kind == "gpu-nic":
+    if not isinstance(view, Decision):
+        return dict(view, observed=obs)
+    view = view.with_facts(observed=obs)
+    if view.from_input() and p.kind == "gpu-nic":
         line = next((h.line for h in job["log"].hca_gdr if h.host in (job["host"], None)
                      and log_lines.nic_of(job, topo, h.host, h.net, h.index) == p.b), None)
         if line:
-            view["reason"] = view["reason"].split(": <net gdr=")[0] + ": NCCL's own line in the job's log (" \
-                + line.split("NCCL INFO ", 1)[-1] + ")"
+            view = view.plus(cause("log.line", line=line.split("NCCL INFO ", 1)[-1]))
     return view
 
 

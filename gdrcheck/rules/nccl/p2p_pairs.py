@@ -8,9 +8,9 @@ GPU's best NIC is asked once per GPU (``functools.lru_cache`` on :func:`best_net
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache, partial
 
+from gdrcheck.record import replace
 from gdrcheck.rules.nccl import cpu as cpu_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl import pxn as pxn_rules
