@@ -253,3 +253,8 @@ def reason(d: Decision) -> str:
 
 def depends_on(d: Decision) -> list[str]:
     return [NEEDS[n.code](n) for n in d.needs]
+
+
+def said(d: Decision) -> tuple[str, list[str]]:
+    """The decision's reason and ``depends_on``."""
+    return reason(d), depends_on(d)

@@ -18,8 +18,8 @@ def nccl_decision(evaluation: Evaluation, pair) -> dict[str, Any]:
     as the JSON contract holds it: the evaluation's decision record in words, or its path facts where NCCL
     decides nothing (shared, not copied: read it, do not change it)."""
     view = evaluation.nccl_view.get((pair.a, pair.b))
-    if isinstance(view, Decision):  # the record, its words composed (decision_words)
-        return dict(view)
+    if isinstance(view, Decision):  # the record, its words composed once (decision_words)
+        return view.as_contract()
     if view is not None and ("gdr" in view if pair.kind == "gpu-nic" else
                              "p2p" in view if pair.kind == "gpu-gpu" else True):
         return view

@@ -13,6 +13,7 @@ The record reads as the mapping the JSON contract holds (``decision["gdr"]``, ``
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 
 from gdrcheck.record import record, replace
 
@@ -27,13 +28,10 @@ class Cause:
     """Why a decision came out as it did, or a later step that qualifies it: a code and its parameters."""
 
     code: str
-    params: tuple = ()  # ((name, value), ...), in the order given
+    params: Mapping[str, Any]  # name -> value (made by cause()/need(), never changed)
 
     def get(self, name: str, default: Any = None) -> Any:
-        for k, v in self.params:
-            if k == name:
-                return v
-        return default
+        return self.params.get(name, default)
 
 
 @record(frozen=True)
@@ -42,11 +40,18 @@ class Need(Cause):
 
 
 def cause(code: str, **params: Any) -> Cause:
-    return Cause(code, tuple(params.items()))
+    return Cause(code, params)
 
 
 def need(code: str, **params: Any) -> Need:
-    return Need(code, tuple(params.items()))
+    return Need(code, params)
+
+
+@lru_cache(maxsize=4096)
+def shared_cause(code: str, **params: Any) -> Cause:
+    """A cause whose parameters are plain values many pairs repeat (a path type, a level), made once: a record
+    is never changed, so pairs share it."""
+    return Cause(code, params)
 
 
 FIELDS = ("distance", "via", "mode")
@@ -77,7 +82,14 @@ class Decision(Mapping):
         """A new record with these keys beside the decision (a key given again replaces the old value)."""
         merged = dict(self.facts)
         merged.update(facts)
-        return replace(self, facts=tuple(merged.items()))
+        return self.beside(tuple(merged.items()))
+
+    def beside(self, facts: tuple) -> Decision:
+        """The same decision with other keys beside it, its words shared with this one and composed once, when
+        first read (a node's pairs share a few distinct decisions, each with the pair's own path facts)."""
+        new = Decision(self.word, self.value, self.causes, self.needs, self.distance, self.via, self.mode, facts)
+        new.__dict__["_words_of"] = self.__dict__.get("_words_of", self)
+        return new
 
     def has(self, code: str) -> bool:
         return any(c.code == code for c in self.causes)
@@ -86,40 +98,61 @@ class Decision(Mapping):
         """A flag the decision rests on was read from NCCL's own XML in the input (a job's log can say it)."""
         return any(c.get("from_input") for c in self.causes)
 
-    # the mapping the JSON contract holds, words composed on demand
-    def _keys(self) -> list[str]:
-        keys = [self.word, "reason"]
-        if self.needs:
-            keys.append("depends_on")
-        keys += [k for k in FIELDS if getattr(self, k) is not None]
-        return keys + [k for k, _ in self.facts if k not in keys]
+    # the mapping the JSON contract holds, its words composed when first asked (the record never changes)
+    def as_contract(self) -> dict[str, Any]:
+        """The decision as ``pairs[].nccl`` holds it, made once per record and shared: read it, do not change
+        it."""
+        got = self.__dict__.get("_said")
+        if got is None:
+            reason, depends_on = self._words()
+            got = {self.word: self.value, "reason": reason}
+            if depends_on:
+                got["depends_on"] = depends_on
+            for k in FIELDS:
+                if getattr(self, k) is not None:
+                    got[k] = getattr(self, k)
+            for k, v in self.facts:
+                got.setdefault(k, v)
+            self.__dict__["_said"] = got  # a cache of the words, not a field: replace() makes a record without it
+        return got
+
+    def _words(self) -> tuple[str, list[str]]:
+        words = self.__dict__.get("_words_said")
+        if words is None and "_words_of" in self.__dict__:
+            words = self.__dict__["_words_said"] = self.__dict__["_words_of"]._words()
+        if words is None:
+            from gdrcheck.documents.decision_words import said  # the words are the documents'
+
+            words = self.__dict__["_words_said"] = said(self)
+        return words
 
     def __getitem__(self, key: str) -> Any:
         if key == self.word:
             return self.value
-        if key == "reason":
-            from gdrcheck.documents.decision_words import reason  # the words are the documents'
-
-            return reason(self)
-        if key == "depends_on" and self.needs:
-            from gdrcheck.documents.decision_words import depends_on
-
-            return depends_on(self)
-        if key in FIELDS and getattr(self, key) is not None:
-            return getattr(self, key)
-        for k, v in self.facts:
-            if k == key:
-                return v
-        raise KeyError(key)
+        return self.as_contract()[key]
 
     def __contains__(self, key: object) -> bool:
-        return key in self._keys()
+        return key in self.as_contract()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._keys())
+        return iter(self.as_contract())
 
     def __len__(self) -> int:
-        return len(self._keys())
+        return len(self.as_contract())
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key == self.word:
+            return self.value
+        return self.as_contract().get(key, default)
+
+    def keys(self):  # type: ignore[override]
+        return self.as_contract().keys()
+
+    def items(self):  # type: ignore[override]
+        return self.as_contract().items()
+
+    def values(self):  # type: ignore[override]
+        return self.as_contract().values()
 
 
 Decision.__eq__ = Mapping.__eq__  # equal to the mapping it reads as (a test's dict too)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from gdrcheck.record import record
 from gdrcheck.rules.nccl.core import version_str, within
-from gdrcheck.rules.nccl.decision import Cause, Decision, Need, cause, need
+from gdrcheck.rules.nccl.decision import Cause, Decision, Need, cause, need, shared_cause
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -137,7 +137,8 @@ def decide(version: Version, st, default: DefaultLevel, f: PairFacts) -> Decisio
             return Decision("p2p", "unknown", (cause("p2p.default_open", path=t, why=default.reason),), ordered)
     if not within(t, level, version):
         return Decision("p2p", "disabled", (cause("p2p.beyond", path=t, level=level, source=level_src),))
-    return _after_level(version, st, f, t, cause("p2p.within", path=t, level=level, source=level_src), depends)
+    return _after_level(version, st, f, t, shared_cause("p2p.within", path=t, level=level, source=level_src),
+                        depends)
 
 
 def _after_level(version: Version, st, f: PairFacts, t: str, level_ok: Cause, depends: tuple[Need, ...]) \
@@ -162,7 +163,7 @@ def _after_level(version: Version, st, f: PairFacts, t: str, level_ok: Cause, de
         if missing:
             return Decision("p2p", "unknown", said + (cause("p2p.nvml_unknown", hops=missing),),
                             (need("p2p.nvml_status"),))
-        said += (cause("p2p.nvml_ok"),)
+        said += (shared_cause("p2p.nvml_ok"),)
     elif version < NVML_CHECK_FROM:
         bad_hops = [hop for hop, r, w in f.nvml if (r and r != "OK") or (w and w != "OK")]
         if bad_hops or any(r is None or w is None for _, r, w in f.nvml):
@@ -176,7 +177,7 @@ def _after_level(version: Version, st, f: PairFacts, t: str, level_ok: Cause, de
             return Decision("p2p", "disabled", said + (cause("p2p.net_faster", detail=f.net_detail),))
         if f.net_faster is None:
             depends += (need("p2p.check_net", detail=f.net_detail),)
-    transport = cause("p2p.transport", path=t, link=f.link, via=f.via)
+    transport = shared_cause("p2p.transport", path=t, link=f.link, via=f.via)
     return Decision("p2p", "enabled", said + (transport,), depends)
 
 
