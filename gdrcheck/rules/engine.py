@@ -229,7 +229,7 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
         if decided is not None:
             view.update(decided.facts)
     # the decision record, with the path facts beside it; a pair NCCL does not decide keeps the facts alone
-    return view if decided is None else decided.beside(tuple(view.items()))
+    return view if decided is None else decided.beside(view)
 
 
 def other_versions(evaluation: Evaluation) -> list[dict[str, Any]]:

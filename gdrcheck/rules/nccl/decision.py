@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
+from types import MappingProxyType
 
-from gdrcheck.record import record, replace
+from gdrcheck.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ def shared_cause(code: str, **params: Any) -> Cause:
 
 
 FIELDS = ("distance", "via", "mode")
+NO_FACTS: Mapping[str, Any] = MappingProxyType({})
+_ABSENT = object()
 
 
 @record(frozen=True)
@@ -70,21 +73,25 @@ class Decision(Mapping):
     distance: Optional[str] = None
     via: Optional[str] = None
     mode: Optional[str] = None
-    facts: tuple = ()  # ((key, value), ...)
+    facts: Mapping[str, Any] = NO_FACTS  # key -> value
 
     def plus(self, *more: Cause, value: Optional[str] = None) -> Decision:
         """A new record with more causes and needs (each by its type), and the value a later step set."""
         causes = self.causes + tuple(c for c in more if not isinstance(c, Need))
         needs = self.needs + tuple(c for c in more if isinstance(c, Need))
-        return replace(self, causes=causes, needs=needs, value=value or self.value)
+        return self.restated(causes, needs, value or self.value)
+
+    def restated(self, causes: tuple, needs: tuple, value: Optional[str] = None) -> Decision:
+        """A new record with these causes and needs (and value) in place of this one's."""
+        return Decision(self.word, value or self.value, causes, needs, self.distance, self.via, self.mode, self.facts)
 
     def with_facts(self, **facts: Any) -> Decision:
         """A new record with these keys beside the decision (a key given again replaces the old value)."""
         merged = dict(self.facts)
         merged.update(facts)
-        return self.beside(tuple(merged.items()))
+        return self.beside(merged)
 
-    def beside(self, facts: tuple) -> Decision:
+    def beside(self, facts: Mapping[str, Any]) -> Decision:
         """The same decision with other keys beside it, its words shared with this one and composed once, when
         first read (a node's pairs share a few distinct decisions, each with the pair's own path facts)."""
         new = Decision(self.word, self.value, self.causes, self.needs, self.distance, self.via, self.mode, facts)
@@ -111,7 +118,7 @@ class Decision(Mapping):
             for k in FIELDS:
                 if getattr(self, k) is not None:
                     got[k] = getattr(self, k)
-            for k, v in self.facts:
+            for k, v in self.facts.items():
                 got.setdefault(k, v)
             self.__dict__["_said"] = got  # a cache of the words, not a field: replace() makes a record without it
         return got
@@ -127,9 +134,10 @@ class Decision(Mapping):
         return words
 
     def __getitem__(self, key: str) -> Any:
-        if key == self.word:
-            return self.value
-        return self.as_contract()[key]
+        got = self.get(key, _ABSENT)
+        if got is _ABSENT:
+            raise KeyError(key)
+        return got
 
     def __contains__(self, key: object) -> bool:
         return key in self.as_contract()
@@ -140,10 +148,21 @@ class Decision(Mapping):
     def __len__(self) -> int:
         return len(self.as_contract())
 
+    def __bool__(self) -> bool:  # a decision always holds its word: `view or {}` need not compose the words
+        return True
+
     def get(self, key: str, default: Any = None) -> Any:
+        """One key, its words composed only where it is the reason or ``depends_on``."""
         if key == self.word:
             return self.value
-        return self.as_contract().get(key, default)
+        if key == "reason":
+            return self._words()[0]
+        if key == "depends_on":
+            return self._words()[1] if self.needs else default
+        if key in FIELDS:
+            got = getattr(self, key)
+            return default if got is None else got
+        return self.facts.get(key, default)
 
     def keys(self):  # type: ignore[override]
         return self.as_contract().keys()

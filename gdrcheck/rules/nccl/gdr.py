@@ -106,7 +106,7 @@ def decide(version: Version, st, *, t: Optional[str], candidates: tuple[str, ...
     if nic_ok is False:
         return Decision("gdr", "disabled", (nic_said,))
     if gpu_ok is False:  # the GPU's cudaDevAttrGPUDirectRDMASupported is 0: no GDR at any distance or level
-        return Decision("gdr", "disabled", (gpu_said,), facts=(("gpu_gdr_supported", False),))
+        return Decision("gdr", "disabled", (gpu_said,), facts={"gpu_gdr_supported": False})
     mlo_off = version >= MLOPART_FROM and not st.param("NCCL_NET_GDR_MLOPART", 0)
     if mlopart and mlo_off:
         return Decision("gdr", "disabled", (cause("gdr.mlopart", why=mlopart_why, setting=st.env.get(

@@ -155,7 +155,7 @@ def _after_level(version: Version, st, f: PairFacts, t: str, level_ok: Cause, de
         if bad:
             if nvlink and not ignore:
                 return Decision("p2p", "disabled", (cause("p2p.nvml_abort", hops=bad, link=f.link),),
-                                facts=(("init_fails", True),))
+                                facts={"init_fails": True})
             if version >= NVML_PCIE_DISABLES_FROM or ignore:
                 return Decision("p2p", "disabled", (cause("p2p.nvml_fallback", hops=bad),))
             return Decision("p2p", "unknown", (cause("p2p.nvml_logged", hops=bad, version=version_str(version)),),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from functools import lru_cache, partial
 
-from gdrcheck.record import replace
 from gdrcheck.rules.nccl import cpu as cpu_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl import pxn as pxn_rules
@@ -40,8 +39,8 @@ def decide_p2p(node, snap, topo, pairs, types) -> dict[tuple[str, str], Decision
         facts = p2p_rules.PairFacts(t, cands, via, pxn_rules.nvml_hops(snap, p.a, p.b, via), faster, detail, link)
         view = p2p_rules.decide(v, st, default, facts)
         if t is None and getattr(p, "nvlink_unknown", "") and view.value == "unknown":
-            view = replace(view, causes=(cause("p2p.nvlink_unseen", text=p.nvlink_unknown, candidates=tuple(cands)),),
-                           needs=(need("p2p.nvlink"),))
+            view = view.restated((cause("p2p.nvlink_unseen", text=p.nvlink_unknown, candidates=tuple(cands)),),
+                                 (need("p2p.nvlink"),))
         if node.job is not None:  # the job's CUDA_VISIBLE_DEVICES: whether the pair is the job's, as cuda:N
             from gdrcheck.rules.cuda_visible import pair_in_job
 
