@@ -6,9 +6,9 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
+    from typing import Any, Callable
 
-    from gdrcheck.rules.nccl.decision import Cause, Decision
+    Cause = Decision = Any  # gdrcheck.rules.nccl.decision's records, read here by their attributes only
 
 PXN_PATHS = "paths.cc:812-843"
 MLOPART_LINES = "paths.cc:466, 487"

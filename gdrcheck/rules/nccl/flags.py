@@ -59,6 +59,11 @@ class NicInfo:
     rate: Optional[float]  # GB/s, best port
     xml_gdr: Optional[bool] = None  # an NCCL XML's (or topology file's) <net gdr>
 
+    @property
+    def names(self) -> str:
+        """The NIC as NCCL names it: its RDMA devices, else its bus id."""
+        return "/".join(self.rdma) or self.bdf
+
 
 def _driver_gpu(snap, bdf):
     for g in snap.gpus:
@@ -260,8 +265,7 @@ def nic_flag(version: Version, st: NcclSettings, plugins: tuple[str, ...], snap,
         return False, (f"no port of {down} is ACTIVE: NCCL's IB transport lists only ACTIVE ports "
                        "(v2.30.7 net_ib/init.cc:363), so it does not use this NIC"), ()
     if nic.xml_gdr is not None:
-        names = '/'.join(nic.rdma) or nic.bdf  # the fourth: the NIC whose flag NCCL's own XML set
-        return nic.xml_gdr, f"NIC {names}: <net gdr=\"{int(nic.xml_gdr)}\"> in the input", (), names
+        return nic.xml_gdr, f"NIC {nic.names}: <net gdr=\"{int(nic.xml_gdr)}\"> in the input", (), nic.names
     pm = snap.host.get("peermem")
     files = peermem_files(version)
     pm_ok: Optional[bool] = None
