@@ -24,12 +24,21 @@ def expected_if(doc: dict[str, Any]) -> str:
     document's ``expected_status`` rests on, in one line; '' where the document assumed nothing."""
     if doc.get("status") != "unknown" or not doc.get("expected_status"):
         return ""
+    word = doc["expected_status"].upper()
+    rests_on = expected_rests_on(doc)
+    if not rests_on:
+        return f"expected {word}"
+    return f"expected {word} {'if' if word == 'PASS' else 'even if'}: {rests_on}"
+
+
+def expected_rests_on(doc: dict[str, Any]) -> str:
+    """``peer memory loaded, IOMMU off or passthrough (run gdrcheck on the node)``: the assumptions a document's
+    ``expected_status`` rests on, each named once, and what settles them; '' where it rests on none."""
+    if doc.get("status") != "unknown" or not doc.get("expected_status"):
+        return ""
     briefs: list[str] = []
     for a in doc.get("assumes") or ():
         b = a.get("brief") or a["fact"]
         if b not in briefs:
             briefs.append(b)
-    word = doc["expected_status"].upper()
-    if not briefs:
-        return f"expected {word}"
-    return f"expected {word} {'if' if word == 'PASS' else 'even if'}: {', '.join(briefs)} ({SETTLE_ALL})"
+    return f"{', '.join(briefs)} ({SETTLE_ALL})" if briefs else ""

@@ -132,10 +132,9 @@ def expected_legend(doc) -> str:
     """What ``*`` in a matrix means: the pair is undecided on this input, and what its class and mark assume."""
     if not _assumed(doc):
         return ""
-    from gdrcheck.documents.expected import expected_if
+    from gdrcheck.documents.expected import expected_rests_on
 
-    said = expected_if(doc)
-    briefs = said.split(": ", 1)[1] if ": " in said else "nothing"
+    briefs = expected_rests_on(doc) or "nothing"
     return f"* undecided on this input; the class and mark shown are expected if: {briefs}"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.record import record
+from gdrcheck.rules.nccl.decision import Decision, cause, need
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -154,18 +155,11 @@ def gpu_ids(snap, topo) -> list[GpuId]:
     return out
 
 
-def pair_in_job(job: JobGpus, a: str, b: str, view: dict[str, object]) -> None:
-    """Say in a GPU pair's P2P ``view`` whether the job's communicator holds the pair, and as which devices."""
+def pair_in_job(job: JobGpus, a: str, b: str, view: Decision) -> Decision:
+    """A GPU pair's P2P decision, saying whether the job's communicator holds the pair, and as which devices."""
     if job.gpus is None:
-        view["depends_on"] = list(view.get("depends_on", ())) + [  # type: ignore[call-overload]
-            f"which GPUs the job holds: {job.note or job.assumes or 'CUDA_VISIBLE_DEVICES=' + job.setting}"]
-        return
-    out = [g for g in (a, b) if g not in job.gpus]
-    if out:
-        view["reason"] = (f"{view.get('reason', '')}; not a pair of this job: {' and '.join(out)} "
-                          f"{'is' if len(out) == 1 else 'are'} not in CUDA_VISIBLE_DEVICES={job.setting}")
-    else:
-        view["reason"] = (f"{view.get('reason', '')}; the job's cuda:{job.gpus.index(a)} and "
-                          f"cuda:{job.gpus.index(b)}")
-    if job.assumes:
-        view["depends_on"] = list(view.get("depends_on", ())) + [job.assumes]  # type: ignore[call-overload]
+        return view.plus(need("job.gpus", text=job.note or job.assumes or "CUDA_VISIBLE_DEVICES=" + job.setting))
+    out = tuple(g for g in (a, b) if g not in job.gpus)
+    said = cause("job.not_in", gpus=out, setting=job.setting) if out else \
+        cause("job.devices", a=job.gpus.index(a), b=job.gpus.index(b))
+    return view.plus(said, *((need("job.assumes", text=job.assumes),) if job.assumes else ()))

@@ -5,6 +5,7 @@ so they sit in rules, below both."""
 from __future__ import annotations
 
 from gdrcheck.rules.engine import Evaluation
+from gdrcheck.rules.nccl.decision import Decision
 from gdrcheck.status import node_status
 
 TYPE_CHECKING = False
@@ -13,9 +14,12 @@ if TYPE_CHECKING:
 
 
 def nccl_decision(evaluation: Evaluation, pair) -> dict[str, Any]:
-    """NCCL's predicted decision for the pair (``gdr`` or ``p2p``), with the reason and what the job decides:
-    the evaluation's own view where it holds the decision (shared, not copied: read it, do not change it)."""
+    """NCCL's predicted decision for the pair (``gdr`` or ``p2p``), with the reason and what the job decides,
+    as the JSON contract holds it: the evaluation's decision record in words, or its path facts where NCCL
+    decides nothing (shared, not copied: read it, do not change it)."""
     view = evaluation.nccl_view.get((pair.a, pair.b))
+    if isinstance(view, Decision):  # the record, its words composed once (decision_words)
+        return view.as_contract()
     if view is not None and ("gdr" in view if pair.kind == "gpu-nic" else
                              "p2p" in view if pair.kind == "gpu-gpu" else True):
         return view

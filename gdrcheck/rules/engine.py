@@ -11,10 +11,12 @@ from gdrcheck.pcie.topology import Topology
 from gdrcheck.record import field, record, replace
 from gdrcheck.rules import nccl
 from gdrcheck.rules.base import Context, Finding, Options, PairInfo, folded_suffix
+from gdrcheck.rules.nccl.decision import Decision
 from gdrcheck.status import severity_for, worst_verdict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any, Optional
 
 
@@ -214,7 +216,7 @@ def nccl_node(snap: Snapshot, topo: Topology, pairs, options: Options, version: 
     return nccl_node_mod.build(snap, topo, pairs, options, v, job_why if job_version else why, found)
 
 
-def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=None) -> dict:
+def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=None) -> Mapping[str, Any]:
     """NCCL's path type for the pair, its level check, and NCCL's decision (``gdr`` / ``p2p``)."""
     key = (pair.a, pair.b)
     known = node.types.get(key) if node is not None else None
@@ -230,21 +232,25 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
         view["broadcom_flattened"] = True
     if via:
         view["nvb_via"] = via
+    decided = None
     if pair.kind == "gpu-nic":
         view["gdr_level"] = st.gdr_level
         view["within_gdr_level"] = nccl.within(t, st.gdr_level, st.version)
         decided = node.gdr_view.get(key) if node is not None else None
         if decided is not None:
-            view.update(decided)
-            if view.get("distance") and not view.get("via"):  # after NCCL's C2C rewrite (PXN is the job's)
-                view["within_gdr_level"] = nccl.within(view["distance"], view["gdr_level"], st.version)
+            view.update(decided.facts if isinstance(decided, Decision) else decided)
+            distance, via = decided.get("distance"), decided.get("via")
+            if distance and not via:  # after NCCL's C2C rewrite (PXN is the job's)
+                view["within_gdr_level"] = nccl.within(distance, view["gdr_level"], st.version)
     elif pair.kind == "gpu-gpu":
         view["p2p_level"] = st.p2p_level
         view["within_p2p_level"] = nccl.within(t, st.p2p_check_level, st.version)
         decided = node.p2p_view.get(key) if node is not None else None
         if decided is not None:
-            view.update(decided)
-    return view
+            view.update(decided.facts if isinstance(decided, Decision) else decided)
+    # the decision record, with the path facts beside it; a pair NCCL does not decide keeps the facts alone (and
+    # RCCL's decisions, still mappings, are in the view itself)
+    return decided.beside(view) if isinstance(decided, Decision) else view
 
 
 def other_versions(evaluation: Evaluation) -> list[dict[str, Any]]:

@@ -15,11 +15,12 @@ from __future__ import annotations
 from gdrcheck.record import replace
 from gdrcheck.rules.base import Finding, Rule
 from gdrcheck.rules.nccl.core import parse_version
+from gdrcheck.rules.nccl.decision import Decision, cause
 from gdrcheck.rules.nccl.job_log import hca_evidence, job_log  # noqa: F401 - hca_evidence: this module's API too
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
     from typing import Any, Optional
 
 P2P_DIFFERS = Rule(
@@ -160,30 +161,34 @@ def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
             obs = _observed_gdr(gn[key], view, job, node_env, snap, topo, p.b)
         else:
             continue
-        views[key] = view = _with_log_line(dict(view, observed=obs), job, topo, p, local_hca)
-        from_log = settled_p2p.get(f"{p.a} {p.b}")
-        if from_log and isinstance(view.get("reason"), str):
-            view["reason"] = view["reason"].replace("NVML P2P read/write OK", "NVML P2P read/write OK from the "
-                                                    "job's NCCL log (NCCL used P2P between them)")
+        views[key] = _with_log_line(view, obs, job, topo, p, local_hca, bool(settled_p2p.get(f"{p.a} {p.b}")))
         _count(summary, obs)
     return summary
 
 
-def _with_log_line(view: dict, job, topo, p, local_hca) -> dict:
-    """A NIC flag read from NCCL's XML in the input, said instead from NCCL's own line in the job's log."""
+def _with_log_line(view: Mapping[str, Any], obs: dict, job, topo, p, local_hca, p2p_settled: bool) \
+        -> Mapping[str, Any]:
+    """The pair's decision with what the job's log observed; a flag read from NCCL's XML in the input said instead
+    from NCCL's own line in the job's log (or a connection through the NIC with /GDRDMA); the NVML P2P status the
+    log settled said to come from the log."""
     from gdrcheck.rules import nccl_log_lines as log_lines  # read only where a job's log is
 
-    if isinstance(view.get("reason"), str) and '> in the input' in view["reason"] and p.kind == "gpu-nic":
+    if not isinstance(view, Decision):
+        return dict(view, observed=obs)
+    view = view.with_facts(observed=obs)
+    if view.from_input() and p.kind == "gpu-nic":
         line = next((h.line for h in local_hca if log_lines.nic_of(job, topo, h.host, h.net, h.index) == p.b),
                     None)
-        head = view["reason"].split(": <net gdr=")[0]
         if line:
-            view["reason"] = head + ": NCCL's own line in the job's log (" + line.split("NCCL INFO ", 1)[-1] + ")"
+            view = view.plus(cause("log.line", line=line.split("NCCL INFO ", 1)[-1], how="own"))
         else:  # no HCA line: a connection through the NIC with /GDRDMA (rules.nccl.job_log.gdrdma_lines)
             used = _gdrdma_line(job, topo, p.b)
             if used:
-                view["reason"] = (head + ": NCCL used GPUDirect RDMA through it in the job's log ("
-                                  + used.split("NCCL INFO ", 1)[-1] + ")")
+                view = view.plus(cause("log.line", line=used.split("NCCL INFO ", 1)[-1], how="gdrdma"))
+    if p2p_settled and view.has("p2p.nvml_ok"):
+        view = view.restated(tuple(cause("p2p.nvml_ok", from_log=True) if c.code == "p2p.nvml_ok" else c
+                                   for c in view.causes), view.needs)
+    return view
     return view
 
 

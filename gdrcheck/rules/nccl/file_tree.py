@@ -7,6 +7,7 @@ Pure: each function takes the snapshot, settings and topology it reads.
 from __future__ import annotations
 
 from gdrcheck.rules.nccl.core import NEWEST, nccl_type, within
+from gdrcheck.rules.nccl.decision import cause
 from gdrcheck.rules.nccl.paths import bcm_virtual_links
 
 TYPE_CHECKING = False
@@ -71,24 +72,23 @@ def topo_file_classes(parsed: TopoFile, topo, pairs, applied: dict[str, str], ve
 
 
 def say_file_tree(node, path: str, types, file_cls, pairs) -> None:
-    """The pairs whose path type the topology file's tree gave: the type, which tree, and the level check."""
+    """The pairs whose path type the topology file's tree gave: the type, which tree, and the level check, in a
+    new decision for each."""
     for p in pairs:
         key = (p.a, p.b)
         if key not in file_cls:
             continue
-        view = node.gdr_view.get(key) if p.kind == "gpu-nic" else node.p2p_view.get(key)
+        views = node.gdr_view if p.kind == "gpu-nic" else node.p2p_view
+        view = views.get(key)
         if view is None:
             continue
         t = types[key][0]
         if t in (None, "NVL", "NVB"):
             continue  # NVLink decides, not the PCI tree
-        view["path_type"] = t
-        view["path_tree"] = f"NCCL_TOPO_FILE {path}"
+        facts: dict[str, object] = {"path_type": t, "path_tree": f"NCCL_TOPO_FILE {path}"}
         if p.kind == "gpu-gpu":
-            view["within_p2p_level"] = within(t, node.st.p2p_check_level, node.version)
+            facts["within_p2p_level"] = within(t, node.st.p2p_check_level, node.version)
         elif not view.get("distance"):
-            view["within_gdr_level"] = within(t, node.st.gdr_level, node.version)
-        if isinstance(view.get("reason"), str):
-            view["reason"] += (f" (path type {t} in NCCL's tree: the topology file {path}, which NCCL loads "
-                               "first, with what it lacks hung from the node's sysfs tree; the node's tree alone "
-                               f"says {nccl_type(p.pcie_path, None) or 'no single type'})")
+            facts["within_gdr_level"] = within(t, node.st.gdr_level, node.version)
+        said = cause("file_tree", path_type=t, path=path, node_says=nccl_type(p.pcie_path, None))
+        views[key] = view.with_facts(**facts).plus(said)

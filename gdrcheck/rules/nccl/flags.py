@@ -47,6 +47,7 @@ class GpuInfo:
     mlopart_source: str = ""
     dmabuf: Optional[bool] = None  # the driver's CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, where gdrcheck read it
     cuda_driver: Optional[int] = None  # cuDriverGetVersion, where gdrcheck read it (11070 = 11.7)
+    gdr_from_input: bool = False  # the GPU flag is NCCL's own <gpu gdr> in the input (a job's log can say it)
 
 
 @record(frozen=True)
@@ -57,6 +58,11 @@ class NicInfo:
     rdma_driver: Optional[str]
     rate: Optional[float]  # GB/s, best port
     xml_gdr: Optional[bool] = None  # an NCCL XML's (or topology file's) <net gdr>
+
+    @property
+    def names(self) -> str:
+        """The NIC as NCCL names it: its RDMA devices, else its bus id."""
+        return "/".join(self.rdma) or self.bdf
 
 
 def _driver_gpu(snap, bdf):
@@ -121,13 +127,14 @@ def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, st
             if re.search(pat, name):
                 sm, sm_src = value, f"from the model name {name!r}"
                 break
-    gdr, gdr_src = None, ""
+    gdr, gdr_src, from_xml = None, "", False
     if bdf in topo_gpu:
         gdr = topo_gpu[bdf] not in ("0", "")
         gdr_src = f"<gpu gdr=\"{topo_gpu[bdf]}\"> in the topology file (kept by NCCL: topo.cc, xmlInitAttrInt)"
     elif xml_gpu and xml_gpu.get("gdr") in ("0", "1"):
         gdr = xml_gpu["gdr"] == "1"
         gdr_src = f"NCCL's own <gpu gdr=\"{xml_gpu['gdr']}\"> in the input"
+        from_xml = True
     else:
         gdr, gdr_src = _gdr_flag(name, cuda, cuda_driver)
     c2c: Optional[bool] = None
@@ -149,7 +156,8 @@ def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, st
             dmabuf = cuda["dmabuf"] == 1
     # the CUDA driver's version speaks where the attribute does, or where it rules DMA-BUF out (before 11.7)
     speaks = cuda_driver is not None and (dmabuf is not None or cuda_driver < 11070)
-    return GpuInfo(bdf, name, sm, sm_src, gdr, gdr_src, c2c, mlo, mlo_src, dmabuf, cuda_driver if speaks else None)
+    return GpuInfo(bdf, name, sm, sm_src, gdr, gdr_src, c2c, mlo, mlo_src, dmabuf, cuda_driver if speaks else None,
+                   gdr_from_input=from_xml)
 
 
 def _gdr_flag(name: Optional[str], cuda: Optional[dict], cuda_driver: Optional[int]) -> tuple[Optional[bool], str]:
@@ -257,7 +265,7 @@ def nic_flag(version: Version, st: NcclSettings, plugins: tuple[str, ...], snap,
             names = ", ".join(nic.rdma) or nic.bdf
             return False, f"NCCL_IB_HCA={hca} leaves {names} out: NCCL does not use this NIC", ()
     if nic.xml_gdr is not None:
-        return nic.xml_gdr, f"NIC {'/'.join(nic.rdma) or nic.bdf}: <net gdr=\"{int(nic.xml_gdr)}\"> in the input", ()
+        return nic.xml_gdr, f"NIC {nic.names}: <net gdr=\"{int(nic.xml_gdr)}\"> in the input", (), nic.names
     pm = snap.host.get("peermem")
     files = peermem_files(version)
     pm_ok: Optional[bool] = None

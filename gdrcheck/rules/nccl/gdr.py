@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.rules.nccl.core import version_str, within
+from gdrcheck.rules.nccl.decision import Decision, cause, need
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -93,74 +94,61 @@ def read_side(version: Version, st, sm: Optional[int], nvlink_peer: Optional[boo
 
 def decide(version: Version, st, *, t: Optional[str], candidates: tuple[str, ...], nic_flag, gpu_flag,
            gpu_c2c: Optional[bool], pxn: Optional[tuple[str, str]], mlopart: Optional[bool] = False,
-           mlopart_why: str = "") -> dict[str, object]:
-    """``{"gdr", "reason", "depends_on"?, "via"?, "mode"?}`` for the receive side (``read=0``), which decides
-    the path NCCL takes and whether ``/GDRDMA`` appears in its connection lines."""
-    nic_ok, nic_why, nic_dep = nic_flag
-    gpu_ok, gpu_why = gpu_flag
+           mlopart_why: str = "") -> Decision:
+    """The receive side's decision (``read=0``), which decides the path NCCL takes and whether ``/GDRDMA``
+    appears in its connection lines. ``nic_flag``: (ok, why, needs[, the NIC's name where NCCL's own XML in the
+    input set it]); ``gpu_flag``: (ok, why[, read from NCCL's own XML in the input])."""
+    nic_ok, nic_why, nic_dep = nic_flag[:3]
+    gpu_ok, gpu_why = gpu_flag[:2]
+    nic_said = cause("nic_flag", text=nic_why, nic=nic_flag[3] if len(nic_flag) > 3 else None,
+                     from_input=len(nic_flag) > 3 and nic_flag[3] is not None)
+    gpu_said = cause("gpu_flag", text=gpu_why, from_input=len(gpu_flag) > 2 and bool(gpu_flag[2]))
     if nic_ok is False:
-        return {"gdr": "disabled", "reason": nic_why}
+        return Decision("gdr", "disabled", (nic_said,))
     if gpu_ok is False:  # the GPU's cudaDevAttrGPUDirectRDMASupported is 0: no GDR at any distance or level
-        return {"gdr": "disabled", "reason": gpu_why, "gpu_gdr_supported": False}
+        return Decision("gdr", "disabled", (gpu_said,), facts={"gpu_gdr_supported": False})
     mlo_off = version >= MLOPART_FROM and not st.param("NCCL_NET_GDR_MLOPART", 0)
     if mlopart and mlo_off:
-        return {"gdr": "disabled", "reason": f"an MLOPart partition ({mlopart_why}) and NCCL_NET_GDR_MLOPART="
-                                             f"{st.env.get('NCCL_NET_GDR_MLOPART') or '0 (default)'}: NCCL "
-                                             f"{version_str(version)} gives such GPUs no GDR (paths.cc:466, 487)"}
+        return Decision("gdr", "disabled", (cause("gdr.mlopart", why=mlopart_why, setting=st.env.get(
+            "NCCL_NET_GDR_MLOPART") or "0 (default)", version=version_str(version)),))
     level, level_src = st.gdr_level, st.gdr_level_source
-    depends: list[str] = list(nic_dep or ())
+    depends = tuple(need("said", text=x) for x in nic_dep or ())
     via = None
     d, how = distance(version, st, t, gpu_c2c)
     if d is None:
         return _unplaced(version, st, candidates, gpu_c2c, pxn)
+    route = cause("gdr.c2c", text=how) if how else None
     if pxn is not None:  # the relay NCCL takes (gdr_pairs._pxn: a path beyond PXB, or a wider relay)
         peer, peer_type = pxn
         d, via = peer_type, peer
-        how = f"PXN: NCCL reaches the NIC through GPU {peer} over NVLink (that GPU's path: {peer_type})"
-        depends.append(f"GPU {peer} is a rank of the same communicator (NCCL_PXN_DISABLE unset)")
+        route = cause("gdr.pxn", peer=peer, peer_type=peer_type)
+        depends += (need("gdr.pxn_rank", peer=peer),)
     if not within(d, level, version):
-        return {"gdr": "disabled", "distance": d,
-                "reason": f"path {d} is beyond NCCL_NET_GDR_LEVEL={level} ({level_src}); NCCL stages transfers "
-                          "through host memory"}
+        return Decision("gdr", "disabled", (cause("gdr.beyond", distance=d, level=level, source=level_src),),
+                        distance=d)
     if nic_ok is None or gpu_ok is None:
-        missing = [w for ok, w in ((nic_ok, nic_why), (gpu_ok, gpu_why)) if ok is None]
-        out = {"gdr": "unknown", "distance": d,
-               "reason": f"path {d} within NCCL_NET_GDR_LEVEL={level}" + (f" ({how})" if how else "") + ", but "
-                         + "; ".join(missing),
-               "depends_on": depends + [m for m in missing if m not in depends]}
-        if via:
-            out["via"] = via
-        return out
+        missing = tuple(w for ok, w in ((nic_ok, nic_why), (gpu_ok, gpu_why)) if ok is None)
+        open_flags = cause("gdr.open_flags", distance=d, level=level, route=route, missing=missing)
+        needs = depends + tuple(n for n in (need("said", text=m) for m in missing) if n not in depends)
+        return Decision("gdr", "unknown", (open_flags,), needs, distance=d, via=via)
     if mlopart is None and mlo_off:
-        depends.append(f"the job does not run the GPU as an MLOPart partition ({mlopart_why}; a CUDA device "
-                       "name with 'MLOPart', NCCL's <gpu mlopart> in NCCL_TOPO_DUMP_FILE): NCCL "
-                       f"{version_str(version)} gives a partition no GDR unless NCCL_NET_GDR_MLOPART=1 "
-                       "(paths.cc:466, 487)")
-    mode = "PCI" if gpu_c2c and d not in ("P2C", "C2C") else "Default"
-    out: dict[str, object] = {"gdr": "enabled", "distance": d,
-                              "reason": f"{nic_why}; {gpu_why}; path {d} within NCCL_NET_GDR_LEVEL={level} "
-                                        f"({level_src})" + (f"; {how}" if how else "")}
-    if mode == "PCI":
-        out["mode"] = "PCI"
-    if via:
-        out["via"] = via
-    if depends:
-        out["depends_on"] = depends
-    return out
+        depends += (need("gdr.mlopart", why=mlopart_why, version=version_str(version)),)
+    mode = "PCI" if gpu_c2c and d not in ("P2C", "C2C") else None
+    causes = (nic_said, gpu_said, cause("gdr.within", distance=d, level=level, source=level_src))
+    return Decision("gdr", "enabled", causes + ((route,) if route else ()), depends, distance=d, via=via, mode=mode)
 
 
 def _unplaced(version: Version, st, candidates: tuple[str, ...], gpu_c2c: Optional[bool],
-              pxn: Optional[tuple[str, str]]) -> dict[str, object]:
+              pxn: Optional[tuple[str, str]]) -> Decision:
     """The decision where the input does not show where the GPU and the NIC meet: off when every candidate
     path is beyond the level, else unknown."""
     level, level_src = st.gdr_level, st.gdr_level_source
     outs = {within(distance(version, st, c, gpu_c2c)[0], level, version) for c in candidates}
     if candidates and outs == {False} and pxn is None:
-        return {"gdr": "disabled", "reason": f"every possible path ({', '.join(candidates)}) is beyond "
-                                             f"NCCL_NET_GDR_LEVEL={level} ({level_src})"}
-    return {"gdr": "unknown", "reason": "the input does not show where the GPU and the NIC meet"
-            + (f" ({' or '.join(candidates)})" if candidates else ""),
-            "depends_on": ["the GPU-NIC path class"]}
+        return Decision("gdr", "disabled", (cause("gdr.every_path_beyond", candidates=tuple(candidates),
+                                                  level=level, source=level_src),))
+    return Decision("gdr", "unknown", (cause("gdr.unplaced", candidates=tuple(candidates)),),
+                    (need("gdr.path_class"),))
 
 
 def dmabuf_flag(version: Version, st, dmabuf: Optional[dict], driver_version: Optional[str],

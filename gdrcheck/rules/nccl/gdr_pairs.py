@@ -15,6 +15,7 @@ from functools import lru_cache, partial
 from gdrcheck.rules.nccl import gdr as gdr_rules
 from gdrcheck.rules.nccl import pxn as pxn_rules
 from gdrcheck.rules.nccl.core import rank_in, within
+from gdrcheck.rules.nccl.decision import Decision, cause, need
 from gdrcheck.rules.nccl.flags import nic_dmabuf, nic_flag
 
 TYPE_CHECKING = False
@@ -45,7 +46,7 @@ class Asked:
         self.nvlink_peer = lru_cache(maxsize=None)(relays.nvlink_peer)
 
 
-def decide_gdr(node, snap, topo, pairs, types) -> dict[tuple[str, str], dict[str, object]]:
+def decide_gdr(node, snap, topo, pairs, types) -> dict[tuple[str, str], Decision]:
     """Each GPU-NIC pair's view, by pair, for the GPUs and NICs NCCL decides."""
     mine = [p for p in pairs if p.kind == "gpu-nic" and p.b in node.nics]
     rl = pxn_rules.Relays(node, snap, topo, pairs, types)
@@ -90,7 +91,7 @@ def relays(node, rl: pxn_rules.Relays, ask: Asked, flags, types, nics) -> dict[s
 
 
 def pair_view(node, snap, rl: pxn_rules.Relays, ask: Asked, p, pair_type, flag, relay: Optional[tuple[str, str]]) \
-        -> dict[str, object]:
+        -> Decision:
     """One GPU-NIC pair: NCCL's decision, then what an unseen NVLink to the NIC's relay or a Data Direct function
     leaves open, then the send side where GDR is on."""
     st, v = node.st, node.version
@@ -99,19 +100,15 @@ def pair_view(node, snap, rl: pxn_rules.Relays, ask: Asked, p, pair_type, flag, 
     c2c = g.c2c and rl.p2c_local(p.a, p.b)  # from 2.29.2 P2C only for the GPU's local NICs
     d_own = ask.distance(t, c2c)[0]
     pxn, maybe_pxn = _pxn(node, rl, p, d_own, relay)
-    view = dict(ask.decide(t=t, candidates=cands, nic_flag=flag, gpu_flag=(g.gdr, g.gdr_source), gpu_c2c=c2c,
-                           pxn=pxn, mlopart=g.mlopart, mlopart_why=g.mlopart_source))  # the pair's own copy
-    if maybe_pxn and pxn is None and view["gdr"] == "disabled" and d_own is not None \
+    view = ask.decide(t=t, candidates=cands, nic_flag=flag, gpu_flag=(g.gdr, g.gdr_source, g.gdr_from_input),
+                      gpu_c2c=c2c, pxn=pxn, mlopart=g.mlopart, mlopart_why=g.mlopart_source)
+    if maybe_pxn and pxn is None and view.value == "disabled" and d_own is not None \
             and not within(d_own, st.gdr_level, v):
-        view["gdr"] = "unknown"
-        view["reason"] = (f"{view.get('reason', '')}; but if NCCL keeps an NVLink path between this GPU and "
-                          f"{maybe_pxn}, the NIC's local GPU (the input cannot show it), NCCL reaches the NIC "
-                          "through that GPU (PXN, paths.cc:812-843)")
-        view["depends_on"] = list(view.get("depends_on", ())) + [
-            f"whether NVLink joins {p.a} and {maybe_pxn} and NCCL keeps P2P on it (nvidia-smi topo -m, NVML)"]
-    _unless_data_direct(node, snap, p, g, flag, view)
-    if view["gdr"] == "enabled":
-        view.update(ask.read_side(g.sm, ask.nvlink_peer(p.a), len(node.gpus) == 1))
+        view = view.plus(cause("gdr.pxn_unseen", relay=maybe_pxn), need("gdr.pxn_nvlink", gpu=p.a, relay=maybe_pxn),
+                         value="unknown")
+    view = _unless_data_direct(node, snap, p, g, flag, view)
+    if view.value == "enabled":
+        view = view.with_facts(**ask.read_side(g.sm, ask.nvlink_peer(p.a), len(node.gpus) == 1))
     return view
 
 
@@ -139,10 +136,10 @@ def _relay_wider(rl: pxn_rules.Relays, q: str, g: str, n: str) -> bool:
     return mine is not None and theirs is not None and theirs > mine
 
 
-def _unless_data_direct(node, snap, p, g, flag, view: dict[str, object]) -> None:
+def _unless_data_direct(node, snap, p, g, flag, view: Decision) -> Decision:
     """A Data Direct DMA function NCCL may judge the NIC on leaves the decision open (:mod:`data_direct`)."""
     if not node.data_direct:
-        return
+        return view
     from gdrcheck.rules.nccl.data_direct import data_direct  # a node with a Data Direct function only
 
     st, v = node.st, node.version
@@ -150,13 +147,7 @@ def _unless_data_direct(node, snap, p, g, flag, view: dict[str, object]) -> None
     dd = data_direct(v, st, node.data_direct, snap, nic)
     mlo_block = g.mlopart and v >= gdr_rules.MLOPART_FROM and not st.param("NCCL_NET_GDR_MLOPART", 0)
     if not dd or flag[0] is False or g.gdr is False or mlo_block:
-        return
-    if view["gdr"] != "unknown":
-        view["reason"] = f"{view.get('reason', '')}; but {dd}"
-    view["gdr"] = "unknown"
-    depends: list[str] = list(view.get("depends_on", ()))
-    view["depends_on"] = depends + [
-        f"whether NCCL uses a Data Direct DMA function for {'/'.join(nic.rdma) or p.b} and where "
-        f"it sits (NCCL_DEBUG=INFO prints 'NET/IB: Data Direct DMA Interface is detected for device "
-        f"{(nic.rdma or ('<dev>',))[0]}'; then NCCL_TOPO_DUMP_FILE shows the _dma device's "
-        "PCI path; NCCL_IB_DATA_DIRECT=0 turns it off)"]
+        return view
+    said = () if view.value == "unknown" else (cause("data_direct", text=dd),)
+    return view.plus(*said, need("data_direct", names='/'.join(nic.rdma) or p.b,
+                                 device=(nic.rdma or ('<dev>',))[0]), value="unknown")

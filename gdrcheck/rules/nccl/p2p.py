@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from gdrcheck.record import record
 from gdrcheck.rules.nccl.core import version_str, within
+from gdrcheck.rules.nccl.decision import Cause, Decision, Need, cause, need, shared_cause
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -102,23 +103,22 @@ class PairFacts:
     link: str = "NVLink"  # the GPU link's name in the reasons ("xGMI" on an AMD GPU pair)
 
 
-def decide(version: Version, st, default: DefaultLevel, f: PairFacts) -> dict[str, object]:
-    """``{"p2p", "reason", "depends_on"?, "init_fails"?}`` for one pair."""
+def decide(version: Version, st, default: DefaultLevel, f: PairFacts) -> Decision:
+    """One pair's decision (``init_fails`` among its facts where NCCL aborts at init)."""
     t = f.path_type
     if t is None:
-        if f.path_candidates:
-            outcomes = {_level_ok(version, st, default, c) for c in f.path_candidates}
+        cands = tuple(f.path_candidates)
+        if cands:
+            outcomes = {_level_ok(version, st, default, c) for c in cands}
             if outcomes == {False}:
-                return {"p2p": "disabled", "reason": f"every possible path ({', '.join(f.path_candidates)}) is "
-                                                     f"beyond NCCL_P2P_LEVEL={st.p2p_level} ({st.p2p_level_source})"}
-        return {"p2p": "unknown", "reason": "the input does not show where the two GPUs meet"
-                + (f" ({' or '.join(f.path_candidates)})" if f.path_candidates else "")}
-    depends: list[str] = []
+                return Decision("p2p", "disabled", (cause("p2p.every_path_beyond", candidates=cands,
+                                                          level=st.p2p_level, source=st.p2p_level_source),))
+        return Decision("p2p", "unknown", (cause("p2p.unplaced", candidates=cands),))
+    depends: tuple[Need, ...] = ()
     if t == "NVB":
         if st.param("NCCL_P2P_USE_CUDA_MEMCPY", 0):
-            return {"p2p": "disabled", "reason": "NVB path (through GPU " + str(f.via) + ") and "
-                    "NCCL_P2P_USE_CUDA_MEMCPY set: the P2P transport refuses indirect paths (p2p.cc)"}
-        depends.append(f"GPU {f.via} (the NVLink hop between them) is a rank of the same communicator")
+            return Decision("p2p", "disabled", (cause("p2p.nvb_memcpy", via=f.via),))
+        depends += (need("p2p.nvb_rank", via=f.via),)
     level, level_src = st.user_p2p_level, st.p2p_level_source
     if level is None:
         if default.level is not None:
@@ -127,76 +127,63 @@ def decide(version: Version, st, default: DefaultLevel, f: PairFacts) -> dict[st
             outcomes = {lv: within(t, lv, version) for lv, _ in default.alternatives}
             if len(set(outcomes.values())) == 1:
                 if not outcomes[default.alternatives[0][0]]:
-                    return {"p2p": "disabled", "reason": f"path {t} is beyond every default level "
-                                                         f"({default.reason}); NCCL uses shared host memory"}
-                level = default.alternatives[0][0]
-                reason = f"path {t} within NCCL_P2P_LEVEL={'/'.join(lv for lv, _ in default.alternatives)} " \
-                         f"({default.reason})"
-                return _after_level(version, st, f, t, reason, depends)
-            else:
-                ok = [cond for lv, cond in default.alternatives if outcomes[lv]]
-                no = [cond for lv, cond in default.alternatives if not outcomes[lv]]
-                out = {"p2p": "unknown", "reason": f"path {t}: {default.reason}",
-                       "depends_on": [f"P2P with: {c}" for c in ok] + [f"host memory with: {c}" for c in no],
-                       # the fork, typed: each answer with the fact of the hardware or the job it rests on
-                       "alternatives": [{"p2p": "enabled", "if": c} for c in ok]
-                       + [{"p2p": "disabled", "if": c} for c in no]}
-                return out
+                    return Decision("p2p", "disabled", (cause("p2p.beyond_defaults", path=t, why=default.reason),))
+                levels = "/".join(lv for lv, _ in default.alternatives)
+                return _after_level(version, st, f, t, cause("p2p.within", path=t, level=levels,
+                                                             source=default.reason), depends)
+            needs = tuple(need("p2p.with" if outcomes[lv] else "p2p.host_with", condition=cond)
+                          for lv, cond in default.alternatives)
+            ordered = tuple(n for n in needs if n.code == "p2p.with") + tuple(n for n in needs if n.code != "p2p.with")
+            ok = [cond for lv, cond in default.alternatives if outcomes[lv]]
+            no = [cond for lv, cond in default.alternatives if not outcomes[lv]]
+            # the fork, typed: each answer with the fact of the hardware or the job it rests on
+            alternatives = [{"p2p": "enabled", "if": c} for c in ok] + [{"p2p": "disabled", "if": c} for c in no]
+            return Decision("p2p", "unknown", (cause("p2p.default_open", path=t, why=default.reason),), ordered,
+                            facts={"alternatives": alternatives})
     if not within(t, level, version):
-        return {"p2p": "disabled", "reason": f"path {t} is beyond NCCL_P2P_LEVEL={level} ({level_src}); "
-                                            "NCCL uses shared host memory"}
-    return _after_level(version, st, f, t, f"path {t} within NCCL_P2P_LEVEL={level} ({level_src})", depends)
+        return Decision("p2p", "disabled", (cause("p2p.beyond", path=t, level=level, source=level_src),))
+    return _after_level(version, st, f, t, shared_cause("p2p.within", path=t, level=level, source=level_src),
+                        depends)
 
 
-def _after_level(version: Version, st, f: PairFacts, t: str, reason: str, depends: list[str]) -> dict[str, object]:
+def _after_level(version: Version, st, f: PairFacts, t: str, level_ok: Cause, depends: tuple[Need, ...]) \
+        -> Decision:
     """NVML status, then the transport's network check, once the level check passed."""
     # NVML P2P status, only now that the level check passed
     ignore = st.ignore_disabled_p2p
     nvlink = t in ("NVL", "NVB")
+    said: tuple[Cause, ...] = (level_ok,)
     if version >= NVML_CHECK_FROM and ignore != 2:
-        bad = [(hop, r, w) for hop, r, w in f.nvml if (r is not None and r != "OK") or (w is not None and w != "OK")]
-        missing = [hop for hop, r, w in f.nvml if r is None or w is None]
+        bad = tuple((hop, r, w) for hop, r, w in f.nvml if (r is not None and r != "OK")
+                    or (w is not None and w != "OK"))
+        missing = tuple(hop for hop, r, w in f.nvml if r is None or w is None)
         if bad:
-            what = "; ".join(f"{hop}: read {r or '?'}, write {w or '?'}" for hop, r, w in bad)
             if nvlink and not ignore:
-                return {"p2p": "disabled", "init_fails": True,
-                        "reason": f"NVML P2P status {what} on an {f.link} path: NCCL aborts at init ('P2P is "
-                                  "disabled between NVLINK connected GPUs'); NCCL_IGNORE_DISABLED_P2P=1 makes it "
-                                  "use host memory instead"}
+                return Decision("p2p", "disabled", (cause("p2p.nvml_abort", hops=bad, link=f.link),),
+                                facts={"init_fails": True})
             if version >= NVML_PCIE_DISABLES_FROM or ignore:
-                return {"p2p": "disabled", "reason": f"NVML P2P status {what}: NCCL does not use P2P and falls "
-                                                     "back to shared host memory"}
-            return {"p2p": "unknown", "reason": f"NVML P2P status {what}: NCCL {version_str(version)} "
-                                                "only logs it on a PCIe path; the P2P transport's "
-                                                "cudaDeviceCanAccessPeer decides, which the input does not show",
-                    "depends_on": ["cudaDeviceCanAccessPeer between the two GPUs"]}
+                return Decision("p2p", "disabled", (cause("p2p.nvml_fallback", hops=bad),))
+            return Decision("p2p", "unknown", (cause("p2p.nvml_logged", hops=bad, version=version_str(version)),),
+                            (need("p2p.can_access"),))
         if missing:
-            return {"p2p": "unknown", "reason": f"{reason}; NVML P2P status (read and write) not known for "
-                                                f"{', '.join(missing)}",
-                    "depends_on": ["NVML P2P read/write status (nvidia-smi topo -p2p r / -p2p w)"]}
-        reason += "; NVML P2P read/write OK"
+            return Decision("p2p", "unknown", said + (cause("p2p.nvml_unknown", hops=missing),),
+                            (need("p2p.nvml_status"),))
+        said += (shared_cause("p2p.nvml_ok"),)
     elif version < NVML_CHECK_FROM:
-        bad = [hop for hop, r, w in f.nvml if (r and r != "OK") or (w and w != "OK")]
-        if bad or any(r is None or w is None for _, r, w in f.nvml):
-            return {"p2p": "unknown", "reason": f"{reason}; NCCL {version_str(version)} has no NVML check: "
-                                                "cudaDeviceCanAccessPeer decides, which the input does not show",
-                    "depends_on": ["cudaDeviceCanAccessPeer between the two GPUs"]}
+        bad_hops = [hop for hop, r, w in f.nvml if (r and r != "OK") or (w and w != "OK")]
+        if bad_hops or any(r is None or w is None for _, r, w in f.nvml):
+            return Decision("p2p", "unknown", said + (cause("p2p.no_nvml_check", version=version_str(version)),),
+                            (need("p2p.can_access"),))
     else:
-        reason += "; NVML check skipped (NCCL_IGNORE_DISABLED_P2P=2)"
+        said += (cause("p2p.nvml_skipped"),)
     # an NVB path returns before ncclTopoCheckNet (p2p.cc:138-141@v2.30.7, p2p.cc:116-119@v2.18.6)
     if version >= CHECK_NET_FROM and st.param("NCCL_NET_DISABLE_INTRA", 0) != 1 and t != "NVB":
         if f.net_faster:
-            return {"p2p": "disabled", "reason": f"{reason}, but the network is faster ({f.net_detail}): "
-                                                "ncclTopoCheckNet makes NCCL use the NIC, not P2P "
-                                                "(NCCL_NET_DISABLE_INTRA=1 keeps P2P)"}
+            return Decision("p2p", "disabled", said + (cause("p2p.net_faster", detail=f.net_detail),))
         if f.net_faster is None:
-            depends.append(f"ncclTopoCheckNet: {f.net_detail}")
-    out = {"p2p": "enabled", "reason": (f.link if t == "NVL" else
-                                        f"{f.link} through GPU {f.via} (NVB)" if t == "NVB" else "PCIe")
-           + f": {reason}"}
-    if depends:
-        out["depends_on"] = depends
-    return out
+            depends += (need("p2p.check_net", detail=f.net_detail),)
+    transport = shared_cause("p2p.transport", path=t, link=f.link, via=f.via)
+    return Decision("p2p", "enabled", said + (transport,), depends)
 
 
 def _level_ok(version, st, default: DefaultLevel, t: str) -> Optional[bool]:

@@ -15,6 +15,7 @@ from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl import pxn as pxn_rules
 from gdrcheck.rules.nccl.core import nccl_type, rank_in
 from gdrcheck.rules.nccl.cpu import cpu_kind
+from gdrcheck.rules.nccl.decision import Decision, cause, need
 from gdrcheck.rules.nccl.paths import flattened
 from gdrcheck.rules.nccl.speed import nvlink_bw, pcie_bw
 
@@ -23,12 +24,12 @@ if TYPE_CHECKING:
     from typing import Callable, Optional
 
 
-def decide_p2p(node, snap, topo, pairs, types) -> dict[tuple[str, str], dict[str, object]]:
+def decide_p2p(node, snap, topo, pairs, types) -> dict[tuple[str, str], Decision]:
     """Each GPU pair's view, by pair."""
     st, v = node.st, node.version
     default = p2p_rules.default_p2p_level(v, cpu_kind(node.cpu), len(node.gpus), node.job_gpus)
     best = lru_cache(maxsize=None)(partial(best_net, node, topo))
-    out: dict[tuple[str, str], dict[str, object]] = {}
+    out: dict[tuple[str, str], Decision] = {}
     for p in pairs:
         if p.kind != "gpu-gpu":
             continue
@@ -37,13 +38,13 @@ def decide_p2p(node, snap, topo, pairs, types) -> dict[tuple[str, str], dict[str
         link = "xGMI" if (p.path or "").startswith("XGMI") else "NVLink"
         facts = p2p_rules.PairFacts(t, cands, via, pxn_rules.nvml_hops(snap, p.a, p.b, via), faster, detail, link)
         view = p2p_rules.decide(v, st, default, facts)
-        if t is None and getattr(p, "nvlink_unknown", "") and view["p2p"] == "unknown":
-            view["reason"] = f"{p.nvlink_unknown}; NCCL decides P2P over NVLink or over PCIe ({', '.join(cands)})"
-            view["depends_on"] = ["whether NVLink joins the two GPUs (nvidia-smi nvlink -s, NVML)"]
+        if t is None and getattr(p, "nvlink_unknown", "") and view.value == "unknown":
+            view = view.restated((cause("p2p.nvlink_unseen", text=p.nvlink_unknown, candidates=tuple(cands)),),
+                                 (need("p2p.nvlink"),))
         if node.job is not None:  # the job's CUDA_VISIBLE_DEVICES: whether the pair is the job's, as cuda:N
             from gdrcheck.rules.cuda_visible import pair_in_job
 
-            pair_in_job(node.job, p.a, p.b, view)
+            view = pair_in_job(node.job, p.a, p.b, view)
         out[(p.a, p.b)] = view
     return out
 
