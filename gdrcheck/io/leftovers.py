@@ -16,6 +16,10 @@ import time
 
 from gdrcheck.patterns import lazy_pattern
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 QUIET_SECONDS = 60.0
 _OUTPUT = lazy_pattern(r"^\..*\.gdrcheck-(\d{1,10})-[0-9a-f]{8}\.tmp$")
 _UNPACKED = lazy_pattern(r"^gdrcheck-(\d{1,10})-[0-9a-z_]{8}$")
@@ -62,10 +66,9 @@ def sweep_outputs(dfd: int) -> None:
             continue
 
 
-def sweep_unpacked(top: str) -> None:
-    """Remove the directories a killed run unpacked a snapshot into under ``top`` (``$TMPDIR``)."""
-    from gdrcheck.io.tempdirs import remove_tree
-
+def sweep_unpacked(top: str, remove_tree: Callable[[str], None]) -> None:
+    """Remove, with ``remove_tree`` (:func:`gdrcheck.io.tempdirs.remove_tree`, which calls this), the directories a
+    killed run unpacked a snapshot into under ``top`` (``$TMPDIR``)."""
     try:
         names = os.listdir(top)
     except OSError:

@@ -36,7 +36,7 @@ def make(prefix: str = "gdrcheck-") -> str:
 
     top = tempfile.gettempdir()
     if prefix == "gdrcheck-":
-        sweep_unpacked(top)
+        sweep_unpacked(top, remove_tree)
         prefix = tag()
     d = tempfile.mkdtemp(prefix=prefix, dir=top)
     _DIRS.add(d)
