@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gdrcheck.documents.topology import collectors_doc, header_doc
+from gdrcheck.model import address_known
 from gdrcheck.rules.bar1 import GpuBar1, driver_answered, gpu_views
 
 TYPE_CHECKING = False
@@ -38,8 +39,6 @@ def gpu_doc(v: GpuBar1, driver_view: bool = True) -> dict[str, Any]:
     from_driver = d is not None and d.bar1_total_bytes is not None
     total = d.bar1_total_bytes if from_driver else v.total
     used = d.bar1_used_bytes if from_driver else None
-    from gdrcheck.collectors.pastes.merge import SYNTH_DOMAIN
-
     doc: dict[str, Any] = {
         "bdf": v.bdf,
         "index": v.index,
@@ -51,7 +50,7 @@ def gpu_doc(v: GpuBar1, driver_view: bool = True) -> dict[str, Any]:
         "bar1_used_pct": round(100.0 * used / total, 1) if used is not None and total else None,
         "fb_total_bytes": v.fb,
         "source": d.source if from_driver else ("sysfs" if total is not None else None),
-        **({"synthetic": True} if v.bdf.lower().startswith(f"{SYNTH_DOMAIN:04x}:") else {}),
+        **({"synthetic": True} if v.dev is not None and not address_known(v.dev) else {}),
         "sysfs_bar1_index": v.bus.get("sysfs_bar1_index"),
         "sysfs_bar1_bytes": v.bus.get("sysfs_bar1_bytes"),
         "sysfs_bar1_unset": v.bus.get("sysfs_bar1_unset"),
