@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gdrcheck.documents.topology import collectors_doc, header_doc
 from gdrcheck.model import address_known
+from gdrcheck.reach import on_node
 from gdrcheck.rules.bar1 import GpuBar1, driver_answered, gpu_views
 
 TYPE_CHECKING = False
@@ -95,6 +96,6 @@ def bar1_status(doc: dict[str, Any], snap, topo, findings: Iterable, fail_on: st
                                f"{'s' if len(blank) != 1 else ''} named by address only may be GPUs")
         why = "; ".join(f"{c.name}: {c.detail}" for c in snap.collectors if c.name in ("nvml", "nvidia-smi")
                         and c.status != "ok")
-        word = "unknown" if snap.input_kind in ("live", "snapshot") and why else "pass"
+        word = "unknown" if on_node(snap) and why else "pass"
         return word, "no GPU found" + (f" ({why})" if why else "")
     return "pass", ""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from gdrcheck.model import bdf_key
 from gdrcheck.pcie.kinds import BRIDGE_KINDS
+from gdrcheck.reach import kernel_view
 from gdrcheck.units import speed_text
 
 TYPE_CHECKING = False
@@ -196,7 +197,7 @@ def _device_facts(evaluation, add) -> dict[str, dict[str, int]]:
             add("device[{0}].bar1_bytes", str(bar1[bdf]), bdf)
         if kind == "nic":
             # whether an RDMA device is bound: only an input with the kernel's RDMA view can say "no"
-            shown = topo.snap.input_kind in ("live", "sysfs", "snapshot")
+            shown = kernel_view(topo.snap)
             add("device[{0}].rdma", "yes" if d.rdma_devices else "no" if shown else "unknown", bdf)
     return models
 

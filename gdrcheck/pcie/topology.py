@@ -17,6 +17,7 @@ from functools import cached_property
 from gdrcheck.model import PciFunction, Snapshot, address_known, bdf_key, bus_order
 from gdrcheck.pcie.acs import AcsState, parse_acs
 from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
+from gdrcheck.reach import kernel_view, nccl_own_tree
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -263,15 +264,14 @@ class Topology:
         if d.rdma_devices:
             return True, "RDMA device " + ", ".join(d.rdma_devices)
         capable, what = nic_model(d)
-        kernel_view = (self.snap.input_kind in ("live", "sysfs", "snapshot")
-                       and bool(self.snap.host.get("modules_loaded")))
-        if self.snap.input_kind == "nccl-xml" and d.kind_hint == "nic" and capable is not False:
+        kernel = kernel_view(self.snap) and bool(self.snap.host.get("modules_loaded"))
+        if nccl_own_tree(self.snap) and d.kind_hint == "nic" and capable is not False:
             return True, "NCCL lists it as a network device"
         if capable is not None:
-            if not kernel_view:
+            if not kernel:
                 return capable, f"{what}, decided from the model"
             return capable, what if capable else f"{what}; no RDMA device in /sys/class/infiniband"
-        if kernel_view:
+        if kernel:
             return False, "no RDMA device in /sys/class/infiniband"
         return None, ""
 

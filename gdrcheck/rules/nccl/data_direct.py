@@ -6,6 +6,7 @@ Pure: each function takes the snapshot and values it reads.
 
 from __future__ import annotations
 
+from gdrcheck.reach import nccl_own_tree
 from gdrcheck.rules.nccl.core import version_str
 
 TYPE_CHECKING = False
@@ -31,7 +32,7 @@ def data_direct(version: Version, st, fns: list[str], snap, nic) -> str:
         return ""
     if not (nic.driver == "mlx5_core" or any(r.startswith("mlx5") for r in nic.rdma)):
         return ""
-    if snap.input_kind == "nccl-xml" or nic.bdf in fns or any(r.endswith("_dma") for r in nic.rdma):
+    if nccl_own_tree(snap) or nic.bdf in fns or any(r.endswith("_dma") for r in nic.rdma):
         return ""  # NCCL's own dump lists the devices it chose, a `_dma` one where it did
     value = st.param("NCCL_IB_DATA_DIRECT", 1)
     if (value == 0) if v < (2, 28, 3) else (value <= 0):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import cache, lru_cache
 
+from gdrcheck.reach import nccl_own_tree
 from gdrcheck.rules.nccl import bcm
 from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl import pxn as pxn_rules
@@ -43,7 +44,7 @@ def fusion(topo, version: Version, drives: bool = False):
     a device)."""
     if not has_bcm(topo):
         return None
-    if topo.snap.input_kind == "nccl-xml":  # its <pci> switches are NCCL's PCI nodes themselves
+    if nccl_own_tree(topo.snap):  # its <pci> switches are NCCL's PCI nodes themselves
         def chain(b):
             return topo.ancestors(b)
     else:
