@@ -66,16 +66,26 @@ def gpu_doc(v: GpuBar1, driver_view: bool = True) -> dict[str, Any]:
     return doc
 
 
-def bar1_doc(snap, topo, findings: Iterable) -> dict[str, Any]:
+def bar1_doc(snap, topo, findings: Iterable, fail_on: str = "error") -> dict[str, Any]:
     """The ``gdrcheck bar1`` JSON document (findings: all of the run's; BAR1's are kept)."""
-    doc = header_doc(snap)
+    return bar1_document(snap, topo, findings, fail_on)[0]
+
+
+def bar1_document(snap, topo, findings: Iterable, fail_on: str = "error") -> tuple[dict[str, Any], str]:
+    """The ``gdrcheck bar1`` document, its status word in it, and the line saying why where the status is not
+    a plain pass or fail."""
+    from gdrcheck import VIEW_FORMAT_VERSION
+
+    doc = header_doc(snap, VIEW_FORMAT_VERSION)
     view = driver_answered(snap)
+    kept = [f for f in findings if is_bar1_code(f.code)]
     doc["gpus"] = [gpu_doc(v, view) for v in gpu_views(snap, topo)]
-    doc["findings"] = [f.to_doc() for f in findings if is_bar1_code(f.code)]
+    doc["findings"] = [f.to_doc() for f in kept]
     doc["collectors"] = collectors_doc(snap)
     if snap.notes:
         doc["notes"] = list(snap.notes)
-    return doc
+    doc["status"], why = bar1_status(doc, snap, topo, kept, fail_on)
+    return doc, why
 
 
 def bar1_status(doc: dict[str, Any], snap, topo, findings: Iterable, fail_on: str) -> tuple[str, str]:

@@ -281,6 +281,14 @@ def _pos_key(name: str) -> tuple[str, int]:
     return (name[:i], int(name[i:] or 0))
 
 
+def fingerprint_status(evaluation) -> str:
+    """The fingerprint's status word: ``pass`` when read, ``unknown`` where the --timeout cut the reading short
+    (the fingerprint is then of what was read in time)."""
+    from gdrcheck.rules.decisions import timed_out
+
+    return "unknown" if timed_out(evaluation) else "pass"
+
+
 def one_line(evaluation, fp: Fingerprint) -> str:
     """The fingerprint as one line: identical bytes on identically built nodes."""
     topo = evaluation.topo
