@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from gdrcheck.host_facts import host_fact, host_record
 from gdrcheck.model import PciFunction, Snapshot, address_known, bdf_key, bus_order
 from gdrcheck.pcie.acs import AcsState, parse_acs
 from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
@@ -67,8 +68,7 @@ class Topology:
     def _acs_from_lines(self, st: AcsState) -> AcsState:
         """A bridge's ACS where its config space is not shown but ``lspci -vvv | grep ACSCtl`` of the node is:
         when no line has a redirect bit, no bridge redirects (Control taken as every line's bits together)."""
-        f = self.snap.host.get("acsctl_lines")
-        v = f.value if f is not None and isinstance(f.value, dict) else None
+        f, v = host_fact(self.snap, "acsctl_lines"), host_record(self.snap, "acsctl_lines")
         if not v or v.get("redirect") or not v.get("values"):
             return st
         ctrl = 0

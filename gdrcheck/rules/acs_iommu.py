@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from gdrcheck.host_facts import host_fact, host_record
 from gdrcheck.pcie.acs import AcsState, format_acs, redirects
 from gdrcheck.reach import no_config_space
 from gdrcheck.rules.base import Context, Finding, Rule
@@ -118,8 +119,8 @@ def _check_acs(ctx: Context) -> Iterable[Finding]:
 
 
 def _check_iommu(ctx: Context) -> Iterable[Finding]:
-    f = ctx.snap.host.get("iommu_devices")
-    per_dev = f.value if f is not None and isinstance(f.value, dict) else None
+    f = host_fact(ctx.snap, "iommu_devices")
+    per_dev = host_record(ctx.snap, "iommu_devices")
     pairs = [p for p in ctx.pairs if not p.nvlinks]
     if not pairs:
         return

@@ -12,6 +12,7 @@ its connections (``P2P/...`` is P2P, ``SHM/...`` or ``NET/...`` is not; v2.28.9 
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
 from gdrcheck.record import replace
 from gdrcheck.rules.base import Finding, Rule
 from gdrcheck.rules.nccl.core import HONOURED_ENV, parse_version
@@ -148,8 +149,7 @@ def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
     node_env = _node_env(snap, node)
     from gdrcheck.rules.nccl_log_settle import SETTLED
 
-    fact = snap.host.get(SETTLED)
-    settled_p2p = fact.value if fact is not None and isinstance(fact.value, dict) else {}
+    settled_p2p = host_record(snap, SETTLED) or {}
     local_hca = [h for h in log.hca_gdr if h.host in (host, None)]  # once: each GPU-NIC pair asks
     for p in pairs:
         key = (p.a, p.b)
@@ -232,8 +232,7 @@ def _given_cause(job) -> Optional[str]:
 
 
 def _topo_files(snap) -> frozenset[str]:  # the NCCL topology files the input carries, by path
-    fact = snap.host.get("nccl_topo_file")
-    return frozenset((fact.value.get("files") or ()) if fact is not None and isinstance(fact.value, dict) else ())
+    return frozenset((host_record(snap, "nccl_topo_file") or {}).get("files") or ())
 
 
 def _job_setting_cause(job, node_env: dict[str, str]) -> Optional[str]:
@@ -444,10 +443,8 @@ def check(ctx) -> Iterable[Finding]:
 
 
 def _found_versions(snap) -> list[str]:
-    f = snap.host.get("nccl_versions")
-    if f is None or not isinstance(f.value, dict):
-        return []
-    return [str(e.get("version")) for e in f.value.get("found", ())]
+    found = host_record(snap, "nccl_versions")
+    return [] if found is None else [str(e.get("version")) for e in found.get("found", ())]
 
 
 def _hca_findings(ctx, job, names) -> Iterable[Finding]:
