@@ -57,10 +57,12 @@ def test_no_guarded_read_where_the_table_answers():
     """The reads the table replaced stay replaced: a stage outside collectors asks ``host_record`` instead of
     testing a host fact's value for a dict (rules/expected.py and rules/nccl/gdr.py excepted for now)."""
     guard = re.compile(r"host\.get\(\"(nccl_log|dmabuf|rdma_port_states|ip_interfaces|bcm_switch_links|"
-                       r"numa_packages|nvidia_fs|acsctl_lines|nccl_topo_file)\"\)")
+                       r"numa_packages|nvidia_fs|acsctl_lines|nccl_topo_file|nccl_cpu|nccl_versions|nccl_conf|"
+                       r"nccl_env|rdma_port_rates|cuda_attrs)\"\)")
     done = ("rules/nccl/job_log.py", "rules/nccl/flags.py", "rules/nccl/data_direct.py", "rules/nccl/ib.py",
             "rules/nccl/paths.py", "rules/topology_rules.py", "rules/gds_modules.py", "pcie/topology.py",
-            "rules/nccl_log.py", "probe/plan.py")
+            "rules/nccl_log.py", "probe/plan.py", "rules/nccl/cpu.py", "rules/nccl/versions.py", "rules/nccl/node.py",
+            "rules/nccl/file_tree.py")
     left = [f"{rel}:{n}" for rel in done for n, line in enumerate((ROOT / "gdrcheck" / rel).read_text().splitlines(), 1)
             if guard.search(line)]
     assert left == [], left

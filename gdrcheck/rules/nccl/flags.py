@@ -70,11 +70,11 @@ def _driver_gpu(snap, bdf):
 def cuda_attrs(snap) -> tuple[dict[str, dict], Optional[int]]:
     """The CUDA driver's flags per GPU bus id and its version, as ``gdrcheck snapshot`` read them
     (``gdrcheck.collectors.cuda_attrs``); empty where the input has no such record."""
-    f = snap.host.get("cuda_attrs")
-    if f is None or not getattr(f, "known", False) or not isinstance(f.value, dict):
+    attrs = host_record(snap, "cuda_attrs", known_only=True)
+    if attrs is None:
         return {}, None
-    gpus = f.value.get("gpus")
-    drv = f.value.get("driver_version")
+    gpus = attrs.get("gpus")
+    drv = attrs.get("driver_version")
     return (dict(gpus) if isinstance(gpus, abc.Mapping) else {}), (drv if isinstance(drv, int) else None)
 
 
