@@ -78,3 +78,14 @@ def host_record(snap, name: str, known_only: bool = False) -> Optional[dict[str,
     if f is None or (known_only and not getattr(f, "known", False)) or not isinstance(f.value, dict):
         return None
     return f.value
+
+
+def host_value(snap, name: str, key: Optional[str] = None) -> Any:
+    """The value of the host fact ``name`` (or, with ``key``, one key of a record); None where it is unknown, not
+    in the input, or not a record that has the key."""
+    f = snap.host.get(_declared(name))
+    if f is None or f.value is None:
+        return None
+    if key is None:
+        return f.value
+    return f.value.get(key) if isinstance(f.value, dict) else None

@@ -14,6 +14,7 @@ Pure: a function of the evaluation.
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_value
 from gdrcheck.model import bdf_key
 from gdrcheck.pcie.kinds import BRIDGE_KINDS
 from gdrcheck.reach import kernel_view
@@ -111,12 +112,7 @@ def _host_facts(evaluation) -> list[tuple[str, str]]:
     snap = evaluation.snap
 
     def val(name: str, key: Optional[str] = None):
-        f = snap.host.get(name)
-        if f is None or f.value is None:
-            return None
-        if key is None:
-            return f.value
-        return f.value.get(key) if isinstance(f.value, dict) else None
+        return host_value(snap, name, key)
 
     def show(v) -> str:
         return "unknown" if v is None else str(v).lower() if isinstance(v, bool) else str(v)

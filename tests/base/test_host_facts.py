@@ -32,7 +32,8 @@ def test_every_name_written_is_declared_with_its_type(rel):
 
 
 def test_every_name_read_is_declared():
-    reads = re.compile(r"host(?:_record|_fact)\(\s*[\w.]+,\s*\"(\w+)\"|\.host\.get\(\s*\"(\w+)\"|\.host\[\"(\w+)\"\]")
+    reads = re.compile(r"host_(?:record|fact|value)\(\s*[\w.]+,\s*\"(\w+)\"|\.host\.get\(\s*\"(\w+)\"|"
+                       r"\.host\[\"(\w+)\"\]|\bvalue\(ctx, \"(\w+)\"|\bval\(\"(\w+)\"")
     missing = []
     for p in sorted((ROOT / "gdrcheck").rglob("*.py")):
         if "probe" in p.relative_to(ROOT).parts:  # the probe's 'host' is a buffer's record, not the node's facts
