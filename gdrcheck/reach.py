@@ -78,8 +78,6 @@ SHOWS: dict[str, frozenset[str]] = {
     # a job's NCCL_DEBUG=INFO log: the GPUs of its ranks (busId), NCCL's version and settings (the NICs it names by
     # index and HCA name are not placed as devices)
     "nccl-log": frozenset({"gpus", "nccl"}),
-    # several pastes without a tree: what they show is each one's own row (Snapshot.input_kinds)
-    "pastes": frozenset(),
 }
 
 
@@ -87,7 +85,8 @@ SHOWS: dict[str, frozenset[str]] = {
 # (``Snapshot.input_kind``): "kernel" the node's own /sys and /proc (an RDMA device absent there is a "no"),
 # "on_node" read on the node, where the NVIDIA driver could answer, "nccl" NCCL's own topology dump (its PCI
 # nodes, link widths and NIC list are NCCL's), "no_config" a tree without PCI config space (no ACS in it)
-IS: dict[str, frozenset[str]] = {kind: frozenset() for kind in SHOWS}
+# ("pastes": several pastes merged without a tree; what they show is each one's own row, Snapshot.input_kinds)
+IS: dict[str, frozenset[str]] = {kind: frozenset() for kind in (*SHOWS, "pastes")}
 IS.update({
     "live": frozenset({"kernel", "on_node"}),
     "snapshot": frozenset({"kernel", "on_node"}),
