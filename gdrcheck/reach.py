@@ -81,6 +81,46 @@ SHOWS: dict[str, frozenset[str]] = {
 }
 
 
+# input kind -> what reading it is, beyond the facts it shows; asked of the input that drew the tree
+# (``Snapshot.input_kind``): "kernel" the node's own /sys and /proc (an RDMA device absent there is a "no"),
+# "on_node" read on the node, where the NVIDIA driver could answer, "nccl" NCCL's own topology dump (its PCI
+# nodes, link widths and NIC list are NCCL's), "no_config" a tree without PCI config space (no ACS in it)
+# ("pastes": several pastes merged without a tree; what they show is each one's own row, Snapshot.input_kinds)
+IS: dict[str, frozenset[str]] = {kind: frozenset() for kind in (*SHOWS, "pastes")}
+IS.update({
+    "live": frozenset({"kernel", "on_node"}),
+    "snapshot": frozenset({"kernel", "on_node"}),
+    "sysfs": frozenset({"kernel"}),
+    "nccl-xml": frozenset({"nccl", "no_config"}),
+    "lspci": frozenset({"no_config"}),
+    "hwloc-xml": frozenset({"no_config"}),
+})
+
+
+def _is(snap, what: str) -> bool:
+    return what in IS[snap.input_kind]
+
+
+def kernel_view(snap) -> bool:
+    """The input is the node's own /sys and /proc: what the kernel lists is all there is."""
+    return _is(snap, "kernel")
+
+
+def on_node(snap) -> bool:
+    """The input was read on the node itself (live, or its snapshot), where the NVIDIA driver could answer."""
+    return _is(snap, "on_node")
+
+
+def nccl_own_tree(snap) -> bool:
+    """The tree is NCCL's own topology dump: its PCI nodes, link widths and NICs are NCCL's."""
+    return _is(snap, "nccl")
+
+
+def no_config_space(snap) -> bool:
+    """The tree was drawn by an input that carries no PCI config space (ACS cannot be read from it)."""
+    return _is(snap, "no_config")
+
+
 def kinds_of(snap) -> tuple[str, ...]:
     """The kinds of the inputs a snapshot was read from."""
     kinds = tuple(getattr(snap, "input_kinds", ()) or ())
@@ -88,10 +128,10 @@ def kinds_of(snap) -> tuple[str, ...]:
 
 
 def shown(snap) -> frozenset[str]:
-    """The facts at least one of the snapshot's inputs can show (an unknown kind: every fact)."""
+    """The facts at least one of the snapshot's inputs can show (every kind has its row: tests/base)."""
     out: frozenset[str] = frozenset()
     for k in kinds_of(snap):
-        out = out | SHOWS.get(k, _ALL)
+        out = out | SHOWS[k]
     return out
 
 

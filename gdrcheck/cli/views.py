@@ -166,6 +166,11 @@ class TopologyView(View):
 
         render_topology(doc, console, show_all=self.show_all)
 
+    def status(self, topo, out) -> str:
+        from gdrcheck.documents.topology import TOPOLOGY_STATUS
+
+        return TOPOLOGY_STATUS
+
 
 class PairsView(View):
     def __init__(self, fail_on: str) -> None:
@@ -190,11 +195,14 @@ class Bar1View(View):
 
     def __init__(self, fail_on: str) -> None:
         self.fail_on = fail_on
+        self.word, self.why = "unknown", ""
 
     def document(self, evaluation, run):
-        from gdrcheck.documents.bar1 import bar1_doc
+        from gdrcheck.documents.bar1 import bar1_document
 
-        return bar1_doc(evaluation.snap, evaluation.topo, evaluation.findings)
+        doc, self.why = bar1_document(evaluation.snap, evaluation.topo, evaluation.findings, self.fail_on)
+        self.word = doc["status"]
+        return doc
 
     def render_text(self, doc, console) -> None:
         from gdrcheck.render.bar1_text import render_bar1
@@ -202,15 +210,11 @@ class Bar1View(View):
         render_bar1(doc, console)
 
     def status(self, evaluation, doc) -> str:
-        from gdrcheck.documents.bar1 import bar1_status, is_bar1_code
-
-        findings = [f for f in evaluation.findings if is_bar1_code(f.code)]
-        word, why = bar1_status(doc, evaluation.snap, evaluation.topo, findings, self.fail_on)
-        if why:
+        if self.why:
             from gdrcheck.collectors.clip import printable
 
-            sys.stderr.write(f"gdrcheck: {printable(why)}\n")
-        return word
+            sys.stderr.write(f"gdrcheck: {printable(self.why)}\n")
+        return self.word
 
 
 class CheckView(View):
@@ -277,14 +281,15 @@ class FingerprintView(View):
         return evaluate(facts)
 
     def document(self, evaluation, run):
-        from gdrcheck.documents.fingerprint import fingerprint, one_line
+        from gdrcheck.documents.fingerprint import fingerprint, fingerprint_status, one_line
 
         fp = fingerprint(evaluation)
         if run.fmt == "json":
-            from gdrcheck import FORMAT_VERSION, __version__
+            from gdrcheck import VIEW_FORMAT_VERSION, __version__
 
-            return {"format_version": FORMAT_VERSION, "gdrcheck_version": __version__, **fp.to_doc(),
-                    "topology_lines": list(fp.topology_lines), "line": one_line(evaluation, fp)}
+            return {"format_version": VIEW_FORMAT_VERSION, "gdrcheck_version": __version__, **fp.to_doc(),
+                    "topology_lines": list(fp.topology_lines), "line": one_line(evaluation, fp),
+                    "status": fingerprint_status(evaluation)}
         from gdrcheck.collectors.clip import printable
 
         if self.explain:  # one line per fact, as `clush --diff` compares them: no value can begin another
@@ -292,12 +297,12 @@ class FingerprintView(View):
         return printable(one_line(evaluation, fp)) + "\n"
 
     def status(self, evaluation, out) -> str:
-        from gdrcheck.documents.pairs import timed_out
+        from gdrcheck.documents.fingerprint import fingerprint_status
 
-        if timed_out(evaluation):
+        word = fingerprint_status(evaluation)
+        if word == "unknown":
             sys.stderr.write("gdrcheck: the --timeout ran out; the fingerprint is of what was read in time\n")
-            return "unknown"
-        return "pass"
+        return word
 
 
 class HtmlView(View):

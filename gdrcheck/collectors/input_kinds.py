@@ -47,10 +47,10 @@ class InputKind:
 
     @property
     def shows(self) -> frozenset[str]:
-        """The facts this kind can show (:data:`gdrcheck.reach.SHOWS`; a kind not there: every fact)."""
-        from gdrcheck.reach import FACTS, SHOWS
+        """The facts this kind can show (:data:`gdrcheck.reach.SHOWS`; every kind has its row: tests/base)."""
+        from gdrcheck.reach import SHOWS
 
-        return SHOWS.get(self.reads_as, frozenset(FACTS))
+        return SHOWS[self.reads_as]
 
 
 # In the order the README and --help list them; single files are recognised in RECOGNITION_ORDER.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from gdrcheck.documents.topology import collectors_doc, header_doc
+from gdrcheck.model import address_known
+from gdrcheck.reach import on_node
 from gdrcheck.rules.bar1 import GpuBar1, driver_answered, gpu_views
 
 TYPE_CHECKING = False
@@ -38,8 +40,6 @@ def gpu_doc(v: GpuBar1, driver_view: bool = True) -> dict[str, Any]:
     from_driver = d is not None and d.bar1_total_bytes is not None
     total = d.bar1_total_bytes if from_driver else v.total
     used = d.bar1_used_bytes if from_driver else None
-    from gdrcheck.collectors.pastes.merge import SYNTH_DOMAIN
-
     doc: dict[str, Any] = {
         "bdf": v.bdf,
         "index": v.index,
@@ -51,7 +51,7 @@ def gpu_doc(v: GpuBar1, driver_view: bool = True) -> dict[str, Any]:
         "bar1_used_pct": round(100.0 * used / total, 1) if used is not None and total else None,
         "fb_total_bytes": v.fb,
         "source": d.source if from_driver else ("sysfs" if total is not None else None),
-        **({"synthetic": True} if v.bdf.lower().startswith(f"{SYNTH_DOMAIN:04x}:") else {}),
+        **({"synthetic": True} if v.dev is not None and not address_known(v.dev) else {}),
         "sysfs_bar1_index": v.bus.get("sysfs_bar1_index"),
         "sysfs_bar1_bytes": v.bus.get("sysfs_bar1_bytes"),
         "sysfs_bar1_unset": v.bus.get("sysfs_bar1_unset"),
@@ -66,16 +66,26 @@ def gpu_doc(v: GpuBar1, driver_view: bool = True) -> dict[str, Any]:
     return doc
 
 
-def bar1_doc(snap, topo, findings: Iterable) -> dict[str, Any]:
+def bar1_doc(snap, topo, findings: Iterable, fail_on: str = "error") -> dict[str, Any]:
     """The ``gdrcheck bar1`` JSON document (findings: all of the run's; BAR1's are kept)."""
-    doc = header_doc(snap)
+    return bar1_document(snap, topo, findings, fail_on)[0]
+
+
+def bar1_document(snap, topo, findings: Iterable, fail_on: str = "error") -> tuple[dict[str, Any], str]:
+    """The ``gdrcheck bar1`` document, its status word in it, and the line saying why where the status is not
+    a plain pass or fail."""
+    from gdrcheck import VIEW_FORMAT_VERSION
+
+    doc = header_doc(snap, VIEW_FORMAT_VERSION)
     view = driver_answered(snap)
+    kept = [f for f in findings if is_bar1_code(f.code)]
     doc["gpus"] = [gpu_doc(v, view) for v in gpu_views(snap, topo)]
-    doc["findings"] = [f.to_doc() for f in findings if is_bar1_code(f.code)]
+    doc["findings"] = [f.to_doc() for f in kept]
     doc["collectors"] = collectors_doc(snap)
     if snap.notes:
         doc["notes"] = list(snap.notes)
-    return doc
+    doc["status"], why = bar1_status(doc, snap, topo, kept, fail_on)
+    return doc, why
 
 
 def bar1_status(doc: dict[str, Any], snap, topo, findings: Iterable, fail_on: str) -> tuple[str, str]:
@@ -96,6 +106,6 @@ def bar1_status(doc: dict[str, Any], snap, topo, findings: Iterable, fail_on: st
                                f"{'s' if len(blank) != 1 else ''} named by address only may be GPUs")
         why = "; ".join(f"{c.name}: {c.detail}" for c in snap.collectors if c.name in ("nvml", "nvidia-smi")
                         and c.status != "ok")
-        word = "unknown" if snap.input_kind in ("live", "snapshot") and why else "pass"
+        word = "unknown" if on_node(snap) and why else "pass"
         return word, "no GPU found" + (f" ({why})" if why else "")
     return "pass", ""

@@ -14,8 +14,10 @@ Pure: a function of the evaluation.
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_value
 from gdrcheck.model import bdf_key
 from gdrcheck.pcie.kinds import BRIDGE_KINDS
+from gdrcheck.reach import kernel_view
 from gdrcheck.units import speed_text
 
 TYPE_CHECKING = False
@@ -110,12 +112,7 @@ def _host_facts(evaluation) -> list[tuple[str, str]]:
     snap = evaluation.snap
 
     def val(name: str, key: Optional[str] = None):
-        f = snap.host.get(name)
-        if f is None or f.value is None:
-            return None
-        if key is None:
-            return f.value
-        return f.value.get(key) if isinstance(f.value, dict) else None
+        return host_value(snap, name, key)
 
     def show(v) -> str:
         return "unknown" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
@@ -196,7 +193,7 @@ def _device_facts(evaluation, add) -> dict[str, dict[str, int]]:
             add("device[{0}].bar1_bytes", str(bar1[bdf]), bdf)
         if kind == "nic":
             # whether an RDMA device is bound: only an input with the kernel's RDMA view can say "no"
-            shown = topo.snap.input_kind in ("live", "sysfs", "snapshot")
+            shown = kernel_view(topo.snap)
             add("device[{0}].rdma", "yes" if d.rdma_devices else "no" if shown else "unknown", bdf)
     return models
 
@@ -278,6 +275,14 @@ def _pair_lines(pair_rows, pair_ends, names: dict[str, str], order: dict[str, ob
 def _pos_key(name: str) -> tuple[str, int]:
     i = len(name.rstrip("0123456789"))
     return (name[:i], int(name[i:] or 0))
+
+
+def fingerprint_status(evaluation) -> str:
+    """The fingerprint's status word: ``pass`` when read, ``unknown`` where the --timeout cut the reading short
+    (the fingerprint is then of what was read in time)."""
+    from gdrcheck.rules.decisions import timed_out
+
+    return "unknown" if timed_out(evaluation) else "pass"
 
 
 def one_line(evaluation, fp: Fingerprint) -> str:

@@ -18,5 +18,5 @@ def node_documents(evaluation, fail_on: str = "error", *, pairs: Optional[dict[s
     """``pairs`` (given: the pairs a gate judges), ``topology``, ``bar1`` and the ``rules`` of the findings."""
     return {"pairs": pairs if pairs is not None else pairs_doc(evaluation, fail_on),
             "topology": topology_doc(evaluation.topo, describe_input=describe_input),
-            "bar1": bar1_doc(evaluation.snap, evaluation.topo, evaluation.findings),
+            "bar1": bar1_doc(evaluation.snap, evaluation.topo, evaluation.findings, fail_on),
             "rules": rules_part(f.code for f in evaluation.findings)}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gdrcheck.documents.labels import device_labels
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
-from gdrcheck.model import bdf_key
+from gdrcheck.model import address_known, bdf_key
 from gdrcheck.rules.decisions import nccl_decision, node_status_word, timed_out  # noqa: F401 - API here too
 from gdrcheck.rules.engine import Evaluation, other_versions
 from gdrcheck.rules.nccl.core import version_str
@@ -290,12 +290,8 @@ def _lead_key(f) -> tuple:
 def _subject_name(evaluation: Evaluation, subject: str) -> str:
     """A subject as the line names it: its address, except one gdrcheck made up (a matrix without bus ids),
     which is named as the input names it (GPU0, mlx5_0)."""
-    from gdrcheck.collectors.pastes.merge import SYNTH_DOMAIN
-
-    if not subject.lower().startswith(f"{SYNTH_DOMAIN:04x}:") or subject not in evaluation.snap.unplaced:
-        return subject
     d = evaluation.topo.by_bdf.get(subject)
-    if d is None:
+    if d is None or address_known(d) or subject not in evaluation.snap.unplaced:
         return subject
     if d.gpu_index is not None:
         return f"GPU{d.gpu_index}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gdrcheck import FORMAT_VERSION, __version__
+from gdrcheck import FORMAT_VERSION, VIEW_FORMAT_VERSION, __version__
 from gdrcheck.model import Bar, address_known, bdf_key
 from gdrcheck.pcie.topology import Topology
 
@@ -152,14 +152,17 @@ def host_facts_doc(snap) -> dict[str, Any]:
     }
 
 
+# topology is an informational view: read, it passes (its exit status 0, as the contract says)
+TOPOLOGY_STATUS = "pass"
+
 def collectors_doc(snap) -> list[dict[str, str]]:
     return [{"name": c.name, "status": c.status, "detail": c.detail, **({"hint": c.hint} if c.hint else {})}
             for c in snap.collectors]
 
 
-def header_doc(snap) -> dict[str, Any]:
+def header_doc(snap, format_version: str = FORMAT_VERSION) -> dict[str, Any]:
     return {
-        "format_version": FORMAT_VERSION,
+        "format_version": format_version,
         "gdrcheck_version": __version__,
         "host": snap.hostname,
     }
@@ -169,7 +172,7 @@ def topology_doc(topo: Topology, describe_input: bool = False) -> dict[str, Any]
     """``describe_input``: add where the facts came from (for pages that say so); left out of
     ``--json`` so that a snapshot replays to the same bytes as the live run."""
     snap = topo.snap
-    doc = header_doc(snap)
+    doc = header_doc(snap, VIEW_FORMAT_VERSION)
     # a function the input shows without the bridges above it (an lspci -vvv alone) is on no root bus the input
     # shows: its device keeps the bus as "root", and no root bus is listed for it
     unplaced = set(snap.unplaced)
@@ -184,4 +187,5 @@ def topology_doc(topo: Topology, describe_input: bool = False) -> dict[str, Any]
     if describe_input:
         doc["input"] = {"kind": snap.input_kind, "label": snap.label}
     doc["host_facts"] = host_facts_doc(snap)
+    doc["status"] = TOPOLOGY_STATUS
     return doc

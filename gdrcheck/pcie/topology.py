@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from gdrcheck.host_facts import host_fact, host_record
 from gdrcheck.model import PciFunction, Snapshot, address_known, bdf_key, bus_order
 from gdrcheck.pcie.acs import AcsState, parse_acs
 from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
+from gdrcheck.reach import kernel_view, nccl_own_tree
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,8 +68,7 @@ class Topology:
     def _acs_from_lines(self, st: AcsState) -> AcsState:
         """A bridge's ACS where its config space is not shown but ``lspci -vvv | grep ACSCtl`` of the node is:
         when no line has a redirect bit, no bridge redirects (Control taken as every line's bits together)."""
-        f = self.snap.host.get("acsctl_lines")
-        v = f.value if f is not None and isinstance(f.value, dict) else None
+        f, v = host_fact(self.snap, "acsctl_lines"), host_record(self.snap, "acsctl_lines")
         if not v or v.get("redirect") or not v.get("values"):
             return st
         ctrl = 0
@@ -263,15 +264,14 @@ class Topology:
         if d.rdma_devices:
             return True, "RDMA device " + ", ".join(d.rdma_devices)
         capable, what = nic_model(d)
-        kernel_view = (self.snap.input_kind in ("live", "sysfs", "snapshot")
-                       and bool(self.snap.host.get("modules_loaded")))
-        if self.snap.input_kind == "nccl-xml" and d.kind_hint == "nic" and capable is not False:
+        kernel = kernel_view(self.snap) and bool(self.snap.host.get("modules_loaded"))
+        if nccl_own_tree(self.snap) and d.kind_hint == "nic" and capable is not False:
             return True, "NCCL lists it as a network device"
         if capable is not None:
-            if not kernel_view:
+            if not kernel:
                 return capable, f"{what}, decided from the model"
             return capable, what if capable else f"{what}; no RDMA device in /sys/class/infiniband"
-        if kernel_view:
+        if kernel:
             return False, "no RDMA device in /sys/class/infiniband"
         return None, ""
 

@@ -8,6 +8,7 @@ compute processes, MIG, a non-default compute mode) is refused unless ``--force`
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
 from gdrcheck.model import bdf_key
 from gdrcheck.record import field, record
 
@@ -316,8 +317,7 @@ def _peer_memory(report) -> dict[str, Any]:
     from gdrcheck.rules.base import Context
     from gdrcheck.rules.peermem import dmabuf_possible
 
-    pm = report.snap.host.get("peermem")
-    pmv = pm.value if pm is not None and isinstance(pm.value, dict) else {}
+    pmv = host_record(report.snap, "peermem") or {}
     ctx = Context(snap=report.snap, topo=report.topo, pairs=report.pairs, options=report.options,
                   nccl=report.settings, nccl_view=report.nccl_view)
     return {"peermem_loaded": pmv.get("nvidia_peermem_loaded") if pmv else None,

@@ -59,7 +59,7 @@ def render_html(topology: dict[str, Any], pairs: dict[str, Any], bar1: dict[str,
         _findings(pairs, bar1, rules),
         _notes(topology, pairs, bar1),
         f'<footer>gdrcheck {escape(str(topology.get("gdrcheck_version", "")))}, document format '
-        f'{escape(str(topology.get("format_version", "")))}. The same facts as JSON: '
+        f'{escape(str(pairs.get("format_version", "")))}. The same facts as JSON: '
         f'<code>gdrcheck topology --json</code>, <code>gdrcheck pairs --json</code>, '
         f'<code>gdrcheck bar1 --json</code>.</footer>',
     ]

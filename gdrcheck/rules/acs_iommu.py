@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from gdrcheck.host_facts import host_fact, host_record
 from gdrcheck.pcie.acs import AcsState, format_acs, redirects
+from gdrcheck.reach import no_config_space
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import label, value
 
@@ -105,7 +107,7 @@ def _check_acs(ctx: Context) -> Iterable[Finding]:
                           f"{'it' if len(bridges) == 1 else 'them'}", pairs=tuple(pairs), effect="unknown",
                           settle=DECLARED_SETTLE)
             continue
-        if ctx.snap.input_kind in ("lspci", "nccl-xml", "hwloc-xml"):
+        if no_config_space(ctx.snap):
             why = f"the {ctx.snap.input_kind} input carries no config space"
         else:
             why = acs[bridges[0]].reason if bridges[0] in acs else "no config space in this input"
@@ -117,8 +119,8 @@ def _check_acs(ctx: Context) -> Iterable[Finding]:
 
 
 def _check_iommu(ctx: Context) -> Iterable[Finding]:
-    f = ctx.snap.host.get("iommu_devices")
-    per_dev = f.value if f is not None and isinstance(f.value, dict) else None
+    f = host_fact(ctx.snap, "iommu_devices")
+    per_dev = host_record(ctx.snap, "iommu_devices")
     pairs = [p for p in ctx.pairs if not p.nvlinks]
     if not pairs:
         return

@@ -11,6 +11,7 @@ says which ones could register.
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
 from gdrcheck.rules.base import Context, Finding, Rule
 
 TYPE_CHECKING = False
@@ -42,8 +43,7 @@ NOTHING_REGISTERED_NOW = Rule(
 
 
 def _check(ctx: Context) -> Iterable[Finding]:
-    nvfs = ctx.snap.host.get("nvidia_fs")
-    v = nvfs.value if nvfs is not None and isinstance(nvfs.value, dict) else None
+    v = host_record(ctx.snap, "nvidia_fs")
     if not v or not v.get("loaded") or not isinstance(v.get("modules"), dict):
         return
     mods = v["modules"]

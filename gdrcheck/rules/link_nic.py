@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gdrcheck.reach import kernel_view
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import label
 
@@ -128,7 +129,7 @@ def _check_rdma(ctx: Context) -> Iterable[Finding]:
         if not pairs:
             continue
         cap = rdma_capable(ctx, nic)
-        if cap and not ctx.topo.by_bdf[nic].rdma_devices and ctx.snap.input_kind in ("live", "sysfs", "snapshot") \
+        if cap and not ctx.topo.by_bdf[nic].rdma_devices and kernel_view(ctx.snap) \
                 and ctx.snap.host.get("modules_loaded"):
             _capable, what = ctx.topo.rdma(nic)
             yield Finding(NIC_NOT_RDMA.code, "error", (nic,),

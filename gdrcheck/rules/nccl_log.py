@@ -12,9 +12,10 @@ its connections (``P2P/...`` is P2P, ``SHM/...`` or ``NET/...`` is not; v2.28.9 
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
 from gdrcheck.record import replace
 from gdrcheck.rules.base import Finding, Rule
-from gdrcheck.rules.nccl.core import parse_version
+from gdrcheck.rules.nccl.core import HONOURED_ENV, parse_version
 from gdrcheck.rules.nccl.decision import Decision, cause
 from gdrcheck.rules.nccl.job_log import hca_evidence, job_log  # noqa: F401 - hca_evidence: this module's API too
 
@@ -85,10 +86,12 @@ PEERMEM_DIFFERS = Rule(
 LOG_CODES = frozenset(r.code for r in (P2P_DIFFERS, GDR_DIFFERS, LOG_WARNED, OTHER_HOSTS, NOT_THIS_NODE,
                                        VERSION_NOT_ON_NODE, PEERMEM_DIFFERS))
 MODEL_WRONG = "gdrcheck's model is wrong here"
-# settings that change NCCL's transport choice and that gdrcheck's rules do not model (docs/nccl.md)
-UNMODELLED = ("NCCL_TOPO_FILE", "NCCL_NET_DISABLE_INTRA", "NCCL_CUMEM_ENABLE", "NCCL_P2P_NET_CHUNKSIZE",
-              "NCCL_NVB_DISABLE", "NCCL_P2P_USE_CUDA_MEMCPY", "NCCL_PXN_DISABLE", "NCCL_NET_GDR_READ",
-              "NCCL_IB_HCA", "NCCL_NET", "NCCL_NET_PLUGIN", "NCCL_IB_DISABLE", "NCCL_SHM_DISABLE")
+# the settings a job's log reports that change NCCL's transport choice: those the model honours (a prediction
+# takes them from the log: job_options) and these (docs/nccl.md)
+TRANSPORT_SETTINGS = HONOURED_ENV + ("NCCL_CUMEM_ENABLE", "NCCL_P2P_NET_CHUNKSIZE", "NCCL_SHM_DISABLE")
+# those the rules do not model: a cause of a disagreement (an honoured one is not, but for a file not in the input)
+UNMODELLED = tuple(name for name in TRANSPORT_SETTINGS if name not in HONOURED_ENV)
+TOPO_FILE = "NCCL_TOPO_FILE"  # honoured only where its file is in the input (rules.nccl.file_tree)
 
 
 def job_options(snap, options, version: Optional[str] = None) -> tuple[Any, Optional[str], str]:
@@ -128,7 +131,7 @@ def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
         return None
     from gdrcheck.rules import nccl_log_lines as log_lines  # read only where a job's log is
 
-    job = dict(job, given=dict(given or {}))
+    job = dict(job, given=dict(given or {}), topo_files=_topo_files(snap))
     log, host = job["log"], job["host"]
     version = node.version if node is not None else None
     try:
@@ -147,8 +150,7 @@ def reconcile(snap, topo, pairs, views: dict[tuple[str, str], dict], node,
     node_env = _node_env(snap, node)
     from gdrcheck.rules.nccl_log_settle import SETTLED
 
-    fact = snap.host.get(SETTLED)
-    settled_p2p = fact.value if fact is not None and isinstance(fact.value, dict) else {}
+    settled_p2p = host_record(snap, SETTLED) or {}
     local_hca = [h for h in log.hca_gdr if h.host in (host, None)]  # once: each GPU-NIC pair asks
     for p in pairs:
         key = (p.a, p.b)
@@ -234,13 +236,21 @@ def _given_cause(job) -> Optional[str]:
     return None
 
 
-def _job_setting_cause(job, node_env: dict[str, str], names: Iterable[str]) -> Optional[str]:
-    log = job["log"]
-    for name, value, _line in log.settings:
-        if name in names and node_env.get(name) != value:
-            extra = (" (the file is not in this input)" if name == "NCCL_TOPO_FILE"
-                     else ", which gdrcheck's rules do not model")
-            return f"a setting in the job that the node does not have: {name}={value}{extra}"
+def _topo_files(snap) -> frozenset[str]:  # the NCCL topology files the input carries, by path
+    return frozenset((host_record(snap, "nccl_topo_file") or {}).get("files") or ())
+
+
+def _job_setting_cause(job, node_env: dict[str, str]) -> Optional[str]:
+    """The first setting of the job the node lacks that the prediction could not take: one gdrcheck's rules do
+    not model, or a topology file the input does not carry."""
+    for name, value, _line in job["log"].settings:
+        if node_env.get(name) == value:
+            continue
+        if name in UNMODELLED:
+            return f"a setting in the job that the node does not have: {name}={value}, which gdrcheck's rules " \
+                   "do not model"
+        if name == TOPO_FILE and value not in job.get("topo_files", ()):
+            return f"a setting in the job that the node does not have: {name}={value} (the file is not in this input)"
     return None
 
 
@@ -273,7 +283,7 @@ def _p2p_cause(view: dict, job, node_env, topo, ranks) -> str:
     if via and via not in {r[1] for r in ranks.values()}:
         return (f"a CUDA_VISIBLE_DEVICES subset: the GPU NCCL would relay through (NVB, {via}) is not in the job's "
                 "communicator")
-    got = _job_setting_cause(job, node_env, UNMODELLED)
+    got = _job_setting_cause(job, node_env)
     if got:
         return got
     log = job["log"]
@@ -323,7 +333,7 @@ def _gdr_cause(view: dict, gdr: str, job, node_env, snap, topo, nic: str) -> str
                                  for h in log.hca_gdr if h.host in (job["host"], None)):
         return ("a container without the peer-memory module: NCCL found no peer memory or DMA-BUF for the HCA "
                 "(its 'GPU Direct RDMA Disabled for HCA' line) where the node has one")
-    got = _job_setting_cause(job, node_env, UNMODELLED + ("NCCL_NET_GDR_LEVEL",))
+    got = _job_setting_cause(job, node_env)
     if got:
         return got
     if not log.version:
@@ -438,10 +448,8 @@ def check(ctx) -> Iterable[Finding]:
 
 
 def _found_versions(snap) -> list[str]:
-    f = snap.host.get("nccl_versions")
-    if f is None or not isinstance(f.value, dict):
-        return []
-    return [str(e.get("version")) for e in f.value.get("found", ())]
+    found = host_record(snap, "nccl_versions")
+    return [] if found is None else [str(e.get("version")) for e in found.get("found", ())]
 
 
 def _hca_findings(ctx, job, names) -> Iterable[Finding]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import label, pair_label
 
@@ -179,8 +180,7 @@ _WHERE = {"PHB": "meet only at the root complex (PHB)", "NODE": "meet only betwe
 
 def _sys_where(ctx: Context, p) -> str:
     """SYS in words: cross-socket only where the input shows both NUMA nodes' sockets (sysfs package ids)."""
-    fact = ctx.snap.host.get("numa_packages")
-    packages = fact.value if fact is not None and isinstance(fact.value, dict) else {}
+    packages = host_record(ctx.snap, "numa_packages") or {}
     na, nb = ctx.topo.numa(p.a), ctx.topo.numa(p.b)
     sa, sb = packages.get(str(na)), packages.get(str(nb))
     if na is not None and nb is not None and sa is not None and sb is not None:

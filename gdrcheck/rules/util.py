@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from gdrcheck.host_facts import host_value
 from gdrcheck.model import address_known
 
 TYPE_CHECKING = False
@@ -12,15 +13,8 @@ if TYPE_CHECKING:
 
 
 def value(ctx, name: str, key: Optional[str] = None) -> Any:
-    """A host fact's value (or one key of a dict value); None when unknown."""
-    f = ctx.snap.host.get(name)
-    if f is None or f.value is None:
-        return None
-    if key is None:
-        return f.value
-    if isinstance(f.value, dict):
-        return f.value.get(key)
-    return None
+    """A host fact's value (or one key of a dict value); None when unknown (:func:`gdrcheck.host_facts.host_value`)."""
+    return host_value(ctx.snap, name, key)
 
 
 def label(ctx, bdf: str) -> str:

@@ -23,3 +23,14 @@ def test_no_stage_reads_the_mark_itself():
     readers = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "gdrcheck").rglob("*.py"))
                if p.name != "model.py" for n, line in enumerate(p.read_text().splitlines(), 1) if mark.search(line)]
     assert readers == [], readers
+
+
+def test_no_stage_tests_the_made_up_domain():
+    """The domain a made-up address is put in (``SYNTH_DOMAIN``, ``ffff:``) is the collectors' to know: a stage
+    that tests an address's prefix instead of asking ``address_known`` also takes a vendor-declared bridge
+    (Azure's ``ffff:ff:01.0``) for a made-up device."""
+    prefix = re.compile(r"SYNTH_DOMAIN|startswith\(\s*f?[\"']ffff:")
+    readers = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "gdrcheck").rglob("*.py"))
+               if "collectors" not in p.relative_to(ROOT).parts
+               for n, line in enumerate(p.read_text().splitlines(), 1) if prefix.search(line)]
+    assert readers == [], readers

@@ -5,7 +5,7 @@ import importlib
 from gdrcheck.collectors import input_kinds
 from gdrcheck.collectors.input_kinds import ACCEPTED_KINDS, BY_NAME, INPUT_KINDS, MERGE_ORDER, RECOGNITION_ORDER
 from gdrcheck.collectors.pastes.merge import _Merge
-from gdrcheck.reach import FACTS, SHOWS
+from gdrcheck.reach import SHOWS
 
 
 def _resolves(spec):
@@ -16,7 +16,7 @@ def _resolves(spec):
 def test_every_kind_the_reach_table_knows_is_a_row():
     assert set(SHOWS) <= set(BY_NAME)
     for kind in INPUT_KINDS:
-        assert kind.shows == SHOWS.get(kind.reads_as, frozenset(FACTS)), kind.name
+        assert kind.shows == SHOWS[kind.reads_as], kind.name
 
 
 def test_every_recognised_kind_has_a_recogniser_and_a_parser_that_exist():

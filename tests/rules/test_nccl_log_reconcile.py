@@ -323,3 +323,27 @@ def test_a_setting_the_log_reports_is_said_to_be_set_in_the_jobs_log(node):
     said = [f["message"] for f in doc["findings"] if f["code"] == "GDR015" or "turns P2P off" in f["message"]]
     assert said and all("(set in the job's NCCL log)" in m for m in said)
     assert not any("gdrcheck --env" in f["message"] for f in doc["findings"])
+
+
+def test_a_setting_the_model_honours_is_never_the_unmodelled_cause(node, tmp_path):
+    """p2p-use-cuda-memcpy-shm: the p2p-use-cuda-memcpy log with its connections made SHM. The prediction already
+    ran with the job's NCCL_P2P_USE_CUDA_MEMCPY=1 (rules.nccl.p2p honours it), so the setting is no cause: the
+    disagreement is the model's, not "a setting ... which gdrcheck's rules do not model"."""
+    text = (RUNS / "p2p-use-cuda-memcpy" / "nccl.log").read_text()
+    assert "NCCL_P2P_USE_CUDA_MEMCPY set by environment" in text
+    log = tmp_path / "nccl.log"
+    log.write_text(text.replace("via P2P/CUMEM/CE", "via SHM/direct/direct"))
+    doc = _doc(node, log)
+    f = [x for x in doc["findings"] if x["code"] == "GDR180"]
+    assert f and "gdrcheck's model is wrong here" in f[0]["message"], f
+    assert "do not model" not in f[0]["message"]
+
+
+def test_one_list_of_honoured_settings():
+    """A setting is either honoured by NCCL's model or, where a job's log reports it, unmodelled: never both."""
+    from gdrcheck.rules.nccl.core import HONOURED_ENV
+    from gdrcheck.rules.nccl_log import TRANSPORT_SETTINGS, UNMODELLED
+
+    assert not set(HONOURED_ENV) & set(UNMODELLED)
+    assert set(UNMODELLED) == set(TRANSPORT_SETTINGS) - set(HONOURED_ENV)
+    assert set(HONOURED_ENV) <= set(TRANSPORT_SETTINGS)

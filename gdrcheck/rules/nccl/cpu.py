@@ -13,6 +13,7 @@ AMD 0x1022, Zhaoxin 0x1d17, IBM POWER 0x1014; NVIDIA Grace and Ampere Computing 
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
 from gdrcheck.rules.nccl.core import NEWEST, version_str
 
 TYPE_CHECKING = False
@@ -51,9 +52,9 @@ def node_cpu(snap) -> tuple[Optional[str], str]:
     f = snap.host.get("cpu_vendor")
     if f is not None and getattr(f, "known", False) and f.value is not None:
         return cpu_kind(f.value), f"{f.source or '/proc/cpuinfo'}: {f.value!r}"
-    x = snap.host.get("nccl_cpu")
-    if x is not None and getattr(x, "known", False) and isinstance(x.value, dict):
-        arch, vendor = x.value.get("arch"), x.value.get("vendor")
+    x = host_record(snap, "nccl_cpu", known_only=True)
+    if x is not None:
+        arch, vendor = x.get("arch"), x.get("vendor")
         if arch == "x86_64" and vendor is not None:
             return cpu_kind(vendor), f"NCCL topology XML <cpu vendor={vendor!r}>"
         if arch in ("arm64", "ppc64"):
@@ -115,10 +116,10 @@ def cpu_model(snap) -> tuple[Optional[int], Optional[int]]:
     fam, mod = snap.host.get("cpu_family"), snap.host.get("cpu_model")
     if fam is not None and mod is not None and getattr(fam, "known", False) and getattr(mod, "known", False):
         return fam.value, mod.value
-    x = snap.host.get("nccl_cpu")
-    if x is not None and isinstance(x.value, dict):
+    x = host_record(snap, "nccl_cpu")
+    if x is not None:
         try:
-            return int(str(x.value.get("familyid")), 0), int(str(x.value.get("modelid")), 0)
+            return int(str(x.get("familyid")), 0), int(str(x.get("modelid")), 0)
         except ValueError:
             pass
     return None, None

@@ -6,6 +6,8 @@ Pure: each function takes the snapshot and values it reads.
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
+from gdrcheck.reach import nccl_own_tree
 from gdrcheck.rules.nccl.core import version_str
 
 TYPE_CHECKING = False
@@ -31,13 +33,12 @@ def data_direct(version: Version, st, fns: list[str], snap, nic) -> str:
         return ""
     if not (nic.driver == "mlx5_core" or any(r.startswith("mlx5") for r in nic.rdma)):
         return ""
-    if snap.input_kind == "nccl-xml" or nic.bdf in fns or any(r.endswith("_dma") for r in nic.rdma):
+    if nccl_own_tree(snap) or nic.bdf in fns or any(r.endswith("_dma") for r in nic.rdma):
         return ""  # NCCL's own dump lists the devices it chose, a `_dma` one where it did
     value = st.param("NCCL_IB_DATA_DIRECT", 1)
     if (value == 0) if v < (2, 28, 3) else (value <= 0):
         return ""
-    dm = snap.host.get("dmabuf")
-    d = dm.value if dm is not None and isinstance(dm.value, dict) else {}
+    d = host_record(snap, "dmabuf") or {}
     if d.get("kernel_ge_5_12") is False or d.get("ibv_reg_dmabuf_mr") is False:
         return ""  # ncclMlx5dvDmaBufCapable fails: no data direct (net_ib/init.cc:152-170, 378)
     names = "/".join(nic.rdma) or nic.bdf

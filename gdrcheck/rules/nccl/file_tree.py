@@ -6,6 +6,7 @@ Pure: each function takes the snapshot, settings and topology it reads.
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
 from gdrcheck.rules.nccl.core import NEWEST, nccl_type, within
 from gdrcheck.rules.nccl.decision import cause
 from gdrcheck.rules.nccl.paths import bcm_virtual_links
@@ -25,10 +26,10 @@ def topo_file_attrs(snap, st: NcclSettings) \
     (NCCL_TOPO_FILE, else /var/run/nvidia-topologyd/virtualTopology.xml from 2.10.3; v2.30.7
     ``src/graph/topo.cc:1765-1790``), what was applied from it, and the file as read (its PCI tree). Its
     attributes are not overwritten by detection (``xmlInitAttr*`` only fills missing ones)."""
-    f = snap.host.get("nccl_topo_file")
-    if f is None or not isinstance(f.value, dict):
+    f = host_record(snap, "nccl_topo_file")
+    if f is None:
         return {}, {}, {}, None
-    files = f.value.get("files") or {}
+    files = f.get("files") or {}
     path = st.env.get("NCCL_TOPO_FILE")
     if not path and st.version >= (2, 10, 3):
         path = "/var/run/nvidia-topologyd/virtualTopology.xml"

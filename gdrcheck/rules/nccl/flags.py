@@ -11,6 +11,7 @@ import re
 from collections import abc
 
 from gdrcheck.device_models import gpu_model, grace_part
+from gdrcheck.host_facts import host_fact, host_record
 from gdrcheck.record import record
 from gdrcheck.rules.nccl import gdr as gdr_rules
 from gdrcheck.rules.nccl import ib as ib_rules
@@ -75,11 +76,11 @@ def _driver_gpu(snap, bdf):
 def cuda_attrs(snap) -> tuple[dict[str, dict], Optional[int]]:
     """The CUDA driver's flags per GPU bus id and its version, as ``gdrcheck snapshot`` read them
     (``gdrcheck.collectors.cuda_attrs``); empty where the input has no such record."""
-    f = snap.host.get("cuda_attrs")
-    if f is None or not getattr(f, "known", False) or not isinstance(f.value, dict):
+    attrs = host_record(snap, "cuda_attrs", known_only=True)
+    if attrs is None:
         return {}, None
-    gpus = f.value.get("gpus")
-    drv = f.value.get("driver_version")
+    gpus = attrs.get("gpus")
+    drv = attrs.get("driver_version")
     return (dict(gpus) if isinstance(gpus, abc.Mapping) else {}), (drv if isinstance(drv, int) else None)
 
 
@@ -149,8 +150,7 @@ def gpu_info(snap, topo, bdf: str, cpu: Optional[str], topo_gpu: Mapping[str, st
     mlo, mlo_src = mlopart_info(name, sm, xml_gpu, cuda)
     dmabuf = None
     if cuda and cuda.get("dmabuf") in (0, 1):
-        dm = snap.host.get("dmabuf")
-        model = dm.value.get("open_driver") if dm is not None and isinstance(dm.value, dict) else None
+        model = (host_record(snap, "dmabuf") or {}).get("open_driver")
         # as with the GDR flag: the recorded attribute speaks where the model cannot or disagrees
         if model is None or (cuda["dmabuf"] == 1) != bool(model):
             dmabuf = cuda["dmabuf"] == 1
@@ -231,8 +231,7 @@ def nic_dmabuf(nic: NicInfo, snap) -> Optional[bool]:
     """Whether the NIC's RDMA driver registers DMA-BUF memory, where the input shows it."""
     if nic.rdma_driver:
         return nic.rdma_driver in DMABUF_RDMA
-    dm = snap.host.get("dmabuf")
-    if dm is not None and isinstance(dm.value, dict) and dm.value.get("rdma_driver_dmabuf"):
+    if (host_record(snap, "dmabuf") or {}).get("rdma_driver_dmabuf"):
         return True
     return None
 
@@ -275,8 +274,8 @@ def nic_flag(version: Version, st: NcclSettings, plugins: tuple[str, ...], snap,
         if present:
             return True, f"peer memory ({present[0]} exists)", ()
         pm_ok = False
-    dm = snap.host.get("dmabuf")
-    drv = snap.host.get("nvidia_driver_version")
+    dm = host_fact(snap, "dmabuf")
+    drv = host_fact(snap, "nvidia_driver_version")
     own = nic_dmabuf(nic, snap)
 
     def flag(probe: Optional[bool]) -> tuple[Optional[bool], str]:

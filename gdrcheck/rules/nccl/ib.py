@@ -10,6 +10,8 @@ Sources (``NVIDIA/nccl``; line numbers at the tag named):
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -121,8 +123,7 @@ def ports_down(snap, rdma: tuple[str, ...]) -> str:
 
 
 def port_states(snap) -> dict[str, dict[str, str]]:
-    f = snap.host.get("rdma_port_states")
-    return f.value if f is not None and isinstance(f.value, dict) else {}
+    return host_record(snap, "rdma_port_states") or {}
 
 
 # ---------------------------------------------------------------------------
@@ -144,8 +145,7 @@ IP_SETTLE = "an IP interface NCCL_SOCKET_IFNAME names, up with an address (ip -o
 
 
 def ip_interfaces(snap) -> Optional[dict[str, dict[str, Optional[bool]]]]:
-    f = snap.host.get("ip_interfaces")
-    return f.value if f is not None and getattr(f, "known", False) and isinstance(f.value, dict) else None
+    return host_record(snap, "ip_interfaces", known_only=True)
 
 
 def _qualifies(fams: Mapping[str, Optional[bool]], family: Optional[str], running: bool) -> Optional[bool]:

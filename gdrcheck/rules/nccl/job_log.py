@@ -4,6 +4,8 @@ Read by NCCL's node model (:mod:`gdrcheck.rules.nccl.node`) and by the reconcili
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional
@@ -19,8 +21,7 @@ def job_settings(snap) -> dict[str, str]:
 
 
 def job_log(snap) -> Optional[dict[str, Any]]:
-    f = snap.host.get("nccl_log")
-    return f.value if f is not None and isinstance(f.value, dict) else None
+    return host_record(snap, "nccl_log")
 
 
 def hca_evidence(snap) -> dict[str, str]:

@@ -10,6 +10,7 @@ version found, to say which pairs would be decided differently under it).
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
 from gdrcheck.record import field, record, replace
 from gdrcheck.rules.nccl.cpu import node_cpu
 from gdrcheck.rules.nccl.file_tree import say_file_tree, topo_file_attrs, topo_file_classes
@@ -70,10 +71,9 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
 
     for name, gdr in hca_evidence(snap).items():  # a job's NCCL log: each HCA's flag as NCCL set it
         topo_net.setdefault(name, gdr)
-    pf = snap.host.get("nccl_versions")
-    plugins = tuple(pf.value.get("net_plugins", ())) if pf is not None and isinstance(pf.value, dict) else ()
-    rf = snap.host.get("rdma_port_rates")
-    rates = rf.value if rf is not None and isinstance(rf.value, dict) else {}
+    pf = host_record(snap, "nccl_versions")
+    plugins = tuple(pf.get("net_plugins", ())) if pf is not None else ()
+    rates = host_record(snap, "rdma_port_rates") or {}
     gpus = {b: gpu_info(snap, topo, b, cpu, topo_gpu) for b in gpus_bdf}
     nics = {b: nic_info(snap, topo, b, rates, topo_net) for b in topo.of_kind("nic")}
     node = NodeNccl(version, version_reason, found, st, cpu, cpu_src, gpus, nics, plugins, topo_applied,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from functools import cache, lru_cache
 
+from gdrcheck.host_facts import host_record
+from gdrcheck.reach import nccl_own_tree
 from gdrcheck.rules.nccl import bcm
 from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl import pxn as pxn_rules
@@ -43,7 +45,7 @@ def fusion(topo, version: Version, drives: bool = False):
     a device)."""
     if not has_bcm(topo):
         return None
-    if topo.snap.input_kind == "nccl-xml":  # its <pci> switches are NCCL's PCI nodes themselves
+    if nccl_own_tree(topo.snap):  # its <pci> switches are NCCL's PCI nodes themselves
         def chain(b):
             return topo.ancestors(b)
     else:
@@ -67,10 +69,8 @@ def bcm_virtual_links(topo) -> dict:
     (``bcm_switch_links``) or an NCCL XML's ``<pcilink target>`` (v2.30.7 ``topo.cc:873-890``: a LOC link from
     the PCI switch node that holds it to the target)."""
     links: dict = {}
-    f = topo.snap.host.get("bcm_switch_links")
-    if f is not None and isinstance(f.value, dict):
-        for a, peers in f.value.items():
-            links.setdefault(a, set()).update(peers)
+    for a, peers in (host_record(topo.snap, "bcm_switch_links") or {}).items():
+        links.setdefault(a, set()).update(peers)
     for bdf, d in topo.by_bdf.items():
         for b in (d.extra or {}).get("pcilinks", ()):
             if b:

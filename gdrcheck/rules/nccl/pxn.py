@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from gdrcheck.reach import nccl_own_tree
 from gdrcheck.rules.nccl import gdr as gdr_rules
 from gdrcheck.rules.nccl import p2p as p2p_rules
 from gdrcheck.rules.nccl.core import rank_in
@@ -57,7 +58,7 @@ def nccl_own_dump(topo) -> bool:
     """The input is NCCL's own topology XML: its ``<nvlink>`` elements are every NVLink NCCL found and its GPUs
     the communicator's on the node (``xml.cc:930-995@v2.30.7``). Not RCCL's, whose ``<gpu>`` carries ``gcn``
     (AMD's architecture) and whose links are its own."""
-    if topo.snap.input_kind != "nccl-xml":
+    if not nccl_own_tree(topo.snap):
         return False
     return not any("gcn" in ((topo.by_bdf[g].extra or {}).get("nccl_gpu") or {}) for g in topo.of_kind("gpu"))
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from gdrcheck.reach import nccl_own_tree
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
@@ -50,7 +52,7 @@ def _hop_bw(topo, x: str) -> Optional[float]:
     hop (v2.30.7 ``xml.cc:663-725`` took the lower of device and port); from sysfs the device and the port
     above it (``max_link_speed``, ``../max_link_speed``)."""
     d = topo.by_bdf.get(x)
-    if topo.snap.input_kind == "nccl-xml":
+    if nccl_own_tree(topo.snap):
         return link_bw(d)
     parent = topo.by_bdf.get(topo.parent(x)) if d is not None and topo.parent(x) else None
     return link_bw(d, parent)

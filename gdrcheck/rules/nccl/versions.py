@@ -7,6 +7,7 @@ Pure: each function takes the snapshot or values it reads.
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
 from gdrcheck.rules.nccl.core import NEWEST, parse_version, version_str
 from gdrcheck.rules.nccl.settings import NcclSettings, effective_env, settings
 
@@ -19,10 +20,10 @@ if TYPE_CHECKING:
 
 
 def versions_found(snap) -> list[dict[str, object]]:
-    f = snap.host.get("nccl_versions")
+    found = host_record(snap, "nccl_versions", known_only=True)
     out: list[dict[str, object]] = []
-    if f is not None and getattr(f, "known", False) and isinstance(f.value, dict):
-        out = [dict(e) for e in f.value.get("found", ())]
+    if found is not None:
+        out = [dict(e) for e in found.get("found", ())]
     # NVIDIA's containers record the NCCL they ship as NCCL_VERSION in their environment
     env = _recorded_env(snap)
     v = env.get("NCCL_VERSION") if env else None
@@ -36,13 +37,12 @@ def versions_found(snap) -> list[dict[str, object]]:
 
 
 def _recorded_env(snap) -> dict[str, str]:
-    conf = snap.host.get("nccl_conf")
-    if conf is not None and getattr(conf, "known", False) and isinstance(conf.value, dict) \
-            and isinstance(conf.value.get("env"), dict):
-        return conf.value["env"]
-    fact = snap.host.get("nccl_env")
-    if fact is not None and isinstance(fact.value, dict):
-        return {k: str(v["value"]) if isinstance(v, dict) and "value" in v else str(v) for k, v in fact.value.items()}
+    conf = host_record(snap, "nccl_conf", known_only=True)
+    if conf is not None and isinstance(conf.get("env"), dict):
+        return conf["env"]
+    env = host_record(snap, "nccl_env")
+    if env is not None:
+        return {k: str(v["value"]) if isinstance(v, dict) and "value" in v else str(v) for k, v in env.items()}
     return {}
 
 
@@ -85,20 +85,18 @@ def with_beyond_modelled(version: Version, reason: str) -> str:
 
 def settings_for(snap, version: Version, options_env: Mapping[str, str], cpu: Optional[str], n_gpus: int,
                  version_reason: str, job_gpus: Optional[int] = None) -> NcclSettings:
-    conf = snap.host.get("nccl_conf")
-    if conf is not None and getattr(conf, "known", False) and isinstance(conf.value, dict):
-        v = conf.value
+    conf = host_record(snap, "nccl_conf", known_only=True)
+    if conf is not None:
+        v = conf
         got, read = effective_env(version, v.get("env"), v.get("env_source") or "environment",
                                   v.get("files") or {}, v.get("home") or {}, options_env)
         env = {k: s.value for k, s in got.items()}
         sources = {k: s.source for k, s in got.items()}
     else:  # an input without the raw layers: the collected values (newest file rules) and the options
         env, sources, read = {}, {}, []
-        fact = snap.host.get("nccl_env")
-        if fact is not None and isinstance(fact.value, dict):
-            for k, val in fact.value.items():
-                env[k] = str(val["value"]) if isinstance(val, dict) and "value" in val else str(val)
-                sources[k] = val.get("source", "") if isinstance(val, dict) else ""
+        for k, val in (host_record(snap, "nccl_env") or {}).items():
+            env[k] = str(val["value"]) if isinstance(val, dict) and "value" in val else str(val)
+            sources[k] = val.get("source", "") if isinstance(val, dict) else ""
         for k, val in options_env.items():
             env[k], sources[k] = val, "gdrcheck options"
     from gdrcheck.rules.nccl.job_log import JOB_LOG, job_settings
