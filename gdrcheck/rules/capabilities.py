@@ -277,7 +277,7 @@ def expected_answers(evaluation, pair_expected: dict[tuple[str, str], dict[str, 
         if _not_shown(cap, whole):
             out[cap] = Capability(cap, "not-in-input")
             continue
-        own_open = {u.subject for u in _units(cap, whole, _own(whole), False) if u.state == UNDECIDED}
+        own_open = {u.subject for u in _units(cap, whole, own, False) if u.state == UNDECIDED}
         units = tuple(_worse(u, u.subject in own_open) for u in _units(cap, whole, said, True))
         out[cap] = Capability(cap, "not-in-input" if not units and devices_unknown(whole) else answer_of(units),
                               units)
