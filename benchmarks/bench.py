@@ -6,7 +6,8 @@ For each tree (1 GPU; DGX-H100-like 8 GPUs + 8 NICs + 8 NVMe under nested switch
 2 sockets; 64 + 64 + 64 on 8 NUMA nodes; optionally a composable chassis), runs
 ``gdrcheck pairs --json --from TREE``, ``gdrcheck topology --json --from TREE`` and
 ``lstopo-no-graphics --whole-io --of xml`` (HWLOC_FSROOT=TREE) alternately, and prints
-medians, the ratio to lstopo and peak memory.
+medians of each process's CPU time (user + system: wall time swings with a shared machine's load), the
+ratio to lstopo and peak memory.
 
 gdrcheck runs under ``python3 -S`` with its dependencies on PYTHONPATH: a Python
 start-up that leaves out the site packages' ``.pth`` files, which on some images
@@ -33,7 +34,6 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the machines the tests build too
@@ -84,11 +84,11 @@ print(json.dumps({"imports": t2 - t1, "reads": t3 - t2, "evaluate": t4 - t3,
 
 
 def timed(argv, env=None, cwd=ROOT):
-    t0 = time.perf_counter()
     # cwd: `python3 -m gdrcheck` imports from the current directory first, so a run starts in its own checkout
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
     _, _, ru = os.wait4(p.pid, 0)
-    return time.perf_counter() - t0, ru.ru_maxrss  # KiB on Linux
+    # the CPU time the process used (user + system): on a shared machine wall time swings with the others' load
+    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss  # KiB on Linux
 
 
 def median_ms(values) -> float:

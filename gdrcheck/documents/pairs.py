@@ -149,7 +149,8 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
     pairs = _pair_rows(evaluation)
     from gdrcheck.rules.expected import expected
 
-    ex = expected(evaluation, fail_on)
+    memo: dict[str, Any] = {}  # the node's second evaluation, made once for the gate and the node
+    ex = expected(evaluation, fail_on, memo)
     from gdrcheck.rules import capabilities as caps
 
     picked = caps.chosen(evaluation)
@@ -158,7 +159,7 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
         if p.kind != "gpu-gpu":
             row["chosen"] = picked.get((p.a, p.b))
     doc["pairs"] = pairs
-    doc["capabilities"] = _capabilities(evaluation, ex, labels, fail_on)
+    doc["capabilities"] = _capabilities(evaluation, ex, labels, fail_on, memo)
     doc["findings"] = [f.to_doc() for f in evaluation.findings]
     doc["rules"] = rules_doc(evaluation)
     counts: dict[str, int] = {}
@@ -188,8 +189,9 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
     return doc
 
 
-def _capabilities(evaluation: Evaluation, ex, labels, fail_on: str) -> dict[str, Any]:
-    """``capabilities``, from the node's whole evaluation (a gate's pairs are a part of it)."""
+def _capabilities(evaluation: Evaluation, ex, labels, fail_on: str, memo: dict[str, Any]) -> dict[str, Any]:
+    """``capabilities``, from the node's whole evaluation (a gate's pairs are a part of it); ``memo``: the
+    node's second evaluation where the gate's expected answers made it."""
     from gdrcheck.documents.capabilities import capabilities_doc
     from gdrcheck.rules import capabilities as caps
 
@@ -197,7 +199,7 @@ def _capabilities(evaluation: Evaluation, ex, labels, fail_on: str) -> dict[str,
     if whole is not None:  # the expected answers of every pair of the node, not only the gate's
         from gdrcheck.rules.expected import expected
 
-        ex = expected(whole, fail_on)
+        ex = expected(whole, fail_on, memo)
     answers = caps.answers(evaluation)
     return capabilities_doc(evaluation, answers, caps.expected_answers(evaluation, ex.pairs), labels)
 

@@ -16,6 +16,8 @@ Pure: reads an evaluation (and, for the expected answer, each pair's expected an
 
 from __future__ import annotations
 
+import weakref
+
 from gdrcheck.model import bdf_key
 from gdrcheck.record import record
 
@@ -82,15 +84,27 @@ def job_gpus(evaluation) -> list[str]:
     return gpus
 
 
+# topology -> (NCCL's view of the node, its GPUs' chosen NICs): the capabilities, their expected answers and the
+# pairs' ``chosen`` all ask it of one evaluation
+_CHOSEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def chosen_nics(evaluation) -> dict[str, Optional[tuple[str, ...]]]:
     """Per GPU, the NICs NCCL would use for it (its local NICs); ``None`` where the input does not show the
-    path types NCCL compares."""
-    from gdrcheck.rules.nccl.pxn import Relays
-
+    path types NCCL compares. Worked out once per evaluation of the node."""
     whole = evaluation.whole or evaluation
     node = whole.nccl_node
     if node is None:
         return {}
+    got = _CHOSEN.get(whole.topo)
+    if got is None or got[0] is not node:
+        got = _CHOSEN[whole.topo] = (node, _chosen_nics(whole, node))
+    return got[1]
+
+
+def _chosen_nics(whole, node) -> dict[str, Optional[tuple[str, ...]]]:
+    from gdrcheck.rules.nccl.pxn import Relays
+
     rl = Relays(node, whole.snap, whole.topo, whole.pairs, node.types)
     out: dict[str, Optional[tuple[str, ...]]] = {}
     for g in rl.gpus:
@@ -277,7 +291,7 @@ def expected_answers(evaluation, pair_expected: dict[tuple[str, str], dict[str, 
         if _not_shown(cap, whole):
             out[cap] = Capability(cap, "not-in-input")
             continue
-        own_open = {u.subject for u in _units(cap, whole, _own(whole), False) if u.state == UNDECIDED}
+        own_open = {u.subject for u in _units(cap, whole, own, False) if u.state == UNDECIDED}
         units = tuple(_worse(u, u.subject in own_open) for u in _units(cap, whole, said, True))
         out[cap] = Capability(cap, "not-in-input" if not units and devices_unknown(whole) else answer_of(units),
                               units)

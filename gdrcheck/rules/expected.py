@@ -267,10 +267,26 @@ def _said(view: dict[str, Any]) -> str:
     return " ".join([str(view.get("reason") or "")] + [str(d) for d in view.get("depends_on") or ()])
 
 
-def expected(evaluation, fail_on: str = "error") -> Expected:
-    """Each pair's expected answer (the pairs of ``evaluation``; the node's facts are judged whole)."""
+def reevaluated(whole, memo: Optional[dict[str, Any]] = None) -> tuple[Any, tuple[Assumption, ...]]:
+    """(the node's evaluation on its facts with every fact it lacks filled in, the assumptions made): computed
+    once per ``memo`` (a gate and its node share one). Where nothing was assumed the facts are the input's own,
+    and so is the evaluation: ``whole`` itself."""
+    from gdrcheck.rules.engine import evaluate
+
+    if memo is not None and "again" in memo:
+        return memo["again"], memo["made"]
+    snap2, options2, made = assumed_facts(whole)
+    again = evaluate(snap2, options2) if made else whole
+    if memo is not None:
+        memo["again"], memo["made"] = again, made
+    return again, made
+
+
+def expected(evaluation, fail_on: str = "error", memo: Optional[dict[str, Any]] = None) -> Expected:
+    """Each pair's expected answer (the pairs of ``evaluation``; the node's facts are judged whole). ``memo``:
+    where a gate and its node both ask, the node's second evaluation is made once (:func:`reevaluated`)."""
     from gdrcheck.rules.decisions import nccl_decision
-    from gdrcheck.rules.engine import evaluate, restrict
+    from gdrcheck.rules.engine import restrict
 
     whole = evaluation.whole or evaluation
     before = _unknown_codes(evaluation)
@@ -282,8 +298,7 @@ def expected(evaluation, fail_on: str = "error") -> Expected:
     node_open = [f for f in evaluation.findings if f.effect == "unknown" and not f.pairs and f.code != "GDR015"]
     if not open_pairs and not node_open:
         return Expected(out, _status(evaluation, out, fail_on), [])
-    snap2, options2, made = assumed_facts(whole)
-    again = evaluate(snap2, options2)
+    again, made = reevaluated(whole, memo)
     if evaluation.whole is not None:  # a gate restricted to some capabilities: the same restriction
         kinds = {p.kind for p in evaluation.pairs}
         caps = [c for c, k in (("gdr", "gpu-nic"), ("p2p", "gpu-gpu"), ("gds", "gpu-nvme")) if k in kinds]

@@ -7,6 +7,7 @@ Pure: each function takes the devices or values it reads.
 from __future__ import annotations
 
 import re
+import weakref
 
 from gdrcheck.reach import nccl_own_tree
 
@@ -47,7 +48,22 @@ def nvlink_bw(sm: Optional[int]) -> Optional[float]:
     return next((bw for s, bw in NVLINK_BW if sm is not None and sm >= s), None)
 
 
+# topology -> device -> its hop's bandwidth: a device's hop is fixed for a topology, and NCCL's model asks it
+# for every path that crosses the device (each GPU-NIC pair, several times)
+_HOP_BWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _hop_bw(topo, x: str) -> Optional[float]:
+    """One device's hop (:func:`_device_hop_bw`), worked out once per topology."""
+    memo = _HOP_BWS.get(topo)
+    if memo is None:
+        memo = _HOP_BWS[topo] = {}
+    if x not in memo:
+        memo[x] = _device_hop_bw(topo, x)
+    return memo[x]
+
+
+def _device_hop_bw(topo, x: str) -> Optional[float]:
     """One device's hop as NCCL reads it: in NCCL's own XML the ``<pci link_speed link_width>`` already is the
     hop (v2.30.7 ``xml.cc:663-725`` took the lower of device and port); from sysfs the device and the port
     above it (``max_link_speed``, ``../max_link_speed``)."""
