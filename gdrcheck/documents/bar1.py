@@ -73,6 +73,9 @@ def bar1_doc(snap, topo, findings: Iterable) -> dict[str, Any]:
     doc["gpus"] = [gpu_doc(v, view) for v in gpu_views(snap, topo)]
     doc["findings"] = [f.to_doc() for f in findings if is_bar1_code(f.code)]
     doc["collectors"] = collectors_doc(snap)
+    amd = _amd_gpus(snap, topo)
+    if amd and not doc["gpus"]:  # RCCL's GPUs: no BAR1 figure is read for them
+        doc["amd_gpus"] = amd
     if snap.notes:
         doc["notes"] = list(snap.notes)
     return doc
@@ -85,6 +88,9 @@ def bar1_status(doc: dict[str, Any], snap, topo, findings: Iterable, fail_on: st
     if any(reaches(f.severity, fail_on) for f in findings):
         return "fail", ""
     gpus = topo.of_kind("gpu")
+    if doc.get("amd_gpus"):
+        return "unknown", ("could not decide: gdrcheck reads the BAR1 figures of no AMD GPU "
+                           "(lspci -vv shows each GPU's BARs)")
     if gpus and any(g.get("bar1_total_bytes") is None for g in doc.get("gpus", [])) or (gpus and not doc.get("gpus")):
         return "unknown", "could not decide: BAR1 figures not available (NVML and nvidia-smi unavailable)"
     if not gpus:
@@ -99,3 +105,13 @@ def bar1_status(doc: dict[str, Any], snap, topo, findings: Iterable, fail_on: st
         word = "unknown" if snap.input_kind in ("live", "snapshot") and why else "pass"
         return word, "no GPU found" + (f" ({why})" if why else "")
     return "pass", ""
+
+
+def _amd_gpus(snap, topo) -> list[str]:
+    """The GPUs of a node RCCL judges (gdrcheck.rules.rccl: AMD GPUs, or RCCL's own input, which shows only
+    AMD GPUs), whose BAR1 gdrcheck does not read."""
+    from gdrcheck.rules.rccl.releases import node_reason
+
+    if not node_reason(snap, topo):
+        return []
+    return sorted(topo.of_kind("gpu"))

@@ -117,7 +117,8 @@ def _cell(cells, g: str, c: str):
 def _legend(doc, kind: str, title: str) -> str:
     marks = ["~ degraded, ! fail, ? unknown"]
     if kind != "gpu" and any(p.get("chosen") is False and p["kind"] == f"gpu-{kind}" for p in doc["pairs"]):
-        marks.append("- not used: " + ("NCCL uses the GPU's nearer NIC" if kind == "nic"
+        lib = "RCCL" if (doc.get("nccl") or {}).get("library") == "rccl" else "NCCL"
+        marks.append("- not used: " + (f"{lib} uses the GPU's nearer NIC" if kind == "nic"
                                         else "the GPU's nearer drive is its own"))
     if _assumed(doc):
         marks.append("* expected, see below")

@@ -40,9 +40,21 @@ class Rule:
     origin: str = "gdrcheck"
     pair_kinds: tuple[str, ...] = ()  # for pair rules: which of gpu-gpu, gpu-nic, gpu-nvme
     vm_remediation: str = ""  # the fix inside a virtual machine, where the guest cannot move cards or set ACS
+    rccl_title: str = ""  # one of NCCL's conditions that RCCL keeps: the title in RCCL's words, for AMD nodes
+    rccl_remediation: str = ""  # and its fix in RCCL's words
 
-    def fix(self, virtual: bool) -> str:
-        return self.vm_remediation if virtual and self.vm_remediation else self.remediation
+    def title_for(self, library: str) -> str:
+        """The title for a node judged by ``library`` (``NCCL`` or ``RCCL``)."""
+        return self.rccl_title if library == "RCCL" and self.rccl_title else self.title
+
+    def origin_for(self, library: str) -> str:
+        """Where the rule comes from, in words: NCCL's conditions are RCCL's on a node RCCL judges."""
+        return ORIGIN_WORDS["rccl" if library == "RCCL" and self.origin == "nccl" else self.origin]
+
+    def fix(self, virtual: bool, library: str = "NCCL") -> str:
+        if virtual and self.vm_remediation:
+            return self.vm_remediation
+        return self.rccl_remediation if library == "RCCL" and self.rccl_remediation else self.remediation
 
     def to_doc(self) -> dict[str, Any]:
         return {

@@ -52,7 +52,7 @@ def build(snap, topo, pairs, options, requested: Optional[str], requested_why: s
     if requested and requested_why:
         release_why = f"{requested_why}; {release_why}"
     gpus_bdf = topo.of_kind("gpu")
-    cpu, cpu_src = node_cpu(snap)
+    cpu, cpu_src = node_cpu(snap, "RCCL")
     base = settings_for(snap, release.nccl_base, dict(options.env), cpu, len(gpus_bdf), release_why)
     env = {**base.env, **_rccl_env(snap, options)}
     st = rccl_settings(replace(base, env=env), release, env, cpu)
