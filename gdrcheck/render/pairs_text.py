@@ -201,7 +201,7 @@ def _render_log(doc, console, names) -> None:
             continue
         key = "p2p" if p["kind"] == "gpu-gpu" else "gdr"
         mark = {True: "agrees", False: "DIFFERS", None: "settles it"}[obs.get("agrees")]
-        said = (f"{key.upper()} predicted {p['nccl'].get(key)}, NCCL used {obs['transport']}"
+        said = (f"{key.upper()} predicted {p['nccl'].get(key)}, {lib.split()[0]} used {obs['transport']}"
                 + (f" via {names.get(obs['via'], obs['via'])}" if obs.get("via") else "") + f": {mark}"
                 + (f" ({obs['cause']})" if obs.get("cause") else ""))
         rows.setdefault((mark != "agrees", said), []).append(f"{names.get(p['a'], p['a'])}-{names.get(p['b'], p['b'])}")

@@ -83,3 +83,34 @@ def test_bar1_on_amd_gpus_says_why_not_judged():
     assert "no AMD GPU" in p.stderr and "lspci -vv" in p.stderr
     doc = json.loads(run("bar1", "--json", "--from", str(_real("rccl-mi300x-8p-8nic"))).stdout)
     assert len(doc["amd_gpus"]) == 8 and doc["gpus"] == []
+
+
+def _rccl_log(tmp_path) -> Path:
+    """An RCCL job's log (RCCL writes NCCL's prefixes: 'NCCL INFO' is RCCL's own) on two MI300X of the dump."""
+    log = tmp_path / "rccl.log"
+    log.write_text("node1:1:1 [0] NCCL INFO RCCL version 2.20.5+hip6.2 HEAD:3bd1b57\n"
+                   "node1:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId c000 commId 0x1 - Init START\n"
+                   "node1:1:2 [1] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 1 busId 15000 commId 0x1 - Init START\n"
+                   "node1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
+                   "node1:1:2 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/IPC\n")
+    return log
+
+
+def test_rccl_log_summary_names_rccl(tmp_path):
+    p = run("pairs", "--from", str(_real("rccl-mi300x-8p-8nic")), "--from", str(_rccl_log(tmp_path)))
+    assert "RCCL did what the node predicts: 1 of 1 pair" in " ".join(p.stdout.split())
+    assert "P2P predicted enabled, RCCL used P2P/IPC: agrees" in p.stdout
+    out = re.sub(r"\S+ NCCL INFO [^\n]*", "", p.stdout)  # RCCL's own lines quoted
+    assert _wrong_words(out) == [], out
+
+
+def test_report_speaks_rccl(tmp_path):
+    """The HTML page of an AMD node: RCCL's rules, its log, the amdkfd peer memory; no NVIDIA driver row."""
+    page = tmp_path / "r.html"
+    run("report", "--from", str(_real("rccl-mi300x-8p-8nic")), "--from", str(_rccl_log(tmp_path)), "-o", str(page))
+    html = page.read_text()
+    text = re.sub(r"<style.*?</style>", "", html, flags=re.S)
+    text = " ".join(re.findall(r'title="([^"]*)"', text)) + re.sub(r"<[^>]+>", " ", text)
+    text = re.sub(r"\S+ NCCL INFO [^<\n]*", "", text.replace("&#x27;", "'"))  # RCCL's own lines quoted
+    assert "What RCCL did" in html and "RCCL rule" in html and "amdkfd" in html and "NVIDIA driver" not in html
+    assert _wrong_words(text) == [], sorted(set(_wrong_words(text)))
