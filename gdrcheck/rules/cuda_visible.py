@@ -44,6 +44,11 @@ class JobGpus:
     count: Optional[int]
     assumes: str = ""
     note: str = ""
+    named: str = ""  # how the settings are said where not CUDA's (an AMD node: ROCR_/HIP_VISIBLE_DEVICES)
+    device: str = "cuda"  # how the job names its GPUs (cuda:0; hip:0 on an AMD node)
+
+    def said(self) -> str:
+        return self.named or f"CUDA_VISIBLE_DEVICES={self.setting}"
 
 
 def _order(order: str, gpus: Sequence[GpuId]) -> tuple[Optional[list[str]], str]:
@@ -125,13 +130,14 @@ def select(env: Mapping[str, str], gpus: Sequence[GpuId]) -> Optional[JobGpus]:
 
 def numbering(job: JobGpus, labels: Optional[Mapping[str, str]] = None) -> str:
     """The job's GPUs in words: "GPU0 as cuda:0, GPU2 as cuda:1 (CUDA_VISIBLE_DEVICES=0,2, CUDA_DEVICE_ORDER=...)"."""
-    where = f"by CUDA_VISIBLE_DEVICES={job.setting} and CUDA_DEVICE_ORDER={job.order}"
+    where = f"by {job.named}" if job.named else \
+        f"by CUDA_VISIBLE_DEVICES={job.setting} and CUDA_DEVICE_ORDER={job.order}"
     if job.gpus is None:
         held = f"{job.count} GPU(s), which ones not known" if job.count is not None else "GPUs not known"
     elif not job.gpus:
         held = "no GPU"
     else:
-        held = ", ".join(f"{(labels or {}).get(b, b)} as cuda:{i}" for i, b in enumerate(job.gpus))
+        held = ", ".join(f"{(labels or {}).get(b, b)} as {job.device}:{i}" for i, b in enumerate(job.gpus))
     return f"the job holds {held}, {where}{'; ' + job.note if job.note else ''}"
 
 
@@ -158,14 +164,14 @@ def pair_in_job(job: JobGpus, a: str, b: str, view: dict[str, object]) -> None:
     """Say in a GPU pair's P2P ``view`` whether the job's communicator holds the pair, and as which devices."""
     if job.gpus is None:
         view["depends_on"] = list(view.get("depends_on", ())) + [  # type: ignore[call-overload]
-            f"which GPUs the job holds: {job.note or job.assumes or 'CUDA_VISIBLE_DEVICES=' + job.setting}"]
+            f"which GPUs the job holds: {job.note or job.assumes or job.said()}"]
         return
     out = [g for g in (a, b) if g not in job.gpus]
     if out:
         view["reason"] = (f"{view.get('reason', '')}; not a pair of this job: {' and '.join(out)} "
-                          f"{'is' if len(out) == 1 else 'are'} not in CUDA_VISIBLE_DEVICES={job.setting}")
+                          f"{'is' if len(out) == 1 else 'are'} not in {job.said()}")
     else:
-        view["reason"] = (f"{view.get('reason', '')}; the job's cuda:{job.gpus.index(a)} and "
-                          f"cuda:{job.gpus.index(b)}")
+        view["reason"] = (f"{view.get('reason', '')}; the job's {job.device}:{job.gpus.index(a)} and "
+                          f"{job.device}:{job.gpus.index(b)}")
     if job.assumes:
         view["depends_on"] = list(view.get("depends_on", ())) + [job.assumes]  # type: ignore[call-overload]

@@ -71,16 +71,37 @@ def build(snap, topo, pairs, options, requested: Optional[str], requested_why: s
         xml_gpu = d.extra.get("nccl_gpu") if d.extra else None
         ok, why = flags.gpu_flag(xml_gpu, peer[0], dma[0], release)
         gpus[b] = GpuInfo(b, d.name, None, "", ok, why, False)
+    job = _job(snap, topo, options)
+    if job is not None:
+        from gdrcheck.rules.cuda_visible import numbering
+
+        st = replace(st, p2p_level_source=f"{st.p2p_level_source}; {numbering(job)}")
     node = NodeRccl(release.nccl_base, release_why, list(found), st, cpu, cpu_src, gpus, nics, (),
                     label=label(release), release=release, why_rccl=why_rccl, gcn=_gcn(snap, topo, gpus_bdf),
-                    peer_memory=peer)
+                    peer_memory=peer, job=job, job_gpus=job.count if job is not None else None)
     node.rdma = {b: rdma_capable(ctx, b) for b in nics}
     types = pair_types(topo, pairs, release.nccl_base, st, {}, frozenset())
     node.types = {k: (("NVL",) + v[1:] if v[0] == "NVB" else v) for k, v in types.items()}
     node.p2p_view = {(p.a, p.b): decide.p2p_view(st, *_gg(node.types[(p.a, p.b)])) for p in pairs
                      if p.kind == "gpu-gpu"}
+    if job is not None:  # the job's ROCR_/HIP_VISIBLE_DEVICES: whether the pair is the job's, as hip:N
+        from gdrcheck.rules.cuda_visible import pair_in_job
+
+        for (a, b), view in node.p2p_view.items():
+            pair_in_job(job, a, b, view)
     node.gdr_view = _gdr(node, snap, topo, pairs, peer, dma)
     return node
+
+
+def _job(snap, topo, options):
+    """The job's GPUs where it sets ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES."""
+    from gdrcheck.rules.rccl import visible
+
+    if not any(n in options.env for n in visible.NAMES):
+        return None
+    from gdrcheck.rules.cuda_visible import gpu_ids
+
+    return visible.select(options.env, gpu_ids(snap, topo))
 
 
 def _rccl_env(snap, options) -> dict[str, str]:
