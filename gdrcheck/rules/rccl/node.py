@@ -13,7 +13,7 @@ from gdrcheck.rules.nccl.node import NodeNccl
 from gdrcheck.rules.nccl.paths import pair_types
 from gdrcheck.rules.nccl.versions import settings_for
 from gdrcheck.rules.rccl import decide, flags
-from gdrcheck.rules.rccl.releases import Release, choose, label
+from gdrcheck.rules.rccl.releases import PXN_LATER, Release, choose, label, newer_than_modelled
 from gdrcheck.rules.rccl.settings import rccl_settings
 
 TYPE_CHECKING = False
@@ -28,6 +28,7 @@ class NodeRccl(NodeNccl):
     release: Optional[Release] = None
     why_rccl: str = ""  # why the node is judged with RCCL's rules
     gcn: Optional[str] = None  # the GPUs' gfx target, where the input names it
+    newer: bool = False  # the release asked for is newer than the newest modelled (releases.newer_than_modelled)
     peer_memory: tuple = (None, "", "")  # flags.peer_memory's answer
 
 
@@ -78,7 +79,8 @@ def build(snap, topo, pairs, options, requested: Optional[str], requested_why: s
         st = replace(st, p2p_level_source=f"{st.p2p_level_source}; {numbering(job)}")
     node = NodeRccl(release.nccl_base, release_why, list(found), st, cpu, cpu_src, gpus, nics, (),
                     label=label(release), release=release, why_rccl=why_rccl, gcn=_gcn(snap, topo, gpus_bdf),
-                    peer_memory=peer, job=job, job_gpus=job.count if job is not None else None)
+                    peer_memory=peer, newer=newer_than_modelled(requested), job=job,
+                    job_gpus=job.count if job is not None else None)
     node.rdma = {b: rdma_capable(ctx, b) for b in nics}
     types = pair_types(topo, pairs, release.nccl_base, st, {}, frozenset())
     node.types = {k: (("NVL",) + v[1:] if v[0] == "NVB" else v) for k, v in types.items()}
@@ -125,6 +127,9 @@ def _gdr(node: NodeRccl, snap, topo, pairs, peer, dma) -> dict:
     rome = decide.rome_cpu(node.cpu, *cpu_model(snap)) if not st.user_gdr_level else False
     override, override_note = _hyperv(node, snap, sorted(node.gpus), sorted({p.b for p in mine}))
     pxn_on = st.param("NCCL_PXN_DISABLE", 1) == 0
+    # a release newer than modelled on gfx942/gfx950 (or GPUs of no gfx shown): its PXN rule (PXN_LATER)
+    later_pxn = node.newer and "NCCL_PXN_DISABLE" not in st.env \
+        and (node.gcn is None or node.gcn.startswith(("gfx942", "gfx950")))
     out = {}
     for p in mine:
         t = node.types[(p.a, p.b)][0]
@@ -136,6 +141,10 @@ def _gdr(node: NodeRccl, snap, topo, pairs, peer, dma) -> dict:
         level = _level(st, topo, p, rome, t)
         relay = _relay(node, p, mine) if pxn_on else None
         view = decide.gdr_view(st, t, nic, (g.gdr, g.gdr_source), level, relay, notes)
+        if later_pxn and view["gdr"] == "disabled" and "distance" in view \
+                and _relay(node, p, mine) is not None:  # a later release's PXN could relay it: not modelled
+            view.update(gdr="unknown", reason=f"{view.get('reason', '')}; {PXN_LATER}",
+                        depends_on=list(view.get("depends_on", ())) + [PXN_LATER])
         if notes and view["gdr"] == "disabled" and "distance" in view:  # PXB on Hyper-V would be within
             view.update(gdr="unknown", depends_on=list(notes))
         cause = _cause(view, nic, node.nics[p.b].xml_gdr, peer[0], g)
