@@ -82,6 +82,9 @@ def bar1_document(snap, topo, findings: Iterable, fail_on: str = "error") -> tup
     doc["gpus"] = [gpu_doc(v, view) for v in gpu_views(snap, topo)]
     doc["findings"] = [f.to_doc() for f in kept]
     doc["collectors"] = collectors_doc(snap)
+    amd = _amd_gpus(snap, topo)
+    if amd and not doc["gpus"]:  # RCCL's GPUs: no BAR1 figure is read for them
+        doc["amd_gpus"] = amd
     if snap.notes:
         doc["notes"] = list(snap.notes)
     doc["status"], why = bar1_status(doc, snap, topo, kept, fail_on)
@@ -95,6 +98,9 @@ def bar1_status(doc: dict[str, Any], snap, topo, findings: Iterable, fail_on: st
     if any(reaches(f.severity, fail_on) for f in findings):
         return "fail", ""
     gpus = topo.of_kind("gpu")
+    if doc.get("amd_gpus"):
+        return "unknown", ("could not decide: gdrcheck reads the BAR1 figures of no AMD GPU "
+                           "(lspci -vv shows each GPU's BARs)")
     if gpus and any(g.get("bar1_total_bytes") is None for g in doc.get("gpus", [])) or (gpus and not doc.get("gpus")):
         return "unknown", "could not decide: BAR1 figures not available (NVML and nvidia-smi unavailable)"
     if not gpus:
@@ -109,3 +115,13 @@ def bar1_status(doc: dict[str, Any], snap, topo, findings: Iterable, fail_on: st
         word = "unknown" if on_node(snap) and why else "pass"
         return word, "no GPU found" + (f" ({why})" if why else "")
     return "pass", ""
+
+
+def _amd_gpus(snap, topo) -> list[str]:
+    """The GPUs of a node RCCL judges (gdrcheck.rules.rccl: AMD GPUs, or RCCL's own input, which shows only
+    AMD GPUs), whose BAR1 gdrcheck does not read."""
+    from gdrcheck.rules.rccl.releases import node_reason
+
+    if not node_reason(snap, topo):
+        return []
+    return sorted(topo.of_kind("gpu"))

@@ -6,6 +6,7 @@ that are missing (with the command that settles each)."""
 from __future__ import annotations
 
 from gdrcheck.rules.capabilities import CAPABILITIES, UNDECIDED, UNIT, WITH, WITHOUT
+from gdrcheck.rules.decisions import library_word
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,12 +43,14 @@ def missing_facts(evaluation, pairs) -> list[tuple[str, str]]:
     whole = evaluation.whole or evaluation
     keys = set(pairs)
     by_code = {c: a for a in KNOWN for c in a.codes}
+    lib = library_word(evaluation)
     out: list[tuple[str, str]] = []
     for f in whole.findings:
         if f.effect != "unknown" or not (keys & set(f.pairs)):
             continue
         a = by_code.get(f.code)
-        item = (a.fact, a.settle) if a is not None else (f"{f.fold or f.message} ({f.code})", f.settle or SETTLE_ALL)
+        item = (a.said_for(lib)["fact"], a.settle_for(lib)) if a is not None else \
+            (f"{f.fold or f.message} ({f.code})", f.settle or SETTLE_ALL)
         if item not in out:
             out.append(item)
     return out
@@ -55,22 +58,23 @@ def missing_facts(evaluation, pairs) -> list[tuple[str, str]]:
 
 def _cause_words(cause: str, evaluation, keys, every: bool) -> str:
     whole = evaluation.whole or evaluation
+    lib = library_word(evaluation)
     if cause == "beyond-level":
         return f"{'every path is' if every else 'path'} beyond NCCL_NET_GDR_LEVEL={whole.settings.gdr_level}"
     if cause == "fails":
         codes = sorted({c for k in keys for c in whole.pair_findings.get(k, ()) if whole.verdicts.get(k) == "fail"})
         return "the pair fails" + (f" ({', '.join(codes[:3])})" if codes else "")
     if cause == "log-off":
-        return "the job's NCCL log shows NCCL did not use it"
+        return f"the job's {lib} log shows {lib} did not use it"
     if cause == "compat-mode":
         return "cuFile falls back to its compatibility mode (through host memory)"
     if cause == "assumed-off":
-        return "NCCL's decision rests on facts not in this input and is taken as off (the worse answer)"
+        return f"{lib}'s decision rests on facts not in this input and is taken as off (the worse answer)"
     if cause == "no-choice":
-        return "which NIC NCCL picks is not shown (path types undecided)"
+        return f"which NIC {lib} picks is not shown (path types undecided)"
     view = whole.nccl_view.get(keys[0]) if keys else None
-    reason = str((view or {}).get("reason") or "NCCL's rule").split("; ")[0]
-    return f"NCCL does not use it: {reason}"
+    reason = str((view or {}).get("reason") or f"{lib}'s rule").split("; ")[0]
+    return f"{lib} does not use it: {reason}"
 
 
 def _open_words(evaluation, units) -> str:
@@ -81,7 +85,7 @@ def _open_words(evaluation, units) -> str:
     if any(u.cause == "no-choice" for u in units):
         words.append(_cause_words("no-choice", evaluation, keys, False))
     if not words:
-        words.append("NCCL's decision rests on facts not in this input")
+        words.append(f"{library_word(evaluation)}'s decision rests on facts not in this input")
     return "; ".join(words)
 
 
@@ -94,9 +98,9 @@ def _closed_words(evaluation, units, every: bool) -> str:
     return "; ".join(causes)
 
 
-_WHAT = {"gdr": "between each GPU and the NIC NCCL would use for it", "p2p": "between the job's GPUs",
+_WHAT = {"gdr": "between each GPU and the NIC {lib} would use for it", "p2p": "between the job's GPUs",
          "gds": "between each GPU and its nearest NVMe drive"}
-_NO = {"gdr": "NCCL uses it with no GPU's NIC", "p2p": "NCCL connects no pair of the job's GPUs by P2P",
+_NO = {"gdr": "{lib} uses it with no GPU's NIC", "p2p": "{lib} connects no pair of the job's GPUs by P2P",
        "gds": "no GPU reaches its NVMe drive directly"}
 _UNIT_WORD = {"gpus": "GPUs", "pairs": "pairs"}
 
@@ -113,9 +117,10 @@ def _why(cap: str, c, evaluation, labels, unit: str) -> str:
     not_used = [u for u in c.units if u.state == WITHOUT]
     open_ = [u for u in c.units if u.state == UNDECIDED]
     if c.answer == "yes":
-        return f"used {_WHAT[cap]}: " + (f"all {total} {word}" if total > 1 else f"the one {word[:-1]}")
+        what = _WHAT[cap].format(lib=library_word(evaluation))
+        return f"used {what}: " + (f"all {total} {word}" if total > 1 else f"the one {word[:-1]}")
     if c.answer == "no":
-        return f"{_NO[cap]}: {_closed_words(evaluation, not_used, True)}"
+        return f"{_NO[cap].format(lib=library_word(evaluation))}: {_closed_words(evaluation, not_used, True)}"
     parts = []
     if open_:
         parts.append(f"undecided for {len(open_)} of {total} {word} ({_unit_names(open_, labels)}): "

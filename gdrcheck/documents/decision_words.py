@@ -67,11 +67,12 @@ def _file_tree(c: Cause) -> str:
 def _job_not_in(c: Cause) -> str:
     out = c.get("gpus")
     return (f"not a pair of this job: {' and '.join(out)} {'is' if len(out) == 1 else 'are'} not in "
-            f"CUDA_VISIBLE_DEVICES={c.get('setting')}")
+            f"{c.get('setting')}")
 
 
 def _job_devices(c: Cause) -> str:
-    return f"the job's cuda:{c.get('a')} and cuda:{c.get('b')}"
+    device = c.get("device") or "cuda"
+    return f"the job's {device}:{c.get('a')} and {device}:{c.get('b')}"
 
 
 def _p2p_every_path_beyond(c: Cause) -> str:

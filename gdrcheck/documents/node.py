@@ -7,6 +7,7 @@ from gdrcheck.documents.bar1 import bar1_doc
 from gdrcheck.documents.pairs import pairs_doc
 from gdrcheck.documents.rules import rules_part
 from gdrcheck.documents.topology import topology_doc
+from gdrcheck.rules.decisions import library_word
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -19,4 +20,4 @@ def node_documents(evaluation, fail_on: str = "error", *, pairs: Optional[dict[s
     return {"pairs": pairs if pairs is not None else pairs_doc(evaluation, fail_on),
             "topology": topology_doc(evaluation.topo, describe_input=describe_input),
             "bar1": bar1_doc(evaluation.snap, evaluation.topo, evaluation.findings, fail_on),
-            "rules": rules_part(f.code for f in evaluation.findings)}
+            "rules": rules_part((f.code for f in evaluation.findings), library_word(evaluation))}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gdrcheck.documents.labels import device_labels
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
 from gdrcheck.model import address_known, bdf_key
-from gdrcheck.rules.decisions import nccl_decision, node_status_word, timed_out  # noqa: F401 - API here too
+from gdrcheck.rules.decisions import library_word, nccl_decision, node_status_word, timed_out  # noqa: F401
 from gdrcheck.rules.engine import Evaluation, other_versions
 from gdrcheck.rules.nccl.core import version_str
 from gdrcheck.status import SEVERITY_RANK, STATUS_WORDS
@@ -32,15 +32,16 @@ def rules_doc(evaluation: Evaluation) -> dict[str, Any]:
     """For each finding code of the document: the rule's name, title, origin (in words) and the fix in
     force (the guest's fix in a virtual machine), so renderers need not read the registry."""
     from gdrcheck.rules import by_code
-    from gdrcheck.rules.base import ORIGIN_WORDS
 
     rules = by_code()
     virtual = bool(evaluation.topo.virtual())
+    lib = library_word(evaluation)
     out: dict[str, Any] = {}
     for code in sorted({f.code for f in evaluation.findings}):
         r = rules.get(code)
         if r is not None:
-            out[code] = {"name": r.name, "title": r.title, "origin": ORIGIN_WORDS[r.origin], "fix": r.fix(virtual)}
+            out[code] = {"name": r.name, "title": r.title_for(lib), "origin": r.origin_for(lib),
+                         "fix": r.fix(virtual, lib)}
     return out
 
 
@@ -329,12 +330,14 @@ def missing_doc(evaluation: Evaluation) -> list[dict[str, Any]]:
     from gdrcheck.reach import FACTS
     from gdrcheck.rules.expected import KNOWN
 
+    lib = library_word(evaluation)
     facts: dict[str, str] = {}
     settles: dict[str, Optional[str]] = {}
     for a in KNOWN:
+        said = a.said_for(lib)
         for c in a.codes:  # a code two assumptions settle (GDR041: a bridge, a declared switch): the finding's
-            facts.setdefault(c, a.fact)
-            settles[c] = a.settle if c not in settles else None
+            facts.setdefault(c, said["fact"])
+            settles[c] = said["settle"] if c not in settles else None
     out: dict[str, dict[str, Any]] = {}
     for f in sorted(evaluation.findings, key=_lead_key):
         if f.effect != "unknown" or f.code == "GDR015":  # GDR015: a required answer that waits on these

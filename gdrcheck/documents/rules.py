@@ -9,9 +9,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def rules_part(codes: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """``{code: rule document}`` for the codes given that the registry knows."""
+def rules_part(codes: Iterable[str], library: str = "NCCL") -> dict[str, dict[str, Any]]:
+    """``{code: rule document}`` for the codes given that the registry knows; ``library``: whose rules judged
+    the node (``RCCL``: the rules in RCCL's words)."""
     from gdrcheck.rules import by_code
 
     rules = by_code()
-    return {c: rules[c].to_doc() for c in sorted(set(codes)) if c in rules}
+    return {c: rules[c].to_doc(library) for c in sorted(set(codes)) if c in rules}

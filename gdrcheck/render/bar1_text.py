@@ -95,6 +95,9 @@ def render_bar1(doc: dict[str, Any], console) -> None:
         blank(console)
         put(console, f"BAR1, used, memory: {', '.join(sources) or 'not read'}; sysfs: the bus's BAR "
                      f"({'/'.join(bus_names) or 'resource'}); ReBAR: the Resizable BAR capability")
+    elif doc.get("amd_gpus"):
+        n = len(doc["amd_gpus"])
+        put(console, f"{n} AMD GPU{'s' if n != 1 else ''}: BAR1 figures not read for them")
     else:
         put(console, "no NVIDIA GPU recognised in this input")
     for g in gpus:

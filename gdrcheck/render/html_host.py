@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from html import escape
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 
 def capabilities(pairs) -> str:
     """The three answers, in words, under the verdict."""
@@ -32,3 +36,16 @@ def virtual(facts, pairs, cell: str) -> str:
         if seen is not None:
             return f'yes <span class="why">(GDR121: {escape(str(seen.get("message", "")))})</span>'
     return cell
+
+
+def amd_peer(n: dict[str, Any]) -> str:
+    """RCCL's peer memory (the amdkfd client), as the pairs document says it."""
+    pm = n.get("peer_memory") or {}
+    said = {True: "amdkfd peer-memory client registered",
+            False: "no amdkfd peer-memory client"}.get(pm.get("loaded"))
+    return escape(said or f"not known: {pm.get('why') or 'not in this input'}")
+
+
+def library_of(pairs) -> str:
+    """The library whose rules judged the node, as the pairs document names it (``nccl.library``)."""
+    return "RCCL" if (pairs.get("nccl") or {}).get("library") == "rccl" else "NCCL"

@@ -13,6 +13,7 @@ from html import escape
 
 from gdrcheck.render import tree_model as tm
 from gdrcheck.render.html_css import CSS
+from gdrcheck.render.html_host import library_of
 from gdrcheck.units import human_bytes
 
 TYPE_CHECKING = False
@@ -51,7 +52,7 @@ def render_html(topology: dict[str, Any], pairs: dict[str, Any], bar1: dict[str,
     body = [
         _header(topology, pairs, host),
         _summary(topology, pairs),
-        _tree(svgs, forest, topology, _unplaced(made_up, names)),
+        _tree(svgs, forest, topology, _unplaced(made_up, names), library_of(pairs) == "NCCL"),
         _matrix(pairs, names, topology),
         _nccl_log(pairs, names),
         _bar1(bar1, topology),
@@ -126,7 +127,7 @@ def _yes_no(v) -> str:
 
 
 def _summary(topology, pairs) -> str:
-    from gdrcheck.render.html_host import cpu_of_pairs, virtual
+    from gdrcheck.render.html_host import amd_peer, cpu_of_pairs, virtual
 
     facts = topology.get("host_facts") or {}
     kinds: dict[str, int] = {}
@@ -148,10 +149,10 @@ def _summary(topology, pairs) -> str:
     fc = s.get("findings") or {}
     rows = [
         ("Host", escape(str(pairs.get("host") or topology.get("host") or "not known"))),
-        ("NVIDIA driver", drv),
+        *((("NVIDIA driver", drv),) if library_of(pairs) == "NCCL" else ()),
         ("Kernel", _fact_cell(facts, "kernel_release")),
         ("IOMMU", _fact_cell(facts, "iommu_mode")),
-        ("Peer memory", peer),
+        ("Peer memory", peer if library_of(pairs) == "NCCL" else amd_peer(n)),
         ("CPU", escape(cpu) if cpu else cpu_of_pairs(pairs)),
         ("Virtual machine", virtual(facts, pairs, _fact_cell(facts, "virtual", _yes_no))),
         ("NUMA nodes", _fact_cell(facts, "numa_nodes", lambda v: ", ".join(map(str, v)) or "none")),
@@ -162,7 +163,8 @@ def _summary(topology, pairs) -> str:
         ("RCCL rules" if n.get("library") == "rccl" else "NCCL rules",
          escape(f"{n.get('rules') or n.get('version', '?')}: GDR level {n.get('gdr_level', '?')}, "
                               f"P2P level {n.get('p2p_level', '?')}") if n else "not known"),
-        *((("NCCL log", escape(f"{n['log'].get('file')}: {n['log'].get('summary')}")),) if n.get("log") else ()),
+        *(((f"{library_of(pairs)} log", escape(f"{n['log'].get('file')}: {n['log'].get('summary')}")),)
+          if n.get("log") else ()),
         ("Pairs", f"{s.get('pairs', 0)}" + (f": {verdicts}" if verdicts else "")),
         ("Findings", f"{fc.get('error', 0)} error, {fc.get('warning', 0)} warning, {fc.get('info', 0)} info"),
         ("Overall verdict", f'<span class="chip v-{overall(pairs)}">{STATUS[overall(pairs)][0]}</span>'),
@@ -206,8 +208,8 @@ def _unplaced(made_up: list[dict[str, Any]], names: dict[str, str]) -> str:
                         + f" (NUMA {_numa(d.get('numa_node'))})" for d in kept) + ".")
 
 
-def _tree(svgs: list[str], forest: tm.Forest, topology, unplaced: str = "") -> str:
-    keys = (("k-gpu", "GPU"), ("k-nic", "NIC"), ("k-nvme", "NVMe"), ("k-nvs", "NVSwitch"),
+def _tree(svgs: list[str], forest: tm.Forest, topology, unplaced: str = "", nvswitch: bool = True) -> str:
+    keys = (("k-gpu", "GPU"), ("k-nic", "NIC"), ("k-nvme", "NVMe"), *((("k-nvs", "NVSwitch"),) if nvswitch else ()),
             ("k-sw", "switch (its downstream ports are the edges below it)"), ("k-rp", "root port"),
             ("acs", "ACS redirect: peer traffic goes up to the root complex"), ("low", "link below its maximum"))
     legend = '<p class="legend">' + " ".join(f'<span class="key"><span class="sw {c}"></span>{t}</span>'
@@ -237,7 +239,7 @@ def _path(p: Optional[dict[str, Any]]) -> str:
     return p.get("path") or "/".join(p.get("path_candidates") or []) or "?"
 
 
-def _cell(p: Optional[dict[str, Any]]) -> str:
+def _cell(p: Optional[dict[str, Any]], lib: str = "NCCL") -> str:
     if p is None:
         return '<td class="none"></td>'
     path = _path(p)
@@ -245,12 +247,12 @@ def _cell(p: Optional[dict[str, Any]]) -> str:
     codes = ", ".join(p.get("findings") or [])
     nccl = p.get("nccl") or {}
     said = nccl.get("gdr") or nccl.get("p2p")
-    tip = f"{v}" + (f"; {codes}" if codes else "") + (f"; NCCL: {said}" if said else "")
+    tip = f"{v}" + (f"; {codes}" if codes else "") + (f"; {lib}: {said}" if said else "")
     obs = nccl.get("observed")
     if obs:
-        tip += f"; the job's NCCL used {obs.get('transport')}"
+        tip += f"; the job's {lib} used {obs.get('transport')}"
     if p.get("chosen") is False:  # not the GPU's NIC (drive): marked as not used, not by its verdict
-        tip = "not used: NCCL (cuFile) uses another for this GPU; " + tip
+        tip = f"not used: {lib} (cuFile) uses another for this GPU; " + tip
         return f'<td class="unused" title="{escape(tip)}">{escape(path)}-</td>'
     e = p.get("expected") or {}
     if v == "unknown" and e.get("verdict") in MARK:
@@ -280,12 +282,16 @@ def _matrix(pairs, names: dict[str, str], topology) -> str:
     def where(b: str) -> str:  # a header's tooltip: the address, or that there is none
         return NO_BUS_ID if b in made_up else b
 
-    out = ['<section id="pairs"><h2>Pairs</h2><p class="legend">Each cell: the path class as '
-           '<code>nvidia-smi topo -m</code> prints it (PIX one switch, PXB several switches, PHB one root complex, '
-           'NODE two root complexes of one NUMA node, SYS across NUMA nodes, NV# NVLinks), coloured by verdict: '
+    how = ("the path class as <code>nvidia-smi topo -m</code> prints it" if library_of(pairs) == "NCCL"
+           else "the path class")
+    links = "NV# NVLinks" if library_of(pairs) == "NCCL" else "XGMI# xGMI links"
+    out = [f'<section id="pairs"><h2>Pairs</h2><p class="legend">Each cell: {how} (PIX one switch, PXB several '
+           'switches, PHB one root complex, '
+           f'NODE two root complexes of one NUMA node, SYS across NUMA nodes, {links}), coloured by verdict: '
            '<span class="chip v-ok">ok</span> <span class="chip v-degraded">degraded ~</span> '
            '<span class="chip v-fail">fail !</span> <span class="chip v-unknown">unknown ?</span>'
-           + (' <span class="chip unused">-</span> not used: NCCL (cuFile) uses the GPU\'s nearer NIC (drive)'
+           + (f' <span class="chip unused">-</span> not used: {library_of(pairs)} (cuFile) uses the GPU\'s nearer '
+              'NIC (drive)'
               if any(p.get("chosen") is False for p in pairs.get("pairs") or ()) else "")
            + (' <span class="chip v-unknown">*</span> undecided on this input: the class and mark expected if: '
               + escape(", ".join(dict.fromkeys(a.get("brief") or a["fact"] for a in pairs.get("assumes") or ())))
@@ -305,7 +311,8 @@ def _matrix(pairs, names: dict[str, str], topology) -> str:
             head = title + (f", {span} of {len(cols)}" if len(blocks) > 1 else "")
             rows = []
             for g in gpus:
-                tds = "".join('<td class="self">X</td>' if c == g else _cell(cells.get((g, c))) for c in block)
+                tds = "".join('<td class="self">X</td>' if c == g else _cell(cells.get((g, c)), library_of(pairs))
+                              for c in block)
                 rows.append(f'<tr><th class="row" title="{escape(where(g))}">{escape(label(g))}</th>{tds}'
                             f'<td class="numa">{_numa(numa.get(g))}</td></tr>')
             ths = "".join(f'<th title="{escape(where(c))}">{escape(label(c))}</th>' for c in block)
@@ -356,12 +363,14 @@ def _nccl_log(pairs, names: dict[str, str]) -> str:
                     f'<td><span class="chip v-{cls}">{word}</span> {escape(obs.get("cause", ""))}</td>'
                     f'<td class="mono">{escape(obs.get("line", ""))}</td></tr>')
     settings = ", ".join(f"{x['name']}={x['value']}" for x in log.get("settings") or [])
-    head = (f"<p>{escape(str(log.get('file')))}: NCCL {escape(str(log.get('version') or 'not shown'))}"
+    lib = library_of(pairs)
+    head = (f"<p>{escape(str(log.get('file')))}: {lib} "
+            f"{escape(str(log.get('rccl_version') or log.get('version') or 'not shown'))}"
             + (f", host {escape(str(log['host']))}" if log.get("host") else "") + f". {escape(log.get('summary', ''))}."
             + (f" The job's settings: <code>{escape(settings)}</code>." if settings else "") + "</p>")
-    table = ('<table class="devices"><thead><tr><th>pair</th><th>predicted</th><th>NCCL used</th><th></th>'
-             f'<th>NCCL\'s line</th></tr></thead><tbody>{"".join(rows)}</tbody></table>') if rows else ""
-    return f'<section id="nccl-log"><h2>What NCCL did</h2>{head}{table}</section>'
+    table = (f'<table class="devices"><thead><tr><th>pair</th><th>predicted</th><th>{lib} used</th><th></th>'
+             f'<th>{lib}\'s line</th></tr></thead><tbody>{"".join(rows)}</tbody></table>') if rows else ""
+    return f'<section id="nccl-log"><h2>What {lib} did</h2>{head}{table}</section>'
 
 
 def _links(topology, label) -> str:

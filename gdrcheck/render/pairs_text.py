@@ -117,7 +117,8 @@ def _cell(cells, g: str, c: str):
 def _legend(doc, kind: str, title: str) -> str:
     marks = ["~ degraded, ! fail, ? unknown"]
     if kind != "gpu" and any(p.get("chosen") is False and p["kind"] == f"gpu-{kind}" for p in doc["pairs"]):
-        marks.append("- not used: " + ("NCCL uses the GPU's nearer NIC" if kind == "nic"
+        lib = "RCCL" if (doc.get("nccl") or {}).get("library") == "rccl" else "NCCL"
+        marks.append("- not used: " + (f"{lib} uses the GPU's nearer NIC" if kind == "nic"
                                         else "the GPU's nearer drive is its own"))
     if _assumed(doc):
         marks.append("* expected, see below")
@@ -199,7 +200,7 @@ def _render_log(doc, console, names) -> None:
             continue
         key = "p2p" if p["kind"] == "gpu-gpu" else "gdr"
         mark = {True: "agrees", False: "DIFFERS", None: "settles it"}[obs.get("agrees")]
-        said = (f"{key.upper()} predicted {p['nccl'].get(key)}, NCCL used {obs['transport']}"
+        said = (f"{key.upper()} predicted {p['nccl'].get(key)}, {lib.split()[0]} used {obs['transport']}"
                 + (f" via {names.get(obs['via'], obs['via'])}" if obs.get("via") else "") + f": {mark}"
                 + (f" ({obs['cause']})" if obs.get("cause") else ""))
         rows.setdefault((mark != "agrees", said), []).append(f"{names.get(p['a'], p['a'])}-{names.get(p['b'], p['b'])}")

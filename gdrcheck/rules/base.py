@@ -40,15 +40,33 @@ class Rule:
     origin: str = "gdrcheck"
     pair_kinds: tuple[str, ...] = ()  # for pair rules: which of gpu-gpu, gpu-nic, gpu-nvme
     vm_remediation: str = ""  # the fix inside a virtual machine, where the guest cannot move cards or set ACS
+    rccl_title: str = ""  # one of NCCL's conditions that RCCL keeps: the title in RCCL's words, for AMD nodes
+    rccl_remediation: str = ""  # and its fix in RCCL's words
+    rccl_rationale: str = ""  # and why it matters, in RCCL's words
 
-    def fix(self, virtual: bool) -> str:
-        return self.vm_remediation if virtual and self.vm_remediation else self.remediation
+    def title_for(self, library: str) -> str:
+        """The title for a node judged by ``library`` (``NCCL`` or ``RCCL``)."""
+        return self.rccl_title if library == "RCCL" and self.rccl_title else self.title
 
-    def to_doc(self) -> dict[str, Any]:
+    def origin_for(self, library: str) -> str:
+        """Where the rule comes from, in words: NCCL's conditions are RCCL's on a node RCCL judges."""
+        return ORIGIN_WORDS["rccl" if library == "RCCL" and self.origin == "nccl" else self.origin]
+
+    def fix(self, virtual: bool, library: str = "NCCL") -> str:
+        if virtual and self.vm_remediation:
+            return self.vm_remediation
+        return self.rccl_remediation if library == "RCCL" and self.rccl_remediation else self.remediation
+
+    def to_doc(self, library: str = "NCCL") -> dict[str, Any]:
+        """The rule as documents carry it; ``library`` ``RCCL``: for a node RCCL judges, in RCCL's words."""
+        rccl = library == "RCCL"
         return {
             "code": self.code, "name": self.name, "severity": self.severity, "scope": self.scope,
-            "title": self.title, "rationale": self.rationale, "remediation": self.remediation,
-            "origin": self.origin, "nccl_rule": self.origin == "nccl", "pair_kinds": list(self.pair_kinds),
+            "title": self.title_for(library),
+            "rationale": self.rccl_rationale if rccl and self.rccl_rationale else self.rationale,
+            "remediation": self.fix(False, library),
+            "origin": "rccl" if rccl and self.origin == "nccl" else self.origin,
+            "nccl_rule": self.origin == "nccl", "pair_kinds": list(self.pair_kinds),
             **({"vm_remediation": self.vm_remediation} if self.vm_remediation else {}),
         }
 

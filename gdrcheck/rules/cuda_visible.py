@@ -45,6 +45,11 @@ class JobGpus:
     count: Optional[int]
     assumes: str = ""
     note: str = ""
+    named: str = ""  # how the settings are said where not CUDA's (an AMD node: ROCR_/HIP_VISIBLE_DEVICES)
+    device: str = "cuda"  # how the job names its GPUs (cuda:0; hip:0 on an AMD node)
+
+    def said(self) -> str:
+        return self.named or f"CUDA_VISIBLE_DEVICES={self.setting}"
 
 
 def _order(order: str, gpus: Sequence[GpuId]) -> tuple[Optional[list[str]], str]:
@@ -126,13 +131,14 @@ def select(env: Mapping[str, str], gpus: Sequence[GpuId]) -> Optional[JobGpus]:
 
 def numbering(job: JobGpus, labels: Optional[Mapping[str, str]] = None) -> str:
     """The job's GPUs in words: "GPU0 as cuda:0, GPU2 as cuda:1 (CUDA_VISIBLE_DEVICES=0,2, CUDA_DEVICE_ORDER=...)"."""
-    where = f"by CUDA_VISIBLE_DEVICES={job.setting} and CUDA_DEVICE_ORDER={job.order}"
+    where = f"by {job.named}" if job.named else \
+        f"by CUDA_VISIBLE_DEVICES={job.setting} and CUDA_DEVICE_ORDER={job.order}"
     if job.gpus is None:
         held = f"{job.count} GPU(s), which ones not known" if job.count is not None else "GPUs not known"
     elif not job.gpus:
         held = "no GPU"
     else:
-        held = ", ".join(f"{(labels or {}).get(b, b)} as cuda:{i}" for i, b in enumerate(job.gpus))
+        held = ", ".join(f"{(labels or {}).get(b, b)} as {job.device}:{i}" for i, b in enumerate(job.gpus))
     return f"the job holds {held}, {where}{'; ' + job.note if job.note else ''}"
 
 
@@ -157,9 +163,29 @@ def gpu_ids(snap, topo) -> list[GpuId]:
 
 def pair_in_job(job: JobGpus, a: str, b: str, view: Decision) -> Decision:
     """A GPU pair's P2P decision, saying whether the job's communicator holds the pair, and as which devices."""
+    if not isinstance(view, Decision):  # RCCL's decisions are still mappings: said in place
+        _pair_in_job_mapping(job, a, b, view)
+        return view
     if job.gpus is None:
-        return view.plus(need("job.gpus", text=job.note or job.assumes or "CUDA_VISIBLE_DEVICES=" + job.setting))
+        return view.plus(need("job.gpus", text=job.note or job.assumes or job.said()))
     out = tuple(g for g in (a, b) if g not in job.gpus)
-    said = cause("job.not_in", gpus=out, setting=job.setting) if out else \
-        cause("job.devices", a=job.gpus.index(a), b=job.gpus.index(b))
+    said = cause("job.not_in", gpus=out, setting=job.said()) if out else \
+        cause("job.devices", a=job.gpus.index(a), b=job.gpus.index(b), device=job.device)
     return view.plus(said, *((need("job.assumes", text=job.assumes),) if job.assumes else ()))
+
+
+def _pair_in_job_mapping(job: JobGpus, a: str, b: str, view) -> None:
+    """:func:`pair_in_job` for a decision that is a mapping (RCCL's rules)."""
+    if job.gpus is None:
+        view["depends_on"] = list(view.get("depends_on", ())) + [  # type: ignore[call-overload]
+            f"which GPUs the job holds: {job.note or job.assumes or job.said()}"]
+        return
+    out = [g for g in (a, b) if g not in job.gpus]
+    if out:
+        view["reason"] = (f"{view.get('reason', '')}; not a pair of this job: {' and '.join(out)} "
+                          f"{'is' if len(out) == 1 else 'are'} not in {job.said()}")
+    else:
+        view["reason"] = (f"{view.get('reason', '')}; the job's {job.device}:{job.gpus.index(a)} and "
+                          f"{job.device}:{job.gpus.index(b)}")
+    if job.assumes:
+        view["depends_on"] = list(view.get("depends_on", ())) + [job.assumes]  # type: ignore[call-overload]

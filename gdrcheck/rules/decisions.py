@@ -44,3 +44,9 @@ def node_status_word(evaluation: Evaluation, fail_on: str = "error") -> str:
     missing = timed_out(evaluation) or any(f.effect == "unknown" and not f.pairs for f in evaluation.findings)
     return node_status(evaluation.verdicts.values(), (f.severity for f in evaluation.findings), fail_on,
                        facts_missing=missing)
+
+
+def library_word(evaluation: Evaluation) -> str:
+    """The collective library whose rules judged the node, as every output names it: ``RCCL`` on AMD GPUs
+    (gdrcheck.rules.rccl chose it), else ``NCCL``."""
+    return "RCCL" if getattr(evaluation.nccl_node, "library", "nccl") == "rccl" else "NCCL"

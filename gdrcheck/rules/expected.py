@@ -40,9 +40,20 @@ class Assumption:
     codes: tuple[str, ...] = ()
     words: tuple[str, ...] = ()
     brief: str = ""  # how a one-line verdict names it ("peer memory loaded")
+    rccl: tuple[tuple[str, str], ...] = ()  # on a node RCCL judges (AMD GPUs): the fields said in its terms
 
-    def to_doc(self) -> dict[str, str]:
-        return {"fact": self.fact, "assumed": self.assumed, "settle": self.settle, "brief": self.brief}
+    def said_for(self, library: str) -> dict[str, str]:
+        """fact, assumed, settle and brief for a node judged by ``library`` (``NCCL`` or ``RCCL``)."""
+        doc = {"fact": self.fact, "assumed": self.assumed, "settle": self.settle, "brief": self.brief}
+        if library == "RCCL":
+            doc.update(self.rccl)
+        return doc
+
+    def settle_for(self, library: str) -> str:
+        return self.said_for(library)["settle"]
+
+    def to_doc(self, library: str = "NCCL") -> dict[str, str]:
+        return self.said_for(library)
 
 
 PEER_MEMORY = Assumption(
@@ -59,25 +70,35 @@ ACS = Assumption(
 P2P_STATUS = Assumption(
     "p2p_status", "driver P2P status", "OK (read and write)",
     "nvidia-smi topo -p2p r; nvidia-smi topo -p2p w", ("GDR008",), ("NVML",), brief="driver P2P status OK")
+_XGMI_SETTLE = "amd-smi topology, or rocm-smi --showtopo (link type XGMI)"
 NVLINK = Assumption(
     "nvlink", "NVLink", "present between every two of these GPUs: the part decides it (H100/H200/B200/GB200 SXM "
     "and A100 SXM4 GPUs sit on NVLink boards, 4-GPU all-to-all or NVSwitch; MI300-class OAM on xGMI; gdrcheck's "
     "table of all-to-all parts, _ALL_TO_ALL in gdrcheck/rules/expected.py, over the models of "
     "gdrcheck/device_models.py)",
-    "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), ("NVLink",), brief="NVLink between the SXM/OAM GPUs")
+    "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), ("NVLink",), brief="NVLink between the SXM/OAM GPUs",
+    rccl=(("fact", "xGMI"), ("assumed", "present between every two of these GPUs: the part decides it (MI300-class "
+          "OAM on xGMI; gdrcheck's table of all-to-all parts, _ALL_TO_ALL in gdrcheck/rules/expected.py)"),
+          ("settle", _XGMI_SETTLE), ("brief", "xGMI between the OAM GPUs")))
 NVLINK_OPEN = Assumption(
     "nvlink_open", "NVLink", "not assumed: these GPUs' NVLinks may join only some pairs (a V100/P100 SXM2 "
     "hybrid cube mesh, or a model the input does not name); each pair is taken over PCIe, the worse answer",
     "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), ("NVLink",),
-    brief="no NVLink assumed (the input does not show which pairs it joins)")
+    brief="no NVLink assumed (the input does not show which pairs it joins)",
+    rccl=(("fact", "xGMI"), ("assumed", "not assumed: these GPUs' xGMI links may join only some pairs; each pair "
+          "is taken over PCIe, the worse answer"), ("settle", _XGMI_SETTLE),
+          ("brief", "no xGMI assumed (the input does not show which pairs it joins)")))
 NUMA = Assumption(
     "numa", "NUMA node", "the undecided pairs on different NUMA nodes (SYS: the worse answer)",
     "nvidia-smi topo -m, or cat /sys/bus/pci/devices/<bdf>/numa_node", ("GDR004",),
-    ("where the two GPUs meet",), brief="undecided NUMA nodes taken as different (SYS)")
+    ("where the two GPUs meet",), brief="undecided NUMA nodes taken as different (SYS)",
+    rccl=(("settle", "cat /sys/bus/pci/devices/<bdf>/numa_node, or amd-smi topology (NUMA column)"),))
 JOB = Assumption(
     "job", "the job's GPUs", "the job uses every GPU of the node",
     "CUDA_VISIBLE_DEVICES of the job (gdrcheck --env CUDA_VISIBLE_DEVICES=...)", (),
-    ("communicator",), brief="the job uses every GPU")
+    ("communicator",), brief="the job uses every GPU",
+    rccl=(("settle", "HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES of the job "
+           "(gdrcheck --env CUDA_VISIBLE_DEVICES=... with the job's list)"),))
 ACS_DECLARED = Assumption(
     "acs_declared", "ACS redirect", "off on the host's switch behind a switch the input declares",
     "ask the provider: the switch has no address on the node (no lspci, no setpci)", ("GDR041",),
@@ -329,10 +350,11 @@ def expected(evaluation, fail_on: str = "error", memo: Optional[dict[str, Any]] 
 def _pair_expected(evaluation, again, p, q, seen, made, own: dict[str, Any]) -> dict[str, Any]:
     """One open pair's expected answer: ``q``, the pair judged again on the filled facts; ``seen``: (the open
     findings before, those after, each pair's effects after); ``own``: the pair's own answer."""
-    from gdrcheck.rules.decisions import nccl_decision
+    from gdrcheck.rules.decisions import library_word, nccl_decision
 
     before, after, effects_of = seen
     key = (p.a, p.b)
+    lib = library_word(evaluation)
     word = _word(p.kind)
     own_view = nccl_decision(evaluation, p)
     view = nccl_decision(again, q)
@@ -344,7 +366,7 @@ def _pair_expected(evaluation, again, p, q, seen, made, own: dict[str, Any]) -> 
     for a in made:
         if codes & set(a.codes) or (said and any(w in said for w in a.words)) \
                 or (a is JOB and said and job_level):
-            assumes.append(a.to_doc())
+            assumes.append(a.to_doc(lib))
     verdict = again.verdicts[key]
     if verdict == "unknown":
         verdict = worst_verdict(effects_of.get(key, ()))
@@ -353,20 +375,20 @@ def _pair_expected(evaluation, again, p, q, seen, made, own: dict[str, Any]) -> 
     otherwise: dict[str, Any] = {}
     if word:
         decided = view.get(word)
-        fork = _fork(view, own_view.get("observed"), word)
+        fork = _fork(view, own_view.get("observed"), word, lib)
         if decided not in ("enabled", "disabled") and fork is not None:
             decided, otherwise, settled = fork
             if settled:
                 assumes.append(settled)
         elif decided not in ("enabled", "disabled"):
             decided = "disabled"
-            assumes.append({"fact": f"NCCL's decision: {_said(view).strip() or 'not shown by the input'}",
-                            "assumed": "NCCL does not use it (the worse answer)", "settle": SETTLE_ALL,
-                            "brief": "NCCL's open choices taken as off"})
+            assumes.append({"fact": f"{lib}'s decision: {_said(view).strip() or 'not shown by the input'}",
+                            "assumed": f"{lib} does not use it (the worse answer)", "settle": SETTLE_ALL,
+                            "brief": f"{lib}'s open choices taken as off"})
         nccl = {word: decided}
     if not assumes and made:  # NCCL's answer moved with an assumption its words do not name
         if verdict != own["verdict"] or nccl != own["nccl"]:
-            assumes = [a.to_doc() for a in made]
+            assumes = [a.to_doc(lib) for a in made]
     out = {"verdict": verdict, "path": q.path, "nccl": nccl, "assumes": _unique(assumes)}
     if otherwise:
         out["otherwise"] = otherwise
@@ -374,9 +396,11 @@ def _pair_expected(evaluation, again, p, q, seen, made, own: dict[str, Any]) -> 
 
 
 CPU_SETTLE = "lscpu | grep 'Vendor ID' (or run gdrcheck on the node); the job's GPU count: CUDA_VISIBLE_DEVICES"
+_CPU_SETTLE_RCCL = ("lscpu | grep 'Vendor ID' (or run gdrcheck on the node); the job's GPU count: "
+                    "HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES")
 
 
-def _fork(view: dict[str, Any], observed, word: str):
+def _fork(view: dict[str, Any], observed, word: str, lib: str = "NCCL"):
     """A decision that forks on a fact of the hardware or the job the input does not show (NCCL's default P2P
     level: the CPU vendor and the job's GPU count): (the worse answer, ``otherwise`` with the other answer and
     its condition, None); where a job's NCCL log beside the input shows what NCCL did on this pair, that answer,
@@ -387,9 +411,10 @@ def _fork(view: dict[str, Any], observed, word: str):
     seen = (observed or {}).get(word)
     if seen in ("enabled", "disabled"):
         cond = "; ".join(a["if"] for a in alts if a[word] == seen)
-        return seen, {}, {"fact": "CPU vendor and the job's GPUs", "assumed": f"{cond}: the job's NCCL log beside "
-                          f"the input shows NCCL's {word.upper()} {seen} on this pair ({observed.get('transport')})",
-                          "settle": CPU_SETTLE, "brief": f"the fork settled by the job's NCCL log ({cond})"}
+        return seen, {}, {"fact": "CPU vendor and the job's GPUs", "assumed": f"{cond}: the job's {lib} log beside "
+                          f"the input shows {lib}'s {word.upper()} {seen} on this pair ({observed.get('transport')})",
+                          "settle": _CPU_SETTLE_RCCL if lib == "RCCL" else CPU_SETTLE,
+                          "brief": f"the fork settled by the job's {lib} log ({cond})"}
     worse = "disabled"
     better = [a["if"] for a in alts if a[word] != worse]
     return worse, {"nccl": {word: "enabled"}, "if": " or ".join(better)}, None
@@ -436,6 +461,6 @@ def _node_assumes(out) -> list[dict[str, Any]]:
         for a in e["assumes"]:
             k = (a["fact"], a["assumed"], a["settle"], a.get("brief", ""))
             counts[k] = counts.get(k, 0) + 1
-    order = {a.brief: i for i, a in enumerate(KNOWN)}
+    order = {said["brief"]: i for i, a in enumerate(KNOWN) for said in (a.said_for("NCCL"), a.said_for("RCCL"))}
     keys = sorted(counts, key=lambda k: (order.get(k[3], len(order)), k[3]))
     return [{"fact": f, "assumed": v, "settle": s, "brief": b, "pairs": counts[(f, v, s, b)]} for f, v, s, b in keys]

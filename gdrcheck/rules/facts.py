@@ -16,7 +16,7 @@ NCCL_OVERRIDES = Rule(
     "override NCCL's own topology decisions; a forgotten one in /etc/nccl.conf or a job script silently "
     "turns GPUDirect off (or forces it where it is slow). gdrcheck applies them as NCCL does.",
     "Check each one is intended: `env | grep ^NCCL_`, `cat /etc/nccl.conf ~/.nccl.conf`.",
-    origin="nccl")
+    origin="nccl", rccl_title="NCCL_* settings that change RCCL's GPUDirect decisions are set")
 VIRTUAL_MACHINE = Rule(
     "GDR121", "virtual-machine", "info", "host",
     "Running in a virtual machine: the PCIe tree is the one the guest sees",

@@ -369,23 +369,23 @@ def log_doc(evaluation) -> Optional[dict[str, Any]]:
         doc.update(rccl_version=log.rccl_version, rccl_hip=log.rccl_hip)
     if summary["notes"]:
         doc["notes"] = list(summary["notes"])
-    doc["summary"] = summary_sentence(summary)
+    doc["summary"] = summary_sentence(summary, "RCCL" if log.rccl_version else "NCCL")
     return doc
 
 
-def summary_sentence(s: dict[str, Any]) -> str:
+def summary_sentence(s: dict[str, Any], library: str = "NCCL") -> str:
     n, agree, differ, settled = s["pairs"], s["agree"], s["differ"], s["settled"]
     if not n:
         return "the log shows no connection between devices of this node"
     judged = agree + differ
     if not judged:
         return (f"the prediction leaves the {settled} pair{'s' if settled != 1 else ''} the log shows open: "
-                "NCCL's choice settles them")
+                f"{library}'s choice settles them")
     if not differ:
-        head = (f"NCCL did what the node predicts: {agree} of {judged} pair{'s' if judged != 1 else ''} "
+        head = (f"{library} did what the node predicts: {agree} of {judged} pair{'s' if judged != 1 else ''} "
                 f"({s['agree_connections']} connection{'s' if s['agree_connections'] != 1 else ''})")
     else:
-        head = (f"NCCL differs from the prediction on {differ} of {judged} pair{'s' if judged != 1 else ''} "
+        head = (f"{library} differs from the prediction on {differ} of {judged} pair{'s' if judged != 1 else ''} "
                 f"(GDR180/GDR181 give the likely cause); agrees on {agree}")
     if settled:
         head += f"; {settled} pair{'s' if settled != 1 else ''} the prediction left open, the log settles"

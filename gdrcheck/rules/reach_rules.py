@@ -20,6 +20,7 @@ NOT_IN_INPUT = Rule(
 
 _SETTLE = {"nics": "lspci -tv, or nvidia-smi topo -m (its NIC columns), or run gdrcheck on the node",
            "nvme": "lspci -tv, or run gdrcheck on the node"}
+_SETTLE_AMD = {"nics": "lspci -tv, or amd-smi topology, or run gdrcheck on the node"}  # AMD GPUs: no nvidia-smi
 
 
 def _check(ctx: Context) -> Iterable[Finding]:
@@ -27,14 +28,18 @@ def _check(ctx: Context) -> Iterable[Finding]:
         return
     # NICs: every GPU node gate judges GPUDirect RDMA; NVMe drives only where GDS is required (unmet_reach)
     for fact in not_shown(ctx.snap, ("nics",)):
-        yield not_in_input(ctx.snap, fact)
+        yield not_in_input(ctx.snap, fact, ctx.topo)
 
 
-def not_in_input(snap, fact: str) -> Finding:
+def not_in_input(snap, fact: str, topo=None) -> Finding:
+    from gdrcheck.rules.rccl.releases import node_reason
+
     what = "GPUDirect RDMA (GPU-NIC pairs)" if fact == "nics" else "GPUDirect Storage (GPU-NVMe pairs)"
+    amd = topo is not None and bool(node_reason(snap, topo))  # RCCL judges the node (AMD GPUs)
+    settle = _SETTLE_AMD.get(fact, _SETTLE[fact]) if amd else _SETTLE[fact]
     return Finding(NOT_IN_INPUT.code, "info", (fact,),
                    f"{FACTS[fact]}: not in this input ({' + '.join(_kinds(snap))}); {what} not judged",
-                   effect="unknown", settle=_SETTLE[fact])
+                   effect="unknown", settle=settle)
 
 
 def _kinds(snap):

@@ -28,7 +28,14 @@ GDR_BEYOND_LEVEL = Rule(
     "slot under the same PCIe switch, or, only if you measured that the root complex forwards peer traffic "
     "well, set NCCL_NET_GDR_LEVEL=PHB (same NUMA node) in the job environment or /etc/nccl.conf.",
     origin="nccl", pair_kinds=("gpu-nic",),
-    vm_remediation=VM_PLACEMENT_FIX)
+    vm_remediation=VM_PLACEMENT_FIX,
+    rccl_title="GPU and NIC are further apart than RCCL's GPUDirect RDMA level",
+    rccl_rationale="RCCL uses GPUDirect RDMA only when the GPU-NIC path type is at most NCCL_NET_GDR_LEVEL (PXB "
+    "by default, PHB for a GPU and NIC one bridge below the same AMD Rome/Milan CPU; docs/rccl.md). Past it, "
+    "RCCL stages every transfer through host memory: the job runs, slower, and nothing says why.",
+    rccl_remediation="Use the NIC closest to each GPU (RCCL picks it when the topology is right), move the NIC "
+    "or GPU to a slot under the same PCIe switch, or, only if you measured that the root complex forwards peer "
+    "traffic well, set NCCL_NET_GDR_LEVEL=PHB (same NUMA node) in the job environment or /etc/nccl.conf.")
 THROUGH_ROOT = Rule(
     "GDR002", "through-root-complex", "warning", "pair",
     "Peer traffic between the two devices crosses a CPU root complex",
@@ -88,7 +95,11 @@ P2P_BEYOND_LEVEL = Rule(
     "Place the GPUs under a common PCIe switch, or set NCCL_P2P_LEVEL=PHB/SYS only after measuring that "
     "P2P through the root complex is faster than host memory on this platform.",
     origin="nccl", pair_kinds=("gpu-gpu",),
-    vm_remediation=VM_PLACEMENT_FIX)
+    vm_remediation=VM_PLACEMENT_FIX,
+    rccl_title="RCCL will not use PCIe P2P between these GPUs",
+    rccl_rationale="Without xGMI, RCCL uses P2P only when the GPU-GPU path type is at most NCCL_P2P_LEVEL (SYS "
+    "on AMD CPUs, PXB on Intel, ARM and Zhaoxin CPUs; docs/rccl.md). Past it, traffic goes through shared host "
+    "memory.")
 P2P_DISABLED = Rule(
     "GDR007", "p2p-disabled-by-driver", "error", "pair",
     "The NVIDIA driver reports P2P as not supported between these NVLink-connected GPUs",

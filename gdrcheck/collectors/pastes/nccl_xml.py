@@ -422,7 +422,7 @@ def parse_nccl_xml(text: str, label: str) -> Snapshot:
         ctx.notes.append("<system> has no version attribute; NCCL refuses to load such a file")
     elif version == 2:
         ctx.nvidia_numbering = False
-        ctx.notes.append("<system version=\"2\"> is RCCL's format; NCCL 2.x refuses to load it")
+        ctx.notes.append("<system version=\"2\"> is RCCL's format, read by RCCL's rules")
     elif version != 1:
         ctx.notes.append(f"<system version=\"{version}\"> is not NCCL's version 1; read as version 1")
     _walk(ctx, root)

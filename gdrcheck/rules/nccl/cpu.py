@@ -47,8 +47,9 @@ def cpu_kind(vendor: Optional[str]) -> Optional[str]:
     return "other"
 
 
-def node_cpu(snap) -> tuple[Optional[str], str]:
-    """(kind, where it came from) for the snapshot's CPU node 0; kind None when nothing shows it."""
+def node_cpu(snap, library: str = "NCCL") -> tuple[Optional[str], str]:
+    """(kind, where it came from) for the snapshot's CPU node 0; kind None when nothing shows it. ``library``:
+    whose topology XML the ``<cpu>`` is said to be (``RCCL`` on AMD nodes)."""
     f = snap.host.get("cpu_vendor")
     if f is not None and getattr(f, "known", False) and f.value is not None:
         return cpu_kind(f.value), f"{f.source or '/proc/cpuinfo'}: {f.value!r}"
@@ -56,9 +57,9 @@ def node_cpu(snap) -> tuple[Optional[str], str]:
     if x is not None:
         arch, vendor = x.get("arch"), x.get("vendor")
         if arch == "x86_64" and vendor is not None:
-            return cpu_kind(vendor), f"NCCL topology XML <cpu vendor={vendor!r}>"
+            return cpu_kind(vendor), f"{library} topology XML <cpu vendor={vendor!r}>"
         if arch in ("arm64", "ppc64"):
-            return cpu_kind(arch), f"NCCL topology XML <cpu arch={arch!r}>"
+            return cpu_kind(arch), f"{library} topology XML <cpu arch={arch!r}>"
     seen = set()
     for d in snap.devices:
         if d.class_code is not None and (d.class_code >> 8) in (0x0600, 0x0604) and d.vendor is not None \
@@ -72,7 +73,7 @@ def node_cpu(snap) -> tuple[Optional[str], str]:
     named = root_complex_names(snap)
     if named is not None:
         return named
-    return None, "the input shows no /proc/cpuinfo, no NCCL <cpu> and no host bridge of a known CPU vendor"
+    return None, f"the input shows no /proc/cpuinfo, no {library} <cpu> and no host bridge of a known CPU vendor"
 
 
 # what lspci calls the function at 00.0 of a root bus (the root complex) on each CPU vendor's parts

@@ -55,7 +55,7 @@ def p2p_view(st, t: Optional[str], cands: tuple[str, ...], via: Optional[str]) -
         return {"p2p": "disabled", "reason": f"path {name} is beyond NCCL_P2P_LEVEL={level} ({src}); RCCL uses "
                                             "shared host memory"}
     link = "xGMI" if t == "NVL" else "PCIe"
-    reason = f"{link}{hop}: path {name} within NCCL_P2P_LEVEL={level} ({src}); no NVML step on AMD " \
+    reason = f"{link}{hop}: path {name} within NCCL_P2P_LEVEL={level} ({src}); no driver P2P-status step on AMD " \
              "(paths.cc:307@rocm-6.2.2)"
     out: dict[str, object] = {"p2p": "enabled", "reason": reason}
     if st.param("NCCL_NET_DISABLE_INTRA", 1) == 0:
@@ -138,7 +138,8 @@ def gdr_view(st, t: Optional[str], nic: tuple[Optional[bool], str], gpu: tuple[O
     read_off = raw not in (None, "") and st.param("NCCL_NET_GDR_READ", -2) == 0
     out["gdr_read"] = "disabled" if read_off else "enabled"
     out["gdr_read_reason"] = f"NCCL_NET_GDR_READ={raw}" if read_off else \
-        "RCCL sends with GPUDirect too: NCCL's pre-Ampere read rule is compiled out on AMD (paths.cc:389@rocm-6.2.2)"
+        "RCCL sends with GPUDirect too: the base's pre-Ampere read rule is compiled out on AMD " \
+        "(paths.cc:389@rocm-6.2.2)"
     if notes:
         out["depends_on"] = list(notes)
     return out

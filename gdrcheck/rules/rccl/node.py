@@ -13,7 +13,7 @@ from gdrcheck.rules.nccl.node import NodeNccl
 from gdrcheck.rules.nccl.paths import pair_types
 from gdrcheck.rules.nccl.versions import settings_for
 from gdrcheck.rules.rccl import decide, flags
-from gdrcheck.rules.rccl.releases import Release, choose, label
+from gdrcheck.rules.rccl.releases import PXN_LATER, Release, choose, label, newer_than_modelled
 from gdrcheck.rules.rccl.settings import rccl_settings
 
 TYPE_CHECKING = False
@@ -28,6 +28,7 @@ class NodeRccl(NodeNccl):
     release: Optional[Release] = None
     why_rccl: str = ""  # why the node is judged with RCCL's rules
     gcn: Optional[str] = None  # the GPUs' gfx target, where the input names it
+    newer: bool = False  # the release asked for is newer than the newest modelled (releases.newer_than_modelled)
     peer_memory: tuple = (None, "", "")  # flags.peer_memory's answer
 
 
@@ -52,7 +53,7 @@ def build(snap, topo, pairs, options, requested: Optional[str], requested_why: s
     if requested and requested_why:
         release_why = f"{requested_why}; {release_why}"
     gpus_bdf = topo.of_kind("gpu")
-    cpu, cpu_src = node_cpu(snap)
+    cpu, cpu_src = node_cpu(snap, "RCCL")
     base = settings_for(snap, release.nccl_base, dict(options.env), cpu, len(gpus_bdf), release_why)
     env = {**base.env, **_rccl_env(snap, options)}
     st = rccl_settings(replace(base, env=env), release, env, cpu)
@@ -71,16 +72,38 @@ def build(snap, topo, pairs, options, requested: Optional[str], requested_why: s
         xml_gpu = d.extra.get("nccl_gpu") if d.extra else None
         ok, why = flags.gpu_flag(xml_gpu, peer[0], dma[0], release)
         gpus[b] = GpuInfo(b, d.name, None, "", ok, why, False)
+    job = _job(snap, topo, options)
+    if job is not None:
+        from gdrcheck.rules.cuda_visible import numbering
+
+        st = replace(st, p2p_level_source=f"{st.p2p_level_source}; {numbering(job)}")
     node = NodeRccl(release.nccl_base, release_why, list(found), st, cpu, cpu_src, gpus, nics, (),
                     label=label(release), release=release, why_rccl=why_rccl, gcn=_gcn(snap, topo, gpus_bdf),
-                    peer_memory=peer)
+                    peer_memory=peer, newer=newer_than_modelled(requested), job=job,
+                    job_gpus=job.count if job is not None else None)
     node.rdma = {b: rdma_capable(ctx, b) for b in nics}
     types = pair_types(topo, pairs, release.nccl_base, st, {}, frozenset())
     node.types = {k: (("NVL",) + v[1:] if v[0] == "NVB" else v) for k, v in types.items()}
     node.p2p_view = {(p.a, p.b): decide.p2p_view(st, *_gg(node.types[(p.a, p.b)])) for p in pairs
                      if p.kind == "gpu-gpu"}
+    if job is not None:  # the job's ROCR_/HIP_VISIBLE_DEVICES: whether the pair is the job's, as hip:N
+        from gdrcheck.rules.cuda_visible import pair_in_job
+
+        for (a, b), view in node.p2p_view.items():
+            pair_in_job(job, a, b, view)
     node.gdr_view = _gdr(node, snap, topo, pairs, peer, dma)
     return node
+
+
+def _job(snap, topo, options):
+    """The job's GPUs where it sets ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES."""
+    from gdrcheck.rules.rccl import visible
+
+    if not any(n in options.env for n in visible.NAMES):
+        return None
+    from gdrcheck.rules.cuda_visible import gpu_ids
+
+    return visible.select(options.env, gpu_ids(snap, topo))
 
 
 def _rccl_env(snap, options) -> dict[str, str]:
@@ -104,6 +127,9 @@ def _gdr(node: NodeRccl, snap, topo, pairs, peer, dma) -> dict:
     rome = decide.rome_cpu(node.cpu, *cpu_model(snap)) if not st.user_gdr_level else False
     override, override_note = _hyperv(node, snap, sorted(node.gpus), sorted({p.b for p in mine}))
     pxn_on = st.param("NCCL_PXN_DISABLE", 1) == 0
+    # a release newer than modelled on gfx942/gfx950 (or GPUs of no gfx shown): its PXN rule (PXN_LATER)
+    later_pxn = node.newer and "NCCL_PXN_DISABLE" not in st.env \
+        and (node.gcn is None or node.gcn.startswith(("gfx942", "gfx950")))
     out = {}
     for p in mine:
         t = node.types[(p.a, p.b)][0]
@@ -115,6 +141,10 @@ def _gdr(node: NodeRccl, snap, topo, pairs, peer, dma) -> dict:
         level = _level(st, topo, p, rome, t)
         relay = _relay(node, p, mine) if pxn_on else None
         view = decide.gdr_view(st, t, nic, (g.gdr, g.gdr_source), level, relay, notes)
+        if later_pxn and view["gdr"] == "disabled" and "distance" in view \
+                and _relay(node, p, mine) is not None:  # a later release's PXN could relay it: not modelled
+            view.update(gdr="unknown", reason=f"{view.get('reason', '')}; {PXN_LATER}",
+                        depends_on=list(view.get("depends_on", ())) + [PXN_LATER])
         if notes and view["gdr"] == "disabled" and "distance" in view:  # PXB on Hyper-V would be within
             view.update(gdr="unknown", depends_on=list(notes))
         cause = _cause(view, nic, node.nics[p.b].xml_gdr, peer[0], g)
