@@ -20,7 +20,9 @@ def test_geforce_beside_a_connectx7_on_root_ports(tmp_path):
     assert "NCCL_NET_GDR_LEVEL=PHB" not in text
     assert "data-centre GPU" in text and "professional" in text
     out = call("check", "--from", path)
-    assert out.returncode == 1 and "GDR170" in out.stdout.splitlines()[0]
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("gdrcheck FAIL on this input: GPUDirect RDMA no"), lines[0]
+    assert out.returncode == 1 and "GDR170" in next(ln for ln in lines if ln.startswith("gate: "))
 
 
 def test_professional_rtx_6000_ada_is_not_geforce(realworld):
