@@ -197,3 +197,27 @@ def test_gdscheck_settles_the_iommu_and_gds_beside_the_tree(realworld):
     both = {f["code"] for f in doc["findings"]}
     assert {"GDR043", "GDR063"} <= alone and not {"GDR043", "GDR063"} & both
     assert "bar1" in doc["not_in_input"] and "iommu" not in doc["not_in_input"]
+
+
+def test_gdscheck_peerdirect_is_said_where_peer_memory_stays_open(realworld):
+    """asus: gdscheck -p prints `--Mellanox PeerDirect : Enabled`. That is nvidia-fs built on MLNX_OFED's
+    peer-memory API, not nvidia-peermem loaded (what NCCL tests), so GDR021 stays open and says what the paste
+    showed and what it does not."""
+    d = realworld / ASUS
+    doc = _doc(d / "lspci-tv.txt", d / "nvidia-smi.txt", d / "gdscheck-p.txt")
+    why = [f["message"] for f in doc["findings"] if f["code"] == "GDR021"]
+    assert why and all("Mellanox PeerDirect Enabled" in w and "not whether nvidia-peermem" in w for w in why)
+    alone = _doc(d / "lspci-tv.txt", d / "nvidia-smi.txt")
+    assert not any("PeerDirect" in f["message"] for f in alone["findings"])
+
+
+def test_gdscheck_bar1_is_given_to_the_driver_gpus_when_all_sizes_agree(realworld):
+    """asus: gdscheck -p lists BAR1 by CUDA index (65536 MiB on each of 4 GPUs); beside plain nvidia-smi (4 GPUs
+    by bus id) every GPU gets it, since one size for all makes CUDA's order irrelevant; GDR106 (BAR1 unread) is
+    gone. Beside the tree alone the sizes stay a note."""
+    d = realworld / ASUS
+    both = _doc(d / "lspci-tv.txt", d / "nvidia-smi.txt", d / "gdscheck-p.txt")
+    assert any("BAR1 65536 MiB on each of its 4 GPU(s)" in n for n in both["notes"])
+    assert "GDR106" not in {f["code"] for f in both["findings"]}
+    tree = _doc(d / "lspci-tv.txt", d / "gdscheck-p.txt")
+    assert any("not matched to the driver's GPUs" in n for n in tree["notes"])

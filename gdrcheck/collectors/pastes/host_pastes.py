@@ -183,6 +183,9 @@ def parse_gdscheck(text: str, name: str) -> HostPaste:
         facts["nvidia_fs"] = Fact({"loaded": True, "version": nvfs.group(1), "bridges": None, "modules": None,
                                    "devcount": None, "peerdirect": None if peer is None else peer == "Enabled",
                                    "rw_stats_enabled": None}, source=src)
+    pd = _peerdirect(fields, src)
+    if pd is not None:
+        facts["peerdirect"] = pd
     gpus = tuple({"index": int(i), "name": n.strip(), "bar1_total_bytes": int(mib) << 20,
                   "gds": "supports GDS" in rest} for i, n, _bar, mib, rest in _GDS_GPU.findall(text))
     said = [f"{k}: {fields[k]}" for k in ("IOMMU", "NVMe", "NVMe P2PDMA", "Mellanox PeerDirect", "rdma devices")
@@ -192,6 +195,22 @@ def parse_gdscheck(text: str, name: str) -> HostPaste:
     if not said and not gpus:
         raise InputError(f"{name}: gdscheck -p output without its DRIVER CONFIGURATION or PLATFORM INFO")
     return HostPaste("gdscheck", facts, ("as NVIDIA's gdscheck -p sees the node: " + "; ".join(said),), gpus=gpus)
+
+
+def _peerdirect(fields: dict[str, str], src: str) -> Optional[Fact]:
+    """gdscheck's ``--Mellanox PeerDirect`` line: nvidia-fs built against MLNX_OFED's peer-memory API (GDS
+    troubleshooting guide, "Checking nvidia-fs.ko Support for Mellanox PeerDirect"; ``Mellanox PeerDirect
+    Supported`` in /proc/driver/nvidia-fs/stats). It is not the GPU's peer-memory client: whether nvidia-peermem
+    is loaded, what NCCL tests, it does not show. Newer releases add ``--DmaBuf support`` beside it."""
+    said = fields.get("Mellanox PeerDirect")
+    if said not in ("Enabled", "Disabled"):
+        return None
+    dmabuf = fields.get("DmaBuf support")
+    compat = fields.get("properties.use_compat_mode")
+    return Fact({"enabled": said == "Enabled",
+                 "dmabuf": None if dmabuf not in ("Enabled", "Disabled") else dmabuf == "Enabled",
+                 "use_compat_mode": None if compat not in ("true", "false") else compat == "true",
+                 "note": f"gdscheck -p: Mellanox PeerDirect : {said}"}, source=src)
 
 
 # -- gdsio ---------------------------------------------------------------------------------------------

@@ -31,10 +31,30 @@ class HostSteps:
             self.host_extra[key] = fact
         if "numa_nodes" in paste.facts:
             self.numa_facts = True
+        if paste.gpus and any("bar1_total_bytes" in g for g in paste.gpus):
+            self._uniform_bar1(paste.gpus, part.label)
         if paste.extra.get("rdma_devices"):
             self._name_nics(tuple(paste.extra["rdma_devices"]), part.label)
         for n in paste.notes:
             self.note(part.label, n)
+
+    def _uniform_bar1(self, rows, label: str) -> None:
+        """BAR1 sizes by CUDA's index (gdscheck -p): CUDA's order is not the driver's, so they are given to the
+        driver's GPUs only where every row has the same size and the counts match (then the order does not
+        matter)."""
+        sizes = {g.get("bar1_total_bytes") for g in rows}
+        if not self.gpus or len(sizes) != 1 or None in sizes or len(rows) != len(self.gpus):
+            if rows:
+                self.note(label, "BAR1 sizes by CUDA device index, not matched to the driver's GPUs: "
+                          + ", ".join(f"{g['index']}: {g['bar1_total_bytes'] >> 20} MiB" for g in rows))
+            return
+        size = sizes.pop()
+        filled = [g for g in self.gpus if g.bar1_total_bytes is None]
+        self.gpus = tuple(replace(g, bar1_total_bytes=size) if g.bar1_total_bytes is None else g for g in self.gpus)
+        if filled:
+            self.note(label, f"BAR1 {size >> 20} MiB on each of its {len(rows)} GPU(s), given to the "
+                      f"{len(filled)} GPU(s) of {self.gpus_from} without one (the same size for all, so CUDA's "
+                      "device order does not matter)")
 
     def _name_nics(self, names: tuple[str, ...], label: str) -> None:
         """RDMA device names for the tree's NICs that have none, by bus order within the vendor (ibv_devinfo has
