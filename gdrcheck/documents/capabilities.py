@@ -129,6 +129,28 @@ def _why(cap: str, c, evaluation, labels, unit: str) -> str:
     return "; ".join(parts)
 
 
+def _measured(cap: str, evaluation) -> str:
+    """A GDS measurement beside the input (gdsio's XferType GPUD runs), cited with its source: what ran, never an
+    answer (gdsio's -d is CUDA's device index; with cuFile's compatibility mode on, GPUD may go through host
+    memory, so the compat setting gdscheck -p shows is named beside it)."""
+    whole = evaluation.whole or evaluation
+    f = whole.snap.host.get("gds_measured") if cap == "gds" else None
+    runs = [r for r in (f.value.get("runs") or ()) if r.get("xfer") == "GPUD"] if f is not None and \
+        isinstance(f.value, dict) else []
+    if not runs:
+        return ""
+    devs = sorted({r["gpu"] for r in runs if r.get("gpu") is not None})
+    rates = [r["gib_s"] for r in runs]
+    said = (f"; measured: gdsio ran XferType GPUD {len(runs)} time(s)"
+            + (f" on CUDA device(s) {', '.join(str(d) for d in devs)}" if devs else "")
+            + f", {min(rates):.1f}-{max(rates):.1f} GiB/s ({f.source})")
+    pd = whole.snap.host.get("peerdirect")
+    compat = pd.value.get("use_compat_mode") if pd is not None and isinstance(pd.value, dict) else None
+    if compat is not None:
+        said += f", with cuFile's use_compat_mode {str(compat).lower()} ({pd.source})"
+    return said
+
+
 def capabilities_doc(evaluation, answers, expected, labels) -> dict[str, Any]:
     """``capabilities``: per capability its answer, expected answer, counts and why (``labels``: address ->
     GPU0, NIC1, as the document names its devices)."""
@@ -138,7 +160,7 @@ def capabilities_doc(evaluation, answers, expected, labels) -> dict[str, Any]:
         unit = UNIT[cap]
         entry: dict[str, Any] = {"answer": c.answer, "expected": e.answer, unit: len(c.units),
                                  "with": c.count(WITH), "without": c.count(WITHOUT), "undecided": c.count(UNDECIDED),
-                                 "why": _why(cap, c, evaluation, labels, unit)}
+                                 "why": _why(cap, c, evaluation, labels, unit) + _measured(cap, evaluation)}
         if not c.units and c.answer in ("not-in-input", "unknown"):  # nothing counted: not a count of 0
             entry.update({unit: None, "with": None, "without": None, "undecided": None})
         if e.answer != c.answer:

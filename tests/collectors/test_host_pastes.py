@@ -221,3 +221,15 @@ def test_gdscheck_bar1_is_given_to_the_driver_gpus_when_all_sizes_agree(realworl
     assert "GDR106" not in {f["code"] for f in both["findings"]}
     tree = _doc(d / "lspci-tv.txt", d / "gdscheck-p.txt")
     assert any("not matched to the driver's GPUs" in n for n in tree["notes"])
+
+
+def test_gdsio_is_cited_in_the_gds_capability(realworld):
+    """puget: gdsio ran XferType GPUD on CUDA devices 0 and 1 (25.0-25.1 GiB/s) and gdscheck -p shows cuFile's
+    use_compat_mode false; the gds capability's why cites both with their files, and its answer is the rules'."""
+    d = realworld / PUGET
+    doc = _doc(d / "lspci-tv.txt", d / "nvidia-smi.txt", d / "gdscheck-p.txt", d / "gdsio.txt")
+    why = doc["capabilities"]["gds"]["why"]
+    assert "gdsio ran XferType GPUD 2 time(s) on CUDA device(s) 0, 1, 25.0-25.1 GiB/s (gdsio.txt" in why
+    assert "use_compat_mode false (gdscheck-p.txt" in why
+    without = _doc(d / "lspci-tv.txt", d / "nvidia-smi.txt", d / "gdscheck-p.txt")["capabilities"]["gds"]
+    assert "measured" not in without["why"] and without["answer"] == doc["capabilities"]["gds"]["answer"]
