@@ -60,6 +60,12 @@ def _cause_words(cause: str, evaluation, keys, every: bool) -> str:
     if cause == "fails":
         codes = sorted({c for k in keys for c in whole.pair_findings.get(k, ()) if whole.verdicts.get(k) == "fail"})
         return "the pair fails" + (f" ({', '.join(codes[:3])})" if codes else "")
+    if cause == "port-down":
+        from gdrcheck.rules.capabilities import nic_ports_down
+
+        down = list(dict.fromkeys(nic_ports_down(whole, k[1]) for k in keys))
+        return (f"no RDMA port is ACTIVE ({', '.join(down)}): NCCL's IB transport lists only ACTIVE ports "
+                f"(v2.30.7 net_ib/init.cc:363), so it uses {'none of these NICs' if len(down) > 1 else 'no such NIC'}")
     if cause == "log-off":
         return "the job's NCCL log shows NCCL did not use it"
     if cause == "compat-mode":

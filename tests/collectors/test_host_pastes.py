@@ -233,3 +233,26 @@ def test_gdsio_is_cited_in_the_gds_capability(realworld):
     assert "use_compat_mode false (gdscheck-p.txt" in why
     without = _doc(d / "lspci-tv.txt", d / "nvidia-smi.txt", d / "gdscheck-p.txt")["capabilities"]["gds"]
     assert "measured" not in without["why"] and without["answer"] == doc["capabilities"]["gds"]["answer"]
+
+
+def test_a_port_down_is_the_gdr_capabilitys_why(realworld):
+    """puget: ibv_devinfo shows mlx5_0 and mlx5_1 port 1 PORT_DOWN. At NCCL's default level every path is also
+    beyond NCCL_NET_GDR_LEVEL, but a NIC NCCL does not list comes first: the gdr capability's why names the
+    ports and NCCL's line; without ibv_devinfo it stays the level."""
+    d = realworld / PUGET
+    base = (d / "lspci-tv.txt", d / "nvidia-smi.txt", d / "numactl-hardware.txt")
+    gdr = _doc(*base, d / "ibv_devinfo.txt")["capabilities"]["gdr"]
+    assert gdr["answer"] == "no"
+    assert "no RDMA port is ACTIVE (mlx5_0 port 1 (DOWN), mlx5_1 port 1 (DOWN))" in gdr["why"]
+    assert "net_ib/init.cc:363" in gdr["why"]
+    assert "beyond NCCL_NET_GDR_LEVEL" in _doc(*base)["capabilities"]["gdr"]["why"]
+
+
+def test_ibv_devinfo_link_layer_ethernet_is_said_as_roce(realworld):
+    """asus: every mlx5 port's link layer is Ethernet: the note says RoCE, not InfiniBand, and what NCCL needs to
+    reach a RoCE port (a GID: NCCL_IB_GID_INDEX or the RoCE v2 GID of the netdev's IP address)."""
+    d = realworld / ASUS
+    notes = _doc(d / "lspci-tv.txt", d / "ibv_devinfo.txt")["notes"]
+    roce = [n for n in notes if "link layer Ethernet, so RoCE, not InfiniBand" in n]
+    assert len(roce) == 1 and "mlx5_0 port 1" in roce[0] and "NCCL_IB_GID_INDEX" in roce[0]
+    assert "net_ib/connect.cc:317-333" in roce[0]

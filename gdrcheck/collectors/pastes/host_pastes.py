@@ -288,5 +288,36 @@ def parse_ibv_devinfo(text: str, name: str) -> HostPaste:
     said = ", ".join(f"{d} port {p} {s}" + (f" ({layers.get(d, {}).get(p)})" if layers.get(d, {}).get(p) else "")
                      for d, ports in states.items() for p, s in sorted(ports.items()))
     return HostPaste("ibv_devinfo", {"rdma_port_states": Fact(states, source=src),
-                                     "rdma_link_layers": Fact(layers, source=src)}, (f"RDMA ports: {said}",),
+                                     "rdma_link_layers": Fact(layers, source=src)},
+                     (f"RDMA ports: {said}",) + _link_layer_notes(layers),
                      extra={"rdma_devices": tuple(states)})
+
+
+# NCCL lists a port whose link layer is InfiniBand or Ethernet (v2.30.7 net_ib/init.cc:363-366, logged as /IB or
+# /RoCE, init.cc:444-448); on Ethernet (RoCE) it addresses the peer by a GID: NCCL_IB_GID_INDEX when set, else the
+# RoCE v2 (NCCL_IB_ROCE_VERSION_NUM, 2) GID of an address of NCCL_IB_ADDR_FAMILY (AF_INET) found in the port's GID
+# table, which holds one only while the port's netdev has such an IP address (connect.cc:12-14, 101-116, 317-333)
+ROCE_GID = ("NCCL reaches a RoCE port by a GID: NCCL_IB_GID_INDEX when set, else the RoCE v2 GID of the port's IPv4 "
+            "address (NCCL_IB_ROCE_VERSION_NUM=2, NCCL_IB_ADDR_FAMILY=AF_INET by default; v2.30.7 "
+            "net_ib/connect.cc:317-333), so its netdev needs an IP address; `show_gids` or `ibv_devinfo -v` lists "
+            "the GIDs")
+
+
+def _link_layer_notes(layers: dict[str, dict[str, str]]) -> tuple[str, ...]:
+    """What each link layer means to NCCL, said once per layer with the ports that have it."""
+    by: dict[str, list[str]] = {}
+    for dev, ports in layers.items():
+        for port, layer in sorted(ports.items()):
+            by.setdefault(layer, []).append(f"{dev} port {port}")
+    out = []
+    if by.get("Ethernet"):
+        out.append(f"{', '.join(by['Ethernet'])}: link layer Ethernet, so RoCE, not InfiniBand (NCCL logs it "
+                   f"/RoCE); {ROCE_GID}")
+    if by.get("InfiniBand"):
+        out.append(f"{', '.join(by['InfiniBand'])}: link layer InfiniBand (NCCL logs it /IB; GID index 0 unless "
+                   "a routable FLID GID is present, v2.30.7 net_ib/connect.cc:302-315)")
+    other = [k for k in by if k not in ("Ethernet", "InfiniBand")]
+    for k in other:
+        out.append(f"{', '.join(by[k])}: link layer {k}: NCCL's IB transport lists only InfiniBand and Ethernet "
+                   "ports (v2.30.7 net_ib/init.cc:364-366), so not this one")
+    return tuple(out)
