@@ -256,3 +256,26 @@ def test_ibv_devinfo_link_layer_ethernet_is_said_as_roce(realworld):
     roce = [n for n in notes if "link layer Ethernet, so RoCE, not InfiniBand" in n]
     assert len(roce) == 1 and "mlx5_0 port 1" in roce[0] and "NCCL_IB_GID_INDEX" in roce[0]
     assert "net_ib/connect.cc:317-333" in roce[0]
+
+
+VM_BUS_00_RANKS = "".join(
+    f"#  Rank  {i} Group  0 Pid   {999 + i} on         vm device  {i} [0x00] NVIDIA H200\n" for i in range(4))
+
+
+def test_nccl_tests_bus_only_lines_on_one_bus_name_the_matrix_gpus(tmp_path):
+    """Hand-written in nccl-tests' older format ('[0x%02x]', the bus number only) for the 4-GPU VM of
+    fixtures/nccl-runs-4gpu-vm, whose GPUs all sit on bus 00 (0000:00:06.0-09.0): the bus number tells none apart,
+    so no GPU is placed by it (it was one GPU at 0000:00:00.0, and the matrix then matched none). Beside that VM's
+    topo -m and NCCL log (which give the bus ids), the one model name is every GPU's."""
+    from support.cli_util import ROOT
+
+    f = tmp_path / "all_reduce_perf.txt"
+    f.write_text("# Using devices\n" + VM_BUS_00_RANKS)
+    vm = ROOT / "fixtures" / "nccl-runs-4gpu-vm"
+    doc = _doc(vm / "smi" / "topo-m.txt", vm / "default" / "nccl.log", f)
+    gpus = {x["bdf"]: x["name"] for x in doc["devices"] if x.get("kind") == "gpu"}
+    assert gpus == {f"0000:00:0{i}.0": "NVIDIA H200" for i in range(6, 10)}
+    assert any("not placed by it" in n for n in doc["notes"])
+    alone = _doc(f)
+    assert len([x for x in alone["devices"] if x.get("kind") == "gpu"]) == 4
+    assert "GDR010" not in {x["code"] for x in alone["findings"]}

@@ -83,8 +83,39 @@ class HostSteps:
             self.note(label, "RDMA devices matched to NICs by bus order within their vendor (ibv_devinfo gives no bus "
                              "ids): " + "; ".join(said))
 
+    def _name_unplaced(self) -> None:
+        """nccl-tests' GPUs that its bus numbers do not tell apart: one name for all of them is every unnamed GPU's
+        when the counts match (then CUDA's order does not matter); else only the note says them."""
+        rows, label = getattr(self, "_unplaced_names", ((), ""))
+        names = {r["name"] for r in rows}
+        gpus = [b for b, d in self.devs.items() if base_kind(d) == "gpu"]
+        if rows and not gpus:  # no other input shows the GPUs: each at a synthetic address, by CUDA's number
+            self._synthetic_cuda_gpus(rows, label)
+            return
+        unnamed = [b for b in gpus if not self.devs[b].name or " of nvidia-smi topo -m" in self.devs[b].name]
+        if not rows or len(names) != 1 or len(rows) != len(gpus) or not unnamed:
+            return
+        name = names.pop()
+        for b in unnamed:
+            self.devs[b] = replace(self.devs[b], name=name)
+        self.note(label, f"{name} given to the {len(unnamed)} GPU(s) without a model name: nccl-tests names each of "
+                         f"its {len(rows)} GPU(s) so, so the order does not matter")
+
+    def _synthetic_cuda_gpus(self, rows, label: str) -> None:
+        from gdrcheck.collectors.pastes.merge_matrix import synthetic_bdf
+
+        for r in rows:
+            bdf = synthetic_bdf(r["index"])
+            self.unplaced.append(bdf)
+            self.devs[bdf] = PciFunction(bdf=bdf, root=_bus(bdf), vendor=0x10DE, kind_hint="gpu", name=r["name"],
+                                         extra=frozen_map({"synthetic": True}))
+        self.note(label, f"{len(rows)} GPU(s) by CUDA device number at synthetic addresses in domain ffff "
+                         "(\"synthetic\": true in --json): their bus ids are not in this input")
+
     def device_wide_facts(self) -> None:
-        """An IOMMU mode a paste gives for the whole host (off, pass-through): every device's mode."""
+        """What holds for every device once every input is in: nccl-tests' one name for GPUs it could not place,
+        and an IOMMU mode a paste gives for the whole host (off, pass-through) as every device's mode."""
+        self._name_unplaced()
         f = self.host_extra.get("iommu")
         if f is None or not isinstance(f.value, dict) or f.value.get("mode") not in ("off", "passthrough"):
             return
@@ -140,6 +171,12 @@ class HostSteps:
     def _cuda_devices(self, rows: list[dict[str, Any]], label: str) -> None:
         """nccl-tests' lines: each CUDA device's bus id and name. CUDA numbers devices its own way (fastest first
         unless CUDA_DEVICE_ORDER=PCI_BUS_ID), so the number is not taken as nvidia-smi's index."""
+        shared = [r for r in rows if r.get("bus_shared")]
+        if shared:
+            self._unplaced_names = (tuple(shared), label)
+            self.note(label, f"nccl-tests printed only the bus number for {len(shared)} GPU(s) on one bus "
+                      f"(0x{shared[0]['bus_shared']}): the GPUs are not placed by it")
+        rows = [r for r in rows if r.get("bdf")]
         new = []
         for r in rows:
             d = self.devs.get(r["bdf"])
@@ -149,6 +186,8 @@ class HostSteps:
             self.devs[r["bdf"]] = replace(d, name=d.name or r["name"])
         if new:
             self._place(new, label)
+        if not rows:
+            return
         said = ", ".join(f"CUDA device {r['index']}={r['bdf']} ({r['name']})" for r in rows)
         self.note(label, f"nccl-tests names {len(rows)} GPU(s): {said}"
                   + ("; nccl-tests printed only each bus number: domain 0000 and device 00 assumed"
