@@ -279,3 +279,13 @@ def test_nccl_tests_bus_only_lines_on_one_bus_name_the_matrix_gpus(tmp_path):
     alone = _doc(f)
     assert len([x for x in alone["devices"] if x.get("kind") == "gpu"]) == 4
     assert "GDR010" not in {x["code"] for x in alone["findings"]}
+
+
+@pytest.mark.parametrize("fname", ["gdscheck-p.txt", "numactl-hardware.txt", "ibv_devinfo.txt"])
+def test_a_host_paste_alone_is_not_a_node_without_gpus(realworld, fname):
+    """puget's host-wide pastes alone (and azure-ncv4's NCCL graph dump) cannot show GPUs: `check` was FAIL with
+    GDR010 "no GPU in this input"; it is unknown (exit 3) with GPUs not in this input (GDR160)."""
+    for f in (realworld / PUGET / fname, realworld / "azure-ncv4" / "nccl-graph.xml"):
+        p = run("check", "--from", f)
+        assert p.returncode == 3, p.stdout
+        assert "GDR010" not in p.stdout and "GPUs: not in this input" in p.stdout
