@@ -289,3 +289,12 @@ def test_a_host_paste_alone_is_not_a_node_without_gpus(realworld, fname):
         p = run("check", "--from", f)
         assert p.returncode == 3, p.stdout
         assert "GDR010" not in p.stdout and "GPUs: not in this input" in p.stdout
+
+
+def test_nccl_graph_names_each_graphs_algorithm(realworld):
+    """azure-ncv4's NCCL_GRAPH_DUMP_FILE: graph ids 0, 1, 2 are ring, tree and CollNet chain (NCCL v2.30.7
+    src/init.cc:1174-1190), whose patterns are ring, balanced tree and tree (src/include/graph.h:160-169)."""
+    doc = _doc(realworld / "azure-ncv4" / "nccl-topo.xml", realworld / "azure-ncv4" / "nccl-graph.xml")
+    said = next(n for n in doc["notes"] if "the channels NCCL built" in n)
+    assert "ring: 2 channel(s)" in said and "tree (pattern balanced tree): 4 channel(s)" in said
+    assert "CollNet chain (pattern tree)" in said
