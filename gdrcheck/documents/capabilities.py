@@ -93,8 +93,10 @@ def _open_words(evaluation, units) -> str:
 
 def _closed_words(evaluation, units, every: bool) -> str:
     causes: list[str] = []
+    down = [k for u in units if u.cause == "port-down" for k in u.pairs]  # every NIC's ports in one clause
     for u in units:
-        words = _cause_words(u.cause, evaluation, list(u.pairs), every)
+        keys = down if u.cause == "port-down" else list(u.pairs)
+        words = _cause_words(u.cause, evaluation, keys, every)
         if words not in causes:
             causes.append(words)
     return "; ".join(causes)
