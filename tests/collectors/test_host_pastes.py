@@ -219,6 +219,9 @@ def test_gdscheck_bar1_is_given_to_the_driver_gpus_when_all_sizes_agree(realworl
     both = _doc(d / "lspci-tv.txt", d / "nvidia-smi.txt", d / "gdscheck-p.txt")
     assert any("BAR1 65536 MiB on each of its 4 GPU(s)" in n for n in both["notes"])
     assert "GDR106" not in {f["code"] for f in both["findings"]}
+    paths = [a for f in ("lspci-tv.txt", "nvidia-smi.txt", "gdscheck-p.txt") for a in ("--from", d / f)]
+    bar1 = json.loads(run("bar1", "--json", *paths).stdout)
+    assert {g["source"] for g in bar1["gpus"]} == {"gdscheck -p"}
     tree = _doc(d / "lspci-tv.txt", d / "gdscheck-p.txt")
     assert any("not matched to the driver's GPUs" in n for n in tree["notes"])
 

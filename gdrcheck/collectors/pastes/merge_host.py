@@ -50,7 +50,8 @@ class HostSteps:
             return
         size = sizes.pop()
         filled = [g for g in self.gpus if g.bar1_total_bytes is None]
-        self.gpus = tuple(replace(g, bar1_total_bytes=size) if g.bar1_total_bytes is None else g for g in self.gpus)
+        self.gpus = tuple(replace(g, bar1_total_bytes=size, source="gdscheck -p") if g.bar1_total_bytes is None else g
+                          for g in self.gpus)
         if filled:
             self.note(label, f"BAR1 {size >> 20} MiB on each of its {len(rows)} GPU(s), given to the "
                       f"{len(filled)} GPU(s) of {self.gpus_from} without one (the same size for all, so CUDA's "
