@@ -64,6 +64,12 @@ def _cause_words(cause: str, evaluation, keys, every: bool) -> str:
     if cause == "fails":
         codes = sorted({c for k in keys for c in whole.pair_findings.get(k, ()) if whole.verdicts.get(k) == "fail"})
         return "the pair fails" + (f" ({', '.join(codes[:3])})" if codes else "")
+    if cause == "port-down":
+        from gdrcheck.rules.capabilities import nic_ports_down
+
+        down = list(dict.fromkeys(nic_ports_down(whole, k[1]) for k in keys))
+        return (f"no RDMA port is ACTIVE ({', '.join(down)}): NCCL's IB transport lists only ACTIVE ports "
+                f"(v2.30.7 net_ib/init.cc:363), so it uses {'none of these NICs' if len(down) > 1 else 'no such NIC'}")
     if cause == "log-off":
         return f"the job's {lib} log shows {lib} did not use it"
     if cause == "compat-mode":
@@ -91,8 +97,10 @@ def _open_words(evaluation, units) -> str:
 
 def _closed_words(evaluation, units, every: bool) -> str:
     causes: list[str] = []
+    down = [k for u in units if u.cause == "port-down" for k in u.pairs]  # every NIC's ports in one clause
     for u in units:
-        words = _cause_words(u.cause, evaluation, list(u.pairs), every)
+        keys = down if u.cause == "port-down" else list(u.pairs)
+        words = _cause_words(u.cause, evaluation, keys, every)
         if words not in causes:
             causes.append(words)
     return "; ".join(causes)
@@ -134,6 +142,28 @@ def _why(cap: str, c, evaluation, labels, unit: str) -> str:
     return "; ".join(parts)
 
 
+def _measured(cap: str, evaluation) -> str:
+    """A GDS measurement beside the input (gdsio's XferType GPUD runs), cited with its source: what ran, never an
+    answer (gdsio's -d is CUDA's device index; with cuFile's compatibility mode on, GPUD may go through host
+    memory, so the compat setting gdscheck -p shows is named beside it)."""
+    whole = evaluation.whole or evaluation
+    f = whole.snap.host.get("gds_measured") if cap == "gds" else None
+    runs = [r for r in (f.value.get("runs") or ()) if r.get("xfer") == "GPUD"] if f is not None and \
+        isinstance(f.value, dict) else []
+    if not runs:
+        return ""
+    devs = sorted({r["gpu"] for r in runs if r.get("gpu") is not None})
+    rates = [r["gib_s"] for r in runs]
+    said = (f"; measured: gdsio ran XferType GPUD {len(runs)} time(s)"
+            + (f" on CUDA device(s) {', '.join(str(d) for d in devs)}" if devs else "")
+            + f", {min(rates):.1f}-{max(rates):.1f} GiB/s ({f.source})")
+    pd = whole.snap.host.get("peerdirect")
+    compat = pd.value.get("use_compat_mode") if pd is not None and isinstance(pd.value, dict) else None
+    if compat is not None:
+        said += f", with cuFile's use_compat_mode {str(compat).lower()} ({pd.source})"
+    return said
+
+
 def capabilities_doc(evaluation, answers, expected, labels) -> dict[str, Any]:
     """``capabilities``: per capability its answer, expected answer, counts and why (``labels``: address ->
     GPU0, NIC1, as the document names its devices)."""
@@ -143,7 +173,7 @@ def capabilities_doc(evaluation, answers, expected, labels) -> dict[str, Any]:
         unit = UNIT[cap]
         entry: dict[str, Any] = {"answer": c.answer, "expected": e.answer, unit: len(c.units),
                                  "with": c.count(WITH), "without": c.count(WITHOUT), "undecided": c.count(UNDECIDED),
-                                 "why": _why(cap, c, evaluation, labels, unit)}
+                                 "why": _why(cap, c, evaluation, labels, unit) + _measured(cap, evaluation)}
         if not c.units and c.answer in ("not-in-input", "unknown"):  # nothing counted: not a count of 0
             entry.update({unit: None, "with": None, "without": None, "undecided": None})
         if e.answer != c.answer:

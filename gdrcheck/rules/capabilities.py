@@ -40,7 +40,7 @@ WITH, WITHOUT, UNDECIDED = "with", "without", "undecided"
 class Unit:
     """One GPU (gdr, gds) or one GPU pair (p2p) of the job, and what the capability is there: ``state`` with,
     without or undecided; ``cause`` why (``beyond-level``, ``nccl-off``, ``fails``, ``compat-mode``,
-    ``missing-facts``, ``no-choice``); ``pairs`` the pairs it rests on."""
+    ``missing-facts``, ``no-choice``, ``port-down``); ``pairs`` the pairs it rests on."""
 
     subject: tuple[str, ...]
     state: str
@@ -239,8 +239,21 @@ def _units(cap: str, evaluation, said, expected: bool) -> tuple[Unit, ...]:
             cause = "no-choice"  # which of them NCCL picks is open, and they differ
         if cap == "gdr" and cause == "nccl-off" and all(_beyond(whole, k) for k in keys):
             cause = "beyond-level"
+        if cap == "gdr" and state == WITHOUT and cause in ("nccl-off", "beyond-level") and \
+                all(nic_ports_down(whole, k[1]) for k in keys):
+            cause = "port-down"  # the NIC is not listed at all: first of what stands in the way
         units.append(Unit((g,), state, cause, keys))
     return tuple(units)
+
+
+def nic_ports_down(evaluation, nic: str) -> str:
+    """The NIC's RDMA ports, where the input shows every one and none is ACTIVE (NCCL's IB transport lists only
+    ACTIVE ports, v2.30.7 ``net_ib/init.cc:363``); else ''."""
+    from gdrcheck.rules.nccl.ib import ports_down
+
+    whole = evaluation.whole or evaluation
+    d = whole.topo.by_bdf.get(nic)
+    return ports_down(whole.snap, tuple(d.rdma_devices)) if d is not None and d.rdma_devices else ""
 
 
 def _not_shown(cap: str, evaluation) -> bool:

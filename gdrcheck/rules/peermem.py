@@ -75,7 +75,7 @@ def nic_gdr(ctx: Context) -> tuple[Optional[bool], str]:
     if not isinstance(pm, dict) or not isinstance(pm.get("nccl_files"), dict):
         if dmabuf:
             return True, "DMA-BUF"
-        return None, "peer-memory facts not collected"
+        return None, "peer-memory facts not collected" + _peerdirect_said(ctx)
     present = [f for f in files if pm["nccl_files"].get(f)]
     if present:
         return True, f"peer memory ({present[0]})"
@@ -84,6 +84,19 @@ def nic_gdr(ctx: Context) -> tuple[Optional[bool], str]:
     if dmabuf is None:
         return None, "no peer-memory file; DMA-BUF support not known"
     return False, "none of " + ", ".join(files) + " exists and DMA-BUF is not available"
+
+
+def _peerdirect_said(ctx: Context) -> str:
+    """What gdscheck -p's PeerDirect line adds where the modules are not in the input: MLNX_OFED's peer-memory API
+    (which NCCL up to 2.22 needs for nvidia-peermem to be seen), never whether nvidia-peermem is loaded."""
+    pd = value(ctx, "peerdirect")
+    if not isinstance(pd, dict) or pd.get("enabled") is None:
+        return ""
+    if pd["enabled"]:
+        return ("; gdscheck -p shows Mellanox PeerDirect Enabled: MLNX_OFED's peer-memory API is in place "
+                "(nvidia-fs uses it), not whether nvidia-peermem, the module NCCL tests for, is loaded")
+    return ("; gdscheck -p shows Mellanox PeerDirect Disabled: nvidia-fs has no MLNX_OFED peer-memory API, which "
+            "says nothing of nvidia-peermem or DMA-BUF, what NCCL tests")
 
 
 def nccl_saw_gdr(ctx: Context, nic: str) -> bool:

@@ -18,7 +18,8 @@ NOT_IN_INPUT = Rule(
     "Give gdrcheck an input that shows the whole node: run it there, or pass a snapshot "
     "(`gdrcheck snapshot -o node.tar.gz`), or `lspci -tv` beside the file given.")
 
-_SETTLE = {"nics": "lspci -tv, or nvidia-smi topo -m (its NIC columns), or run gdrcheck on the node",
+_SETTLE = {"gpus": "lspci -tv, nvidia-smi topo -m or nvidia-smi -q, or run gdrcheck on the node",
+           "nics": "lspci -tv, or nvidia-smi topo -m (its NIC columns), or run gdrcheck on the node",
            "nvme": "lspci -tv, or run gdrcheck on the node"}
 _SETTLE_AMD = {"nics": "lspci -tv, or amd-smi topology, or run gdrcheck on the node"}  # AMD GPUs: no nvidia-smi
 
@@ -34,11 +35,12 @@ def _check(ctx: Context) -> Iterable[Finding]:
 def not_in_input(snap, fact: str, topo=None) -> Finding:
     from gdrcheck.rules.rccl.releases import node_reason
 
-    what = "GPUDirect RDMA (GPU-NIC pairs)" if fact == "nics" else "GPUDirect Storage (GPU-NVMe pairs)"
+    what = {"gpus": "no pair is judged", "nics": "GPUDirect RDMA (GPU-NIC pairs) not judged"}.get(
+        fact, "GPUDirect Storage (GPU-NVMe pairs) not judged")
     amd = topo is not None and bool(node_reason(snap, topo))  # RCCL judges the node (AMD GPUs)
     settle = _SETTLE_AMD.get(fact, _SETTLE[fact]) if amd else _SETTLE[fact]
     return Finding(NOT_IN_INPUT.code, "info", (fact,),
-                   f"{FACTS[fact]}: not in this input ({' + '.join(_kinds(snap))}); {what} not judged",
+                   f"{FACTS[fact]}: not in this input ({' + '.join(_kinds(snap))}); {what}",
                    effect="unknown", settle=settle)
 
 

@@ -92,10 +92,16 @@ def unmet(topo, capabilities: Iterable[str]) -> list[Finding]:
 
     if blank_functions(topo):
         return out  # functions of unknown kind: what the node has is unknown (GDR124), not absent
-    if not gpus:
-        out.append(Finding(NO_GPU.code, "error", ("host",), "no GPU in this input: nothing to check"))
-        return out
     from gdrcheck.reach import shows
+
+    if not gpus:
+        if shows(topo.snap, "gpus"):
+            out.append(Finding(NO_GPU.code, "error", ("host",), "no GPU in this input: nothing to check"))
+        else:  # a host-wide paste alone (gdscheck -p, numactl, grub...): GPUs are not absent, only not shown
+            from gdrcheck.rules.reach_rules import not_in_input
+
+            out.append(not_in_input(topo.snap, "gpus"))
+        return out
 
     # a device the input cannot show is not absent: GDR160 makes such a gate unknown, not failed
     if "gdr" in caps and not topo.gpudirect_nics() and shows(topo.snap, "nics"):

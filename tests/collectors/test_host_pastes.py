@@ -197,3 +197,107 @@ def test_gdscheck_settles_the_iommu_and_gds_beside_the_tree(realworld):
     both = {f["code"] for f in doc["findings"]}
     assert {"GDR043", "GDR063"} <= alone and not {"GDR043", "GDR063"} & both
     assert "bar1" in doc["not_in_input"] and "iommu" not in doc["not_in_input"]
+
+
+def test_gdscheck_peerdirect_is_said_where_peer_memory_stays_open(realworld):
+    """asus: gdscheck -p prints `--Mellanox PeerDirect : Enabled`. That is nvidia-fs built on MLNX_OFED's
+    peer-memory API, not nvidia-peermem loaded (what NCCL tests), so GDR021 stays open and says what the paste
+    showed and what it does not."""
+    d = realworld / ASUS
+    doc = _doc(d / "lspci-tv.txt", d / "nvidia-smi.txt", d / "gdscheck-p.txt")
+    why = [f["message"] for f in doc["findings"] if f["code"] == "GDR021"]
+    assert why and all("Mellanox PeerDirect Enabled" in w and "not whether nvidia-peermem" in w for w in why)
+    alone = _doc(d / "lspci-tv.txt", d / "nvidia-smi.txt")
+    assert not any("PeerDirect" in f["message"] for f in alone["findings"])
+
+
+def test_gdscheck_bar1_is_given_to_the_driver_gpus_when_all_sizes_agree(realworld):
+    """asus: gdscheck -p lists BAR1 by CUDA index (65536 MiB on each of 4 GPUs); beside plain nvidia-smi (4 GPUs
+    by bus id) every GPU gets it, since one size for all makes CUDA's order irrelevant; GDR106 (BAR1 unread) is
+    gone. Beside the tree alone the sizes stay a note."""
+    d = realworld / ASUS
+    both = _doc(d / "lspci-tv.txt", d / "nvidia-smi.txt", d / "gdscheck-p.txt")
+    assert any("BAR1 65536 MiB on each of its 4 GPU(s)" in n for n in both["notes"])
+    assert "GDR106" not in {f["code"] for f in both["findings"]}
+    paths = [a for f in ("lspci-tv.txt", "nvidia-smi.txt", "gdscheck-p.txt") for a in ("--from", d / f)]
+    bar1 = json.loads(run("bar1", "--json", *paths).stdout)
+    assert {g["source"] for g in bar1["gpus"]} == {"gdscheck -p"}
+    tree = _doc(d / "lspci-tv.txt", d / "gdscheck-p.txt")
+    assert any("not matched to the driver's GPUs" in n for n in tree["notes"])
+
+
+def test_gdsio_is_cited_in_the_gds_capability(realworld):
+    """puget: gdsio ran XferType GPUD on CUDA devices 0 and 1 (25.0-25.1 GiB/s) and gdscheck -p shows cuFile's
+    use_compat_mode false; the gds capability's why cites both with their files, and its answer is the rules'."""
+    d = realworld / PUGET
+    doc = _doc(d / "lspci-tv.txt", d / "nvidia-smi.txt", d / "gdscheck-p.txt", d / "gdsio.txt")
+    why = doc["capabilities"]["gds"]["why"]
+    assert "gdsio ran XferType GPUD 2 time(s) on CUDA device(s) 0, 1, 25.0-25.1 GiB/s (gdsio.txt" in why
+    assert "use_compat_mode false (gdscheck-p.txt" in why
+    without = _doc(d / "lspci-tv.txt", d / "nvidia-smi.txt", d / "gdscheck-p.txt")["capabilities"]["gds"]
+    assert "measured" not in without["why"] and without["answer"] == doc["capabilities"]["gds"]["answer"]
+
+
+def test_a_port_down_is_the_gdr_capabilitys_why(realworld):
+    """puget: ibv_devinfo shows mlx5_0 and mlx5_1 port 1 PORT_DOWN. At NCCL's default level every path is also
+    beyond NCCL_NET_GDR_LEVEL, but a NIC NCCL does not list comes first: the gdr capability's why names the
+    ports and NCCL's line; without ibv_devinfo it stays the level."""
+    d = realworld / PUGET
+    base = (d / "lspci-tv.txt", d / "nvidia-smi.txt", d / "numactl-hardware.txt")
+    gdr = _doc(*base, d / "ibv_devinfo.txt")["capabilities"]["gdr"]
+    assert gdr["answer"] == "no"
+    assert "no RDMA port is ACTIVE (mlx5_0 port 1 (DOWN), mlx5_1 port 1 (DOWN))" in gdr["why"]
+    assert "net_ib/init.cc:363" in gdr["why"]
+    assert "beyond NCCL_NET_GDR_LEVEL" in _doc(*base)["capabilities"]["gdr"]["why"]
+
+
+def test_ibv_devinfo_link_layer_ethernet_is_said_as_roce(realworld):
+    """asus: every mlx5 port's link layer is Ethernet: the note says RoCE, not InfiniBand, and what NCCL needs to
+    reach a RoCE port (a GID: NCCL_IB_GID_INDEX or the RoCE v2 GID of the netdev's IP address)."""
+    d = realworld / ASUS
+    notes = _doc(d / "lspci-tv.txt", d / "ibv_devinfo.txt")["notes"]
+    roce = [n for n in notes if "link layer Ethernet, so RoCE, not InfiniBand" in n]
+    assert len(roce) == 1 and "mlx5_0 port 1" in roce[0] and "NCCL_IB_GID_INDEX" in roce[0]
+    assert "net_ib/connect.cc:317-333" in roce[0]
+
+
+VM_BUS_00_RANKS = "".join(
+    f"#  Rank  {i} Group  0 Pid   {999 + i} on         vm device  {i} [0x00] NVIDIA H200\n" for i in range(4))
+
+
+def test_nccl_tests_bus_only_lines_on_one_bus_name_the_matrix_gpus(tmp_path):
+    """Hand-written in nccl-tests' older format ('[0x%02x]', the bus number only) for the 4-GPU VM of
+    fixtures/nccl-runs-4gpu-vm, whose GPUs all sit on bus 00 (0000:00:06.0-09.0): the bus number tells none apart,
+    so no GPU is placed by it (it was one GPU at 0000:00:00.0, and the matrix then matched none). Beside that VM's
+    topo -m and NCCL log (which give the bus ids), the one model name is every GPU's."""
+    from support.cli_util import ROOT
+
+    f = tmp_path / "all_reduce_perf.txt"
+    f.write_text("# Using devices\n" + VM_BUS_00_RANKS)
+    vm = ROOT / "fixtures" / "nccl-runs-4gpu-vm"
+    doc = _doc(vm / "smi" / "topo-m.txt", vm / "default" / "nccl.log", f)
+    gpus = {x["bdf"]: x["name"] for x in doc["devices"] if x.get("kind") == "gpu"}
+    assert gpus == {f"0000:00:0{i}.0": "NVIDIA H200" for i in range(6, 10)}
+    assert any("not placed by it" in n for n in doc["notes"])
+    alone = _doc(f)
+    assert len([x for x in alone["devices"] if x.get("kind") == "gpu"]) == 4
+    assert "GDR010" not in {x["code"] for x in alone["findings"]}
+
+
+@pytest.mark.parametrize("fname", ["gdscheck-p.txt", "numactl-hardware.txt", "ibv_devinfo.txt"])
+def test_a_host_paste_alone_is_not_a_node_without_gpus(realworld, fname):
+    """puget's host-wide pastes alone (and azure-ncv4's NCCL graph dump) cannot show GPUs: `check` was FAIL with
+    GDR010 "no GPU in this input"; it is unknown (exit 3) with GPUs not in this input (GDR160)."""
+    for f in (realworld / PUGET / fname, realworld / "azure-ncv4" / "nccl-graph.xml"):
+        p = run("check", "--from", f)
+        assert p.returncode == 3, p.stdout
+        assert "GDR010" not in p.stdout and "GPUs: not in this input" in p.stdout
+
+
+def test_nccl_graph_names_each_graphs_algorithm(realworld):
+    """azure-ncv4's NCCL_GRAPH_DUMP_FILE: graph ids 0, 1, 2 are ring, tree and CollNet chain (NCCL v2.30.7
+    src/init.cc:1174-1190), whose patterns are ring, balanced tree and tree (src/include/graph.h:160-169)."""
+    doc = _doc(realworld / "azure-ncv4" / "nccl-topo.xml", realworld / "azure-ncv4" / "nccl-graph.xml")
+    said = next(n for n in doc["notes"] if "the channels NCCL built" in n)
+    assert "ring: 2 channel(s)" in said and "tree (pattern balanced tree): 4 channel(s)" in said
+    assert "CollNet chain (pattern tree)" in said

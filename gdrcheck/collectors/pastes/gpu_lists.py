@@ -89,4 +89,9 @@ def parse_nccl_tests(text: str, name: str) -> list[dict[str, Any]]:
     if not by_host:
         raise InputError(f"{name}: no nccl-tests '#  Rank N ... device N [bus] NAME' line")
     host = next(iter(by_host))
-    return [by_host[host][d] for d in sorted(by_host[host])]
+    rows = [by_host[host][d] for d in sorted(by_host[host])]
+    buses = [r["bdf"] for r in rows if r["bus_only"]]
+    for r in rows:  # one bus number for several GPUs (a VM's bus 00): it tells none of them apart
+        if r["bus_only"] and buses.count(r["bdf"]) > 1:
+            r["bus_shared"], r["bdf"] = r["bdf"][5:7], None
+    return rows

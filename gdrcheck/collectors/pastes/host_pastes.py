@@ -183,6 +183,9 @@ def parse_gdscheck(text: str, name: str) -> HostPaste:
         facts["nvidia_fs"] = Fact({"loaded": True, "version": nvfs.group(1), "bridges": None, "modules": None,
                                    "devcount": None, "peerdirect": None if peer is None else peer == "Enabled",
                                    "rw_stats_enabled": None}, source=src)
+    pd = _peerdirect(fields, src)
+    if pd is not None:
+        facts["peerdirect"] = pd
     gpus = tuple({"index": int(i), "name": n.strip(), "bar1_total_bytes": int(mib) << 20,
                   "gds": "supports GDS" in rest} for i, n, _bar, mib, rest in _GDS_GPU.findall(text))
     said = [f"{k}: {fields[k]}" for k in ("IOMMU", "NVMe", "NVMe P2PDMA", "Mellanox PeerDirect", "rdma devices")
@@ -192,6 +195,22 @@ def parse_gdscheck(text: str, name: str) -> HostPaste:
     if not said and not gpus:
         raise InputError(f"{name}: gdscheck -p output without its DRIVER CONFIGURATION or PLATFORM INFO")
     return HostPaste("gdscheck", facts, ("as NVIDIA's gdscheck -p sees the node: " + "; ".join(said),), gpus=gpus)
+
+
+def _peerdirect(fields: dict[str, str], src: str) -> Optional[Fact]:
+    """gdscheck's ``--Mellanox PeerDirect`` line: nvidia-fs built against MLNX_OFED's peer-memory API (GDS
+    troubleshooting guide, "Checking nvidia-fs.ko Support for Mellanox PeerDirect"; ``Mellanox PeerDirect
+    Supported`` in /proc/driver/nvidia-fs/stats). It is not the GPU's peer-memory client: whether nvidia-peermem
+    is loaded, what NCCL tests, it does not show. Newer releases add ``--DmaBuf support`` beside it."""
+    said = fields.get("Mellanox PeerDirect")
+    if said not in ("Enabled", "Disabled"):
+        return None
+    dmabuf = fields.get("DmaBuf support")
+    compat = fields.get("properties.use_compat_mode")
+    return Fact({"enabled": said == "Enabled",
+                 "dmabuf": None if dmabuf not in ("Enabled", "Disabled") else dmabuf == "Enabled",
+                 "use_compat_mode": None if compat not in ("true", "false") else compat == "true",
+                 "note": f"gdscheck -p: Mellanox PeerDirect : {said}"}, source=src)
 
 
 # -- gdsio ---------------------------------------------------------------------------------------------
@@ -269,5 +288,36 @@ def parse_ibv_devinfo(text: str, name: str) -> HostPaste:
     said = ", ".join(f"{d} port {p} {s}" + (f" ({layers.get(d, {}).get(p)})" if layers.get(d, {}).get(p) else "")
                      for d, ports in states.items() for p, s in sorted(ports.items()))
     return HostPaste("ibv_devinfo", {"rdma_port_states": Fact(states, source=src),
-                                     "rdma_link_layers": Fact(layers, source=src)}, (f"RDMA ports: {said}",),
+                                     "rdma_link_layers": Fact(layers, source=src)},
+                     (f"RDMA ports: {said}",) + _link_layer_notes(layers),
                      extra={"rdma_devices": tuple(states)})
+
+
+# NCCL lists a port whose link layer is InfiniBand or Ethernet (v2.30.7 net_ib/init.cc:363-366, logged as /IB or
+# /RoCE, init.cc:444-448); on Ethernet (RoCE) it addresses the peer by a GID: NCCL_IB_GID_INDEX when set, else the
+# RoCE v2 (NCCL_IB_ROCE_VERSION_NUM, 2) GID of an address of NCCL_IB_ADDR_FAMILY (AF_INET) found in the port's GID
+# table, which holds one only while the port's netdev has such an IP address (connect.cc:12-14, 101-116, 317-333)
+ROCE_GID = ("NCCL reaches a RoCE port by a GID: NCCL_IB_GID_INDEX when set, else the RoCE v2 GID of the port's IPv4 "
+            "address (NCCL_IB_ROCE_VERSION_NUM=2, NCCL_IB_ADDR_FAMILY=AF_INET by default; v2.30.7 "
+            "net_ib/connect.cc:317-333), so its netdev needs an IP address; `show_gids` or `ibv_devinfo -v` lists "
+            "the GIDs")
+
+
+def _link_layer_notes(layers: dict[str, dict[str, str]]) -> tuple[str, ...]:
+    """What each link layer means to NCCL, said once per layer with the ports that have it."""
+    by: dict[str, list[str]] = {}
+    for dev, ports in layers.items():
+        for port, layer in sorted(ports.items()):
+            by.setdefault(layer, []).append(f"{dev} port {port}")
+    out = []
+    if by.get("Ethernet"):
+        out.append(f"{', '.join(by['Ethernet'])}: link layer Ethernet, so RoCE, not InfiniBand (NCCL logs it "
+                   f"/RoCE); {ROCE_GID}")
+    if by.get("InfiniBand"):
+        out.append(f"{', '.join(by['InfiniBand'])}: link layer InfiniBand (NCCL logs it /IB; GID index 0 unless "
+                   "a routable FLID GID is present, v2.30.7 net_ib/connect.cc:302-315)")
+    other = [k for k in by if k not in ("Ethernet", "InfiniBand")]
+    for k in other:
+        out.append(f"{', '.join(by[k])}: link layer {k}: NCCL's IB transport lists only InfiniBand and Ethernet "
+                   "ports (v2.30.7 net_ib/init.cc:364-366), so not this one")
+    return tuple(out)

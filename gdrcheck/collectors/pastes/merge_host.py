@@ -31,10 +31,31 @@ class HostSteps:
             self.host_extra[key] = fact
         if "numa_nodes" in paste.facts:
             self.numa_facts = True
+        if paste.gpus and any("bar1_total_bytes" in g for g in paste.gpus):
+            self._uniform_bar1(paste.gpus, part.label)
         if paste.extra.get("rdma_devices"):
             self._name_nics(tuple(paste.extra["rdma_devices"]), part.label)
         for n in paste.notes:
             self.note(part.label, n)
+
+    def _uniform_bar1(self, rows, label: str) -> None:
+        """BAR1 sizes by CUDA's index (gdscheck -p): CUDA's order is not the driver's, so they are given to the
+        driver's GPUs only where every row has the same size and the counts match (then the order does not
+        matter)."""
+        sizes = {g.get("bar1_total_bytes") for g in rows}
+        if not self.gpus or len(sizes) != 1 or None in sizes or len(rows) != len(self.gpus):
+            if rows:
+                self.note(label, "BAR1 sizes by CUDA device index, not matched to the driver's GPUs: "
+                          + ", ".join(f"{g['index']}: {g['bar1_total_bytes'] >> 20} MiB" for g in rows))
+            return
+        size = sizes.pop()
+        filled = [g for g in self.gpus if g.bar1_total_bytes is None]
+        self.gpus = tuple(replace(g, bar1_total_bytes=size, source="gdscheck -p") if g.bar1_total_bytes is None else g
+                          for g in self.gpus)
+        if filled:
+            self.note(label, f"BAR1 {size >> 20} MiB on each of its {len(rows)} GPU(s), given to the "
+                      f"{len(filled)} GPU(s) of {self.gpus_from} without one (the same size for all, so CUDA's "
+                      "device order does not matter)")
 
     def _name_nics(self, names: tuple[str, ...], label: str) -> None:
         """RDMA device names for the tree's NICs that have none, by bus order within the vendor (ibv_devinfo has
@@ -63,8 +84,39 @@ class HostSteps:
             self.note(label, "RDMA devices matched to NICs by bus order within their vendor (ibv_devinfo gives no bus "
                              "ids): " + "; ".join(said))
 
+    def _name_unplaced(self) -> None:
+        """nccl-tests' GPUs that its bus numbers do not tell apart: one name for all of them is every unnamed GPU's
+        when the counts match (then CUDA's order does not matter); else only the note says them."""
+        rows, label = getattr(self, "_unplaced_names", ((), ""))
+        names = {r["name"] for r in rows}
+        gpus = [b for b, d in self.devs.items() if base_kind(d) == "gpu"]
+        if rows and not gpus:  # no other input shows the GPUs: each at a synthetic address, by CUDA's number
+            self._synthetic_cuda_gpus(rows, label)
+            return
+        unnamed = [b for b in gpus if not self.devs[b].name or " of nvidia-smi topo -m" in self.devs[b].name]
+        if not rows or len(names) != 1 or len(rows) != len(gpus) or not unnamed:
+            return
+        name = names.pop()
+        for b in unnamed:
+            self.devs[b] = replace(self.devs[b], name=name)
+        self.note(label, f"{name} given to the {len(unnamed)} GPU(s) without a model name: nccl-tests names each of "
+                         f"its {len(rows)} GPU(s) so, so the order does not matter")
+
+    def _synthetic_cuda_gpus(self, rows, label: str) -> None:
+        from gdrcheck.collectors.pastes.merge_matrix import synthetic_bdf
+
+        for r in rows:
+            bdf = synthetic_bdf(r["index"])
+            self.unplaced.append(bdf)
+            self.devs[bdf] = PciFunction(bdf=bdf, root=_bus(bdf), vendor=0x10DE, kind_hint="gpu", name=r["name"],
+                                         extra=frozen_map({"synthetic": True}))
+        self.note(label, f"{len(rows)} GPU(s) by CUDA device number at synthetic addresses in domain ffff "
+                         "(\"synthetic\": true in --json): their bus ids are not in this input")
+
     def device_wide_facts(self) -> None:
-        """An IOMMU mode a paste gives for the whole host (off, pass-through): every device's mode."""
+        """What holds for every device once every input is in: nccl-tests' one name for GPUs it could not place,
+        and an IOMMU mode a paste gives for the whole host (off, pass-through) as every device's mode."""
+        self._name_unplaced()
         f = self.host_extra.get("iommu")
         if f is None or not isinstance(f.value, dict) or f.value.get("mode") not in ("off", "passthrough"):
             return
@@ -120,6 +172,12 @@ class HostSteps:
     def _cuda_devices(self, rows: list[dict[str, Any]], label: str) -> None:
         """nccl-tests' lines: each CUDA device's bus id and name. CUDA numbers devices its own way (fastest first
         unless CUDA_DEVICE_ORDER=PCI_BUS_ID), so the number is not taken as nvidia-smi's index."""
+        shared = [r for r in rows if r.get("bus_shared")]
+        if shared:
+            self._unplaced_names = (tuple(shared), label)
+            self.note(label, f"nccl-tests printed only the bus number for {len(shared)} GPU(s) on one bus "
+                      f"(0x{shared[0]['bus_shared']}): the GPUs are not placed by it")
+        rows = [r for r in rows if r.get("bdf")]
         new = []
         for r in rows:
             d = self.devs.get(r["bdf"])
@@ -129,6 +187,8 @@ class HostSteps:
             self.devs[r["bdf"]] = replace(d, name=d.name or r["name"])
         if new:
             self._place(new, label)
+        if not rows:
+            return
         said = ", ".join(f"CUDA device {r['index']}={r['bdf']} ({r['name']})" for r in rows)
         self.note(label, f"nccl-tests names {len(rows)} GPU(s): {said}"
                   + ("; nccl-tests printed only each bus number: domain 0000 and device 00 assumed"
