@@ -38,6 +38,9 @@ _EXIT_STATUS = {
 }
 NAGIOS_STATES = {"pass": "OK", "warning": "WARNING", "fail": "CRITICAL", "unknown": "UNKNOWN"}
 STATUS_WORDS = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN"}
+# a capability's answer as a gate reads it (check --require, Prometheus' gdrcheck_check_result): passed only on yes
+GATE_OF_ANSWER = {"yes": "pass", "no": "fail", "partly": "fail", "not-applicable": "fail", "unknown": "unknown",
+                  "not-in-input": "unknown"}
 _VERDICT_RANK = {v: i for i, v in enumerate(VERDICTS)}
 
 

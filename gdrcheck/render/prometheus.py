@@ -53,7 +53,7 @@ class _Out:
 def check_results(doc: dict[str, Any]) -> dict[str, str]:
     """pass / fail / unknown per capability (gdr, p2p, gds): fail when a pair of that kind fails or an
     error-level finding concerns one (ACS redirect leaves a path working but is still a failed check)."""
-    from gdrcheck.status import node_status
+    from gdrcheck.status import GATE_OF_ANSWER, node_status
 
     errors = {f["code"] for f in doc["findings"] if f["severity"] == "error"}
     unmet = {f["code"] for f in doc["findings"] if f["code"] in UNMET_CODES}
@@ -67,6 +67,11 @@ def check_results(doc: dict[str, Any]) -> dict[str, str]:
         out[cap] = node_status((p["verdict"] for p in mine), severities, facts_missing=nothing_read)
         if out[cap] == "pass" and REACH_OF[cap] & set(doc.get("not_in_input") or ()):
             out[cap] = "unknown"  # the devices it needs are not in this input: not a pass
+        answer = (doc.get("capabilities") or {}).get(cap, {}).get("answer")
+        # as check --require reads the answer (a pass only on yes), except a capability the node has nothing
+        # for (not-applicable: no NVMe for gds), which no one asked of it here: it stays as its pairs say
+        if answer not in (None, "not-applicable") and out[cap] != "fail":
+            out[cap] = GATE_OF_ANSWER[answer] if out[cap] == "pass" or GATE_OF_ANSWER[answer] == "fail" else out[cap]
     return out
 
 

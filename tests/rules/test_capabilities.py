@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support.cli_util import call
 
 from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.documents.pairs import pairs_doc
@@ -191,3 +192,13 @@ def test_what_the_jobs_log_shows_decides_an_open_pair():
     assert (caps["p2p"]["answer"], caps["p2p"]["expected"], caps["p2p"]["pairs"]) == ("unknown", "yes", 6)
     p2p = _doc(FIXTURES / "nccl-logs-public" / "nccl-707-a100-busid-ib.log")["capabilities"]["p2p"]
     assert p2p["without"] == 5 and "the job's NCCL log shows NCCL did not use it" in p2p["why"]
+
+
+def test_prometheus_check_result_reads_the_answer_as_require_does(realworld):
+    """HP SL390s (hwloc): GPUDirect RDMA and P2P are 'no' (every path beyond NCCL's levels): check --require
+    fails both, and gdrcheck_check_result said 'unknown' for gdr (its pairs were open on peer memory)."""
+    f = realworld / "hwloc-hp-sl390s-g7-3xtesla-cx2" / "hwloc.xml"
+    prom = call("check", "--format", "prometheus", "--from", f).stdout
+    for cap in ("gdr", "p2p"):
+        assert f'gdrcheck_check_result{{check="{cap}",result="fail"}} 1' in prom, prom
+        assert call("check", "--require", cap, "--from", f).returncode == 1
