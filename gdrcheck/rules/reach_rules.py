@@ -26,6 +26,9 @@ _SETTLE_AMD = {"nics": "lspci -tv, or amd-smi topology, or run gdrcheck on the n
 
 def _check(ctx: Context) -> Iterable[Finding]:
     if not ctx.topo.of_kind("gpu"):
+        # a host-wide paste alone (gdscheck -p, numactl, grub, an NCCL graph dump): GPUs are not absent, only not
+        # shown; every command says so (pairs as check does), unknown, not a pass with no pair
+        yield from (not_in_input(ctx.snap, fact, ctx.topo) for fact in not_shown(ctx.snap, ("gpus",)))
         return
     # NICs: every GPU node gate judges GPUDirect RDMA; NVMe drives only where GDS is required (unmet_reach)
     for fact in not_shown(ctx.snap, ("nics",)):

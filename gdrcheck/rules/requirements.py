@@ -97,10 +97,8 @@ def unmet(topo, capabilities: Iterable[str]) -> list[Finding]:
     if not gpus:
         if shows(topo.snap, "gpus"):
             out.append(Finding(NO_GPU.code, "error", ("host",), "no GPU in this input: nothing to check"))
-        else:  # a host-wide paste alone (gdscheck -p, numactl, grub...): GPUs are not absent, only not shown
-            from gdrcheck.rules.reach_rules import not_in_input
-
-            out.append(not_in_input(topo.snap, "gpus"))
+        # else a host-wide paste alone (gdscheck -p, numactl, grub...): GPUs are not absent, only not shown;
+        # the reach rule (GDR160, gdrcheck.rules.reach_rules) says so in every command
         return out
 
     # a device the input cannot show is not absent: GDR160 makes such a gate unknown, not failed
