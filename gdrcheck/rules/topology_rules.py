@@ -289,7 +289,7 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
         n = len(ps)
         yield Finding(code, "info", (gpu,),
                       f"{label(ctx, gpu)}: {n} {peers}{'s' if n != 1 else ''} {what[code]} "
-                      f"({', '.join(p.b for p in ps[:4])}{', ...' if n > 4 else ''}); not the ones to use: "
+                      f"({', '.join(label(ctx, p.b) for p in ps[:4])}{', ...' if n > 4 else ''}); not the ones to use: "
                       f"its closest is {label(ctx, to)}, {cls}")
 
 
