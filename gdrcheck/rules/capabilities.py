@@ -123,11 +123,15 @@ def chosen_drives(evaluation) -> dict[str, Optional[tuple[str, ...]]]:
             by_gpu.setdefault(p.a, []).append(p)
     out: dict[str, Optional[tuple[str, ...]]] = {}
     for g, pairs in by_gpu.items():
-        if any(p.pcie_path not in PCIE_ORDER for p in pairs):
+        known = [p for p in pairs if p.pcie_path in PCIE_ORDER]
+        best = min((PCIE_ORDER[p.pcie_path] for p in known), default=None)
+        # an undecided class (NODE or SYS where the input shows no NUMA node) still loses to a nearer known one
+        open_best = [min((PCIE_ORDER[c] for c in p.candidates if c in PCIE_ORDER), default=-1)
+                     for p in pairs if p.pcie_path not in PCIE_ORDER]
+        if best is None or any(b <= best for b in open_best):
             out[g] = None
             continue
-        best = min(PCIE_ORDER[p.pcie_path] for p in pairs)
-        out[g] = tuple(p.b for p in pairs if PCIE_ORDER[p.pcie_path] == best)
+        out[g] = tuple(p.b for p in known if PCIE_ORDER[p.pcie_path] == best)
     return out
 
 

@@ -202,3 +202,14 @@ def test_prometheus_check_result_reads_the_answer_as_require_does(realworld):
     for cap in ("gdr", "p2p"):
         assert f'gdrcheck_check_result{{check="{cap}",result="fail"}} 1' in prom, prom
         assert call("check", "--require", cap, "--from", f).returncode == 1
+
+
+def test_a_nearer_known_drive_is_chosen_over_drives_of_undecided_numa(realworld):
+    """ASUS ESC8000A lspci: GPU0 reaches NVMe0 through its root complex (PHB) and the other drives across host
+    bridges whose NUMA nodes the tree does not show (NODE or SYS): NVMe0 is the drive cuFile reads through, the
+    others are not used (they read 'ok' beside the chosen PHB pair's 'degraded' before)."""
+    doc = _doc(realworld / "stelline-asus-esc8000a-e12-4xrtx6000ada" / "lspci-tv.txt")
+    gpu0 = min((p for p in doc["pairs"] if p["kind"] == "gpu-nvme"), key=lambda p: p["a"])["a"]
+    mine = [p for p in doc["pairs"] if p["kind"] == "gpu-nvme" and p["a"] == gpu0]
+    assert [p["chosen"] for p in mine if p["pcie_path"] == "PHB"] == [True]
+    assert all(p["chosen"] is False for p in mine if p["pcie_path"] is None)
