@@ -8,6 +8,7 @@ without their answers, its manifest says what did not answer, and the run ends i
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -40,7 +41,8 @@ def wedged(tmp_path):
         (tmp_path / "cuda.c").write_text(HUNG_CUDA)
         subprocess.run([cc, "-shared", "-fPIC", "-o", str(tmp_path / "libcuda.so.1"), str(tmp_path / "cuda.c")],
                        check=True, capture_output=True)
-        env["LD_LIBRARY_PATH"] = str(tmp_path)
+        # in front of the interpreter's own (Debian 11's Python 3.9 in CI finds its libffi and libssl through it)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("LD_LIBRARY_PATH")) if p)
     return env, bool(cc)
 
 
