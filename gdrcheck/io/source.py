@@ -183,6 +183,11 @@ class Source:
 
     def read_bytes(self, path: str, limit: int = MAX_READ) -> Optional[bytes]:
         """File content (at most ``limit`` bytes) or ``None``; why is in :meth:`why`."""
+        return self._read(path, limit, None)
+
+    def _read(self, path: str, limit: int, ident: Optional[tuple]) -> Optional[bytes]:
+        """:meth:`read_bytes`; with ``ident`` (device, inode), only from that file: None where ``path`` now leads
+        to another."""
         # Fast path: resolve the directory (cached) and open the name without following a link;
         # only when the name is itself a link (ELOOP) is it resolved inside the root. Saves an
         # lstat per sysfs attribute.
@@ -206,6 +211,9 @@ class Source:
                 return None
         try:
             st = os.fstat(fd)
+            if ident is not None and (st.st_dev, st.st_ino) != ident:
+                self._errors[path] = "not read: replaced while it was looked at"
+                return None
             if not stat.S_ISREG(st.st_mode):
                 self._errors[path] = "not a regular file"
                 return None
@@ -245,27 +253,8 @@ class Source:
     def read_text_if_same(self, path: str, limit: int, ident: tuple) -> Optional[str]:
         """``read_text(path)`` from the file ``ident`` (device, inode) names, None where ``path`` now leads to
         another: it was replaced after it was judged (:mod:`gdrcheck.io.read_as`)."""
-        real = self.resolve(path)
-        if real is None:
-            return None
-        try:
-            fd = self._open_nofollow(real)
-        except OSError as e:
-            self._errors[path] = _why(e)
-            return None
-        try:
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) != ident or not stat.S_ISREG(st.st_mode):
-                self._errors[path] = "not read: replaced while it was looked at"
-                return None
-            data = os.read(fd, limit)
-        except OSError as e:
-            self._errors[path] = _why(e)
-            return None
-        finally:
-            os.close(fd)
-        self._note(real, "f", data)
-        return data.decode("utf-8", "replace")
+        data = self._read(path, limit, ident)
+        return None if data is None else data.decode("utf-8", "replace")
 
     def read_line(self, path: str) -> Optional[str]:
         """First line, stripped: the shape of most sysfs attributes."""
