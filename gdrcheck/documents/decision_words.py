@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     Cause = Decision = Any  # gdrcheck.rules.nccl.decision's records, read here by their attributes only
 
 PXN_PATHS = "paths.cc:812-843"
+IP_SETTLE = "an IP interface NCCL_SOCKET_IFNAME names, up with an address (ip -o addr show)"
 MLOPART_LINES = "paths.cc:466, 487"
 
 
@@ -214,7 +215,11 @@ def _need_job_gpus(c: Cause) -> str:
 
 
 NEEDS: dict[str, Callable[[Cause], str]] = {
-    "said": _said,
+    "nic.plugin_ptr": lambda c: "the net plugin's ptrSupport (NCCL_PTR_CUDA / NCCL_PTR_DMABUF)",
+    "nic.ip_interface": lambda c: IP_SETTLE,
+    "nic.peer_memory": lambda c: "peer-memory module files (/sys/module/nvidia_peermem, /sys/kernel/mm/memory_peers)",
+    "nic.flag": _said,
+    "gpu.flag": _said,
     "gdr.path_class": lambda c: "the GPU-NIC path class",
     "gdr.pxn_rank": _need_pxn_rank,
     "gdr.mlopart": _need_mlopart,

@@ -20,6 +20,7 @@ import struct
 from gdrcheck.model import Fact, NvLink, frozen_map
 from gdrcheck.record import record, replace
 from gdrcheck.rules.acs_iommu import DECLARED_DOMAIN
+from gdrcheck.rules.nccl.decision import Decision
 from gdrcheck.status import worst_verdict
 
 TYPE_CHECKING = False
@@ -30,15 +31,15 @@ if TYPE_CHECKING:
 @record(frozen=True)
 class Assumption:
     """One fact taken at its GPUDirect-ready value: what it is, the value assumed, the command that settles it.
-    ``codes``: the findings (effect unknown) it settles; ``words``: what NCCL's reason or ``depends_on`` says
-    when NCCL's decision rested on it."""
+    ``codes``: the findings (effect unknown) it settles; ``needs``: the codes of the needs
+    (:class:`gdrcheck.rules.nccl.decision.Need`) an NCCL decision that rests on it names."""
 
     key: str
     fact: str
     assumed: str
     settle: str
     codes: tuple[str, ...] = ()
-    words: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
     brief: str = ""  # how a one-line verdict names it ("peer memory loaded")
     rccl: tuple[tuple[str, str], ...] = ()  # on a node RCCL judges (AMD GPUs): the fields said in its terms
 
@@ -59,7 +60,7 @@ class Assumption:
 PEER_MEMORY = Assumption(
     "peer_memory", "peer memory", "nvidia_peermem loaded (or DMA-BUF usable)",
     "lsmod | grep nvidia_peermem; ls /sys/kernel/mm/memory_peers (or run gdrcheck on the node)",
-    ("GDR021",), ("peer-memory", "peer memory", "DMA-BUF"), brief="peer memory loaded")
+    ("GDR021",), ("nic.peer_memory",), brief="peer memory loaded")
 IOMMU = Assumption(
     "iommu", "IOMMU", "off or passthrough",
     "cat /proc/cmdline; cat /sys/kernel/iommu_groups/*/type (identity = passthrough)", ("GDR043",),
@@ -69,21 +70,25 @@ ACS = Assumption(
     "sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'", ("GDR041",), brief="ACS redirect off")
 P2P_STATUS = Assumption(
     "p2p_status", "driver P2P status", "OK (read and write)",
-    "nvidia-smi topo -p2p r; nvidia-smi topo -p2p w", ("GDR008",), ("NVML",), brief="driver P2P status OK")
+    "nvidia-smi topo -p2p r; nvidia-smi topo -p2p w", ("GDR008",), ("p2p.nvml_status", "p2p.nvlink", "gdr.pxn_nvlink"),
+    brief="driver P2P status OK")
+# a decision that rests on whether NVLink joins two GPUs: between the pair (P2P), or between the GPU and the
+# NIC's relay GPU (PXN); NCCL then checks the driver's P2P status across that NVLink (paths.cc, p2p.cc)
+_NVLINK_NEEDS = ("p2p.nvlink", "gdr.pxn_nvlink")
 _XGMI_SETTLE = "amd-smi topology, or rocm-smi --showtopo (link type XGMI)"
 NVLINK = Assumption(
     "nvlink", "NVLink", "present between every two of these GPUs: the part decides it (H100/H200/B200/GB200 SXM "
     "and A100 SXM4 GPUs sit on NVLink boards, 4-GPU all-to-all or NVSwitch; MI300-class OAM on xGMI; gdrcheck's "
     "table of all-to-all parts, _ALL_TO_ALL in gdrcheck/rules/expected.py, over the models of "
     "gdrcheck/device_models.py)",
-    "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), ("NVLink",), brief="NVLink between the SXM/OAM GPUs",
+    "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), _NVLINK_NEEDS, brief="NVLink between the SXM/OAM GPUs",
     rccl=(("fact", "xGMI"), ("assumed", "present between every two of these GPUs: the part decides it (MI300-class "
           "OAM on xGMI; gdrcheck's table of all-to-all parts, _ALL_TO_ALL in gdrcheck/rules/expected.py)"),
           ("settle", _XGMI_SETTLE), ("brief", "xGMI between the OAM GPUs")))
 NVLINK_OPEN = Assumption(
     "nvlink_open", "NVLink", "not assumed: these GPUs' NVLinks may join only some pairs (a V100/P100 SXM2 "
     "hybrid cube mesh, or a model the input does not name); each pair is taken over PCIe, the worse answer",
-    "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), ("NVLink",),
+    "nvidia-smi topo -m; nvidia-smi nvlink -s", ("GDR009",), _NVLINK_NEEDS,
     brief="no NVLink assumed (the input does not show which pairs it joins)",
     rccl=(("fact", "xGMI"), ("assumed", "not assumed: these GPUs' xGMI links may join only some pairs; each pair "
           "is taken over PCIe, the worse answer"), ("settle", _XGMI_SETTLE),
@@ -91,12 +96,12 @@ NVLINK_OPEN = Assumption(
 NUMA = Assumption(
     "numa", "NUMA node", "the undecided pairs on different NUMA nodes (SYS: the worse answer)",
     "nvidia-smi topo -m, or cat /sys/bus/pci/devices/<bdf>/numa_node", ("GDR004",),
-    ("where the two GPUs meet",), brief="undecided NUMA nodes taken as different (SYS)",
+    ("gdr.path_class",), brief="undecided NUMA nodes taken as different (SYS)",
     rccl=(("settle", "cat /sys/bus/pci/devices/<bdf>/numa_node, or amd-smi topology (NUMA column)"),))
 JOB = Assumption(
     "job", "the job's GPUs", "the job uses every GPU of the node",
     "CUDA_VISIBLE_DEVICES of the job (gdrcheck --env CUDA_VISIBLE_DEVICES=...)", (),
-    ("communicator",), brief="the job uses every GPU",
+    ("gdr.pxn_rank", "p2p.nvb_rank", "p2p.with", "p2p.host_with"), brief="the job uses every GPU",
     rccl=(("settle", "HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES of the job "
            "(gdrcheck --env CUDA_VISIBLE_DEVICES=... with the job's list)"),))
 ACS_DECLARED = Assumption(
@@ -267,12 +272,19 @@ def _word(kind: str) -> Optional[str]:
 
 
 def _own(evaluation, pair) -> dict[str, Any]:
+    word = _word(pair.kind)
+    return {"verdict": evaluation.verdicts[(pair.a, pair.b)], "path": pair.path,
+            "nccl": {word: _decided(evaluation, pair, word)} if word else {}, "assumes": []}
+
+
+def _decided(evaluation, pair, word: str) -> Any:
+    """NCCL's (or RCCL's) answer for the pair: ``enabled``, ``disabled`` or ``unknown``."""
+    record = evaluation.nccl_view.get((pair.a, pair.b))
+    if isinstance(record, Decision):
+        return record.value
     from gdrcheck.rules.decisions import nccl_decision
 
-    word = _word(pair.kind)
-    view = nccl_decision(evaluation, pair)
-    return {"verdict": evaluation.verdicts[(pair.a, pair.b)], "path": pair.path,
-            "nccl": {word: view.get(word)} if word else {}, "assumes": []}
+    return nccl_decision(evaluation, pair).get(word)
 
 
 def _unknown_codes(evaluation) -> dict[tuple[str, str], list[Any]]:
@@ -282,6 +294,12 @@ def _unknown_codes(evaluation) -> dict[tuple[str, str], list[Any]]:
             for k in f.pairs:
                 out.setdefault(k, []).append(f)
     return out
+
+
+def _needs(evaluation, pair) -> frozenset[str]:
+    """The codes of what NCCL's (or RCCL's) decision for the pair rests on and the input does not show."""
+    record = evaluation.nccl_view.get((pair.a, pair.b))
+    return frozenset(n.code for n in record.needs) if isinstance(record, Decision) and record.needs else frozenset()
 
 
 def _said(view: dict[str, Any]) -> str:
@@ -306,14 +324,13 @@ def reevaluated(whole, memo: Optional[dict[str, Any]] = None) -> tuple[Any, tupl
 def expected(evaluation, fail_on: str = "error", memo: Optional[dict[str, Any]] = None) -> Expected:
     """Each pair's expected answer (the pairs of ``evaluation``; the node's facts are judged whole). ``memo``:
     where a gate and its node both ask, the node's second evaluation is made once (:func:`reevaluated`)."""
-    from gdrcheck.rules.decisions import nccl_decision
     from gdrcheck.rules.engine import restrict
 
     whole = evaluation.whole or evaluation
     before = _unknown_codes(evaluation)
     open_pairs = [p for p in evaluation.pairs
                   if (p.a, p.b) in before or evaluation.verdicts[(p.a, p.b)] == "unknown"
-                  or (_word(p.kind) and nccl_decision(evaluation, p).get(_word(p.kind)) == "unknown")]
+                  or (_word(p.kind) and _decided(evaluation, p, _word(p.kind)) == "unknown")]
     out: dict[tuple[str, str], dict[str, Any]] = {(p.a, p.b): _own(evaluation, p) for p in evaluation.pairs}
     # what no pair settles; a required capability's open answer (GDR015) rests on the pairs' assumptions
     node_open = [f for f in evaluation.findings if f.effect == "unknown" and not f.pairs and f.code != "GDR015"]
@@ -331,11 +348,21 @@ def expected(evaluation, fail_on: str = "error", memo: Optional[dict[str, Any]] 
             for k in f.pairs:
                 effects_of.setdefault(k, []).append(f.effect)
     by_key = {(p.a, p.b): p for p in again.pairs}
+    seen = (before, after, effects_of)
+    made_of: dict[tuple, dict[str, Any]] = {}  # what an answer is made of -> the answer (pairs share it)
     for p in open_pairs:
         q = by_key.get((p.a, p.b))
-        if q is not None:
-            out[(p.a, p.b)] = _pair_expected(evaluation, again, p, q, (before, after, effects_of), made,
-                                             out[(p.a, p.b)])
+        if q is None:
+            continue
+        parts = _parts(evaluation, again, p, seen, out[(p.a, p.b)])
+        got = made_of.get(parts) if parts is not None else None
+        if got is None:
+            got = _pair_expected(evaluation, again, p, q, seen, made, out[(p.a, p.b)])
+            if parts is not None:
+                made_of[parts] = got
+        elif got["path"] != q.path:
+            got = dict(got, path=q.path)
+        out[(p.a, p.b)] = got
     status = _status(evaluation, out, fail_on)
     if status == "pass" and _finding_fails(again, fail_on):
         status = "fail"
@@ -345,6 +372,43 @@ def expected(evaluation, fail_on: str = "error", memo: Optional[dict[str, Any]] 
             brief = _REACH_BRIEF.get(f.subject[0], "") if f.code == "GDR160" else ""
             node.append(dict(_not_in_the_way(f), **({"brief": brief} if brief else {}), pairs=0))
     return Expected(out, status, node)
+
+
+def _parts(evaluation, again, p, seen, own: dict[str, Any]) -> Optional[tuple]:
+    """What one open pair's expected answer is made of: its kind, its verdicts before and after, the findings
+    that concern it, and NCCL's decision records before and after (records that share one set of causes and
+    needs are one). Two pairs made of the same parts have the same answer but for the path; None where a part
+    is the pair's own (a job's log observed the pair)."""
+    key = (p.a, p.b)
+    before, after, effects_of = seen
+    parts: tuple = (p.kind, own["verdict"], again.verdicts[key], tuple(effects_of.get(key, ())),
+                    frozenset(f.code for f in before.get(key, ())), tuple(map(id, after.get(key, ()))))
+    word = _word(p.kind)
+    if word is None:
+        return parts
+    mine, theirs = evaluation.nccl_view.get(key), again.nccl_view.get(key)
+    if not (isinstance(mine, Decision) and isinstance(theirs, Decision)) or "observed" in mine.facts:
+        return None
+    alts = tuple((a[word], a["if"]) for a in theirs.get("alternatives") or ())
+    # the words of the decision after are read only where it stays open without a fork
+    words = _content(theirs) if theirs.value not in ("enabled", "disabled") and not alts else None
+    return parts + (mine.value, _needs(evaluation, p) if mine.value == "unknown" else None, theirs.value, alts,
+                    words)
+
+
+def _content(d: Decision) -> Any:
+    """A decision's causes and needs with their parameters, as a key (where every parameter can be hashed;
+    else the record itself), made once per shared record."""
+    root = d.shared()
+    got = root.__dict__.get("_content")
+    if got is None:
+        try:
+            got = tuple((c.code, tuple(c.params.items())) for c in root.causes + root.needs)
+            hash(got)
+        except TypeError:  # a parameter that is a list, a mapping or a record
+            got = ("record", id(root))
+        root.__dict__["_content"] = got  # a cache of the key, not a field (as the words are)
+    return got
 
 
 def _pair_expected(evaluation, again, p, q, seen, made, own: dict[str, Any]) -> dict[str, Any]:
@@ -360,12 +424,13 @@ def _pair_expected(evaluation, again, p, q, seen, made, own: dict[str, Any]) -> 
     view = nccl_decision(again, q)
     assumes: list[dict[str, str]] = []
     codes = {f.code for f in before.get(key, ())}
-    said = _said(own_view) if word and own_view.get(word) == "unknown" else ""
-    # NCCL's default P2P level rests on the job (and the CPU): the decision names its fork, typed
-    job_level = p.kind == "gpu-gpu" and bool(evaluation.settings.p2p_check_level is None)
+    open_decision = bool(word) and own_view.get(word) == "unknown"
+    needs = _needs(evaluation, p) if open_decision else frozenset()
+    # where NCCL's default P2P level forks on the job's GPU count (and the CPU), an open GPU-GPU decision rests
+    # on the job whatever step it stopped at: the level is asked once the path is known
+    job_level = open_decision and p.kind == "gpu-gpu" and evaluation.settings.p2p_check_level is None
     for a in made:
-        if codes & set(a.codes) or (said and any(w in said for w in a.words)) \
-                or (a is JOB and said and job_level):
+        if codes & set(a.codes) or needs & set(a.needs) or (a is JOB and job_level):
             assumes.append(a.to_doc(lib))
     verdict = again.verdicts[key]
     if verdict == "unknown":

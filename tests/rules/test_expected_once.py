@@ -45,3 +45,28 @@ def test_a_snapshot_that_shows_every_fact_is_not_evaluated_again(monkeypatch):
     doc = pairs_doc(whole)
     assert doc["status"] == "pass" and doc["assumes"] == []
     assert calls == []
+
+
+def _briefs(path) -> dict[tuple[str, str], list[str]]:
+    from gdrcheck.rules.expected import expected
+
+    ex = expected(evaluate(load_facts(str(path)), Options()), "error", {})
+    return {k: sorted(a["brief"] for a in e["assumes"]) for k, e in ex.pairs.items()}
+
+
+def test_an_assumption_is_matched_by_the_needs_a_decision_names_not_by_its_words(realworld, monkeypatch):
+    """Each pair's assumptions do not move when NCCL's reasons are worded otherwise: AWS p4d's NCCL dump (a
+    GPU-GPU decision that rests on NVLink, then on the driver's P2P status across it; PXN through a relay
+    NVLink may join) and a DGX A100's topo -m (peer memory; PXN through a relay that must be a rank of the
+    job)."""
+    import gdrcheck.documents.decision_words as words
+
+    inputs = [realworld / "aws-p4d-24xlarge" / "nccl-topo.xml",
+              realworld / "gengwg-dgx-a100-ash6" / "nvidia-smi-topo-m.txt"]
+    before = [_briefs(p) for p in inputs]
+    said = {brief for b in before for briefs in b.values() for brief in briefs}
+    assert {"peer memory loaded", "driver P2P status OK", "the job uses every GPU",
+            "NVLink between the SXM/OAM GPUs"} <= said
+    monkeypatch.setattr(words, "CAUSES", {c: (j, lambda c: "reworded") for c, (j, _f) in words.CAUSES.items()})
+    monkeypatch.setattr(words, "NEEDS", {c: (lambda c: "reworded") for c in words.NEEDS})
+    assert [_briefs(p) for p in inputs] == before

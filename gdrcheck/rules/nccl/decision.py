@@ -98,6 +98,11 @@ class Decision(Mapping):
         new.__dict__["_words_of"] = self.__dict__.get("_words_of", self)
         return new
 
+    def shared(self) -> Decision:
+        """The record whose causes, needs, value and words this one shares (itself, or the record it was set
+        beside other path facts from)."""
+        return self.__dict__.get("_words_of", self)
+
     def has(self, code: str) -> bool:
         return any(c.code == code for c in self.causes)
 

@@ -240,7 +240,8 @@ def nic_flag(version: Version, st: NcclSettings, plugins: tuple[str, ...], snap,
              gpu_dmabuf: Optional[bool], cuda_driver: Optional[int],
              listed: tuple[Optional[bool], ...] = ()) -> tuple[Optional[bool], str, tuple[str, ...]]:
     """NCCL's ``net.gdr`` for this NIC, seen from a GPU with these DMA-BUF attribute and CUDA driver (DMA-BUF
-    needs them): (flag, why, what it depends on). ``rdma``: whether the NIC is an RDMA device NCCL's IB lists;
+    needs them): (flag, why, the codes of what it depends on: ``nic.plugin_ptr``, ``nic.ip_interface``,
+    ``nic.peer_memory``, each a need of the decision). ``rdma``: whether the NIC is an RDMA device NCCL's IB lists;
     ``listed``: ``nic_dmabuf`` of every NIC NCCL's IB lists (up to 2.22.3 the first one's answer is everyone's)."""
     if rdma is False:
         return False, ("not an RDMA device (no /sys/class/infiniband entry): NCCL's IB transport does not list it, "
@@ -249,14 +250,14 @@ def nic_flag(version: Version, st: NcclSettings, plugins: tuple[str, ...], snap,
     if kind == "socket":
         return False, why, ()
     if kind == "plugin":
-        return None, why, ("the net plugin's ptrSupport (NCCL_PTR_CUDA / NCCL_PTR_DMABUF)",)
+        return None, why, ("nic.plugin_ptr",)
     down = ib_rules.ports_down(snap, nic.rdma)
     if down:  # before the IP interface: with or without one, NCCL's IB transport does not use this NIC
         return False, (f"no port of {down} is ACTIVE: NCCL's IB transport lists only ACTIVE ports "
                        "(v2.30.7 net_ib/init.cc:363), so it does not use this NIC"), ()
     found, why_ip = ib_rules.ip_interface_found(version, st.env, ib_rules.ip_interfaces(snap))
     if found is not True:
-        return found, why_ip, (() if found is False else (ib_rules.IP_SETTLE,))
+        return found, why_ip, (() if found is False else ("nic.ip_interface",))
     hca = st.env.get("NCCL_IB_HCA")
     if hca:
         used = ib_rules.hca_match(hca, nic.rdma, ib_rules.port_states(snap))
@@ -293,7 +294,7 @@ def nic_flag(version: Version, st: NcclSettings, plugins: tuple[str, ...], snap,
         return False, f"none of {', '.join(files)} exists (NCCL {version_str(version)}) and {dwhy}", ()
     if pm_ok is None:
         return None, "peer-memory files not shown" + (f"; {dwhy}" if ok is None else ""), \
-            ("peer-memory module files (/sys/module/nvidia_peermem, /sys/kernel/mm/memory_peers)",)
+            ("nic.peer_memory",)
     return None, f"no peer-memory file of NCCL {version_str(version)}; {dwhy}", ()
 
 

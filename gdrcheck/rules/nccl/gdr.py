@@ -112,7 +112,7 @@ def decide(version: Version, st, *, t: Optional[str], candidates: tuple[str, ...
         return Decision("gdr", "disabled", (cause("gdr.mlopart", why=mlopart_why, setting=st.env.get(
             "NCCL_NET_GDR_MLOPART") or "0 (default)", version=version_str(version)),))
     level, level_src = st.gdr_level, st.gdr_level_source
-    depends = tuple(need("said", text=x) for x in nic_dep or ())
+    depends = tuple(need(code) for code in nic_dep or ())
     via = None
     d, how = distance(version, st, t, gpu_c2c)
     if d is None:
@@ -129,7 +129,9 @@ def decide(version: Version, st, *, t: Optional[str], candidates: tuple[str, ...
     if nic_ok is None or gpu_ok is None:
         missing = tuple(w for ok, w in ((nic_ok, nic_why), (gpu_ok, gpu_why)) if ok is None)
         open_flags = cause("gdr.open_flags", distance=d, level=level, route=route, missing=missing)
-        needs = depends + tuple(n for n in (need("said", text=m) for m in missing) if n not in depends)
+        flags = tuple(need(code, text=w) for code, ok, w in (("nic.flag", nic_ok, nic_why), ("gpu.flag", gpu_ok,
+                                                                                              gpu_why)) if ok is None)
+        needs = depends + flags
         return Decision("gdr", "unknown", (open_flags,), needs, distance=d, via=via)
     if mlopart is None and mlo_off:
         depends += (need("gdr.mlopart", why=mlopart_why, version=version_str(version)),)

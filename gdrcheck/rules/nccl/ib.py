@@ -141,7 +141,6 @@ def port_states(snap) -> dict[str, dict[str, str]]:
 # where it finds nothing NCCL does not start at all.
 
 RUNNING_FROM = (2, 28, 3)
-IP_SETTLE = "an IP interface NCCL_SOCKET_IFNAME names, up with an address (ip -o addr show)"
 
 
 def ip_interfaces(snap) -> Optional[dict[str, dict[str, Optional[bool]]]]:
