@@ -94,7 +94,7 @@ def _rccl_doc(doc: dict[str, Any], node) -> None:
     r = node.release
     doc.update(library="rccl", version=vstr(r.version), nccl_base=vstr(r.nccl_base), rules=node.label,
                library_reason=node.why_rccl, release={"rocm": r.rocm, "source": f"ROCm/rccl {r.tag}"},
-               gdr_level=shown(doc["gdr_level"]), p2p_level="|".join(shown(x) for x in doc["p2p_level"].split("|")))
+               gdr_level=shown(doc["gdr_level"]), p2p_level="|".join(shown(x) for x in node.st.p2p_levels))
     peer, why, settle = node.peer_memory
     doc["peer_memory"] = {"loaded": peer, "why": why, **({"settle": settle} if settle else {})}
     if node.gcn:

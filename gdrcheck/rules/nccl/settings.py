@@ -178,7 +178,8 @@ class NcclSettings:
     version: Version
     gdr_level: str  # NCCL_NET_GDR_LEVEL in force (the default of the version when unset)
     gdr_level_source: str
-    p2p_level: str  # for a communicator of every GPU of the node; "A|B" when it rests on a fact not shown
+    p2p_levels: tuple[str, ...]  # the level for a communicator of every GPU of the node; where it rests on a
+    # fact the input does not show (the CPU vendor, the job's GPU count), each level it may be
     p2p_level_source: str
     gdr_read: Optional[int]  # NCCL_NET_GDR_READ as NCCL reads it; None when unset (-2, auto)
     ignore_disabled_p2p: int
@@ -196,10 +197,15 @@ class NcclSettings:
         return param(self.env, name, default)[0]
 
     @property
+    def p2p_level(self) -> str:
+        """The P2P level as the JSON contract writes it: ``PXB``, or ``PXB|SYS`` where it is one of several."""
+        return "|".join(self.p2p_levels)
+
+    @property
     def p2p_check_level(self) -> Optional[str]:
         """The level a GPU pair's path type is held to: NCCL_P2P_DISABLE / NCCL_P2P_LEVEL where they decide, else
         the default; None where the default rests on a fact the input does not show ("A|B")."""
-        return self.user_p2p_level or (self.p2p_level if "|" not in self.p2p_level else None)
+        return self.user_p2p_level or (self.p2p_levels[0] if len(self.p2p_levels) == 1 else None)
 
 
 def gdr_default_level(version: Version, env: Mapping[str, str]) -> tuple[str, str]:
@@ -242,14 +248,14 @@ def settings(version: Version, env: Mapping[str, str], cpu_vendor: Optional[str]
             ignored.append(f"NCCL_P2P_LEVEL={env['NCCL_P2P_LEVEL']!r} (not a level name of NCCL "
                            f"{version_str(version)}: the default is kept)")
     if user_p2p:
-        p2p_level = user_p2p
+        p2p_levels: tuple[str, ...] = (user_p2p,)
     else:
         d = default_p2p_level(version, cpu_kind(cpu_vendor), n_gpus, job_gpus)
-        p2p_level = d.level or "|".join(sorted({lv for lv, _ in d.alternatives}))
+        p2p_levels = (d.level,) if d.level else tuple(sorted({lv for lv, _ in d.alternatives}))
         p2p_src = d.reason
     gdr_read = env.get("NCCL_NET_GDR_READ")
     return NcclSettings(
-        version=version, gdr_level=gdr_level, gdr_level_source=gdr_src, p2p_level=p2p_level,
+        version=version, gdr_level=gdr_level, gdr_level_source=gdr_src, p2p_levels=p2p_levels,
         p2p_level_source=p2p_src,
         gdr_read=param(env, "NCCL_NET_GDR_READ", -2)[0] if gdr_read not in (None, "") else None,
         ignore_disabled_p2p=param(env, "NCCL_IGNORE_DISABLED_P2P", 0)[0],

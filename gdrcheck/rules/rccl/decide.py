@@ -42,7 +42,7 @@ def p2p_view(st, t: Optional[str], cands: tuple[str, ...], via: Optional[str]) -
                 + (f" ({' or '.join(shown(c) or c for c in cands)})" if cands else "")}
     name = shown(t)
     hop = f" through GPU {via} (RCCL keeps the type XGMI: no NVB, paths.cc:98@rocm-6.2.2)" if via else ""
-    levels = [st.user_p2p_level] if st.user_p2p_level else st.p2p_level.split("|")
+    levels = [st.user_p2p_level] if st.user_p2p_level else list(st.p2p_levels)
     outcomes = {lv: within(t, lv, st.version) for lv in levels}
     src = st.p2p_level_source
     if len(set(outcomes.values())) > 1:

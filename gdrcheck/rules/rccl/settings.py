@@ -58,15 +58,15 @@ def parse_level(value: Optional[str]) -> Optional[str]:
     return None
 
 
-def default_p2p(cpu: Optional[str]) -> tuple[str, str]:
-    """RCCL's P2P default by CPU (``paths.cc:282-301@rocm-6.2.2``): the level, or ``PXB|SYS`` when the CPU is not
+def default_p2p(cpu: Optional[str]) -> tuple[tuple[str, ...], str]:
+    """RCCL's P2P default by CPU (``paths.cc:282-301@rocm-6.2.2``): the level, or PXB and SYS when the CPU is not
     shown, and why."""
     if cpu in ("intel", "arm", "zhaoxin"):
-        return "PXB", f"RCCL default on {cpu} (paths.cc:295-301@rocm-6.2.2)"
+        return ("PXB",), f"RCCL default on {cpu} (paths.cc:295-301@rocm-6.2.2)"
     if cpu is None:
-        return "PXB|SYS", ("RCCL default: PXB on Intel, ARM and Zhaoxin, SYS on AMD and other CPUs "
+        return ("PXB", "SYS"), ("RCCL default: PXB on Intel, ARM and Zhaoxin, SYS on AMD and other CPUs "
                            "(paths.cc:282-301@rocm-6.2.2); the CPU vendor is not shown")
-    return "SYS", f"RCCL default on {cpu}: SYS for any number of GPUs (paths.cc:282@rocm-6.2.2)"
+    return ("SYS",), f"RCCL default on {cpu}: SYS for any number of GPUs (paths.cc:282@rocm-6.2.2)"
 
 
 def rccl_settings(base: NcclSettings, release: Release, env: Mapping[str, str], cpu: Optional[str]) -> NcclSettings:
@@ -90,11 +90,11 @@ def rccl_settings(base: NcclSettings, release: Release, env: Mapping[str, str], 
             ignored.append(f"NCCL_P2P_LEVEL={env['NCCL_P2P_LEVEL']!r} (not a level name of RCCL: "
                            f"{', '.join(LEVEL_NAMES)}; the default is kept)")
     if user_p2p:
-        p2p_level = user_p2p
+        p2p_levels: tuple[str, ...] = (user_p2p,)
     else:
-        p2p_level, p2p_src = default_p2p(cpu)
+        p2p_levels, p2p_src = default_p2p(cpu)
     overrides = {k: env[k] for k in HONOURED if k in env and env[k] != ""}
     return replace(base, version=release.nccl_base, gdr_level=gdr[0], gdr_level_source=gdr[1],
-                   p2p_level=p2p_level, p2p_level_source=p2p_src, user_p2p_level=user_p2p, user_gdr_level=user_gdr,
+                   p2p_levels=p2p_levels, p2p_level_source=p2p_src, user_p2p_level=user_p2p, user_gdr_level=user_gdr,
                    dmabuf_enabled=param(env, "NCCL_DMABUF_ENABLE", 0)[0] != 0, overrides=overrides,
                    ignore_disabled_p2p=0, ignored=tuple(ignored))
