@@ -15,6 +15,13 @@ IP_SETTLE = "an IP interface NCCL_SOCKET_IFNAME names, up with an address (ip -o
 MLOPART_LINES = "paths.cc:466, 487"
 
 
+C2C_REWRITES = {  # gdrcheck.rules.nccl.gdr.distance's rewrites of a PHB path on a Grace (C2C) GPU
+    "p2c_as_c2c": "NIC on the GPU's own Grace CPU: P2C, counted as C2C (NCCL_NET_GDR_C2C)",
+    "p2c": "NIC on the GPU's own Grace CPU: P2C",
+    "phb_as_c2c": "NIC on the GPU's own Grace CPU, NCCL_NET_GDR_C2C=1: counted as C2C",
+}
+
+
 def _said(c: Cause) -> str:
     return str(c.get("text"))
 
@@ -154,7 +161,7 @@ CAUSES: dict[str, tuple[str, Callable[[Cause], str]]] = {
     "nic_flag": ("; ", _said),
     "gpu_flag": ("; ", _said),
     "gdr.within": ("; ", _gdr_within),
-    "gdr.c2c": ("; ", _said),
+    "gdr.c2c": ("; ", lambda c: C2C_REWRITES[c.get("rewrite")]),
     "gdr.pxn": ("; ", _gdr_pxn),
     "gdr.beyond": ("; ", _gdr_beyond),
     "gdr.open_flags": ("; ", _gdr_open_flags),

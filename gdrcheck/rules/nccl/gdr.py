@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.rules.nccl.core import version_str, within
-from gdrcheck.rules.nccl.decision import Decision, cause, need
+from gdrcheck.rules.nccl.decision import Decision, cause, need, shared_cause
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,17 +43,18 @@ MLOPART_FROM = (2, 30, 7)  # v2.30.7 paths.cc:466, 487; absent from v2.30.3 and 
 
 
 def distance(version: Version, st, t: Optional[str], gpu_c2c: Optional[bool]) -> tuple[Optional[str], str]:
-    """The type NCCL compares with the level, after the C2C rewrites of that version."""
+    """The type NCCL compares with the level, after the C2C rewrites of that version, and which rewrite made
+    it (``p2c``, ``p2c_as_c2c``, ``phb_as_c2c``; empty where none did): :func:`decide` names it as a cause."""
     if t is None:
         return None, ""
     if t == "PHB" and gpu_c2c:
         if version >= (2, 27, 0):
             # P2C (paths.cc:794-810); 2.27-2.28 then count it as C2C when NCCL_NET_GDR_C2C (default 1)
             if version < (2, 29, 0) and st.param("NCCL_NET_GDR_C2C", 1):
-                return "C2C", "NIC on the GPU's own Grace CPU: P2C, counted as C2C (NCCL_NET_GDR_C2C)"
-            return "P2C", "NIC on the GPU's own Grace CPU: P2C"
+                return "C2C", "p2c_as_c2c"
+            return "P2C", "p2c"
         if version >= (2, 26, 0) and st.param("NCCL_NET_GDR_C2C", 0):
-            return "C2C", "NIC on the GPU's own Grace CPU, NCCL_NET_GDR_C2C=1: counted as C2C"
+            return "C2C", "phb_as_c2c"
     return t, ""
 
 
@@ -117,7 +118,7 @@ def decide(version: Version, st, *, t: Optional[str], candidates: tuple[str, ...
     d, how = distance(version, st, t, gpu_c2c)
     if d is None:
         return _unplaced(version, st, candidates, gpu_c2c, pxn)
-    route = cause("gdr.c2c", text=how) if how else None
+    route = shared_cause("gdr.c2c", rewrite=how) if how else None
     if pxn is not None:  # the relay NCCL takes (gdr_pairs._pxn: a path beyond PXB, or a wider relay)
         peer, peer_type = pxn
         d, via = peer_type, peer
