@@ -148,7 +148,7 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
         if dev["bdf"] in labels:
             dev["label"] = labels[dev["bdf"]]
     pairs = _pair_rows(evaluation)
-    from gdrcheck.rules.expected import expected
+    from gdrcheck.rules.expected import expected, expected_status
 
     memo: dict[str, Any] = {}  # the node's second evaluation, made once for the gate and the node
     ex = expected(evaluation, fail_on, memo)
@@ -160,7 +160,7 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
         if p.kind != "gpu-gpu":
             row["chosen"] = picked.get((p.a, p.b))
     doc["pairs"] = pairs
-    doc["capabilities"] = _capabilities(evaluation, ex, labels, fail_on, memo)
+    doc["capabilities"], expected_caps = _capabilities(evaluation, ex, labels, fail_on, memo)
     doc["findings"] = [f.to_doc() for f in evaluation.findings]
     doc["rules"] = rules_doc(evaluation)
     counts: dict[str, int] = {}
@@ -176,7 +176,7 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
 
     doc["not_in_input"] = list(not_shown(snap))
     doc["status"] = node_status_word(evaluation, fail_on)
-    doc["expected_status"] = _expected_status(evaluation, doc, ex)
+    doc["expected_status"] = expected_status(evaluation, ex, expected_caps, fail_on)
     doc["assumes"] = ex.assumes
     otherwise = _otherwise(pairs)
     if otherwise:
@@ -190,9 +190,10 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
     return doc
 
 
-def _capabilities(evaluation: Evaluation, ex, labels, fail_on: str, memo: dict[str, Any]) -> dict[str, Any]:
-    """``capabilities``, from the node's whole evaluation (a gate's pairs are a part of it); ``memo``: the
-    node's second evaluation where the gate's expected answers made it."""
+def _capabilities(evaluation: Evaluation, ex, labels, fail_on: str, memo: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                                                     Any]:
+    """``capabilities``, from the node's whole evaluation (a gate's pairs are a part of it), and the expected
+    answers it writes; ``memo``: the node's second evaluation where the gate's expected answers made it."""
     from gdrcheck.documents.capabilities import capabilities_doc
     from gdrcheck.rules import capabilities as caps
 
@@ -201,8 +202,8 @@ def _capabilities(evaluation: Evaluation, ex, labels, fail_on: str, memo: dict[s
         from gdrcheck.rules.expected import expected
 
         ex = expected(whole, fail_on, memo)
-    answers = caps.answers(evaluation)
-    return capabilities_doc(evaluation, answers, caps.expected_answers(evaluation, ex.pairs), labels)
+    answers, expected_caps = caps.answers(evaluation), caps.expected_answers(evaluation, ex.pairs)
+    return capabilities_doc(evaluation, answers, expected_caps, labels), expected_caps
 
 
 def _otherwise(rows) -> list[dict[str, Any]]:
@@ -214,17 +215,6 @@ def _otherwise(rows) -> list[dict[str, Any]]:
             (word, answer), = o["nccl"].items()
             counts[(word, answer, o["if"])] = counts.get((word, answer, o["if"]), 0) + 1
     return [{"nccl": {w: a}, "if": c, "pairs": n} for (w, a, c), n in counts.items()]
-
-
-def _expected_status(evaluation: Evaluation, doc: dict[str, Any], ex) -> str:
-    """``fail`` where the node fails, a pair is expected to, or a required capability (GDR015: its answer is
-    open) is expected no, partly or not-applicable; else ``pass``."""
-    if doc["status"] == "fail":
-        return "fail"
-    required_open = {f.subject[0] for f in evaluation.findings if f.code == "GDR015"}
-    if any(doc["capabilities"][c]["expected"] != "yes" for c in required_open):
-        return "fail"
-    return ex.status
 
 
 SUMMARY_MAX = 80  # Node Problem Detector cuts at 80 bytes; a Slurm drain reason shows the first word

@@ -411,6 +411,20 @@ def _content(d: Decision) -> Any:
     return got
 
 
+def expected_status(evaluation, ex: Expected, capabilities, fail_on: str = "error") -> str:
+    """The node's expected status: ``fail`` where the node fails, a pair is expected to, or a required
+    capability whose answer is open (GDR015) is expected no, partly or not-applicable (``capabilities``:
+    :func:`gdrcheck.rules.capabilities.expected_answers`); else ``pass``."""
+    from gdrcheck.rules.decisions import node_status_word
+
+    if node_status_word(evaluation, fail_on) == "fail":
+        return "fail"
+    required_open = {f.subject[0] for f in evaluation.findings if f.code == "GDR015"}
+    if any(capabilities[c].answer != "yes" for c in required_open):
+        return "fail"
+    return ex.status
+
+
 def _pair_expected(evaluation, again, p, q, seen, made, own: dict[str, Any]) -> dict[str, Any]:
     """One open pair's expected answer: ``q``, the pair judged again on the filled facts; ``seen``: (the open
     findings before, those after, each pair's effects after); ``own``: the pair's own answer."""
