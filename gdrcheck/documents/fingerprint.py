@@ -64,8 +64,11 @@ def _module(loaded, name: str) -> str:
 class Fingerprint:
     """The canonical lines of a node in both forms, the hashes, and the address of each position."""
 
-    def __init__(self, shape_lines: list[str], topology_lines: list[str], positions: dict[str, str]) -> None:
+    def __init__(self, shape_lines: list[str], topology_lines: list[str], positions: dict[str, str],
+                 host: Optional[dict[str, str]] = None, bridge_acs: tuple = ()) -> None:
         self.shape_lines = shape_lines
+        self.host = host or {}  # the host facts' values as their lines give them, by key
+        self.bridge_acs = bridge_acs  # the ACS state of each bridge on a pair's path
         self.topology_lines = topology_lines
         self.positions = positions
         self.shape = "sha256:" + _digest(shape_lines)
@@ -149,11 +152,12 @@ def fingerprint(evaluation) -> Fingerprint:
     def add(key: str, value: object, *addrs: str) -> None:
         facts.append((addrs, key, value))
 
-    for k, v in _host_facts(evaluation):
+    host = dict(_host_facts(evaluation))
+    for k, v in host.items():
         add(k, v)
     models = _device_facts(evaluation, add)
     _device_counts(topo, models, add)
-    _bridge_facts(evaluation, add)
+    bridge_acs = _bridge_facts(evaluation, add)
     pair_rows = _pair_rows(evaluation)
     pair_ends = {a for a, _b, _v in pair_rows} | {b for _a, b, _v in pair_rows}
 
@@ -166,7 +170,8 @@ def fingerprint(evaluation) -> Fingerprint:
     topology_lines = _render(prepared, pair_rows, pair_ends, {}, addr_order)
     used = {a for addrs, _k, _v in facts for a in addrs} | pair_ends
     by_pos = {name: bdf for bdf, name in pos.items() if bdf in used}
-    return Fingerprint(shape_lines, topology_lines, dict(sorted(by_pos.items(), key=lambda kv: _pos_key(kv[0]))))
+    return Fingerprint(shape_lines, topology_lines, dict(sorted(by_pos.items(), key=lambda kv: _pos_key(kv[0]))),
+                       host, bridge_acs)
 
 
 def _device_facts(evaluation, add) -> dict[str, dict[str, int]]:
@@ -208,10 +213,11 @@ def _device_counts(topo, models: dict[str, dict[str, int]], add) -> None:
         add(f"devices.{kind}", ",".join(f"{n}x{ident}" for ident, n in sorted(m.items())) or none)
 
 
-def _bridge_facts(evaluation, add) -> None:
-    """Each bridge on a pair's path: its kind, ACS and link."""
+def _bridge_facts(evaluation, add) -> tuple:
+    """Each bridge on a pair's path: its kind, ACS and link. Returns the bridges' ACS states."""
     topo = evaluation.topo
     on_paths = sorted(set().union(*[p.bridges for p in evaluation.pairs]), key=bdf_key)
+    states = []
     for b in on_paths:
         d = topo.by_bdf.get(b)
         if d is None:
@@ -219,6 +225,18 @@ def _bridge_facts(evaluation, add) -> None:
         add("bridge[{0}].kind", topo.device_kind[b], b)
         add("bridge[{0}].acs", _acs(topo, b), b)
         add("bridge[{0}].link", _link(d, with_speed=False), b)
+        states.append(topo.acs(b))
+    return tuple(states)
+
+
+def _acs_word(states) -> str:
+    """One word for the bridges' ACS: ``redirect`` where any bridge redirects peer requests (RR, CR or EC on),
+    else ``unknown`` where any bridge's ACS is not read, else ``off``."""
+    from gdrcheck.pcie.acs import ACS_REDIRECT_MASK
+
+    if any(st.known and st.present and st.ctrl & ACS_REDIRECT_MASK for st in states):
+        return "redirect"
+    return "unknown" if any(not st.known for st in states) else "off"
 
 
 def _pair_rows(evaluation) -> list[tuple[str, str, str]]:
@@ -310,10 +328,8 @@ def one_line(evaluation, fp: Fingerprint) -> str:
     def reach(fact: str, said: str) -> str:
         return said if shows(evaluation.snap, fact) else "not-in-input"
 
-    lines = dict(line.split("=", 1) for line in fp.shape_lines if line.startswith("host."))
-    acs_values = {line.split("=", 1)[1] for line in fp.shape_lines if line.startswith("bridge[") and ".acs=" in line}
-    redirect = {v for v in acs_values if any(x in v.split(",") for x in ("RR", "CR", "EC"))}
-    acs = "redirect" if redirect else "unknown" if "unknown" in acs_values else "off"
+    lines = fp.host
+    acs = _acs_word(fp.bridge_acs)
     peer = ("loaded" if "loaded" in (lines.get("host.module.nvidia_peermem"), lines.get("host.module.nv_peer_mem"))
             else lines.get("host.module.nvidia_peermem", "unknown"))
     peer = lines.get("host.peer.amdkfd", peer)
