@@ -77,6 +77,11 @@ def nccl_doc(evaluation: Evaluation) -> dict[str, Any]:
     doc["gpus"] = {b: {"gdr": g.gdr, "gdr_source": g.gdr_source, "sm": g.sm, "c2c": g.c2c}
                    for b, g in sorted(node.gpus.items())}
     doc["gpu_nics"] = _gpu_nics(evaluation)
+    from gdrcheck.rules.decisions import resting
+
+    depends = resting(evaluation)
+    if depends:  # how many pairs' depends_on is the job's to settle, how many facts the input does not show
+        doc["depends"] = depends
     from gdrcheck.rules.nccl_log import log_doc
 
     log = log_doc(evaluation)

@@ -56,6 +56,9 @@ def shared_cause(code: str, **params: Any) -> Cause:
 
 
 FIELDS = ("distance", "via", "mode")
+# the needs that are the job's to settle (which GPUs share the communicator, how it runs them); every other need is
+# a fact of the node the input does not show
+JOB_NEEDS = frozenset({"gdr.pxn_rank", "p2p.nvb_rank", "job.gpus", "job.assumes", "gdr.mlopart"})
 NO_FACTS: Mapping[str, Any] = MappingProxyType({})
 _ABSENT = object()
 
@@ -105,6 +108,10 @@ class Decision(Mapping):
 
     def has(self, code: str) -> bool:
         return any(c.code == code for c in self.causes)
+
+    def rests_on_job(self) -> bool:
+        """Whether one of the needs is the job's to settle (:data:`JOB_NEEDS`)."""
+        return any(n.code in JOB_NEEDS for n in self.needs)
 
     def from_input(self) -> bool:
         """A flag the decision rests on was read from NCCL's own XML in the input (a job's log can say it)."""
