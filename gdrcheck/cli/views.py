@@ -77,12 +77,12 @@ def requirements(text: Optional[str]) -> Sequence[str]:
 
 def requirements_of(text: Optional[str]) -> Sequence[str]:
     """``--require`` as :func:`requirements`; ValueError when it names none or something else."""
-    from gdrcheck.rules.engine import PAIR_KIND_OF
+    from gdrcheck.pair_classes import PAIR_KIND
 
     if text is None:
         return ["gdr", "p2p", "gds"]
     caps = [c.strip().lower() for c in text.split(",") if c.strip()]
-    bad = [c for c in caps if c not in PAIR_KIND_OF]
+    bad = [c for c in caps if c not in PAIR_KIND]
     if bad or not caps:
         raise ValueError(f"{text!r}: name one or more of gdr, p2p, gds, comma-separated")
     return caps

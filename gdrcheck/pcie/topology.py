@@ -16,6 +16,7 @@ from functools import cached_property
 
 from gdrcheck.host_facts import host_fact, host_record
 from gdrcheck.model import PciFunction, Snapshot, address_known, bdf_key, bus_order
+from gdrcheck.pair_classes import PCIE_CLASSES
 from gdrcheck.pcie.acs import AcsState, parse_acs
 from gdrcheck.pcie.kinds import BRIDGE_KINDS, base_kind
 from gdrcheck.reach import kernel_view, nccl_own_tree
@@ -24,7 +25,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 
-PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
 
 class Topology:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from gdrcheck.host_facts import host_record
 from gdrcheck.model import bdf_key
+from gdrcheck.pair_classes import PCIE_RANK
 from gdrcheck.record import field, record
 
 TYPE_CHECKING = False
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
     from typing import Any, Optional
 
 RISKY_CODES = {"GDR040": "ACS redirect on the path", "GDR042": "a translating IOMMU"}
-PATH_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
 # PCIe raw data rate per lane in GB/s after line coding (8b/10b to Gen2, 128b/130b from Gen3; Gen6 FLIT ~ 242/256)
 RAW_GB_PER_LANE = {2.5: 0.25, 5.0: 0.5, 8.0: 0.9846, 16.0: 1.9692, 32.0: 3.9385, 64.0: 7.5635}
 GEN_OF = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
@@ -336,7 +336,7 @@ def _rdma_pairs(report, gpus) -> list[tuple[str, str, str]]:
                 cands.append(p)
         if not cands:
             continue
-        ranks = [PATH_RANK.get(p.pcie_path or "", 9) for p in cands]
+        ranks = [PCIE_RANK.get(p.pcie_path or "", 9) for p in cands]
         best = min(ranks)
         for p, r in zip(cands, ranks):
             view = report.nccl_view.get((p.a, p.b), {})

@@ -10,13 +10,15 @@ Prometheus adds ``instance``. Timestamps are values, never sample timestamps
 
 from __future__ import annotations
 
+from gdrcheck.pair_classes import PAIR_KIND
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any, Optional
 
 
-CAPABILITY = {"gpu-nic": "gdr", "gpu-gpu": "p2p", "gpu-nvme": "gds"}
+CAPABILITY = {kind: cap for cap, kind in PAIR_KIND.items()}  # pair kind -> the capability it is about
 RESULT = {"ok": "supported", "degraded": "supported", "fail": "unsupported", "unknown": "unknown"}
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import weakref
 
 from gdrcheck.model import bdf_key
+from gdrcheck.pair_classes import PCIE_RANK
 from gdrcheck.record import record
 
 TYPE_CHECKING = False
@@ -26,12 +27,10 @@ if TYPE_CHECKING:
     from typing import Any, Optional
 
 CAPABILITIES = ("gdr", "p2p", "gds")
-PAIR_KIND = {"gdr": "gpu-nic", "p2p": "gpu-gpu", "gds": "gpu-nvme"}
 UNIT = {"gdr": "gpus", "p2p": "pairs", "gds": "gpus"}
 _REACH = {"gdr": "nics", "gds": "nvme", "p2p": "gpus"}
 # cuFile's compatibility mode: no direct path between the GPU and the drive
 NO_GDS_CODES = frozenset({"GDR060", "GDR062"})
-PCIE_ORDER = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
 
 WITH, WITHOUT, UNDECIDED = "with", "without", "undecided"
 
@@ -123,15 +122,15 @@ def chosen_drives(evaluation) -> dict[str, Optional[tuple[str, ...]]]:
             by_gpu.setdefault(p.a, []).append(p)
     out: dict[str, Optional[tuple[str, ...]]] = {}
     for g, pairs in by_gpu.items():
-        known = [p for p in pairs if p.pcie_path in PCIE_ORDER]
-        best = min((PCIE_ORDER[p.pcie_path] for p in known), default=None)
+        known = [p for p in pairs if p.pcie_path in PCIE_RANK]
+        best = min((PCIE_RANK[p.pcie_path] for p in known), default=None)
         # an undecided class (NODE or SYS where the input shows no NUMA node) still loses to a nearer known one
-        open_best = [min((PCIE_ORDER[c] for c in p.candidates if c in PCIE_ORDER), default=-1)
-                     for p in pairs if p.pcie_path not in PCIE_ORDER]
+        open_best = [min((PCIE_RANK[c] for c in p.candidates if c in PCIE_RANK), default=-1)
+                     for p in pairs if p.pcie_path not in PCIE_RANK]
         if best is None or any(b <= best for b in open_best):
             out[g] = None
             continue
-        out[g] = tuple(p.b for p in known if PCIE_ORDER[p.pcie_path] == best)
+        out[g] = tuple(p.b for p in known if PCIE_RANK[p.pcie_path] == best)
     return out
 
 

@@ -7,6 +7,7 @@ findings that concern it (fail > unknown > degraded), ``ok`` when none does.
 from __future__ import annotations
 
 from gdrcheck.model import Snapshot, bdf_key
+from gdrcheck.pair_classes import PAIR_KIND
 from gdrcheck.pcie.topology import Topology
 from gdrcheck.record import field, record, replace
 from gdrcheck.rules import nccl
@@ -40,7 +41,6 @@ class Evaluation:
     reconciled: Optional[dict[str, Any]] = None  # a job's NCCL log held to the prediction (rules.nccl_log)
 
 
-PAIR_KIND_OF = {"gdr": "gpu-nic", "p2p": "gpu-gpu", "gds": "gpu-nvme"}
 
 
 def restrict(evaluation: Evaluation, capabilities, required: bool = True) -> Evaluation:
@@ -48,7 +48,7 @@ def restrict(evaluation: Evaluation, capabilities, required: bool = True) -> Eva
     concern those pairs or no pair at all (BAR1, host facts). ``required``: a capability that nothing on
     the node could satisfy is an error finding (GDR011-013); a node without a GPU always is (GDR010)."""
     from gdrcheck.rules.requirements import unmet
-    kinds = {PAIR_KIND_OF[c] for c in capabilities}
+    kinds = {PAIR_KIND[c] for c in capabilities}
     pairs = tuple(p for p in evaluation.pairs if p.kind in kinds)
     keep = {(p.a, p.b) for p in pairs}
     findings = []

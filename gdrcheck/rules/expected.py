@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 
 from gdrcheck.model import Fact, NvLink, frozen_map
+from gdrcheck.pair_classes import PAIR_KIND
 from gdrcheck.record import record, replace
 from gdrcheck.rules.acs_iommu import DECLARED_DOMAIN
 from gdrcheck.rules.nccl.decision import Decision
@@ -339,7 +340,7 @@ def expected(evaluation, fail_on: str = "error", memo: Optional[dict[str, Any]] 
     again, made = reevaluated(whole, memo)
     if evaluation.whole is not None:  # a gate restricted to some capabilities: the same restriction
         kinds = {p.kind for p in evaluation.pairs}
-        caps = [c for c, k in (("gdr", "gpu-nic"), ("p2p", "gpu-gpu"), ("gds", "gpu-nvme")) if k in kinds]
+        caps = [c for c, k in PAIR_KIND.items() if k in kinds]
         again = restrict(again, caps, required=False)
     after = _unknown_codes(again)
     effects_of: dict[tuple[str, str], list[str]] = {}  # pair -> the effects of its findings, once for all pairs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gdrcheck.host_facts import host_record
+from gdrcheck.pair_classes import PCIE_RANK
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import label, pair_label
 
@@ -139,7 +140,6 @@ P2P_UNKNOWN = Rule(
     pair_kinds=("gpu-gpu",))
 
 
-ORDER = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
 
 
 def _closest(ctx: Context) -> dict:
@@ -154,7 +154,7 @@ def _closest(ctx: Context) -> dict:
             if ok is False:
                 continue
         key = (p.a, p.kind)
-        if key not in best or ORDER[p.pcie_path] < ORDER[best[key][0]]:
+        if key not in best or PCIE_RANK[p.pcie_path] < PCIE_RANK[best[key][0]]:
             best[key] = (p.pcie_path, p.b)
     return best
 
@@ -162,7 +162,7 @@ def _closest(ctx: Context) -> dict:
 def _far(ctx: Context, p, best: dict) -> bool:
     """A GPU-NIC or GPU-NVMe pair worse than the GPU's closest peer of that kind: not the one to use."""
     got = best.get((p.a, p.kind))
-    return got is not None and p.pcie_path in ORDER and ORDER[got[0]] < ORDER[p.pcie_path]
+    return got is not None and p.pcie_path in PCIE_RANK and PCIE_RANK[got[0]] < PCIE_RANK[p.pcie_path]
 
 
 def _distance_code(p, view: dict) -> Optional[str]:
