@@ -155,7 +155,7 @@ def inter_cpu_bw(version, kind: Optional[str], family: Optional[int], model: Opt
     extra = tuple(b for b in _dev_branch_bw(kind, family, model) if b not in bws)
     if not extra:
         return bws, why
-    v = ".".join(map(str, version))
+    v = version_str(version)
     return tuple(sorted(bws + extra)), (f"{why}; NCCL's development branch (2.31.0a7, topo.cc:76-80, 750-771@dev) "
                                         f"sets {'/'.join(f'{b:g}' for b in extra)} GB/s here, and whether NCCL "
                                         f"{v} does is not known")

@@ -46,7 +46,9 @@ NEWEST = RELEASES[-1]
 
 
 def vstr(v: Version) -> str:
-    return ".".join(map(str, v))
+    from gdrcheck.rules.nccl.core import version_str
+
+    return version_str(v)
 
 
 def label(r: Release) -> str:
