@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 from support.amd_trees import GPUS, NICS, mi300x_node, root_port_pair
-from support.cli_util import run
+from support.cli_util import call as run
+
+from gdrcheck.status import exit_status
 
 MODELS = Path(__file__).resolve().parents[2] / "fixtures" / "rccl-models"
 
@@ -25,8 +27,10 @@ def _real(name: str) -> Path:
 
 def _doc(*args) -> dict:
     p = run("pairs", "--json", *args)
-    assert p.returncode in (0, 1, 3) and "Traceback" not in p.stderr, p.stderr
-    return json.loads(p.stdout)
+    assert "Traceback" not in p.stderr, p.stderr
+    doc = json.loads(p.stdout)
+    assert p.returncode == exit_status(doc["status"]), (p.returncode, doc["status"], p.stderr)
+    return doc
 
 
 def _of(doc, kind, word):
