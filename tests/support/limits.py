@@ -40,6 +40,12 @@ def run_limited(*args, mem: int = GIB, timeout: float = 60, env=None, stdin=None
     return p
 
 
+def children_cpu_seconds() -> float:
+    """The CPU time (user and system) this process's ended and waited-for children have used so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 @contextlib.contextmanager
 def cpu_seconds_at_most(limit: float) -> Iterator[None]:
     """The block's CPU time (user and system, this process) is under ``limit``: the work an input makes the code
