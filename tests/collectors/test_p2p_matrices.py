@@ -12,6 +12,7 @@ import json
 from support.cli_util import ROOT, call
 
 from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrices
+from gdrcheck.status import exit_status
 
 FIX = ROOT / "fixtures"
 
@@ -26,8 +27,9 @@ def _pairs(tmp_path, text: str, *more):
     f = tmp_path / "topo.txt"
     f.write_text(text)
     p = call("pairs", "--json", "--from", f, *more)
-    assert p.returncode != 2, p.stderr
-    return json.loads(p.stdout)
+    doc = json.loads(p.stdout)
+    assert p.returncode == exit_status(doc["status"]), (p.returncode, doc["status"], p.stderr)
+    return doc
 
 
 def test_untitled_p2p_matrices_in_a_topo_paste_are_kept(tmp_path):
