@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from support.cli_util import ROOT, assert_clean_error, call
+from support.limits import cpu_seconds_at_most, hang_guard
 
 from builders.scenarios import GPUS, NICS, SWITCH_DSP, scenario
 from gdrcheck.collectors.gather import gather
@@ -41,13 +42,14 @@ from gdrcheck.rules.engine import evaluate
 DEVICES = "/sys/bus/pci/devices"
 
 
-def assert_result_or_clean_error(proc):
+def assert_result_or_clean_error(proc, status: int):
+    """The run ends with ``status``: a result on stdout, or (2) one line that says why the input is refused."""
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "internal error" not in proc.stderr, proc.stderr
-    if proc.returncode == 2:
+    assert proc.returncode == status, (proc.args, proc.returncode, proc.stderr)
+    if status == 2:
         assert_clean_error(proc)
     else:
-        assert proc.returncode in (0, 1, 3), (proc.returncode, proc.stderr)
         assert proc.stdout.strip()
 
 
@@ -246,24 +248,27 @@ LOOPS = ("self", "pair", "dir-cycle", "attribute", "class", "whole-bus", "absolu
 
 @pytest.mark.parametrize("case", LOOPS)
 def test_symlink_loop_in_a_from_tree(tmp_path, case):
+    """A loop beside the devices (or in one attribute) is passed over and the healthy node still passes; a
+    devices folder that is a loop leaves no machine to read: refused, 2. A walk that never ends fails the guard."""
     tree = scenario(tmp_path, "healthy-gdr-node")
     _loops(tree, case)
-    t0 = time.monotonic()
-    for args in (("pairs",), ("topology", "--all"), ("bar1",)):
-        proc = call(*args, "--from", tree)
-        assert_result_or_clean_error(proc)
-    assert time.monotonic() - t0 < 60
+    status = 2 if case == "whole-bus" else 0
+    with hang_guard(300):
+        for args in (("pairs",), ("topology", "--all"), ("bar1",)):
+            proc = call(*args, "--from", tree)
+            assert_result_or_clean_error(proc, status)
 
 
-@pytest.mark.parametrize("case", ("pair", "dir-cycle", "whole-bus"))
-def test_symlink_loop_in_an_archive(tmp_path, case):
+# an archive's link that leaves it (dir-cycle's /sys) or a devices folder that is a loop is refused, 2
+@pytest.mark.parametrize("case,status", (("pair", 0), ("dir-cycle", 2), ("whole-bus", 2)))
+def test_symlink_loop_in_an_archive(tmp_path, case, status):
     tree = scenario(tmp_path, "healthy-gdr-node")
     _loops(tree, case)
     archive = tmp_path / "loop.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(tree, arcname="node")
     proc = call("pairs", "--from", archive)
-    assert_result_or_clean_error(proc)
+    assert_result_or_clean_error(proc, status)
 
 
 # ---------------------------------------------------------------------------
@@ -291,19 +296,24 @@ def _huge_line_inputs():
     }
 
 
+# the exit status each gives: 3 where the tree is read (an lspci tree alone leaves verdicts open), 0 where what
+# is read holds no device, 2 where the file is not read as a tree at all (its first line is not one)
+HUGE_LINE_STATUS = {"noise-after": 3, "noise-before": 2, "long-name": 3, "bars": 3, "dashes": 2,
+                    "deep-indent": 2, "one-line-only": 0}
+
+
 @pytest.mark.parametrize("case", sorted(_huge_line_inputs()))
 def test_one_mebibyte_line_in_an_lspci_file(tmp_path, case):
     text = _huge_line_inputs()[case]
-    t0 = time.monotonic()
-    try:
-        parse_lspci_tree(text, "big.txt")
-    except InputError as e:
-        assert len(str(e)) < 2000  # the message quotes the line, it does not carry it
-    assert time.monotonic() - t0 < 10
+    with cpu_seconds_at_most(10):
+        try:
+            parse_lspci_tree(text, "big.txt")
+        except InputError as e:
+            assert len(str(e)) < 2000  # the message quotes the line, it does not carry it
     f = tmp_path / "big.txt"
     f.write_text(text)
     proc = call("pairs", "--from", f)
-    assert_result_or_clean_error(proc)
+    assert_result_or_clean_error(proc, HUGE_LINE_STATUS[case])
     assert len(proc.stderr) < 2000
 
 
@@ -325,30 +335,29 @@ def _million_lines():
 @pytest.mark.parametrize("case", sorted(_million_lines()))
 def test_million_line_lspci_file(tmp_path, case):
     text = _million_lines()[case]
-    t0 = time.monotonic()
-    try:
-        parse_lspci_tree(text, "big.txt")
-    except InputError as e:
-        assert len(str(e)) < 2000
-    assert time.monotonic() - t0 < 30
+    with cpu_seconds_at_most(30):
+        try:
+            parse_lspci_tree(text, "big.txt")
+        except InputError as e:
+            assert len(str(e)) < 2000
 
 
 def test_million_line_file_through_the_cli(tmp_path):
     f = tmp_path / "big.txt"
     f.write_text(TREE + "not a tree line\n" * 1_000_000)
     proc = call("topology", "--from", f)
-    assert_result_or_clean_error(proc)
+    assert_result_or_clean_error(proc, 0)
     g = tmp_path / "big.xml"
     g.write_text('<system version="1">\n' + "<!-- x -->\n" * 1_000_000 + "</system>\n")
     proc = call("topology", "--from", g)
-    assert_result_or_clean_error(proc)
+    assert_result_or_clean_error(proc, 0)
 
 
 def test_million_line_nvidia_smi_text():
     text = "Driver Version : 1\nGPU 00000000:18:00.0\n" + "    Product Name : X\n" * 1_000_000
-    t0 = time.monotonic()
-    rows = parse_smi_text(text)
-    assert len(rows) == 1 and time.monotonic() - t0 < 30
+    with cpu_seconds_at_most(30):
+        rows = parse_smi_text(text)
+    assert len(rows) == 1
 
 
 def test_huge_sysfs_files_are_read_up_to_the_limit(tmp_path):
@@ -358,13 +367,12 @@ def test_huge_sysfs_files_are_read_up_to_the_limit(tmp_path):
     (dev / "resource").write_text("0x0000000000000000 0x0000000000000000 0x0000000000000000\n" * 1_000_000)
     (dev / "numa_node").write_text("0\n" * 1_000_000)
     (dev / "current_link_speed").write_text("16.0 GT/s PCIe" + " " * (4 * MIB) + "\n")
-    t0 = time.monotonic()
-    snap, _ = full_report(Source(str(tree), live=False))
-    assert time.monotonic() - t0 < 30
+    with cpu_seconds_at_most(30):
+        snap, _ = full_report(Source(str(tree), live=False))
     gpu = next(d for d in snap.devices if d.bdf == GPUS[0])
     assert gpu.numa_node == 0
     proc = call("pairs", "--from", tree)
-    assert_result_or_clean_error(proc)
+    assert_result_or_clean_error(proc, 0)
 
 
 def _copying_begun(p, tmp) -> bool:

@@ -8,7 +8,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ def _hanging_tool(tmp_path: Path) -> Path:
     d = tmp_path / "tools"
     d.mkdir()
     exe = d / "nvidia-smi"
-    exe.write_text(f"#!/bin/sh\nexec {SLEEP} 60\n")
+    exe.write_text(f"#!/bin/sh\nexec {SLEEP} 600\n")
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     return d
 
@@ -40,9 +39,8 @@ def _hanging_tool(tmp_path: Path) -> Path:
 
 def test_timeout_gives_a_partial_result_with_unknown_verdicts_and_exit_3(tmp_path):
     tools = _hanging_tool(tmp_path)
-    t0 = time.monotonic()
-    p = run("pairs", "--json", "--timeout", "1", env={"GDRCHECK_TOOL_PATH": str(tools)})
-    took = time.monotonic() - t0
+    # the hanging tool is given up on, not waited for (600 s): a run that waits meets run's own bound first
+    p = run("pairs", "--json", "--timeout", "1", env={"GDRCHECK_TOOL_PATH": str(tools)}, timeout=300)
     assert p.returncode == 3, p.stderr
     doc = json.loads(p.stdout)
     assert doc["timed_out"] is True and doc["status"] == "unknown"
@@ -52,7 +50,6 @@ def test_timeout_gives_a_partial_result_with_unknown_verdicts_and_exit_3(tmp_pat
     smi = [c for c in doc["collectors"] if c["name"] == "nvidia-smi"]
     assert smi and smi[0]["status"] == "unavailable"
     assert "GDR122" in p.stderr and "Traceback" not in p.stderr
-    assert took < 15  # the hanging tool was given up on, not waited for (60 s)
 
 
 def test_timeout_zero_means_no_deadline_and_a_normal_run_is_not_timed_out(trees):
@@ -73,15 +70,12 @@ def stuck(tmp_path):
 def test_watchdog_ends_a_run_stuck_past_the_deadline(stuck):
     """An input that never comes, past a 0.3 s deadline: the watchdog answers for it."""
     tree = stuck
-    t0 = time.monotonic()
-    p = run("pairs", "--json", "--timeout", "0.3", "--from", tree)
-    took = time.monotonic() - t0
+    p = run("pairs", "--json", "--timeout", "0.3", "--from", tree, timeout=300)  # a bound for a broken watchdog only
     assert p.returncode == 3, (p.stdout[-300:], p.stderr)
     doc = json.loads(p.stdout)
     assert doc["timed_out"] is True and doc["pairs"] == [] and doc["host"] is None
     assert doc["findings"][0]["code"] == "GDR122"
     assert p.stderr.strip().startswith("gdrcheck: GDR122")
-    assert took < 10
 
 
 def test_watchdog_under_npd_answers_unknown_within_80_bytes(stuck):

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 
-from support.cli_util import ROOT, run
+from support.cli_util import ROOT, call
 
 from gdrcheck.collectors.pastes.topo_matrix import parse_topo_matrices
+from gdrcheck.status import exit_status
 
 FIX = ROOT / "fixtures"
 
@@ -25,9 +26,10 @@ def _untitled(machine: str) -> str:
 def _pairs(tmp_path, text: str, *more):
     f = tmp_path / "topo.txt"
     f.write_text(text)
-    p = run("pairs", "--json", "--from", f, *more)
-    assert p.returncode != 2, p.stderr
-    return json.loads(p.stdout)
+    p = call("pairs", "--json", "--from", f, *more)
+    doc = json.loads(p.stdout)
+    assert p.returncode == exit_status(doc["status"]), (p.returncode, doc["status"], p.stderr)
+    return doc
 
 
 def test_untitled_p2p_matrices_in_a_topo_paste_are_kept(tmp_path):
@@ -69,7 +71,7 @@ def test_gns_without_a_title_settles_p2p_with_one_severity(tmp_path):
     (gg,) = [p for p in doc["pairs"] if p["kind"] == "gpu-gpu"]
     assert "GDR016" in gg["findings"] and "GDR008" not in gg["findings"]
     (f,) = [f for f in doc["findings"] if f["code"] == "GDR016"]
-    rules = json.loads(run("rules", "--json").stdout)
+    rules = json.loads(call("rules", "--json").stdout)
     listed = {r["code"]: r["severity"] for r in (rules["rules"] if isinstance(rules, dict) else rules)}
     assert f["severity"] == listed["GDR016"] == "warning" and f["effect"] == "degraded"
     assert any("GNS read as the driver's P2P read and write status" in n for n in doc["notes"])
@@ -99,13 +101,13 @@ def test_an_untitled_all_ns_matrix_leaves_p2p_unknown(tmp_path):
     (GDR008, or GDR009 where NVLink may join them: a -p2p matrix alone names no GPU model), no refusal is
     claimed, and the note names the commands that settle it."""
     folder = FIX / "nccl-runs-4gpu-vm" / "smi"
-    p = run("pairs", "--json", "--from", folder / "topo-p2p-p.txt")
+    p = call("pairs", "--json", "--from", folder / "topo-p2p-p.txt")
     doc = json.loads(p.stdout)
     gg = [x for x in doc["pairs"] if x["kind"] == "gpu-gpu"]
     assert len(gg) == 6 and all({"GDR008", "GDR009"} & set(x["findings"]) for x in gg)
     assert not any(f["code"] in ("GDR007", "GDR016") for f in doc["findings"])
     assert any("NS left unknown" in n and "nvidia-smi topo -p2p r" in n for n in doc["notes"])
-    ok = json.loads(run("pairs", "--json", "--from", folder / "topo-p2p-r.txt").stdout)
+    ok = json.loads(call("pairs", "--json", "--from", folder / "topo-p2p-r.txt").stdout)
     assert not any("GDR008" in x["findings"] for x in ok["pairs"] if x["kind"] == "gpu-gpu")
 
 
@@ -113,12 +115,12 @@ def test_topo_mp_leaves_nvlink_not_in_this_input(realworld):
     """gengwg-dgx1's 'nvidia-smi topo -mp' (a DGX-1: NVLink hybrid cube mesh under PCIe PIX/PHB/SYS): -mp prints
     PCIe classes only, so NVLink is 'not in this input' (GDR009), never 'no NVLink': no GDR002 telling the
     NVLinked pairs to move a card under a common switch."""
-    p = run("pairs", "--json", "--from", realworld / "gengwg-dgx1" / "nvidia-smi-topo-mp.txt")
+    p = call("pairs", "--json", "--from", realworld / "gengwg-dgx1" / "nvidia-smi-topo-mp.txt")
     doc = json.loads(p.stdout)
     assert "nvlink" in doc["not_in_input"]
     assert not any(f["code"] == "GDR002" for f in doc["findings"])
     gg = [x for x in doc["pairs"] if x["kind"] == "gpu-gpu"]
     assert len(gg) == 28 and all("GDR009" in x["findings"] for x in gg)
     both = FIX / "h200-x2-vm" / "nvidia-smi-topo.txt"  # -m beside -mp: NVLink shown
-    d2 = json.loads(run("pairs", "--json", "--from", both).stdout)
+    d2 = json.loads(call("pairs", "--json", "--from", both).stdout)
     assert "nvlink" not in d2["not_in_input"]

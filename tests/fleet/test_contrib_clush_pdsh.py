@@ -74,8 +74,9 @@ def test_clush_diff_names_what_differs(fleet):
     nodes, env = fleet
     clush = engine("clush")
     p = run([clush, "-R", "exec", "-w", ALL, "--diff", f"gdrcheck fingerprint --explain --from {nodes}/%h"], env)
-    # clush exits 1 when outputs differ (like diff); the majority is the reference
-    assert p.returncode in (0, 1), p.stderr
+    # clush --diff exits with the commands' own status (each fingerprint exits 0), not diff's, though node13-16's
+    # outputs differ; the majority is the reference
+    assert p.returncode == 0, p.stderr
     assert "node[01-12]" in p.stdout, p.stdout
     assert re.search(r"^\+\+\+ node13", p.stdout, re.M), p.stdout
     assert re.search(r"^\+bridge\[bridge\d+\]\.acs=.*R", p.stdout, re.M), p.stdout

@@ -44,11 +44,17 @@ def _gdrcheck(argv, capsys):
     return code, out, err
 
 
+# the node has no peer-memory or IOMMU facts: pairs, check and report are unknown (3; NPD says 2 for it), topology,
+# fingerprint and bar1 pass
+_STATUS = {"topology": 0, "fingerprint": 0, "bar1": 0}
+
+
 def test_no_text_output_carries_a_bidi_control(tmp_path, capsys):
     root = _node(tmp_path / "node")
     for argv in TEXT_OUTPUTS:
         code, out, err = _gdrcheck([*argv, "--from", str(root)], capsys)
-        assert code in ((0, 1, 2) if "npd" in argv else (0, 1, 3)), (argv, code, err)
+        want = 2 if "npd" in argv else _STATUS.get(argv[0], 3)
+        assert code == want, (argv, code, err)
         bad = BIDI.search(out)
         assert bad is None, (argv, repr(out[max(0, bad.start() - 60):bad.end() + 60]))
     code, out, _ = _gdrcheck(["pairs", "--json", "--from", str(root)], capsys)

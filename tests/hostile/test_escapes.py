@@ -225,7 +225,7 @@ def test_a_probe_file_in_the_report(tmp_path, capsys):
     probe.write_text(json.dumps(hostile(json.loads((ROOT / "fixtures/h100-x1-vm/probe.json").read_text()))))
     code, out, err = _gdrcheck(["report", "--probe", str(probe), "--from",
                                 str(ROOT / "fixtures/h100-x1-vm/snapshot.tar.gz"), "-o", "-"], capsys)
-    assert code in (0, 1, 3), err
+    assert code == 0, err  # the H100 guest passes; the probe's words change no verdict
     assert "?]0;owned" in out
     _assert_shown(out, "report --probe")
 

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gdrcheck.cli.entry import main
+from gdrcheck.status import exit_status
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ("h100-x1-vm", "h200-x1-vm", "h200-x2-vm")
@@ -55,7 +56,7 @@ def reports() -> dict:
     if not _REPORTS:
         for name in FIXTURES:
             code, out, err = _gdrcheck("pairs", "--json", "--from", str(ROOT / "fixtures" / name / "snapshot.tar.gz"))
-            assert code in (0, 1, 3) and "error" not in err, (name, code, err)
+            assert code == 0 and "error" not in err, (name, code, err)  # each fixture guest passes
             _REPORTS[name] = json.loads(out)
     return _REPORTS
 
@@ -111,8 +112,8 @@ def expect_summary(bad_name: str, bad_doc) -> None:
         Path(d, f"bad-{bad_name}.json").write_text(json.dumps(bad_doc))
         code, out, err = _gdrcheck("fleet", "summarize", "--format", "json", d)
         assert "internal error" not in err and "Traceback" not in err, err
-        assert code in (0, 1, 3), (code, err)
         doc = json.loads(out)
+        assert code == doc["exit_status"] == exit_status(doc["status"]), (code, doc["status"], err)
         assert doc["nodes"]["reported"] + doc["nodes"]["unreadable"] == 3, doc["nodes"]
         grouped = ",".join(g["nodes"] for g in doc["groups"])
         for n in good:
@@ -241,10 +242,13 @@ def expect_reader_summary(data: bytes, name: str) -> None:
     CASES["fleet-reader"] += 1
     with tempfile.TemporaryDirectory() as d:
         Path(d, name).write_bytes(data)
+        said = None  # the status the JSON summary says; every format exits with it
         for fmt in ("json", "text", "md"):
             code, out, err = _gdrcheck("fleet", "summarize", "--format", fmt, d)
             assert "internal error" not in err and "Traceback" not in err, err
-            assert code in (0, 1, 3), (code, err)
+            if fmt == "json":
+                said = json.loads(out)["exit_status"]
+            assert code == said, (fmt, code, said, err)
             out.encode()
 
 

@@ -52,7 +52,7 @@ def test_a_killed_runs_unpacked_directory_is_removed_by_the_next_run(tmp_path):
     for d in left:
         _age(d)
     later = run("pairs", "--from", SNAPSHOT, env={"TMPDIR": str(tmpdir)})
-    assert later.returncode in (0, 1, 3), later.stderr
+    assert later.returncode == 0, later.stderr  # the H100 guest's snapshot passes
     assert list(tmpdir.iterdir()) == [], list(tmpdir.iterdir())
 
 
@@ -69,6 +69,6 @@ def test_a_killed_runs_temporary_output_file_is_removed_by_the_next_write(tmp_pa
     for f in (stale, snapshot_stale, running, kept_name):
         _age(f)
     p = run("check", "--format", "prometheus", "-o", out, "--from", SNAPSHOT)
-    assert p.returncode in (0, 1, 3), p.stderr
+    assert p.returncode == 0, p.stderr
     left = sorted(f.name for f in tmp_path.iterdir())
     assert left == sorted(f.name for f in (out, recent, running, kept_name)), left

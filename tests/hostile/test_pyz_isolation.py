@@ -64,7 +64,7 @@ def test_a_user_site_is_not_on_the_path(pyz, tmp_path):
     out = tmp_path / "node.tar.gz"
     p = run(python, pyz, {"HOME": str(tmp_path / "home"), "GDRCHECK_TOOL_PATH": "/nonexistent"}, tmp_path,
             "snapshot", "-o", str(out))
-    assert p.returncode in (0, 1, 3), p.stderr
+    assert p.returncode == 0, p.stderr  # a snapshot with every answer (no tool to wait for) exits 0
     with tarfile.open(out) as t:
         name = next(n for n in t.getnames() if n.endswith("gdrcheck/python_site_dirs.json"))
         dirs = json.loads(t.extractfile(name).read())

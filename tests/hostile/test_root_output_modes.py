@@ -96,7 +96,7 @@ def tree(tmp_path_factory):
 def report(tree, tmp_path_factory):
     out = tmp_path_factory.mktemp("rep") / "node.json"
     p = run("check", "--format", "json", "--from", tree, "-o", out, env={"GDRCHECK_TOOL_PATH": "/nonexistent"})
-    assert p.returncode in (0, 1), p.stderr
+    assert p.returncode == 0, p.stderr  # the healthy node passes
     json.loads(out.read_text())
     return out
 
@@ -116,5 +116,6 @@ def test_every_writer_gives_root_a_file_of_its_own(shared, tree, report, args):
     else:
         argv = [*args, p, "--from", tree]
     r = run(*argv, env={"GDRCHECK_TOOL_PATH": "/nonexistent"}, timeout=300)
-    assert r.returncode in (0, 1, 3), r.stderr
+    # the healthy node passes, so does a fleet of its one report; the live snapshot's tools are absent, none hangs
+    assert r.returncode == 0, r.stderr
     assert_roots_own(p)

@@ -58,7 +58,7 @@ def snapshot(tmp_path, home, **env):
     out = tmp_path / "node.tar.gz"
     p = run("snapshot", "--redact", "-o", out, env={"HOME": str(home), "GDRCHECK_TOOL_PATH": "/nonexistent", **env},
             timeout=300)
-    assert p.returncode in (0, 1, 3), p.stderr
+    assert p.returncode == 0, p.stderr  # a snapshot with every answer (no tool to wait for) exits 0
     with tarfile.open(out) as t:
         names = t.getnames()
         text = b"".join(t.extractfile(m).read() for m in t.getmembers() if m.isfile())

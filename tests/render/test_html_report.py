@@ -401,25 +401,28 @@ def _names(source):
     return names
 
 
+# each leaves verdicts open (no driver, no BAR1 size in the input): unknown, 3
 @pytest.mark.parametrize("rel", ("stelline-asus-esc8000a-e12-4xrtx6000ada/lspci-tv.txt",
                                  "rccl-mi300x-8p-8nic/nccl-topo.xml", "hwloc-nvidia-dgx2h/hwloc.xml"))
 def test_browser_real_inputs(browser, realworld, tmp_path, rel):
     source = realworld / rel
     page = tmp_path / (rel.split("/")[0] + ".html")
-    assert call("report", "--from", source, "-o", page).returncode in (0, 1, 3)
+    assert call("report", "--from", source, "-o", page).returncode == 3
     _look(browser, page, tmp_path, _names(source))
 
 
 def test_browser_h200_and_marks(browser, tmp_path, acs_and_x8):
-    for source, stem in ((H200, "h200-x4-vm"), (acs_and_x8, "acs-x8")):
+    # the H200 guest passes; ACS redirect on the switch fails GPUDirect RDMA there: 1
+    for source, stem, status in ((H200, "h200-x4-vm", 0), (acs_and_x8, "acs-x8", 1)):
         page = tmp_path / f"{stem}.html"
-        assert call("report", "--from", source, "-o", page).returncode in (0, 1, 3)
+        assert call("report", "--from", source, "-o", page).returncode == status, stem
         _look(browser, page, tmp_path, _names(source))
 
 
 def test_browser_largest_tree(browser, tmp_path, big_tree):
     page = tmp_path / "gen-64-64-64.html"
-    assert call("report", "--from", big_tree, "-o", page).returncode in (0, 1, 3)
+    # a generated tree has no host facts (peer memory, IOMMU, NVLink): its verdicts stay open, 3
+    assert call("report", "--from", big_tree, "-o", page).returncode == 3
     _look(browser, page, tmp_path, _names(big_tree))
 
 

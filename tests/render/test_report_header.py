@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from support.cli_util import run
+from support.cli_util import call
 
 from gdrcheck.render import tree_model as tm
 
@@ -26,7 +26,7 @@ def test_guest_header_says_vm_and_names_the_h200(tmp_path):
     src = tmp_path / "hgx-h200-guest-device-2335-lspci-tv.txt"
     src.write_text(HGX_H200_GUEST_DEVICE_2335)
     out = tmp_path / "r.html"
-    run("report", "--from", src, "-o", out)
+    call("report", "--from", src, "-o", out)
     html = out.read_text()
     text = _text(html)
     assert re.search(r"Virtual machine yes \(GDR121: virtual machine", text), text[:2000]
@@ -37,7 +37,7 @@ def test_guest_header_says_vm_and_names_the_h200(tmp_path):
 
 def test_header_cpu_is_the_one_pairs_knows(realworld, tmp_path):
     out = tmp_path / "r.html"
-    run("report", "--from", realworld / "stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt", "-o", out)
+    call("report", "--from", realworld / "stelline-puget-wrx90-2xrtx6000ada/lspci-tv.txt", "-o", out)
     row = re.search(r"CPU (.*?) Virtual machine", _text(out.read_text())).group(1)
     assert row.startswith("amd"), row
 

@@ -360,16 +360,16 @@ def test_scenarios(tmp_path, case, expect):
 
 
 def test_cli_bar1(tmp_path):
-    from support.cli_util import run
+    from support.cli_util import call
 
     from builders.scenarios import scenario
 
     root = scenario(tmp_path, "bar1-256mib")
-    p = run("bar1", "--json", "--from", root)
+    p = call("bar1", "--json", "--from", root)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert [g["index"] for g in doc["gpus"]] == [0, 1, 2, 3]
-    t = run("bar1", "--from", root, env={"COLUMNS": "80"})
+    t = call("bar1", "--from", root, env={"COLUMNS": "80"})
     assert "GDR101" in t.stdout and "Traceback" not in t.stderr
 
 

@@ -93,9 +93,9 @@ def test_a_capability_the_input_cannot_show_has_no_counts():
 
 @pytest.mark.parametrize("command", ["pairs", "check"])
 def test_text_views_lead_with_the_three_answers(realworld, command):
-    from support.cli_util import run
+    from support.cli_util import call
 
-    out = run(command, "--from", realworld / PUGET, env={"COLUMNS": "200"}).stdout.splitlines()
+    out = call(command, "--from", realworld / PUGET, env={"COLUMNS": "200"}).stdout.splitlines()
     lead = [line for line in out[:5] if line.startswith(("GPUDirect RDMA:", "GPU P2P:", "GPUDirect Storage:"))]
     assert lead[0] == "GPUDirect RDMA: no - NCCL uses it with no GPU's NIC: every path is beyond " \
                       "NCCL_NET_GDR_LEVEL=P2C"
@@ -103,9 +103,9 @@ def test_text_views_lead_with_the_three_answers(realworld, command):
 
 
 def test_prometheus_carries_the_answers(realworld):
-    from support.cli_util import run
+    from support.cli_util import call
 
-    out = run("check", "--format", "prometheus", "--from", realworld / PUGET).stdout
+    out = call("check", "--format", "prometheus", "--from", realworld / PUGET).stdout
     assert 'gdrcheck_capability{capability="gdr",answer="no"} 1' in out
     assert 'gdrcheck_capability_expected{capability="p2p",answer="yes"} 1' in out
     assert 'gdrcheck_capability_units{capability="gdr",state="without"} 2' in out
@@ -146,9 +146,9 @@ def test_an_unshown_cpu_vendor_is_a_fork_not_a_guess(realworld):
                                            "if": "x86 AMD CPU and at most 2 GPUs of the communicator on this node"}
     assert not [a for a in gg["expected"]["assumes"] if a.get("brief") == "NCCL's open choices taken as off"]
     assert doc["otherwise"] == [dict(gg["expected"]["otherwise"], pairs=1)]
-    from support.cli_util import run
+    from support.cli_util import call
 
-    out = run("check", "--from", realworld / "stelline-puget-wrx90-2xrtx6000ada/nvidia-smi-topo-m.txt").stdout
+    out = call("check", "--from", realworld / "stelline-puget-wrx90-2xrtx6000ada/nvidia-smi-topo-m.txt").stdout
     assert out.count("expected otherwise: P2P enabled on 1 pair if x86 AMD CPU") == 1
 
 
@@ -171,18 +171,18 @@ def test_why_unknown_names_the_missing_facts_and_counts_agree(realworld):
     """8x V100 `topo -m`: the node is unknown for the driver's P2P status, peer memory and the IOMMU, not for
     GDR001 (a definite finding). The why line names each with its command; the summary line (NHC, NPD, Nagios,
     fleet) leads with one of them and counts the others; stderr lists the same."""
-    from support.cli_util import run
+    from support.cli_util import call
 
     path = realworld / ONEFLOW
     doc = _doc(path)
     assert [m["code"] for m in doc["missing"]] == ["GDR008", "GDR021", "GDR043"]
     assert doc["summary_line"] == "GDR008 p2p-status-unknown GPU0 (+2 more missing)"
-    p = run("check", "--from", path, env={"COLUMNS": "300"})
+    p = call("check", "--from", path, env={"COLUMNS": "300"})
     why = next(line for line in p.stdout.splitlines() if line.startswith("why UNKNOWN:"))
     assert why.startswith("why UNKNOWN: not in this input: driver P2P status (GDR008: nvidia-smi topo -p2p r")
     assert "GDR001" not in why and "peer memory (GDR021: lsmod | grep nvidia_peermem" in why
     assert re.findall(r"GDR\d{3}", p.stderr) == [m["code"] for m in doc["missing"]]
-    assert run("check", "--format", "nhc", "--from", path).stdout.strip() == doc["summary_line"]
+    assert call("check", "--format", "nhc", "--from", path).stdout.strip() == doc["summary_line"]
 
 
 def test_what_the_jobs_log_shows_decides_an_open_pair():

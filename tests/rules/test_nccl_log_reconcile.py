@@ -168,15 +168,15 @@ def test_p2p_status_is_not_settled_by_an_old_nccl_or_by_ignore_2(tmp_path):
 
 
 def test_json_text_and_report_carry_it(node, tmp_path):
-    from support.cli_util import run
+    from support.cli_util import call
 
     log = RUNS / "p2p-disable" / "nccl.log"
-    text = " ".join(run("pairs", "--from", str(node), "--from", str(log)).stdout.split())
+    text = " ".join(call("pairs", "--from", str(node), "--from", str(log)).stdout.split())
     assert "NCCL did what the node predicts: 6 of 6 pairs" in text and "NCCL used SHM/direct/direct" in text
-    j = json.loads(run("pairs", "--json", "--from", str(node), "--from", str(log)).stdout)
+    j = json.loads(call("pairs", "--json", "--from", str(node), "--from", str(log)).stdout)
     assert j["pairs"][0]["nccl"]["observed"]["agrees"] is True
     page = tmp_path / "r.html"
-    assert run("report", "--from", str(node), "--from", str(log), "-o", str(page)).returncode == 0
+    assert call("report", "--from", str(node), "--from", str(log), "-o", str(page)).returncode == 0
     html = page.read_text()
     assert '<section id="nccl-log"><h2>What NCCL did</h2>' in html and "NCCL did what the node predicts" in html
     from jsonschema import validate

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 from support.amd_trees import GPUS, NICS, mi300x_node, root_port_pair
-from support.cli_util import run
+from support.cli_util import call
+
+from gdrcheck.status import exit_status
 
 MODELS = Path(__file__).resolve().parents[2] / "fixtures" / "rccl-models"
 
@@ -24,9 +26,11 @@ def _real(name: str) -> Path:
 
 
 def _doc(*args) -> dict:
-    p = run("pairs", "--json", *args)
-    assert p.returncode in (0, 1, 3) and "Traceback" not in p.stderr, p.stderr
-    return json.loads(p.stdout)
+    p = call("pairs", "--json", *args)
+    assert "Traceback" not in p.stderr, p.stderr
+    doc = json.loads(p.stdout)
+    assert p.returncode == exit_status(doc["status"]), (p.returncode, doc["status"], p.stderr)
+    return doc
 
 
 def _of(doc, kind, word):
@@ -59,7 +63,7 @@ def test_mi300x_dump_no_pxn_gdr_only_through_the_nic_under_the_same_switch():
 
 
 def test_mi300x_text_names_rccl_and_why():
-    p = run("pairs", "--from", _real("rccl-mi300x-8p-8nic"), env={"COLUMNS": "200"})
+    p = call("pairs", "--from", _real("rccl-mi300x-8p-8nic"), env={"COLUMNS": "200"})
     assert "RCCL 2.21.5 (NCCL 2.21.5 base) rules:" in p.stdout and "RCCL would decide: GDR disabled for 56 pairs, " \
         "GDR enabled for 8 pairs, P2P enabled for 28 pairs" in p.stdout
     assert "NCCL 2.30.7" not in p.stdout
@@ -183,7 +187,7 @@ def test_rccl_log_names_the_release(tmp_path):
                    "node1:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 1 cudaDev 0 busId c000 commId 0x1 - Init START\n")
     doc = _doc("--from", _real("rccl-mi300x-8p-8nic"), "--from", log)
     assert doc["nccl"]["version"] == "2.20.5" and doc["nccl"]["release"]["source"] == "ROCm/rccl rocm-6.2.2"
-    text = run("pairs", "--from", _real("rccl-mi300x-8p-8nic"), "--from", log).stdout
+    text = call("pairs", "--from", _real("rccl-mi300x-8p-8nic"), "--from", log).stdout
     assert "RCCL 2.20.5 (NCCL 2.20.5 base) rules:" in text and "RCCL log rccl.log: RCCL 2.20.5" in text
 
 
@@ -203,11 +207,11 @@ def test_generated_amd_node_snapshot_replays_the_same_answer(tmp_path):
 def test_generated_amd_node_report_and_fingerprint_speak_rccl(tmp_path):
     tree = mi300x_node(tmp_path / "n")
     html = tmp_path / "r.html"
-    assert run("report", "-o", html, "--from", tree).returncode == 3
+    assert call("report", "-o", html, "--from", tree).returncode == 3
     assert "RCCL 2.21.5 (NCCL 2.21.5 base): GDR level PXB, P2P level SYS" in html.read_text()
-    fp = run("fingerprint", "--from", tree).stdout
+    fp = call("fingerprint", "--from", tree).stdout
     assert "peermem=loaded" in fp and "gpu-gpu=XGMI1:6" in fp
-    absent = run("fingerprint", "--from", mi300x_node(tmp_path / "m", peer=False)).stdout
+    absent = call("fingerprint", "--from", mi300x_node(tmp_path / "m", peer=False)).stdout
     assert "peermem=absent" in absent
 
 

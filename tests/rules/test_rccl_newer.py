@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from support.cli_util import run
+from support.cli_util import call
 
 MODELS = Path(__file__).resolve().parents[2] / "fixtures" / "rccl-models"
 
@@ -24,7 +24,7 @@ def _mi300x() -> Path:
 
 
 def _gdr(*args) -> tuple[Counter, dict]:
-    doc = json.loads(run("pairs", "--json", *args).stdout)
+    doc = json.loads(call("pairs", "--json", *args).stdout)
     gn = [p for p in doc["pairs"] if p["kind"] == "gpu-nic" and p["nccl"].get("gdr")]
     return Counter(p["nccl"]["gdr"] for p in gn), doc
 

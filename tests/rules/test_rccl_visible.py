@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.cli_util import run
+from support.cli_util import call
 
 from gdrcheck.rules.cuda_visible import GpuId
 from gdrcheck.rules.rccl.visible import select
@@ -56,7 +56,7 @@ def test_mi50_job_on_two_switches_has_no_p2p():
     dump's Intel CPU (paths.cc:295-301@rocm-6.2.2), so the job's one pair has no P2P; the other pairs are
     not the job's."""
     env = ("--env", "ROCR_VISIBLE_DEVICES=2,3,4", "--env", "HIP_VISIBLE_DEVICES=1,2")
-    doc = json.loads(run("pairs", "--json", "--from", str(_mi50()), *env).stdout)
+    doc = json.loads(call("pairs", "--json", "--from", str(_mi50()), *env).stdout)
     p2p = doc["capabilities"]["p2p"]
     assert p2p["answer"] == "no" and p2p["pairs"] == 1
     source = doc["nccl"]["p2p_level_source"]

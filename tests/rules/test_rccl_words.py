@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support.cli_util import run
+from support.cli_util import call
 
 ROOT = Path(__file__).resolve().parents[2]
 NCCL_WORD = re.compile(r"NCCL(?![_A-Z])")
@@ -58,7 +58,7 @@ def _strings(value, skip=("fingerprint",)):
 @pytest.mark.parametrize("given", _inputs())
 @pytest.mark.parametrize("command", TEXT_COMMANDS, ids=lambda c: c[0])
 def test_text_outputs_speak_rccl(given, command):
-    p = run(*command, "--from", str(given()))
+    p = call(*command, "--from", str(given()))
     assert "Traceback" not in p.stderr and "internal error" not in p.stderr, p.stderr
     out = p.stdout + "\n" + p.stderr
     if command[0] == "pairs":
@@ -68,7 +68,7 @@ def test_text_outputs_speak_rccl(given, command):
 
 @pytest.mark.parametrize("given", _inputs())
 def test_pairs_json_speaks_rccl(given):
-    p = run("pairs", "--json", "--from", str(given()))
+    p = call("pairs", "--json", "--from", str(given()))
     doc = json.loads(p.stdout)
     assert doc["nccl"]["library"] == "rccl"
     wrong = sorted({s for s in _strings(doc) if _wrong_words(s)})
@@ -77,11 +77,11 @@ def test_pairs_json_speaks_rccl(given):
 
 def test_bar1_on_amd_gpus_says_why_not_judged():
     """BAR1 figures come from the NVIDIA driver; on AMD GPUs the answer stays unknown (exit 3) and says why."""
-    p = run("bar1", "--from", str(_real("rccl-mi300x-8p-8nic")))
+    p = call("bar1", "--from", str(_real("rccl-mi300x-8p-8nic")))
     assert p.returncode == 3
     assert "8 AMD GPUs: BAR1 figures not read for them" in p.stdout
     assert "no AMD GPU" in p.stderr and "lspci -vv" in p.stderr
-    doc = json.loads(run("bar1", "--json", "--from", str(_real("rccl-mi300x-8p-8nic"))).stdout)
+    doc = json.loads(call("bar1", "--json", "--from", str(_real("rccl-mi300x-8p-8nic"))).stdout)
     assert len(doc["amd_gpus"]) == 8 and doc["gpus"] == []
 
 
@@ -97,7 +97,7 @@ def _rccl_log(tmp_path) -> Path:
 
 
 def test_rccl_log_summary_names_rccl(tmp_path):
-    p = run("pairs", "--from", str(_real("rccl-mi300x-8p-8nic")), "--from", str(_rccl_log(tmp_path)))
+    p = call("pairs", "--from", str(_real("rccl-mi300x-8p-8nic")), "--from", str(_rccl_log(tmp_path)))
     assert "RCCL did what the node predicts: 1 of 1 pair" in " ".join(p.stdout.split())
     assert "P2P predicted enabled, RCCL used P2P/IPC: agrees" in p.stdout
     out = re.sub(r"\S+ NCCL INFO [^\n]*", "", p.stdout)  # RCCL's own lines quoted
@@ -107,7 +107,7 @@ def test_rccl_log_summary_names_rccl(tmp_path):
 def test_report_speaks_rccl(tmp_path):
     """The HTML page of an AMD node: RCCL's rules, its log, the amdkfd peer memory; no NVIDIA driver row."""
     page = tmp_path / "r.html"
-    run("report", "--from", str(_real("rccl-mi300x-8p-8nic")), "--from", str(_rccl_log(tmp_path)), "-o", str(page))
+    call("report", "--from", str(_real("rccl-mi300x-8p-8nic")), "--from", str(_rccl_log(tmp_path)), "-o", str(page))
     html = page.read_text()
     text = re.sub(r"<style.*?</style>", "", html, flags=re.S)
     text = " ".join(re.findall(r'title="([^"]*)"', text)) + re.sub(r"<[^>]+>", " ", text)

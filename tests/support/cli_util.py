@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# the deadline of a command line run in the test's process without --timeout: a bound for a run that hangs only
+HANG_GUARD_SECONDS = 600.0
 
 
 def run(*args, env=None, cwd=None, timeout=120, stdin=None):
@@ -71,18 +73,25 @@ def call(*args, env=None, cwd=None, stdin=None) -> Ran:
     its exit status), for the tests where the process boundary is not the point: the environment, working
     directory, standard streams, signal handlers and hooks the run changes are put back after it. What the
     boundary is the point of (signals, closed streams, a terminal, the interpreter's start, and a ``--timeout`` whose
-    watchdog fires: it ends its process) runs through :func:`run`."""
+    watchdog fires: it ends its process) runs through :func:`run`.
+
+    A command line without ``--timeout`` runs under :data:`HANG_GUARD_SECONDS` instead of the 20 s default: that
+    default is wall time, which a loaded machine can overrun on a large input, and a test of it says ``--timeout``
+    or reads the default itself."""
     import signal
 
     from gdrcheck.cli.entry import main
+    from gdrcheck.io import deadline
 
     argv = [str(a) for a in args]
+    own_deadline = any(a in ("--help", "-h") or a.split("=")[0] == "--timeout" for a in argv)
     environ = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_") and k != "GDRCHECK_DEBUG"}
     environ.update(env or {})
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     saved_streams = (sys.stdin, sys.stdout, sys.stderr)
     saved_handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGALRM)}
     saved_hook = sys.unraisablehook
+    saved_default = deadline.DEFAULT_SECONDS
     out, err = _text_stream(), _text_stream()
     code = 0
     try:
@@ -91,6 +100,8 @@ def call(*args, env=None, cwd=None, stdin=None) -> Ran:
         os.chdir(cwd or ROOT)
         sys.stdin = _text_stream((stdin or "").encode())
         sys.stdout, sys.stderr = out, err
+        if not own_deadline:
+            deadline.DEFAULT_SECONDS = HANG_GUARD_SECONDS
         try:
             main(argv)
         except SystemExit as e:
@@ -105,4 +116,5 @@ def call(*args, env=None, cwd=None, stdin=None) -> Ran:
         for s, handler in saved_handlers.items():
             signal.signal(s, handler)
         sys.unraisablehook = saved_hook
+        deadline.DEFAULT_SECONDS = saved_default
     return Ran(argv, code, _universal(out.buffer.getvalue()), _universal(err.buffer.getvalue()))

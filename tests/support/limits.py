@@ -3,12 +3,19 @@ find it: a run that tries to hold more fails with MemoryError instead of taking 
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import os
 import resource
 import subprocess
 import sys
+import time
 
 from support.cli_util import ROOT
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 GIB = 1 << 30
 
@@ -31,3 +38,31 @@ def run_limited(*args, mem: int = GIB, timeout: float = 60, env=None, stdin=None
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     p.cpu_seconds = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     return p
+
+
+def children_cpu_seconds() -> float:
+    """The CPU time (user and system) this process's ended and waited-for children have used so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+@contextlib.contextmanager
+def cpu_seconds_at_most(limit: float) -> Iterator[None]:
+    """The block's CPU time (user and system, this process) is under ``limit``: the work an input makes the code
+    do, whatever the machine's load (wall time is not)."""
+    t0 = time.process_time()
+    yield
+    used = time.process_time() - t0
+    assert used < limit, f"{used:.1f} s of CPU time, more than {limit} s"
+
+
+@contextlib.contextmanager
+def hang_guard(seconds: float = 600) -> Iterator[None]:
+    """A bound for a broken run only, never a measure of speed: a block still going after ``seconds`` (a walk
+    that never ends) has every thread's stack written out and its process ended, so the test fails instead of
+    hanging the suite."""
+    faulthandler.dump_traceback_later(seconds, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
