@@ -71,11 +71,6 @@ def rccl_reason(snap, topo, log_library: Optional[str] = None) -> Optional[str]:
     return None
 
 
-PXN_LATER = ("RCCL releases after 2.21.5 turn PXN on for gfx942 jobs of 64 ranks or more and gfx950 jobs of 32 "
-             "or more (rcclSetPxn, src/rccl_wrap.cc, in ROCm/rocm-systems; not read at a tag), and the job's "
-             "rank count is not in the input")
-
-
 def newer_than_modelled(requested: Optional[str]) -> bool:
     """Whether the release asked for (a log's or ``--nccl-version``) is newer than the newest modelled."""
     from gdrcheck.rules.nccl.core import parse_version
