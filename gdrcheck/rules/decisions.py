@@ -4,6 +4,7 @@ so they sit in rules, below both."""
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_fact
 from gdrcheck.rules.engine import Evaluation
 from gdrcheck.rules.nccl.decision import Decision
 from gdrcheck.status import node_status
@@ -35,7 +36,7 @@ def nccl_decision(evaluation: Evaluation, pair) -> dict[str, Any]:
 
 
 def timed_out(evaluation: Evaluation) -> bool:
-    f = evaluation.snap.host.get("run_deadline")
+    f = host_fact(evaluation.snap, "run_deadline")
     return f is not None and bool(f.value)
 
 

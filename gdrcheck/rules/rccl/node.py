@@ -6,6 +6,7 @@ Pure: reads the snapshot and topology only. :func:`build` is called once per rep
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
 from gdrcheck.record import record, replace
 from gdrcheck.rules.nccl.cpu import cpu_model, node_cpu
 from gdrcheck.rules.nccl.decision import Decision, cause, need
@@ -62,8 +63,7 @@ def build(snap, topo, pairs, options, requested: Optional[str], requested_why: s
     from gdrcheck.rules.link_nic import rdma_capable
 
     ctx = Context(snap=snap, topo=topo, pairs=())
-    rf = snap.host.get("rdma_port_rates")
-    rates = rf.value if rf is not None and isinstance(rf.value, dict) else {}
+    rates = host_record(snap, "rdma_port_rates") or {}
     nics = {b: nic_info(snap, topo, b, rates, {}) for b in topo.of_kind("nic")}
     peer = flags.peer_memory(release, st, snap)
     dma = flags.dmabuf(st, snap)
@@ -109,9 +109,7 @@ def _job(snap, topo, options):
 def _rccl_env(snap, options) -> dict[str, str]:
     """``RCCL_*`` settings (NCCL's settings reader keeps ``NCCL_*`` only): the recorded environment, then the
     options'."""
-    conf = snap.host.get("nccl_conf")
-    recorded = conf.value.get("env") if conf is not None and getattr(conf, "known", False) \
-        and isinstance(conf.value, dict) else None
+    recorded = (host_record(snap, "nccl_conf", known_only=True) or {}).get("env")
     out = {k: str(v) for k, v in (recorded or {}).items() if k.startswith("RCCL_")}
     out.update({k: v for k, v in options.env.items() if k.startswith("RCCL_")})
     return out

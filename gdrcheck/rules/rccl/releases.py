@@ -18,6 +18,7 @@ Pure: each function takes the snapshot and topology it reads.
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record, host_value
 from gdrcheck.record import record
 
 TYPE_CHECKING = False
@@ -108,9 +109,8 @@ def choose(requested: Optional[str]) -> tuple[Release, str]:
 
 def _log(snap):
     """The job's log (:class:`gdrcheck.collectors.pastes.nccl_log.NcclLog`) the host fact ``nccl_log`` holds."""
-    f = snap.host.get("nccl_log")
-    value = getattr(f, "value", None) if f is not None else None
-    return value.get("log") if isinstance(value, dict) else value
+    record = host_record(snap, "nccl_log")
+    return record.get("log") if record is not None else host_value(snap, "nccl_log")
 
 
 def log_library(snap) -> Optional[str]:
