@@ -18,9 +18,8 @@ from __future__ import annotations
 import struct
 
 from gdrcheck.host_facts import host_fact, host_record
-from gdrcheck.model import Fact, NvLink, frozen_map
+from gdrcheck.model import Fact, NvLink, address_on_node, frozen_map
 from gdrcheck.record import record, replace
-from gdrcheck.rules.acs_iommu import DECLARED_DOMAIN
 from gdrcheck.rules.nccl.decision import Decision
 from gdrcheck.status import worst_verdict
 
@@ -229,7 +228,7 @@ def _acs_filled(snap, topo, made: list[Assumption]) -> tuple[Any, ...]:
     for i, d in enumerate(devices):
         if d.is_bridge and topo.device_kind.get(d.bdf) != "gpu" and not topo.acs(d.bdf).known:
             devices[i] = replace(d, config=_acs_off_config(d.config))
-            which = ACS_DECLARED if d.bdf.startswith(DECLARED_DOMAIN) else ACS
+            which = ACS if address_on_node(d) else ACS_DECLARED
             if which not in made:
                 made.append(which)
     return tuple(devices)
