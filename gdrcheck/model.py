@@ -54,6 +54,13 @@ def address_known(fn) -> bool:
     return not (fn.extra and fn.extra.get("synthetic"))
 
 
+def address_on_node(fn) -> bool:
+    """Whether the function is one the node itself has at its address: False for an address gdrcheck made up
+    (:func:`address_known`) and for a switch an input declares for hardware the node does not show (an NCCL
+    topology file's ``ffff:ff:..`` bridge, marked ``vendor_declared`` by the collector)."""
+    return address_known(fn) and not (fn.extra and fn.extra.get("vendor_declared"))
+
+
 @lru_cache(maxsize=1 << 14)
 def bdf_key(bdf: str) -> tuple[int, int, int, int]:
     """Numeric (domain, bus, device, function) sort key (kept: a large node sorts by it thousands of times)."""

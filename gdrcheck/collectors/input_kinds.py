@@ -30,11 +30,12 @@ class InputKind:
     """One kind of input: a row of :data:`INPUT_KINDS`."""
 
     __slots__ = ("name", "forms", "short", "recognised", "xml_root", "looks_like", "parse", "reads_as",
-                 "merge_step")
+                 "merge_step", "alone", "above_it")
 
     def __init__(self, name: str, forms: tuple[tuple[str, str], ...], recognised: str, *, short: str = "",
                  xml_root: Optional[str] = None, looks_like: Optional[str] = None, parse: Optional[str] = None,
-                 reads_as: Optional[str] = None, merge_step: str = "tree") -> None:
+                 reads_as: Optional[str] = None, merge_step: str = "tree", alone: bool = True,
+                 above_it: Optional[str] = None) -> None:
         self.name = name
         self.forms = forms  # (what the user gives, the command that makes it), as the README and --help say it
         self.short = short  # a file kind in a few words, for the one-line error (FILE_KINDS_TEXT)
@@ -44,6 +45,8 @@ class InputKind:
         self.parse = parse  # "module:function" (text, file name) -> what the merge takes; None: read as /
         self.reads_as = reads_as or name  # the kind its facts carry (nvidia-smi -q -x is nvidia-smi -q)
         self.merge_step = merge_step  # "tree": it draws the PCIe tree; else the merge's method that adds it
+        self.alone = alone  # False: its lines belong to devices another input shows, so it cannot be read alone
+        self.above_it = above_it  # the kind a file of it may hold pasted above it (read as a part of its own)
 
     @property
     def shows(self) -> frozenset[str]:
@@ -73,7 +76,7 @@ INPUT_KINDS: tuple[InputKind, ...] = (
     InputKind("acsctl-grep", (("ACS Control lines, beside a tree", "the ACSCtl lines of sudo lspci -vvv"),),
               "ACSCtl: lines alone",
               looks_like=_PASTES + "lspci_verbose:looks_like_acsctl_grep",
-              parse=_PASTES + "lspci_verbose:parse_acsctl_grep", merge_step="add_acsctl"),
+              parse=_PASTES + "lspci_verbose:parse_acsctl_grep", merge_step="add_acsctl", alone=False),
     InputKind("nvidia-smi-q", (("the driver's GPU list", "nvidia-smi -q, or nvidia-smi -q -x"),),
               "the NVSMI LOG banner, or a GPU bus id line with its fields indented below",
               short="nvidia-smi -q (text or -x XML)", looks_like=_HERE + "looks_like_smi_text",
@@ -145,9 +148,10 @@ INPUT_KINDS: tuple[InputKind, ...] = (
                                                 "files)"),),
               "NCCL's INFO lines (host:pid:tid [rank] NCCL INFO ...)",
               short="an NCCL_DEBUG=INFO log", looks_like=_PASTES + "nccl_log:looks_like_nccl_log",
-              parse=_PASTES + "nccl_log:parse_nccl_log", merge_step="add_logs"),
+              parse=_PASTES + "nccl_log:parse_nccl_log", merge_step="add_logs", above_it="topo-matrix"),
 )
 BY_NAME = {k.name: k for k in INPUT_KINDS}
+LOG_STEP = "add_logs"  # the merge step that takes every job log at once, after the node's own inputs
 
 # A single file is the first of these that fits. The XML roots first; an NCCL log before the texts (a host
 # written <cluster_name> starts with '<' too, and no other text kind does).
@@ -189,6 +193,11 @@ def sniff(text: str) -> Optional[str]:
         elif (not xml or name == "nccl-log") and _function(kind.looks_like)(text):
             return name
     return None
+
+
+def looks_like(kind: str, text: str) -> bool:
+    """Whether ``text`` reads as input of ``kind`` (its row's recogniser)."""
+    return bool(_function(BY_NAME[kind].looks_like)(text))
 
 
 def parse_as(kind: str, text: str, name: str) -> tuple[str, Any]:

@@ -62,15 +62,13 @@ def read_parts(path: str) -> list:
     """A single file as the parts it holds: one, or for a job's NCCL log pasted with the node's
     ``nvidia-smi topo -m`` above it, the log and the matrix."""
     name = os.path.basename(path)
-    from gdrcheck.collectors.input_kinds import read_kind
+    from gdrcheck.collectors.input_kinds import BY_NAME, looks_like, read_kind
 
     kind, text = read_kind(path, name)
     parts = [_part(name, kind, text)]
-    if kind == "nccl-log":
-        from gdrcheck.collectors.pastes.topo_matrix import looks_like_topo_matrix
-
-        if looks_like_topo_matrix(text):
-            parts.append(_part(name, "topo-matrix", text))
+    above = BY_NAME[kind].above_it
+    if above is not None and looks_like(above, text):
+        parts.append(_part(name, above, text))
     return parts
 
 

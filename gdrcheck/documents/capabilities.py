@@ -5,6 +5,7 @@ that are missing (with the command that settles each)."""
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_fact, host_record
 from gdrcheck.rules.capabilities import CAPABILITIES, UNDECIDED, UNIT, WITH, WITHOUT
 from gdrcheck.rules.decisions import library_word
 
@@ -147,9 +148,9 @@ def _measured(cap: str, evaluation) -> str:
     answer (gdsio's -d is CUDA's device index; with cuFile's compatibility mode on, GPUD may go through host
     memory, so the compat setting gdscheck -p shows is named beside it)."""
     whole = evaluation.whole or evaluation
-    f = whole.snap.host.get("gds_measured") if cap == "gds" else None
-    runs = [r for r in (f.value.get("runs") or ()) if r.get("xfer") == "GPUD"] if f is not None and \
-        isinstance(f.value, dict) else []
+    f = host_fact(whole.snap, "gds_measured") if cap == "gds" else None
+    measured = host_record(whole.snap, "gds_measured") if f is not None else None
+    runs = [r for r in (measured.get("runs") or ()) if r.get("xfer") == "GPUD"] if measured is not None else []
     if not runs:
         return ""
     devs = sorted({r["gpu"] for r in runs if r.get("gpu") is not None})
@@ -157,8 +158,8 @@ def _measured(cap: str, evaluation) -> str:
     said = (f"; measured: gdsio ran XferType GPUD {len(runs)} time(s)"
             + (f" on CUDA device(s) {', '.join(str(d) for d in devs)}" if devs else "")
             + f", {min(rates):.1f}-{max(rates):.1f} GiB/s ({f.source})")
-    pd = whole.snap.host.get("peerdirect")
-    compat = pd.value.get("use_compat_mode") if pd is not None and isinstance(pd.value, dict) else None
+    pd = host_fact(whole.snap, "peerdirect")
+    compat = (host_record(whole.snap, "peerdirect") or {}).get("use_compat_mode")
     if compat is not None:
         said += f", with cuFile's use_compat_mode {str(compat).lower()} ({pd.source})"
     return said

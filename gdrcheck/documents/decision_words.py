@@ -1,8 +1,11 @@
 """The words of NCCL's decision records (:mod:`gdrcheck.rules.nccl.decision`): one function per cause and need
-code, composed here only. A decision's reason is its causes' words, each later one after its joint ("; ",
-"; but ", " "); its ``depends_on`` is its needs' words."""
+code, composed here only (RCCL's ``rccl.*`` codes in :mod:`gdrcheck.documents.rccl_words`). A decision's reason
+is its causes' words, each later one after its joint ("; ", "; but ", " "); its ``depends_on`` is its needs'
+words."""
 
 from __future__ import annotations
+
+from gdrcheck.documents import rccl_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -242,6 +245,8 @@ NEEDS: dict[str, Callable[[Cause], str]] = {
     "p2p.check_net": lambda c: f"ncclTopoCheckNet: {c.get('detail')}",
     "p2p.nvlink": lambda c: "whether NVLink joins the two GPUs (nvidia-smi nvlink -s, NVML)",
 }
+CAUSES.update(rccl_words.CAUSES)  # RCCL's codes (rccl.*), composed the same way
+NEEDS.update(rccl_words.NEEDS)
 
 
 def words(c: Cause) -> str:

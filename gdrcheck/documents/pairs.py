@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gdrcheck.documents.labels import device_labels
 from gdrcheck.documents.topology import collectors_doc, header_doc, names_doc, rdma_doc
+from gdrcheck.host_facts import host_record
 from gdrcheck.model import address_known, bdf_key
 from gdrcheck.rules.decisions import library_word, nccl_decision, node_status_word, timed_out  # noqa: F401
 from gdrcheck.rules.engine import Evaluation, other_versions
@@ -354,8 +355,8 @@ def status_and_missing(evaluation: Evaluation, fail_on: str = "error") -> tuple[
     if word != "unknown":
         return word, []
     if timed_out(evaluation):
-        f = evaluation.snap.host["run_deadline"]
-        return word, [f"GDR122: the --timeout ran out before {', '.join(map(str, f.value.get('missed', ())))} "
+        deadline = host_record(evaluation.snap, "run_deadline") or {}
+        return word, [f"GDR122: the --timeout ran out before {', '.join(map(str, deadline.get('missed', ())))} "
                       "answered"]
     missing = [f"{m['code']} {m['fact']}: {m['settle']}" for m in missing_doc(evaluation)]
     return word, missing

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gdrcheck import FORMAT_VERSION, VIEW_FORMAT_VERSION, __version__
+from gdrcheck.host_facts import host_fact
 from gdrcheck.model import Bar, address_known, bdf_key
 from gdrcheck.pcie.topology import Topology
 
@@ -114,7 +115,7 @@ def acs_doc(topo, bdf: str) -> dict[str, Any]:
 
 
 def _fact(snap, name: str, pick=None) -> dict[str, Any]:
-    f = snap.host.get(name)
+    f = host_fact(snap, name)
     if f is None:
         return {"value": None, "reason": "not read from this input"}
     v = f.value

@@ -50,7 +50,7 @@ class Topology:
         self._unseen: dict[tuple[str, str], str] = {}  # (a, b) -> nvlink_unseen()'s answer
         self._numa: dict[str, Optional[int]] = {}  # bdf -> numa()'s answer
         self._acs: dict[str, AcsState] = {}
-        nodes = snap.host.get("numa_nodes")
+        nodes = host_fact(snap, "numa_nodes")
         self.single_numa: Optional[int] = None
         if nodes is not None and isinstance(nodes.value, (list, tuple)) and len(nodes.value) == 1:
             self.single_numa = int(nodes.value[0])
@@ -264,7 +264,7 @@ class Topology:
         if d.rdma_devices:
             return True, "RDMA device " + ", ".join(d.rdma_devices)
         capable, what = nic_model(d)
-        kernel = kernel_view(self.snap) and bool(self.snap.host.get("modules_loaded"))
+        kernel = kernel_view(self.snap) and bool(host_fact(self.snap, "modules_loaded"))
         if nccl_own_tree(self.snap) and d.kind_hint == "nic" and capable is not False:
             return True, "NCCL lists it as a network device"
         if capable is not None:
@@ -278,9 +278,8 @@ class Topology:
     def virtual(self) -> Optional[str]:
         """How the input shows a virtual machine (the kernel's view where read, else a device only a
         hypervisor presents), or None."""
-        f = self.snap.host.get("virtualization")
-        v = f.value if f is not None else None
-        if isinstance(v, dict) and v.get("virtual") is not None:
+        v = host_record(self.snap, "virtualization")
+        if v is not None and v.get("virtual") is not None:
             return (v.get("how") or "hypervisor detected") if v["virtual"] else None
         from gdrcheck.device_models import virtual_platform
 

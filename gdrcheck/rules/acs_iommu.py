@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from gdrcheck.host_facts import host_fact, host_record
+from gdrcheck.model import address_on_node
 from gdrcheck.pcie.acs import AcsState, format_acs, redirects
 from gdrcheck.reach import no_config_space
 from gdrcheck.rules.base import Context, Finding, Rule
@@ -58,7 +59,6 @@ IOMMU_UNKNOWN = Rule(
     pair_kinds=("gpu-gpu", "gpu-nic", "gpu-nvme"))
 
 
-DECLARED_DOMAIN = "ffff:"  # a bridge an NCCL topology file declares (Azure's ffff:ff:01.0), or gdrcheck made up
 DECLARED_SETTLE = ("ask the provider or the host's administrator whether ACS redirect is off (or ATS on) on the "
                    "host's switch ports; a guest can neither read nor change them (no setpci: the switch has no "
                    "address here)")
@@ -98,7 +98,7 @@ def _check_acs(ctx: Context) -> Iterable[Finding]:
                       pairs=tuple(pairs), effect="fail",
                       evidence=f"config space offset 0x{(st.offset or 0) + 6:x} (ACS Control)")
     for bridges, pairs in sorted(unknown.items()):
-        if all(b.startswith(DECLARED_DOMAIN) for b in bridges):  # no device of the node: nothing to read or set
+        if not any(address_on_node(ctx.topo.by_bdf[b]) for b in bridges):  # no device of the node: nothing to set
             n = len(pairs)
             yield Finding(ACS_UNKNOWN.code, "info", bridges,
                           f"ACS of {', '.join(bridges)} unknown: {'a switch' if len(bridges) == 1 else 'switches'} "

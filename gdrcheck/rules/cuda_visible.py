@@ -163,9 +163,6 @@ def gpu_ids(snap, topo) -> list[GpuId]:
 
 def pair_in_job(job: JobGpus, a: str, b: str, view: Decision) -> Decision:
     """A GPU pair's P2P decision, saying whether the job's communicator holds the pair, and as which devices."""
-    if not isinstance(view, Decision):  # RCCL's decisions are still mappings: said in place
-        _pair_in_job_mapping(job, a, b, view)
-        return view
     if job.gpus is None:
         return view.plus(need("job.gpus", text=job.note or job.assumes or job.said()))
     out = tuple(g for g in (a, b) if g not in job.gpus)
@@ -173,19 +170,3 @@ def pair_in_job(job: JobGpus, a: str, b: str, view: Decision) -> Decision:
         cause("job.devices", a=job.gpus.index(a), b=job.gpus.index(b), device=job.device)
     return view.plus(said, *((need("job.assumes", text=job.assumes),) if job.assumes else ()))
 
-
-def _pair_in_job_mapping(job: JobGpus, a: str, b: str, view) -> None:
-    """:func:`pair_in_job` for a decision that is a mapping (RCCL's rules)."""
-    if job.gpus is None:
-        view["depends_on"] = list(view.get("depends_on", ())) + [  # type: ignore[call-overload]
-            f"which GPUs the job holds: {job.note or job.assumes or job.said()}"]
-        return
-    out = [g for g in (a, b) if g not in job.gpus]
-    if out:
-        view["reason"] = (f"{view.get('reason', '')}; not a pair of this job: {' and '.join(out)} "
-                          f"{'is' if len(out) == 1 else 'are'} not in {job.said()}")
-    else:
-        view["reason"] = (f"{view.get('reason', '')}; the job's {job.device}:{job.gpus.index(a)} and "
-                          f"{job.device}:{job.gpus.index(b)}")
-    if job.assumes:
-        view["depends_on"] = list(view.get("depends_on", ())) + [job.assumes]  # type: ignore[call-overload]

@@ -4,6 +4,7 @@ so they sit in rules, below both."""
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_fact
 from gdrcheck.rules.engine import Evaluation
 from gdrcheck.rules.nccl.decision import Decision
 from gdrcheck.status import node_status
@@ -49,7 +50,7 @@ def resting(evaluation: Evaluation) -> dict[str, int]:
 
 
 def timed_out(evaluation: Evaluation) -> bool:
-    f = evaluation.snap.host.get("run_deadline")
+    f = host_fact(evaluation.snap, "run_deadline")
     return f is not None and bool(f.value)
 
 

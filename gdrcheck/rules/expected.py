@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import struct
 
-from gdrcheck.model import Fact, NvLink, frozen_map
+from gdrcheck.host_facts import host_fact, host_record
+from gdrcheck.model import Fact, NvLink, address_on_node, frozen_map
 from gdrcheck.pair_classes import PAIR_KIND
 from gdrcheck.record import record, replace
-from gdrcheck.rules.acs_iommu import DECLARED_DOMAIN
 from gdrcheck.rules.nccl.decision import Decision
 from gdrcheck.status import worst_verdict
 
@@ -205,19 +205,18 @@ def _host_filled(snap, topo, made: list[Assumption]) -> dict[str, Any]:
     from gdrcheck.collectors.host_peermem import ALL_NCCL_PEERMEM_FILES
 
     host = dict(snap.host)
-    pm = host.get("peermem")
-    if not (pm is not None and isinstance(pm.value, dict) and isinstance(pm.value.get("nccl_files"), dict)):
+    pm = host_record(snap, "peermem")
+    if not (pm is not None and isinstance(pm.get("nccl_files"), dict)):
         host["peermem"] = Fact({"nvidia_peermem_loaded": True, "nv_peer_mem_loaded": False,
                                 "nccl_files": {f: True for f in ALL_NCCL_PEERMEM_FILES}}, source="assumed")
         made.append(PEER_MEMORY)
-    io = host.get("iommu_devices")
-    per_dev = dict(io.value) if io is not None and isinstance(io.value, dict) else {}
+    per_dev = dict(host_record(snap, "iommu_devices") or {})
     missing = [d.bdf for d in snap.devices if per_dev.get(d.bdf) in (None, "unknown")]
     if missing:
         per_dev.update({b: "off" for b in missing})
         host["iommu_devices"] = Fact(per_dev, source="assumed")
         made.append(IOMMU)
-    nvfs = host.get("nvidia_fs")
+    nvfs = host_fact(snap, "nvidia_fs")
     if topo.of_kind("nvme") and (nvfs is None or nvfs.value is None):
         host["nvidia_fs"] = Fact({"loaded": True}, source="assumed")
         made.append(NVIDIA_FS)
@@ -230,7 +229,7 @@ def _acs_filled(snap, topo, made: list[Assumption]) -> tuple[Any, ...]:
     for i, d in enumerate(devices):
         if d.is_bridge and topo.device_kind.get(d.bdf) != "gpu" and not topo.acs(d.bdf).known:
             devices[i] = replace(d, config=_acs_off_config(d.config))
-            which = ACS_DECLARED if d.bdf.startswith(DECLARED_DOMAIN) else ACS
+            which = ACS if address_on_node(d) else ACS_DECLARED
             if which not in made:
                 made.append(which)
     return tuple(devices)

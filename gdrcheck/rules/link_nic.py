@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_fact
 from gdrcheck.reach import kernel_view
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import label
@@ -130,7 +131,7 @@ def _check_rdma(ctx: Context) -> Iterable[Finding]:
             continue
         cap = rdma_capable(ctx, nic)
         if cap and not ctx.topo.by_bdf[nic].rdma_devices and kernel_view(ctx.snap) \
-                and ctx.snap.host.get("modules_loaded"):
+                and host_fact(ctx.snap, "modules_loaded"):
             _capable, what = ctx.topo.rdma(nic)
             yield Finding(NIC_NOT_RDMA.code, "error", (nic,),
                           f"{label(ctx, nic)} ({what}) has no RDMA device in /sys/class/infiniband: its RDMA "

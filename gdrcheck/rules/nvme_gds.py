@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_fact, host_record
 from gdrcheck.pcie.p2pdma import device_chain, kernel_p2pdma_verdict, root_ids_from_devices
 from gdrcheck.rules.base import Context, Finding, Rule
 from gdrcheck.rules.util import pair_label, value
@@ -63,7 +64,7 @@ def _check(ctx: Context) -> Iterable[Finding]:
     if not pairs:
         return
     keys = tuple((p.a, p.b) for p in pairs)
-    nvfs = ctx.snap.host.get("nvidia_fs")
+    nvfs = host_fact(ctx.snap, "nvidia_fs")
     p2pdma = value(ctx, "p2pdma_config")
     flavor = value(ctx, "nvidia_driver_flavor")
     if p2pdma is False:
@@ -73,7 +74,8 @@ def _check(ctx: Context) -> Iterable[Finding]:
                       + (f": {nvfs.reason}" if nvfs is not None and nvfs.reason else ""),
                       pairs=keys, effect="unknown", settle="run gdrcheck on the node")
         return
-    loaded = bool(nvfs.value.get("loaded")) if isinstance(nvfs.value, dict) else bool(nvfs.value)
+    record = host_record(ctx.snap, "nvidia_fs")  # a record, or the bare answer an input gave
+    loaded = bool(record.get("loaded")) if record is not None else bool(nvfs.value)
     if loaded:
         return
     if p2pdma is True and flavor == "open":

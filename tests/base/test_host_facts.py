@@ -56,14 +56,31 @@ def test_an_undeclared_name_is_refused_and_a_record_read_typed():
 
 def test_no_guarded_read_where_the_table_answers():
     """The reads the table replaced stay replaced: a stage outside collectors asks ``host_record`` instead of
-    testing a host fact's value for a dict (rules/expected.py and rules/nccl/gdr.py excepted for now)."""
+    testing a host fact's value for a dict."""
     guard = re.compile(r"host\.get\(\"(nccl_log|dmabuf|rdma_port_states|ip_interfaces|bcm_switch_links|"
                        r"numa_packages|nvidia_fs|acsctl_lines|nccl_topo_file|nccl_cpu|nccl_versions|nccl_conf|"
                        r"nccl_env|rdma_port_rates|cuda_attrs)\"\)")
     done = ("rules/nccl/job_log.py", "rules/nccl/flags.py", "rules/nccl/data_direct.py", "rules/nccl/ib.py",
             "rules/nccl/paths.py", "rules/topology_rules.py", "rules/gds_modules.py", "pcie/topology.py",
             "rules/nccl_log.py", "probe/plan.py", "rules/nccl/cpu.py", "rules/nccl/versions.py", "rules/nccl/node.py",
-            "rules/nccl/file_tree.py")
+            "rules/nccl/file_tree.py", "rules/expected.py", "rules/nccl/gdr.py", "rules/rccl/node.py",
+            "rules/rccl/flags.py", "rules/rccl/releases.py", "rules/nvme_gds.py", "documents/capabilities.py")
     left = [f"{rel}:{n}" for rel in done for n, line in enumerate((ROOT / "gdrcheck" / rel).read_text().splitlines(), 1)
             if guard.search(line)]
+    assert left == [], left
+
+
+def _outside_collectors():
+    for p in sorted((ROOT / "gdrcheck").rglob("*.py")):
+        rel = p.relative_to(ROOT / "gdrcheck")
+        if rel.parts[0] not in ("collectors", "probe") and rel.name != "host_facts.py":
+            yield rel, p.read_text().splitlines()
+
+
+def test_no_stage_guards_a_host_fact_value_itself():
+    """Every host-fact read past the collectors goes through the table: no ``isinstance(<fact>.value, dict)``
+    guard and no ``snap.host`` lookup of its own (``Snapshot.fact`` in model.py is the snapshot's own)."""
+    guard = re.compile(r"isinstance\([\w.]+\.value, dict\)|\.host\.get\(|\.host\[")
+    left = [f"{rel}:{n}" for rel, lines in _outside_collectors() for n, line in enumerate(lines, 1)
+            if guard.search(line) and str(rel) != "model.py"]
     assert left == [], left

@@ -45,3 +45,16 @@ def test_no_stage_compares_a_kind_name():
               if "collectors" not in p.relative_to(ROOT).parts and p.name != "reach.py"
               for n, line in enumerate(p.read_text().splitlines(), 1) if asks.search(line)]
     assert askers == [], askers
+
+
+def test_no_module_outside_the_tables_compares_a_kind_name():
+    """Past the two tables (``gdrcheck.reach``, ``gdrcheck.collectors.input_kinds``), the collectors too ask a kind's
+    row (its merge step, whether it can be read alone, what may be pasted above it), never its name."""
+    names = "|".join(re.escape(k.name) for k in INPUT_KINDS)
+    asks = re.compile(r"\b\w*kind\w*(\.name)?\s*(==|!=|(not\s+)?in\b)\s*[(\[{]?\s*[\"'](" + names + r")[\"']")
+    tables = {"gdrcheck/reach.py", "gdrcheck/collectors/input_kinds.py"}
+    askers = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "gdrcheck").rglob("*.py"))
+              if str(p.relative_to(ROOT)) not in tables
+              for n, line in enumerate(p.read_text().splitlines(), 1) if asks.search(line)]
+    assert askers == [], askers
+    assert asks.search('if kind == "nccl-log":') and asks.search('p.input_kind != "acsctl-grep"')

@@ -32,7 +32,7 @@ and a note gives both (:mod:`gdrcheck.collectors.pastes.merge_matrix`). The merg
 
 from __future__ import annotations
 
-from gdrcheck.collectors.input_kinds import BY_NAME, MERGE_ORDER, TREE_KINDS
+from gdrcheck.collectors.input_kinds import BY_NAME, LOG_STEP, MERGE_ORDER, TREE_KINDS
 from gdrcheck.collectors.pastes.merge_host import HostSteps
 from gdrcheck.collectors.pastes.merge_matrix import SYNTH_DOMAIN, MatrixSteps, bus_of  # noqa: F401
 from gdrcheck.errors import InputError
@@ -318,12 +318,12 @@ def merge(parts: Sequence[Part]) -> Snapshot:
     a job's NCCL log (what NCCL chose, for :mod:`gdrcheck.rules.nccl_log` to hold beside the prediction); each
     added by its kind's merge step (:data:`gdrcheck.collectors.input_kinds.INPUT_KINDS`)."""
     mg = _Merge(parts)
-    logs = [p for p in parts if p.input_kind == "nccl-log"]
-    if all(p.input_kind == "acsctl-grep" for p in parts):
+    logs = [p for p in parts if BY_NAME[p.input_kind].merge_step == LOG_STEP]
+    if not any(BY_NAME[p.input_kind].alone for p in parts):
         raise InputError(f"{parts[0].label}: ACSCtl lines without the device lines they belong to show no device; "
                          "pass them beside the tree (--from lspci-tv.txt --from this file), or run "
                          "\"sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'\"")
-    for p in sorted((p for p in parts if p.input_kind not in BASE_KINDS and p.input_kind != "nccl-log"),
+    for p in sorted((p for p in parts if p.input_kind not in BASE_KINDS and p not in logs),
                     key=lambda p: MERGE_ORDER.index(p.input_kind)):
         getattr(mg, BY_NAME[p.input_kind].merge_step)(p)
     if logs:

@@ -13,7 +13,7 @@ AMD 0x1022, Zhaoxin 0x1d17, IBM POWER 0x1014; NVIDIA Grace and Ampere Computing 
 
 from __future__ import annotations
 
-from gdrcheck.host_facts import host_record
+from gdrcheck.host_facts import host_fact, host_record
 from gdrcheck.rules.nccl.core import NEWEST, version_str
 
 TYPE_CHECKING = False
@@ -50,7 +50,7 @@ def cpu_kind(vendor: Optional[str]) -> Optional[str]:
 def node_cpu(snap, library: str = "NCCL") -> tuple[Optional[str], str]:
     """(kind, where it came from) for the snapshot's CPU node 0; kind None when nothing shows it. ``library``:
     whose topology XML the ``<cpu>`` is said to be (``RCCL`` on AMD nodes)."""
-    f = snap.host.get("cpu_vendor")
+    f = host_fact(snap, "cpu_vendor")
     if f is not None and getattr(f, "known", False) and f.value is not None:
         return cpu_kind(f.value), f"{f.source or '/proc/cpuinfo'}: {f.value!r}"
     x = host_record(snap, "nccl_cpu", known_only=True)
@@ -114,7 +114,7 @@ SRP_ERP_FROM = (2, 26, 0)  # v2.26.2 topo.cc:80-85: Sapphire and Emerald Rapids
 
 def cpu_model(snap) -> tuple[Optional[int], Optional[int]]:
     """(cpuid family, model) of the first CPU: /proc/cpuinfo, else the NCCL XML's ``<cpu familyid modelid>``."""
-    fam, mod = snap.host.get("cpu_family"), snap.host.get("cpu_model")
+    fam, mod = host_fact(snap, "cpu_family"), host_fact(snap, "cpu_model")
     if fam is not None and mod is not None and getattr(fam, "known", False) and getattr(mod, "known", False):
         return fam.value, mod.value
     x = host_record(snap, "nccl_cpu")

@@ -266,12 +266,11 @@ def nic_flag(version: Version, st: NcclSettings, plugins: tuple[str, ...], snap,
             return False, f"NCCL_IB_HCA={hca} leaves {names} out: NCCL does not use this NIC", ()
     if nic.xml_gdr is not None:
         return nic.xml_gdr, f"NIC {nic.names}: <net gdr=\"{int(nic.xml_gdr)}\"> in the input", (), nic.names
-    pm = snap.host.get("peermem")
+    pm = host_record(snap, "peermem", known_only=True)
     files = peermem_files(version)
     pm_ok: Optional[bool] = None
-    if pm is not None and getattr(pm, "known", False) and isinstance(pm.value, dict) and \
-            isinstance(pm.value.get("nccl_files"), dict):
-        present = [p for p in files if pm.value["nccl_files"].get(p)]
+    if pm is not None and isinstance(pm.get("nccl_files"), dict):
+        present = [p for p in files if pm["nccl_files"].get(p)]
         if present:
             return True, f"peer memory ({present[0]} exists)", ()
         pm_ok = False

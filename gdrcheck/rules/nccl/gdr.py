@@ -26,6 +26,7 @@ Sources (``NVIDIA/nccl``):
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
 from gdrcheck.patterns import lazy_pattern
 from gdrcheck.rules.nccl.core import version_str, within
 from gdrcheck.rules.nccl.decision import Decision, cause, need, shared_cause
@@ -226,5 +227,4 @@ def model_cannot_say(name: str) -> str:
 
 def proc_model(snap, bdf: str) -> Optional[str]:
     """The driver's own model name (``/proc/driver/nvidia/gpus/<bdf>/information``), where collected."""
-    f = snap.host.get("nvidia_gpu_models")
-    return f.value.get(bdf) if f is not None and isinstance(f.value, dict) else None
+    return (host_record(snap, "nvidia_gpu_models") or {}).get(bdf)

@@ -21,11 +21,13 @@
 from __future__ import annotations
 
 from gdrcheck.rules.nccl.core import within
+from gdrcheck.rules.nccl.decision import Decision, cause, need
 from gdrcheck.rules.rccl.settings import shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional
+    from collections.abc import Mapping
+    from typing import Any, Optional
 
 ROME_FAMILIES = ((143, 49), (175, 0), (23, 49), (25, 0))  # (family, lowest model): NCCL's cpuid coding and Linux's
 OVERRIDE_STEPS = (0x100000, 0x1000, 0xff00000)
@@ -36,32 +38,23 @@ def bus_number(bdf: str) -> int:
     return int(bdf.replace(":", "").replace(".", ""), 16)
 
 
-def p2p_view(st, t: Optional[str], cands: tuple[str, ...], via: Optional[str]) -> dict[str, object]:
+def p2p_view(st, t: Optional[str], cands: tuple[str, ...], via: Optional[str]) -> Decision:
     if t is None:
-        return {"p2p": "unknown", "reason": "the input does not show where the two GPUs meet"
-                + (f" ({' or '.join(shown(c) or c for c in cands)})" if cands else "")}
+        return Decision("p2p", "unknown", (cause("rccl.p2p.unplaced", candidates=tuple(shown(c) or c for c in cands)),))
     name = shown(t)
-    hop = f" through GPU {via} (RCCL keeps the type XGMI: no NVB, paths.cc:98@rocm-6.2.2)" if via else ""
     levels = [st.user_p2p_level] if st.user_p2p_level else list(st.p2p_levels)
     outcomes = {lv: within(t, lv, st.version) for lv in levels}
     src = st.p2p_level_source
     if len(set(outcomes.values())) > 1:
-        ok = [shown(lv) for lv, v in outcomes.items() if v]
-        return {"p2p": "unknown", "reason": f"path {name}: {src}",
-                "depends_on": [f"the CPU vendor: P2P at level {'/'.join(ok)} (Intel, ARM or Zhaoxin gives PXB, "
-                               "AMD and others SYS; /proc/cpuinfo vendor_id)"]}
+        ok = tuple(shown(lv) for lv, v in outcomes.items() if v)
+        return Decision("p2p", "unknown", (cause("rccl.p2p.default_open", path=name, source=src),),
+                        (need("rccl.p2p.cpu_vendor", levels=ok),))
     level = shown(levels[0]) if len(levels) == 1 else "/".join(shown(lv) for lv in levels)
     if not next(iter(outcomes.values())):
-        return {"p2p": "disabled", "reason": f"path {name} is beyond NCCL_P2P_LEVEL={level} ({src}); RCCL uses "
-                                            "shared host memory"}
-    link = "xGMI" if t == "NVL" else "PCIe"
-    reason = f"{link}{hop}: path {name} within NCCL_P2P_LEVEL={level} ({src}); no driver P2P-status step on AMD " \
-             "(paths.cc:307@rocm-6.2.2)"
-    out: dict[str, object] = {"p2p": "enabled", "reason": reason}
-    if st.param("NCCL_NET_DISABLE_INTRA", 1) == 0:
-        out["depends_on"] = ["NCCL_NET_DISABLE_INTRA=0: ncclTopoCheckNet may send through a NIC that both GPUs "
-                             "reach faster (paths.cc:469-500@rocm-6.2.2)"]
-    return out
+        return Decision("p2p", "disabled", (cause("rccl.p2p.beyond", path=name, level=level, source=src),))
+    said = cause("rccl.p2p.within", xgmi=t == "NVL", via=via, path=name, level=level, source=src)
+    net = (need("rccl.p2p.check_net"),) if st.param("NCCL_NET_DISABLE_INTRA", 1) == 0 else ()
+    return Decision("p2p", "enabled", (said,), net)
 
 
 def rome_cpu(cpu: Optional[str], family: Optional[int], model: Optional[int]) -> Optional[bool]:
@@ -98,48 +91,47 @@ def hyperv_override(gpus: list[str], nics: list[str]) -> set[tuple[str, str]]:
 
 
 def gdr_view(st, t: Optional[str], nic: tuple[Optional[bool], str], gpu: tuple[Optional[bool], str],
-             level: tuple[Optional[str], str], relay: Optional[tuple[str, str]] = None,
-             notes: tuple[str, ...] = ()) -> dict[str, object]:
+             level: tuple[Optional[str], Mapping[str, Any]], relay: Optional[tuple[str, str]] = None,
+             hyperv_unseen: bool = False) -> Decision:
     """One GPU-NIC pair's receive side (``ncclTopoCheckGdr`` with read=0), then the send side. ``level``: the GDR
-    level for this pair (None where it rests on a fact not shown) and why; ``relay``: (GPU, its path type) when
-    PXN is on and a relay applies."""
+    level for this pair (None where it rests on a fact not shown) and why (``why``: a code of
+    :data:`gdrcheck.documents.rccl_words.LEVEL_WHY` or ``user``, with the setting as ``source``); ``relay``: (GPU,
+    its path type) when PXN is on and a relay applies; ``hyperv_unseen``: the gfx94x Hyper-V override would make
+    the pair PXB, and whether the node is on Hyper-V is not shown."""
     nic_ok, nic_why = nic
     gpu_ok, gpu_why = gpu
     if nic_ok is False:
-        return {"gdr": "disabled", "reason": f"the NIC has no GPUDirect RDMA in RCCL: {nic_why}"}
+        return Decision("gdr", "disabled", (cause("rccl.gdr.nic_off", text=nic_why),))
     if gpu_ok is False:
-        return {"gdr": "disabled", "reason": f"the GPU has no GPUDirect RDMA in RCCL: {gpu_why}",
-                "gpu_gdr_supported": False}
+        return Decision("gdr", "disabled", (cause("rccl.gdr.gpu_off", text=gpu_why),),
+                        facts={"gpu_gdr_supported": False})
     if t is None:
-        return {"gdr": "unknown", "reason": "the input does not show where the GPU and the NIC meet"}
-    d, via, how = t, None, ""
+        return Decision("gdr", "unknown", (cause("rccl.gdr.unplaced"),))
+    d, via = t, None
     if relay is not None and not within(t, "PXB", st.version):
         via, d = relay
-        how = f"; PXN: RCCL reaches the NIC through GPU {via} over xGMI (NCCL_PXN_DISABLE=0, paths.cc:680-694)"
     lv, lv_why = level
-    pair_level = {"gdr_level": lv} if lv and lv != st.gdr_level else {}  # the Rome/Milan PHB of this pair
     if lv is None:
-        return {"gdr": "unknown", "distance": d, "reason": f"path {shown(d)}: {lv_why}",
-                "depends_on": [lv_why]}
+        return Decision("gdr", "unknown", (cause("rccl.gdr.level_open", distance=shown(d), **lv_why),),
+                        (need("rccl.gdr.level", **lv_why),), distance=d)
+    hyperv = (cause("rccl.gdr.hyperv_unseen"),) if hyperv_unseen else ()
     if not within(d, lv, st.version):
-        return {"gdr": "disabled", "distance": d,
-                "reason": f"path {shown(d)} is beyond NCCL_NET_GDR_LEVEL={shown(lv)} ({lv_why}); RCCL stages "
-                          "transfers through host memory" + (f"; {notes[0]}" if notes else "")}
-    out: dict[str, object] = {"gdr": "enabled", "distance": d, **pair_level}
-    if via:
-        out["via"] = via
-    missing = [w for ok, w in ((nic_ok, nic_why), (gpu_ok, gpu_why)) if ok is None]
-    base = f"path {shown(d)} within NCCL_NET_GDR_LEVEL={shown(lv)} ({lv_why}){how}"
+        return Decision("gdr", "disabled", (cause("rccl.gdr.beyond", distance=shown(d), level=shown(lv), **lv_why),
+                                            *hyperv), distance=d)
+    pair_level = {"gdr_level": lv} if lv != st.gdr_level else {}  # the Rome/Milan PHB of this pair
+    path = {"distance": shown(d), "level": shown(lv), "via": via, **lv_why}
+    missing = tuple(c for ok, c in ((nic_ok, need("rccl.nic_flag", text=nic_why)),
+                                    (gpu_ok, need("rccl.gpu_flag", text=gpu_why))) if ok is None)
     if missing:
-        out.update(gdr="unknown", reason=f"{base}, but " + "; ".join(missing), depends_on=missing)
-        return out
-    out["reason"] = f"{nic_why}; {gpu_why}; {base}"
+        return Decision("gdr", "unknown", (cause("rccl.gdr.open_flags", missing=tuple(c.get("text") for c in missing),
+                                                 **path),), missing, distance=d, via=via, facts=pair_level)
     raw = st.env.get("NCCL_NET_GDR_READ")
     read_off = raw not in (None, "") and st.param("NCCL_NET_GDR_READ", -2) == 0
-    out["gdr_read"] = "disabled" if read_off else "enabled"
-    out["gdr_read_reason"] = f"NCCL_NET_GDR_READ={raw}" if read_off else \
-        "RCCL sends with GPUDirect too: the base's pre-Ampere read rule is compiled out on AMD " \
-        "(paths.cc:389@rocm-6.2.2)"
-    if notes:
-        out["depends_on"] = list(notes)
-    return out
+    send = {"gdr_read": "disabled" if read_off else "enabled",
+            "gdr_read_reason": f"NCCL_NET_GDR_READ={raw}" if read_off else
+            "RCCL sends with GPUDirect too: the base's pre-Ampere read rule is compiled out on AMD "
+            "(paths.cc:389@rocm-6.2.2)"}
+    return Decision("gdr", "enabled", (cause("rccl.nic_flag", text=nic_why), cause("rccl.gpu_flag", text=gpu_why),
+                                       cause("rccl.gdr.within", **path)),
+                    (need("rccl.gdr.hyperv_unseen"),) if hyperv_unseen else (), distance=d, via=via,
+                    facts={**pair_level, **send})

@@ -25,6 +25,8 @@ Pure: each function takes the snapshot and values it reads.
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_fact, host_record
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
@@ -39,8 +41,7 @@ HYPERV = "Hyper-V UEFI Release"
 
 def amd_facts(snap) -> dict:
     """The AMD host fact (``gdrcheck.collectors.host_amd``), empty where the input has none."""
-    f = snap.host.get("amd_gpu")
-    return dict(f.value) if f is not None and getattr(f, "known", False) and isinstance(f.value, dict) else {}
+    return dict(host_record(snap, "amd_gpu", known_only=True) or {})
 
 
 def peer_files(release: Release) -> tuple[str, ...]:
@@ -86,7 +87,7 @@ def dmabuf(st: NcclSettings, snap) -> tuple[Optional[bool], str]:
     """RCCL's process-wide DMA-BUF answer (``rocmwrap.cc:103-150@rocm-6.2.2``)."""
     if not st.dmabuf_enabled:
         return False, "DMA-BUF off: NCCL_DMABUF_ENABLE is 0 by default in RCCL (rocmwrap.cc:21)"
-    cfg = snap.host.get("p2pdma_config")
+    cfg = host_fact(snap, "p2pdma_config")
     if cfg is not None and getattr(cfg, "known", False) and cfg.value is False:
         return False, "DMA-BUF off: the kernel is built without CONFIG_PCI_P2PDMA=y (rocmwrap.cc:145-148)"
     return None, ("NCCL_DMABUF_ENABLE=1: DMA-BUF then rests on the ROCm runtime's DMA-BUF attribute and "

@@ -6,14 +6,16 @@ Pure: reads the snapshot and topology only. :func:`build` is called once per rep
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record
 from gdrcheck.record import record, replace
 from gdrcheck.rules.nccl.cpu import cpu_model, node_cpu
+from gdrcheck.rules.nccl.decision import Decision, cause, need
 from gdrcheck.rules.nccl.flags import GpuInfo, nic_info
 from gdrcheck.rules.nccl.node import NodeNccl
 from gdrcheck.rules.nccl.paths import pair_types
 from gdrcheck.rules.nccl.versions import settings_for
 from gdrcheck.rules.rccl import decide, flags
-from gdrcheck.rules.rccl.releases import PXN_LATER, Release, choose, label, newer_than_modelled
+from gdrcheck.rules.rccl.releases import Release, choose, label, newer_than_modelled
 from gdrcheck.rules.rccl.settings import rccl_settings
 
 TYPE_CHECKING = False
@@ -61,8 +63,7 @@ def build(snap, topo, pairs, options, requested: Optional[str], requested_why: s
     from gdrcheck.rules.link_nic import rdma_capable
 
     ctx = Context(snap=snap, topo=topo, pairs=())
-    rf = snap.host.get("rdma_port_rates")
-    rates = rf.value if rf is not None and isinstance(rf.value, dict) else {}
+    rates = host_record(snap, "rdma_port_rates") or {}
     nics = {b: nic_info(snap, topo, b, rates, {}) for b in topo.of_kind("nic")}
     peer = flags.peer_memory(release, st, snap)
     dma = flags.dmabuf(st, snap)
@@ -89,8 +90,7 @@ def build(snap, topo, pairs, options, requested: Optional[str], requested_why: s
     if job is not None:  # the job's ROCR_/HIP_VISIBLE_DEVICES: whether the pair is the job's, as hip:N
         from gdrcheck.rules.cuda_visible import pair_in_job
 
-        for (a, b), view in node.p2p_view.items():
-            pair_in_job(job, a, b, view)
+        node.p2p_view = {(a, b): pair_in_job(job, a, b, view) for (a, b), view in node.p2p_view.items()}
     node.gdr_view = _gdr(node, snap, topo, pairs, peer, dma)
     return node
 
@@ -109,9 +109,7 @@ def _job(snap, topo, options):
 def _rccl_env(snap, options) -> dict[str, str]:
     """``RCCL_*`` settings (NCCL's settings reader keeps ``NCCL_*`` only): the recorded environment, then the
     options'."""
-    conf = snap.host.get("nccl_conf")
-    recorded = conf.value.get("env") if conf is not None and getattr(conf, "known", False) \
-        and isinstance(conf.value, dict) else None
+    recorded = (host_record(snap, "nccl_conf", known_only=True) or {}).get("env")
     out = {k: str(v) for k, v in (recorded or {}).items() if k.startswith("RCCL_")}
     out.update({k: v for k, v in options.env.items() if k.startswith("RCCL_")})
     return out
@@ -125,58 +123,59 @@ def _gdr(node: NodeRccl, snap, topo, pairs, peer, dma) -> dict:
     st = node.st
     mine = [p for p in pairs if p.kind == "gpu-nic" and p.b in node.nics]
     rome = decide.rome_cpu(node.cpu, *cpu_model(snap)) if not st.user_gdr_level else False
-    override, override_note = _hyperv(node, snap, sorted(node.gpus), sorted({p.b for p in mine}))
+    override, hyperv_unseen = _hyperv(node, snap, sorted(node.gpus), sorted({p.b for p in mine}))
     pxn_on = st.param("NCCL_PXN_DISABLE", 1) == 0
-    # a release newer than modelled on gfx942/gfx950 (or GPUs of no gfx shown): its PXN rule (PXN_LATER)
+    # a release newer than modelled on gfx942/gfx950 (or GPUs of no gfx shown): its PXN rule (rccl.gdr.pxn_later)
     later_pxn = node.newer and "NCCL_PXN_DISABLE" not in st.env \
         and (node.gcn is None or node.gcn.startswith(("gfx942", "gfx950")))
     out = {}
     for p in mine:
         t = node.types[(p.a, p.b)][0]
         if (p.a, p.b) in override:
-            t = "PXB" if override_note is None else t
-        notes = (override_note,) if (p.a, p.b) in override and override_note else ()
+            t = "PXB" if not hyperv_unseen else t
+        unseen = (p.a, p.b) in override and hyperv_unseen
         nic = flags.nic_flag(node.nics[p.b], node.rdma.get(p.b), peer[0], peer[1], dma[0], dma[1])
         g = node.gpus[p.a]
         level = _level(st, topo, p, rome, t)
         relay = _relay(node, p, mine) if pxn_on else None
-        view = decide.gdr_view(st, t, nic, (g.gdr, g.gdr_source), level, relay, notes)
-        if later_pxn and view["gdr"] == "disabled" and "distance" in view \
+        view = decide.gdr_view(st, t, nic, (g.gdr, g.gdr_source), level, relay, unseen)
+        if later_pxn and view.value == "disabled" and view.distance is not None \
                 and _relay(node, p, mine) is not None:  # a later release's PXN could relay it: not modelled
-            view.update(gdr="unknown", reason=f"{view.get('reason', '')}; {PXN_LATER}",
-                        depends_on=list(view.get("depends_on", ())) + [PXN_LATER])
-        if notes and view["gdr"] == "disabled" and "distance" in view:  # PXB on Hyper-V would be within
-            view.update(gdr="unknown", depends_on=list(notes))
-        cause = _cause(view, nic, node.nics[p.b].xml_gdr, peer[0], g)
-        if cause:
-            view["rccl_cause"] = cause
-        out[(p.a, p.b)] = view
+            view = view.plus(cause("rccl.gdr.pxn_later"), need("rccl.gdr.pxn_later"), value="unknown")
+        if unseen and view.value == "disabled" and view.distance is not None:  # PXB on Hyper-V would be within
+            view = view.plus(need("rccl.gdr.hyperv_unseen"), value="unknown")
+        found = _cause(view, nic, node.nics[p.b].xml_gdr, peer[0])
+        out[(p.a, p.b)] = view.with_facts(rccl_cause=found) if found else view
     return out
 
 
-def _cause(view, nic, xml_gdr, peer: Optional[bool], g) -> Optional[str]:
-    """What a finding names (rules.rccl_rules): no peer memory for a NIC, or a GPU flag only the node shows."""
-    if view["gdr"] == "disabled" and nic[0] is False and xml_gdr is None and peer is False:
+def _cause(view: Decision, nic, xml_gdr, peer: Optional[bool]) -> Optional[str]:
+    """What a finding names (rules.rccl_rules): no peer memory for a NIC, or a GPU flag only the node shows; read
+    off the decision's typed causes and needs, never its words."""
+    if view.value == "disabled" and nic[0] is False and xml_gdr is None and peer is False:
         return "no-peer-memory"
-    if view["gdr"] == "unknown" and nic[0] is None and nic[1] in str(view.get("reason", "")):
+    needs = {n.code for n in view.needs} if view.value == "unknown" else set()
+    if "rccl.nic_flag" in needs:
         return "peer-memory-unknown"
-    if view["gdr"] == "unknown" and g.gdr is None and g.gdr_source in str(view.get("reason", "")):
+    if "rccl.gpu_flag" in needs:
         return "gpu-flag-unknown"
     return None
 
 
-def _level(st, topo, p, rome: Optional[bool], t: Optional[str]) -> tuple[Optional[str], str]:
-    if st.user_gdr_level or rome is False:
-        return st.gdr_level, st.gdr_level_source if st.user_gdr_level else "RCCL default (paths.cc:410@rocm-6.2.2)"
+def _level(st, topo, p, rome: Optional[bool], t: Optional[str]) -> tuple[Optional[str], dict[str, str]]:
+    """The pair's GDR level and why, by a code (:data:`gdrcheck.documents.rccl_words.LEVEL_WHY`, or ``user``)."""
+    if st.user_gdr_level:
+        return st.gdr_level, {"why": "user", "source": st.gdr_level_source}
+    if rome is False:
+        return st.gdr_level, {"why": "default"}
     phb = decide.rome_phb(topo, p.a, p.b, t)
     if rome and phb:
-        return "PHB", "RCCL on AMD Rome/Milan: GPU and NIC one bridge below the same CPU (paths.cc:413-428@rocm-6.2.2)"
+        return "PHB", {"why": "rome_phb"}
     if rome is None and phb is not False:
-        return None, ("PXB, or PHB on an AMD Rome/Milan CPU with the GPU and NIC one bridge below it "
-                      "(paths.cc:413-428@rocm-6.2.2): the CPU model is not shown (/proc/cpuinfo)")
+        return None, {"why": "cpu_model_unseen"}
     if rome and phb is None:
-        return None, "PHB if the GPU and NIC hang one bridge below the same Rome/Milan CPU, which is not shown"
-    return "PXB", "RCCL default (paths.cc:410@rocm-6.2.2)"
+        return None, {"why": "bridge_unseen"}
+    return "PXB", {"why": "default"}
 
 
 def _relay(node: NodeRccl, p, mine) -> Optional[tuple[str, str]]:
@@ -197,20 +196,19 @@ def _relay(node: NodeRccl, p, mine) -> Optional[tuple[str, str]]:
     return best
 
 
-def _hyperv(node: NodeRccl, snap, gpus, nics) -> tuple[set, Optional[str]]:
-    """The gfx94x path override (paths.cc:653-671@rocm-6.2.2): the pairs it would make PXB, and a note where
-    whether it applies is not shown (None: it applies)."""
+def _hyperv(node: NodeRccl, snap, gpus, nics) -> tuple[set, bool]:
+    """The gfx94x path override (paths.cc:653-671@rocm-6.2.2): the pairs it would make PXB, and whether it
+    applies is not shown (the BIOS version is not in the input; False: it applies)."""
     if node.cpu != "intel" or not (node.gcn or "").startswith("gfx94"):
-        return set(), None
+        return set(), False
     if not (len(gpus) == 8 and len(nics) == 8):
-        return set(), None
+        return set(), False
     hits = decide.hyperv_override(gpus, nics)
     if not hits:
-        return set(), None
+        return set(), False
     bios = flags.amd_facts(snap).get("bios_version")
     if bios is None:
-        return hits, ("on Hyper-V (bios_version 'Hyper-V UEFI Release') RCCL makes this pair PXB "
-                      "(paths.cc:653-671@rocm-6.2.2): cat /sys/devices/virtual/dmi/id/bios_version")
+        return hits, True
     if str(bios).startswith(flags.HYPERV):
-        return hits, None
-    return set(), None
+        return hits, False
+    return set(), False

@@ -18,6 +18,7 @@ Pure: each function takes the snapshot and topology it reads.
 
 from __future__ import annotations
 
+from gdrcheck.host_facts import host_record, host_value
 from gdrcheck.record import record
 
 TYPE_CHECKING = False
@@ -73,11 +74,6 @@ def rccl_reason(snap, topo, log_library: Optional[str] = None) -> Optional[str]:
     return None
 
 
-PXN_LATER = ("RCCL releases after 2.21.5 turn PXN on for gfx942 jobs of 64 ranks or more and gfx950 jobs of 32 "
-             "or more (rcclSetPxn, src/rccl_wrap.cc, in ROCm/rocm-systems; not read at a tag), and the job's "
-             "rank count is not in the input")
-
-
 def newer_than_modelled(requested: Optional[str]) -> bool:
     """Whether the release asked for (a log's or ``--nccl-version``) is newer than the newest modelled."""
     from gdrcheck.rules.nccl.core import parse_version
@@ -115,9 +111,8 @@ def choose(requested: Optional[str]) -> tuple[Release, str]:
 
 def _log(snap):
     """The job's log (:class:`gdrcheck.collectors.pastes.nccl_log.NcclLog`) the host fact ``nccl_log`` holds."""
-    f = snap.host.get("nccl_log")
-    value = getattr(f, "value", None) if f is not None else None
-    return value.get("log") if isinstance(value, dict) else value
+    record = host_record(snap, "nccl_log")
+    return record.get("log") if record is not None else host_value(snap, "nccl_log")
 
 
 def log_library(snap) -> Optional[str]:
