@@ -14,7 +14,7 @@ from builders.servers import build
 from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.pcie.topology import Topology
 from gdrcheck.rules.base import Options
-from gdrcheck.rules.engine import build_pairs, nccl_node
+from gdrcheck.rules.engine import build_pairs, evaluate, nccl_node
 from gdrcheck.rules.nccl import p2p_pairs, paths
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -91,3 +91,20 @@ def test_best_nic_kept_across_gpu_pairs_matches_each_pair(inputs):
                 t = node.types[(p.a, p.b)][0]
                 assert p2p_pairs.net_faster(node, topo, p, t, best) == p2p_pairs.net_faster(node, topo, p, t), \
                     (path, p)
+
+
+def test_nvlink_need_codes_say_what_the_words_say(inputs, tmp_path):
+    """GDR009 of a GPU-NIC pair reads the decision's need codes: the same pairs its words name an unseen
+    NVLink for."""
+    from gdrcheck.rules.nccl.decision import Decision
+    from gdrcheck.rules.topology_rules import _rests_on_nvlink
+
+    build(tmp_path / "fabric", gpus=16, nics=16, nvme=0, sockets=2, nested=True)
+    seen = 0
+    for path in inputs + [tmp_path / "fabric"]:
+        for key, view in evaluate(load_facts(str(path)), Options()).nccl_view.items():
+            if isinstance(view, Decision):
+                said = any("NVLink joins" in d for d in view.get("depends_on", ()))
+                assert _rests_on_nvlink(view) == said, (path, key)
+                seen += said
+    assert seen  # some input leaves a PXN relay's NVLink unseen
