@@ -202,6 +202,11 @@ class Topology:
         got = self._paths[(a, b)] = (lca, bridges)
         return got
 
+    def pair_path(self, a: str, b: str) -> tuple[Optional[str], tuple[str, ...]]:
+        """(the lowest bridge above both ``a`` and ``b``, None where they share none; the bridges on the path from
+        ``a`` to ``b`` through it), worked out once per pair."""
+        return self._path(a, b)
+
     def path_bridges(self, a: str, b: str) -> tuple[str, ...]:
         """Bridges on the path from ``a`` to ``b`` through their lowest common bridge."""
         return self._path(a, b)[1]

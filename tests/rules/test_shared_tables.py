@@ -108,3 +108,29 @@ def test_nvlink_need_codes_say_what_the_words_say(inputs, tmp_path):
                 assert _rests_on_nvlink(view) == said, (path, key)
                 seen += said
     assert seen  # some input leaves a PXN relay's NVLink unseen
+
+
+def _direct_hops(topo, a, b, bridges, skip=()):
+    """A path's PCIe hops worked out from the tree alone: the meeting bridge from both ancestries, each hop read
+    from the device and its port (what the hop table and the pair's cached path stand for)."""
+    from gdrcheck.rules.nccl.speed import _device_hop_bw
+
+    anc = set(topo.ancestors(b))
+    meet = next((x for x in topo.ancestors(a) if x in anc), None)
+    parts = [x for x in (a, b) if x not in skip]
+    parts += [x for x in bridges if topo.device_kind.get(x) == "switch_upstream" and x != meet]
+    return [_device_hop_bw(topo, x) for x in parts]
+
+
+def test_hop_table_and_pair_path_match_the_tree(inputs):
+    from gdrcheck.rules.nccl.speed import pcie_hops
+
+    for path in inputs:
+        topo, pairs, _node = _judged(path)
+        for p in pairs:
+            anc = set(topo.ancestors(p.b))
+            assert topo.pair_path(p.a, p.b)[0] == next((x for x in topo.ancestors(p.a) if x in anc), None)
+            assert topo.pair_path(p.a, p.b)[1] == p.bridges
+            for skip in ((), (p.a,)):
+                assert pcie_hops(topo, p.a, p.b, p.bridges, skip) == _direct_hops(topo, p.a, p.b, p.bridges, skip), \
+                    (path, p)
