@@ -134,3 +134,19 @@ def test_hop_table_and_pair_path_match_the_tree(inputs):
             for skip in ((), (p.a,)):
                 assert pcie_hops(topo, p.a, p.b, p.bridges, skip) == _direct_hops(topo, p.a, p.b, p.bridges, skip), \
                     (path, p)
+
+
+def test_chosen_nics_from_the_decisions_relays_match_a_fresh_relay_choice(inputs):
+    """Each GPU's chosen NICs, read from the relay choice NCCL's GPU-NIC decisions made, are those a relay choice
+    made afresh gives."""
+    from gdrcheck.rules.capabilities import _chosen_nics
+    from gdrcheck.rules.nccl.pxn import Relays
+
+    for path in inputs:
+        evaluation = evaluate(load_facts(str(path)), Options())
+        node = evaluation.nccl_node
+        if not isinstance(getattr(node, "relays", None), Relays):
+            continue  # RCCL's view of the node
+        fresh = Relays(node, evaluation.snap, evaluation.topo, evaluation.pairs, node.types)
+        want = {g: tuple(n) if n is not None else None for g in fresh.gpus for n in (fresh.local_nets(g),)}
+        assert _chosen_nics(evaluation, node) == want, path
