@@ -150,3 +150,24 @@ def test_chosen_nics_from_the_decisions_relays_match_a_fresh_relay_choice(inputs
         fresh = Relays(node, evaluation.snap, evaluation.topo, evaluation.pairs, node.types)
         want = {g: tuple(n) if n is not None else None for g in fresh.gpus for n in (fresh.local_nets(g),)}
         assert _chosen_nics(evaluation, node) == want, path
+
+
+def test_node_cpu_link_asked_once_matches_each_ask(inputs):
+    """The CPU link's bandwidths a relay choice keeps for its node are what asking for them gives."""
+    from gdrcheck.rules.nccl.cpu import cpu_kind, cpu_model, inter_cpu_bw
+    from gdrcheck.rules.nccl.pxn import Relays
+    from gdrcheck.rules.nccl.speed import gpu_nic_bw
+
+    for path in inputs:
+        topo, pairs, node = _judged(path)
+        if not hasattr(node, "relays"):
+            continue  # RCCL's view of the node
+        rl = Relays(node, topo.snap, topo, pairs, node.types)
+        want = inter_cpu_bw(node.version, cpu_kind(node.cpu), *cpu_model(topo.snap))[0]
+        assert rl._cpu_bws() == want and rl._cpu_bws() == want, path
+        for g in rl.gpus:
+            for n in rl.nics:
+                t = (node.types.get((g, n)) or (None,))[0]
+                nic = node.nics.get(n)
+                assert rl.path_bw(g, n) == gpu_nic_bw(topo, g, n, nic.rate if nic is not None else None,
+                                                      node.gpus[g].c2c, t, want if t == "SYS" else ()), (path, g, n)

@@ -91,6 +91,7 @@ class Relays:
         self.local_gpu = lru_cache(maxsize=None)(self._local_gpu)
         self._kept = lru_cache(maxsize=None)(self._kept_sorted)
         self._bw = lru_cache(maxsize=None)(self._path_bw)
+        self._cpu_bws_of_node: Optional[tuple[float, ...]] = None
 
     # -- the path types NCCL compares
     def gn_type(self, g: str, n: str) -> Optional[str]:
@@ -106,10 +107,18 @@ class Relays:
         t = (self.types.get((g, n)) or (None,))[0]
         cpu_bws: tuple[float, ...] = ()
         if t == "SYS":
-            cpu_bws = inter_cpu_bw(self.node.version, cpu_kind(self.node.cpu), *cpu_model(self.snap))[0]
+            cpu_bws = self._cpu_bws()
         nic = self.node.nics.get(n)
         return gpu_nic_bw(self.topo, g, n, nic.rate if nic is not None else None, self.node.gpus[g].c2c, t,
                           cpu_bws)
+
+    def _cpu_bws(self) -> tuple[float, ...]:
+        """The CPU link's bandwidths (:func:`gdrcheck.rules.nccl.cpu.inter_cpu_bw`): the node's, asked once."""
+        got = self._cpu_bws_of_node
+        if got is None:
+            got = self._cpu_bws_of_node = inter_cpu_bw(self.node.version, cpu_kind(self.node.cpu),
+                                                       *cpu_model(self.snap))[0]
+        return got
 
     def _best(self, items: list[tuple[str, Optional[str], Optional[float]]]) -> Optional[list[str]]:
         """``ncclTopoGetLocal`` (v2.30.7 ``topo.cc:1943-1971``, v2.19.1 ``topo.cc:753-775``): the items with the
