@@ -48,6 +48,7 @@ class Topology:
         self._rdma: dict[str, tuple[Optional[bool], str]] = {}  # NIC -> rdma()'s answer
         self._links: Optional[_LinkIndex] = None  # the snapshot's NVLinks by pair, built on first use
         self._unseen: dict[tuple[str, str], str] = {}  # (a, b) -> nvlink_unseen()'s answer
+        self._nv_counts: dict[tuple[str, str], Optional[int]] = {}  # (a, b) -> nvlink_count()'s answer
         self._numa: dict[str, Optional[int]] = {}  # bdf -> numa()'s answer
         self._acs: dict[str, AcsState] = {}
         nodes = snap.host.get("numa_nodes")
@@ -335,9 +336,15 @@ class Topology:
         return any(link.count for link in self.links().between(a, b))
 
     def nvlink_count(self, a: str, b: str) -> Optional[int]:
-        """NVLinks joining two GPUs: direct links, or through the NVSwitch fabric."""
+        """NVLinks joining two GPUs: direct links, or through the NVSwitch fabric (worked out once per pair)."""
         if not self.snap.shows_nvlink:
             return None
+        got = self._nv_counts.get((a, b), _NOT_ASKED)
+        if got is _NOT_ASKED:
+            got = self._nv_counts[(a, b)] = self._nvlink_count(a, b)
+        return got
+
+    def _nvlink_count(self, a: str, b: str) -> int:
         index = self.links()
         mine = index.between(a, b)
         direct = sum(link.count for link in mine)
@@ -351,6 +358,9 @@ class Topology:
         if fa and fb:
             return min(fa, fb)
         return 0
+
+
+_NOT_ASKED = object()
 
 
 class _LinkIndex:
