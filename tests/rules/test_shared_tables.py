@@ -172,3 +172,18 @@ def test_node_cpu_link_asked_once_matches_each_ask(inputs):
                 nic = node.nics.get(n)
                 assert rl.path_bw(g, n) == gpu_nic_bw(topo, g, n, nic.rate if nic is not None else None,
                                                       node.gpus[g].c2c, t, want if t == "SYS" else ()), (path, g, n)
+
+
+def test_nvlinked_kept_per_pair_matches_the_paths(inputs):
+    """Whether a GPU pair's path is NVLink after NCCL's P2P decision, kept per pair, is what the paths give."""
+    from gdrcheck.rules.nccl.pxn import Relays
+
+    for path in inputs:
+        topo, pairs, node = _judged(path)
+        if not hasattr(node, "relays"):
+            continue  # RCCL's view of the node
+        rl = Relays(node, topo.snap, topo, pairs, node.types)
+        for a in rl.gpus:
+            for b in rl.gpus:
+                if a != b:
+                    assert rl.nvlinked(a, b) == rl.nvlinked_now(a, b) == rl.nvlinked(a, b), (path, a, b)

@@ -73,6 +73,9 @@ def _mirror(val: int, pow2: int) -> int:
     return m
 
 
+_UNASKED = object()
+
+
 class Relays:
     """NCCL's GPU-NIC relay choice and kept NVLink paths for one node at one version."""
 
@@ -92,6 +95,7 @@ class Relays:
         self._kept = lru_cache(maxsize=None)(self._kept_sorted)
         self._bw = lru_cache(maxsize=None)(self._path_bw)
         self._cpu_bws_of_node: Optional[tuple[float, ...]] = None
+        self._nvlinked: dict[tuple[str, str], Optional[bool]] = {}  # (a, b) -> nvlinked()'s answer
 
     # -- the path types NCCL compares
     def gn_type(self, g: str, n: str) -> Optional[str]:
@@ -195,7 +199,15 @@ class Relays:
         return p2p_rules.decide(self.node.version, self.node.st, self.default, facts)["p2p"]
 
     def nvlinked(self, a: str, b: str) -> Optional[bool]:
-        """The pair's path is NVLink after NCCL's P2P decision (``<= PATH_NVL``); None: not known."""
+        """The pair's path is NVLink after NCCL's P2P decision (``<= PATH_NVL``); None: not known. Asked once
+        per pair (each GPU's NVLink peer asks it of every other GPU)."""
+        got = self._nvlinked.get((a, b), _UNASKED)
+        if got is _UNASKED:
+            got = self._nvlinked[(a, b)] = self.nvlinked_now(a, b)
+        return got
+
+    def nvlinked_now(self, a: str, b: str) -> Optional[bool]:
+        """:meth:`nvlinked` worked out from the paths, not kept."""
         if not self.topo.snap.shows_nvlink:
             return None if self.topo.nvlink_unseen(a, b) else False
         if not self.topo.nvlink_count(a, b):
