@@ -29,12 +29,8 @@ def _names(subjects, labels) -> str:
 
 
 def _unit_names(units, labels) -> str:
-    subjects = []
-    for u in units:
-        s = "-".join(labels.get(x, x) for x in u.subject)
-        if s not in subjects:
-            subjects.append(s)
-    return _names(subjects, {})
+    subjects = dict.fromkeys("-".join(labels.get(x, x) for x in u.subject) for u in units)  # each once, in order
+    return _names(list(subjects), {})
 
 
 def missing_facts(evaluation, pairs) -> list[tuple[str, str]]:
@@ -47,7 +43,7 @@ def missing_facts(evaluation, pairs) -> list[tuple[str, str]]:
     lib = library_word(evaluation)
     out: list[tuple[str, str]] = []
     for f in whole.findings:
-        if f.effect != "unknown" or not (keys & set(f.pairs)):
+        if f.effect != "unknown" or keys.isdisjoint(f.pairs):
             continue
         a = by_code.get(f.code)
         item = (a.said_for(lib)["fact"], a.settle_for(lib)) if a is not None else \

@@ -48,6 +48,7 @@ class Topology:
         self._rdma: dict[str, tuple[Optional[bool], str]] = {}  # NIC -> rdma()'s answer
         self._links: Optional[_LinkIndex] = None  # the snapshot's NVLinks by pair, built on first use
         self._unseen: dict[tuple[str, str], str] = {}  # (a, b) -> nvlink_unseen()'s answer
+        self._nv_counts: dict[tuple[str, str], Optional[int]] = {}  # (a, b) -> nvlink_count()'s answer
         self._numa: dict[str, Optional[int]] = {}  # bdf -> numa()'s answer
         self._acs: dict[str, AcsState] = {}
         nodes = host_fact(snap, "numa_nodes")
@@ -202,6 +203,11 @@ class Topology:
         got = self._paths[(a, b)] = (lca, bridges)
         return got
 
+    def pair_path(self, a: str, b: str) -> tuple[Optional[str], tuple[str, ...]]:
+        """(the lowest bridge above both ``a`` and ``b``, None where they share none; the bridges on the path from
+        ``a`` to ``b`` through it), worked out once per pair."""
+        return self._path(a, b)
+
     def path_bridges(self, a: str, b: str) -> tuple[str, ...]:
         """Bridges on the path from ``a`` to ``b`` through their lowest common bridge."""
         return self._path(a, b)[1]
@@ -329,9 +335,15 @@ class Topology:
         return any(link.count for link in self.links().between(a, b))
 
     def nvlink_count(self, a: str, b: str) -> Optional[int]:
-        """NVLinks joining two GPUs: direct links, or through the NVSwitch fabric."""
+        """NVLinks joining two GPUs: direct links, or through the NVSwitch fabric (worked out once per pair)."""
         if not self.snap.shows_nvlink:
             return None
+        got = self._nv_counts.get((a, b), _NOT_ASKED)
+        if got is _NOT_ASKED:
+            got = self._nv_counts[(a, b)] = self._nvlink_count(a, b)
+        return got
+
+    def _nvlink_count(self, a: str, b: str) -> int:
         index = self.links()
         mine = index.between(a, b)
         direct = sum(link.count for link in mine)
@@ -345,6 +357,9 @@ class Topology:
         if fa and fb:
             return min(fa, fb)
         return 0
+
+
+_NOT_ASKED = object()
 
 
 class _LinkIndex:

@@ -104,7 +104,10 @@ def chosen_nics(evaluation) -> dict[str, Optional[tuple[str, ...]]]:
 def _chosen_nics(whole, node) -> dict[str, Optional[tuple[str, ...]]]:
     from gdrcheck.rules.nccl.pxn import Relays
 
-    rl = Relays(node, whole.snap, whole.topo, whole.pairs, node.types)
+    rl = getattr(node, "relays", None)  # the one NCCL's GPU-NIC decisions asked, its answers kept
+    if not (isinstance(rl, Relays) and rl.node is node and rl.snap is whole.snap and rl.topo is whole.topo
+            and rl.types is node.types):
+        rl = Relays(node, whole.snap, whole.topo, whole.pairs, node.types)
     out: dict[str, Optional[tuple[str, ...]]] = {}
     for g in rl.gpus:
         nets = rl.local_nets(g)

@@ -129,7 +129,8 @@ def _check(ctx: Context) -> Iterable[Finding]:
     ok, why = nic_gdr(ctx)
     if ok is None:
         # NCCL's own dump: <net gdr="1"> is NCCL having found peer memory or DMA-BUF working for that NIC
-        pairs = tuple(k for k in pairs if not nccl_saw_gdr(ctx, k[1]))
+        saw = {n: nccl_saw_gdr(ctx, n) for n in {k[1] for k in pairs}}  # asked once per NIC, not per pair
+        pairs = tuple(k for k in pairs if not saw[k[1]])
         if pairs:
             yield Finding(PEER_MEMORY_UNKNOWN.code, "info", ("peer-memory",), f"peer-memory path unknown: {why}",
                           pairs=pairs, effect="unknown", settle="run gdrcheck on the node or send a snapshot")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gdrcheck.host_facts import host_record
 from gdrcheck.pair_classes import PCIE_RANK
 from gdrcheck.rules.base import Context, Finding, Rule
+from gdrcheck.rules.nccl.decision import Decision
 from gdrcheck.rules.util import label, pair_label
 
 TYPE_CHECKING = False
@@ -231,6 +232,17 @@ NVLINK_SETTLE = ("run gdrcheck on the node (NVML shows NVLink), or give an NCCL 
                  "(NCCL_TOPO_DUMP_FILE) or nvidia-smi topo -m")
 
 
+_NVLINK_NEEDS = frozenset(("gdr.pxn_nvlink", "p2p.nvlink"))  # a decision that waits on whether NVLink joins two GPUs
+
+
+def _rests_on_nvlink(view) -> bool:
+    """Whether NCCL's decision waits on an NVLink the input cannot show: by its needs' codes (RCCL's decisions,
+    still mappings, by what they depend on)."""
+    if isinstance(view, Decision):
+        return any(n.code in _NVLINK_NEEDS for n in view.needs)
+    return any("NVLink joins" in d for d in view.get("depends_on", ()))
+
+
 def _check_levels(ctx: Context) -> Iterable[Finding]:
     st = ctx.nccl
     best = _closest(ctx)
@@ -255,7 +267,7 @@ def _check_levels(ctx: Context) -> Iterable[Finding]:
                           pairs=(key,), effect="unknown", fold=said, settle=NVLINK_SETTLE)
             continue
         if p.kind == "gpu-nic" and view.get("gdr") == "unknown" and view.get("within_gdr_level") is False \
-                and any("NVLink joins" in d for d in view.get("depends_on", ())):
+                and _rests_on_nvlink(view):
             said = (f"too far apart for GPUDirect RDMA directly ({p.pcie_path}), but NCCL sends through an NVLinked "
                     "GPU closer to the NIC (PXN) where NVLink joins them, and this input cannot show NVLink")
             yield Finding(NVLINK_UNSEEN.code, "info", key, f"{pair_label(ctx, p)}: {said}",

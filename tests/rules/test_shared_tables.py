@@ -14,7 +14,7 @@ from builders.servers import build
 from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.pcie.topology import Topology
 from gdrcheck.rules.base import Options
-from gdrcheck.rules.engine import build_pairs, nccl_node
+from gdrcheck.rules.engine import build_pairs, evaluate, nccl_node
 from gdrcheck.rules.nccl import p2p_pairs, paths
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -76,6 +76,7 @@ def test_link_index_matches_a_scan_of_every_link(inputs):
         for a in ends:
             for b in ends:
                 assert topo.nvlink_count(a, b) == _scan_count(topo, a, b), (path, a, b)
+                assert topo.nvlink_count(a, b) == _scan_count(topo, a, b), (path, a, b)  # the pair's kept answer
                 scan = [lk for lk in topo.snap.nvlinks if {lk.a, lk.b} == {a, b}]
                 assert topo.direct_nvlink(a, b) == any(lk.count for lk in scan)
                 assert topo.link_word(a, b) == ("XGMI" if any(lk.source == "xgmi" for lk in scan) else "NV")
@@ -91,3 +92,98 @@ def test_best_nic_kept_across_gpu_pairs_matches_each_pair(inputs):
                 t = node.types[(p.a, p.b)][0]
                 assert p2p_pairs.net_faster(node, topo, p, t, best) == p2p_pairs.net_faster(node, topo, p, t), \
                     (path, p)
+
+
+def test_nvlink_need_codes_say_what_the_words_say(inputs, tmp_path):
+    """GDR009 of a GPU-NIC pair reads the decision's need codes: the same pairs its words name an unseen
+    NVLink for."""
+    from gdrcheck.rules.nccl.decision import Decision
+    from gdrcheck.rules.topology_rules import _rests_on_nvlink
+
+    build(tmp_path / "fabric", gpus=16, nics=16, nvme=0, sockets=2, nested=True)
+    seen = 0
+    for path in inputs + [tmp_path / "fabric"]:
+        for key, view in evaluate(load_facts(str(path)), Options()).nccl_view.items():
+            if isinstance(view, Decision):
+                said = any("NVLink joins" in d for d in view.get("depends_on", ()))
+                assert _rests_on_nvlink(view) == said, (path, key)
+                seen += said
+    assert seen  # some input leaves a PXN relay's NVLink unseen
+
+
+def _direct_hops(topo, a, b, bridges, skip=()):
+    """A path's PCIe hops worked out from the tree alone: the meeting bridge from both ancestries, each hop read
+    from the device and its port (what the hop table and the pair's cached path stand for)."""
+    from gdrcheck.rules.nccl.speed import _device_hop_bw
+
+    anc = set(topo.ancestors(b))
+    meet = next((x for x in topo.ancestors(a) if x in anc), None)
+    parts = [x for x in (a, b) if x not in skip]
+    parts += [x for x in bridges if topo.device_kind.get(x) == "switch_upstream" and x != meet]
+    return [_device_hop_bw(topo, x) for x in parts]
+
+
+def test_hop_table_and_pair_path_match_the_tree(inputs):
+    from gdrcheck.rules.nccl.speed import pcie_hops
+
+    for path in inputs:
+        topo, pairs, _node = _judged(path)
+        for p in pairs:
+            anc = set(topo.ancestors(p.b))
+            assert topo.pair_path(p.a, p.b)[0] == next((x for x in topo.ancestors(p.a) if x in anc), None)
+            assert topo.pair_path(p.a, p.b)[1] == p.bridges
+            for skip in ((), (p.a,)):
+                assert pcie_hops(topo, p.a, p.b, p.bridges, skip) == _direct_hops(topo, p.a, p.b, p.bridges, skip), \
+                    (path, p)
+
+
+def test_chosen_nics_from_the_decisions_relays_match_a_fresh_relay_choice(inputs):
+    """Each GPU's chosen NICs, read from the relay choice NCCL's GPU-NIC decisions made, are those a relay choice
+    made afresh gives."""
+    from gdrcheck.rules.capabilities import _chosen_nics
+    from gdrcheck.rules.nccl.pxn import Relays
+
+    for path in inputs:
+        evaluation = evaluate(load_facts(str(path)), Options())
+        node = evaluation.nccl_node
+        if not isinstance(getattr(node, "relays", None), Relays):
+            continue  # RCCL's view of the node
+        fresh = Relays(node, evaluation.snap, evaluation.topo, evaluation.pairs, node.types)
+        want = {g: tuple(n) if n is not None else None for g in fresh.gpus for n in (fresh.local_nets(g),)}
+        assert _chosen_nics(evaluation, node) == want, path
+
+
+def test_node_cpu_link_asked_once_matches_each_ask(inputs):
+    """The CPU link's bandwidths a relay choice keeps for its node are what asking for them gives."""
+    from gdrcheck.rules.nccl.cpu import cpu_kind, cpu_model, inter_cpu_bw
+    from gdrcheck.rules.nccl.pxn import Relays
+    from gdrcheck.rules.nccl.speed import gpu_nic_bw
+
+    for path in inputs:
+        topo, pairs, node = _judged(path)
+        if not hasattr(node, "relays"):
+            continue  # RCCL's view of the node
+        rl = Relays(node, topo.snap, topo, pairs, node.types)
+        want = inter_cpu_bw(node.version, cpu_kind(node.cpu), *cpu_model(topo.snap))[0]
+        assert rl._cpu_bws() == want and rl._cpu_bws() == want, path
+        for g in rl.gpus:
+            for n in rl.nics:
+                t = (node.types.get((g, n)) or (None,))[0]
+                nic = node.nics.get(n)
+                assert rl.path_bw(g, n) == gpu_nic_bw(topo, g, n, nic.rate if nic is not None else None,
+                                                      node.gpus[g].c2c, t, want if t == "SYS" else ()), (path, g, n)
+
+
+def test_nvlinked_kept_per_pair_matches_the_paths(inputs):
+    """Whether a GPU pair's path is NVLink after NCCL's P2P decision, kept per pair, is what the paths give."""
+    from gdrcheck.rules.nccl.pxn import Relays
+
+    for path in inputs:
+        topo, pairs, node = _judged(path)
+        if not hasattr(node, "relays"):
+            continue  # RCCL's view of the node
+        rl = Relays(node, topo.snap, topo, pairs, node.types)
+        for a in rl.gpus:
+            for b in rl.gpus:
+                if a != b:
+                    assert rl.nvlinked(a, b) == rl.nvlinked_now(a, b) == rl.nvlinked(a, b), (path, a, b)

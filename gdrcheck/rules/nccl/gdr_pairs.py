@@ -46,10 +46,12 @@ class Asked:
         self.nvlink_peer = lru_cache(maxsize=None)(relays.nvlink_peer)
 
 
-def decide_gdr(node, snap, topo, pairs, types) -> dict[tuple[str, str], Decision]:
-    """Each GPU-NIC pair's view, by pair, for the GPUs and NICs NCCL decides."""
+def decide_gdr(node, snap, topo, pairs, types,
+               rl: Optional[pxn_rules.Relays] = None) -> dict[tuple[str, str], Decision]:
+    """Each GPU-NIC pair's view, by pair, for the GPUs and NICs NCCL decides (``rl``: the node's relay choice, made
+    here where not given)."""
     mine = [p for p in pairs if p.kind == "gpu-nic" and p.b in node.nics]
-    rl = pxn_rules.Relays(node, snap, topo, pairs, types)
+    rl = rl or pxn_rules.Relays(node, snap, topo, pairs, types)
     ask = Asked(node, snap, rl)
     flags = {(p.a, p.b): _nic_flag(ask, node, p.a, p.b) for p in mine}
     relay = relays(node, rl, ask, flags, types, dict.fromkeys(p.b for p in mine))

@@ -18,6 +18,7 @@ from gdrcheck.rules.nccl.flags import GpuInfo, NicInfo, data_direct_functions, g
 from gdrcheck.rules.nccl.gdr_pairs import decide_gdr
 from gdrcheck.rules.nccl.p2p_pairs import decide_p2p
 from gdrcheck.rules.nccl.paths import pair_types, path_choice
+from gdrcheck.rules.nccl.pxn import Relays
 from gdrcheck.rules.nccl.settings import NcclSettings
 from gdrcheck.rules.nccl.versions import settings_for, with_beyond_modelled
 
@@ -49,6 +50,7 @@ class NodeNccl:
     types: dict[tuple[str, str], tuple] = field(default_factory=dict)  # pair -> pair_type(): asked once
     job_gpus: Optional[int] = None  # the node's GPUs in the job's communicator, where known
     job: Optional[object] = None  # cuda_visible.JobGpus: which GPUs, where the job sets CUDA_VISIBLE_DEVICES
+    relays: Optional[object] = None  # pxn.Relays the GPU-NIC decisions asked: each GPU's local NICs, asked once
 
 
 def build(snap, topo, pairs, options, version: Version, version_reason: str,
@@ -91,7 +93,8 @@ def build(snap, topo, pairs, options, version: Version, version_reason: str,
     node.types = types
     node.file_classes = file_cls
     node.file_flat = file_flat
-    node.gdr_view = decide_gdr(node, snap, topo, pairs, types)
+    node.relays = Relays(node, snap, topo, pairs, types)
+    node.gdr_view = decide_gdr(node, snap, topo, pairs, types, node.relays)
     node.p2p_view = decide_p2p(node, snap, topo, pairs, types)
     if file_cls:
         say_file_tree(node, topo_file.path, types, file_cls, pairs)

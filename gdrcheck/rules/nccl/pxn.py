@@ -73,6 +73,9 @@ def _mirror(val: int, pow2: int) -> int:
     return m
 
 
+_UNASKED = object()
+
+
 class Relays:
     """NCCL's GPU-NIC relay choice and kept NVLink paths for one node at one version."""
 
@@ -91,6 +94,8 @@ class Relays:
         self.local_gpu = lru_cache(maxsize=None)(self._local_gpu)
         self._kept = lru_cache(maxsize=None)(self._kept_sorted)
         self._bw = lru_cache(maxsize=None)(self._path_bw)
+        self._cpu_bws_of_node: Optional[tuple[float, ...]] = None
+        self._nvlinked: dict[tuple[str, str], Optional[bool]] = {}  # (a, b) -> nvlinked()'s answer
 
     # -- the path types NCCL compares
     def gn_type(self, g: str, n: str) -> Optional[str]:
@@ -106,10 +111,18 @@ class Relays:
         t = (self.types.get((g, n)) or (None,))[0]
         cpu_bws: tuple[float, ...] = ()
         if t == "SYS":
-            cpu_bws = inter_cpu_bw(self.node.version, cpu_kind(self.node.cpu), *cpu_model(self.snap))[0]
+            cpu_bws = self._cpu_bws()
         nic = self.node.nics.get(n)
         return gpu_nic_bw(self.topo, g, n, nic.rate if nic is not None else None, self.node.gpus[g].c2c, t,
                           cpu_bws)
+
+    def _cpu_bws(self) -> tuple[float, ...]:
+        """The CPU link's bandwidths (:func:`gdrcheck.rules.nccl.cpu.inter_cpu_bw`): the node's, asked once."""
+        got = self._cpu_bws_of_node
+        if got is None:
+            got = self._cpu_bws_of_node = inter_cpu_bw(self.node.version, cpu_kind(self.node.cpu),
+                                                       *cpu_model(self.snap))[0]
+        return got
 
     def _best(self, items: list[tuple[str, Optional[str], Optional[float]]]) -> Optional[list[str]]:
         """``ncclTopoGetLocal`` (v2.30.7 ``topo.cc:1943-1971``, v2.19.1 ``topo.cc:753-775``): the items with the
@@ -186,7 +199,15 @@ class Relays:
         return p2p_rules.decide(self.node.version, self.node.st, self.default, facts)["p2p"]
 
     def nvlinked(self, a: str, b: str) -> Optional[bool]:
-        """The pair's path is NVLink after NCCL's P2P decision (``<= PATH_NVL``); None: not known."""
+        """The pair's path is NVLink after NCCL's P2P decision (``<= PATH_NVL``); None: not known. Asked once
+        per pair (each GPU's NVLink peer asks it of every other GPU)."""
+        got = self._nvlinked.get((a, b), _UNASKED)
+        if got is _UNASKED:
+            got = self._nvlinked[(a, b)] = self.nvlinked_now(a, b)
+        return got
+
+    def nvlinked_now(self, a: str, b: str) -> Optional[bool]:
+        """:meth:`nvlinked` worked out from the paths, not kept."""
         if not self.topo.snap.shows_nvlink:
             return None if self.topo.nvlink_unseen(a, b) else False
         if not self.topo.nvlink_count(a, b):

@@ -53,14 +53,15 @@ def nvlink_bw(sm: Optional[int]) -> Optional[float]:
 _HOP_BWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _hop_bw(topo, x: str) -> Optional[float]:
-    """One device's hop (:func:`_device_hop_bw`), worked out once per topology."""
+def _hop_bws(topo) -> dict[str, Optional[float]]:
+    """The topology's table of device -> its hop's bandwidth (:func:`_device_hop_bw`), filled as devices are asked."""
     memo = _HOP_BWS.get(topo)
     if memo is None:
         memo = _HOP_BWS[topo] = {}
-    if x not in memo:
-        memo[x] = _device_hop_bw(topo, x)
-    return memo[x]
+    return memo
+
+
+_UNSEEN = object()
 
 
 def _device_hop_bw(topo, x: str) -> Optional[float]:
@@ -79,11 +80,18 @@ def pcie_hops(topo, a: str, b: str, bridges, skip: tuple[str, ...] = ()) -> list
     the uplink of each switch between them, but not of the switch where the two meet (NCCL's path turns there,
     ``topo.cc:637-701@v2.30.7``: a switch is one PCI node, its uplink one link). ``skip``: devices whose own
     link the path does not take."""
-    anc = set(topo.ancestors(b))
-    meet = next((x for x in topo.ancestors(a) if x in anc), None)
+    meet = topo.pair_path(a, b)[0]
+    kind = topo.device_kind
     parts = [x for x in (a, b) if x not in skip]
-    parts += [x for x in bridges if topo.device_kind.get(x) == "switch_upstream" and x != meet]
-    return [_hop_bw(topo, x) for x in parts]
+    parts += [x for x in bridges if x != meet and kind.get(x) == "switch_upstream"]
+    memo = _hop_bws(topo)
+    out: list[Optional[float]] = []
+    for x in parts:
+        bw = memo.get(x, _UNSEEN)
+        if bw is _UNSEEN:
+            bw = memo[x] = _device_hop_bw(topo, x)
+        out.append(bw)
+    return out
 
 
 def pcie_bw(topo, a: str, b: str, bridges) -> Optional[float]:
