@@ -178,14 +178,13 @@ def _render_nccl(doc, console) -> None:
 def put_depends(doc, console) -> None:
     """How many pairs' decisions rest on the job, and how many on facts the input does not show."""
     depends = doc["nccl"].get("depends") or {}
-    job, unshown, either = depends.get("job", 0), depends.get("not_in_input", 0), depends.get("either", 0)
+    job, unshown = depends.get("job", 0), depends.get("not_in_input", 0)
 
     def n(k: int) -> str:
         return f"{k} pair{'s' if k != 1 else ''}"
 
     said = ([f"on the job for {n(job)} (which GPUs share the communicator, its environment)"] if job else []) + \
-           ([f"on facts this input does not show for {n(unshown)}"] if unshown else []) + \
-           ([f"on the job or facts this input does not show for {n(either)}"] if either else [])
+           ([f"on facts this input does not show for {n(unshown)}"] if unshown else [])
     if said:
         lib = "RCCL" if doc["nccl"].get("library") == "rccl" else "NCCL"
         put(console, f"  {lib}'s decision rests {', '.join(said)}: pairs --json gives depends_on", 4)

@@ -36,16 +36,12 @@ def nccl_decision(evaluation: Evaluation, pair) -> dict[str, Any]:
 
 
 def resting(evaluation: Evaluation) -> dict[str, int]:
-    """How many pairs' decisions rest on the job (a need of :data:`JOB_NEEDS`), how many only on facts the input
-    does not show (every other need), and how many on either, by a decision not made as a record (``either``);
-    only the counts above zero."""
-    counts = {"job": 0, "not_in_input": 0, "either": 0}
+    """How many pairs' decisions rest on the job (a need of :data:`JOB_NEEDS`) and how many only on facts the
+    input does not show (every other need); only the counts above zero."""
+    counts = {"job": 0, "not_in_input": 0}
     for view in evaluation.nccl_view.values():
-        if isinstance(view, Decision):
-            if view.needs:
-                counts["job" if view.rests_on_job() else "not_in_input"] += 1
-        elif view and view.get("depends_on"):
-            counts["either"] += 1
+        if isinstance(view, Decision) and view.needs:
+            counts["job" if view.rests_on_job() else "not_in_input"] += 1
     return {k: n for k, n in counts.items() if n}
 
 

@@ -248,8 +248,7 @@ def nccl_pair_view(topo: Topology, pair: PairInfo, st: nccl.NcclSettings, node=N
         decided = node.p2p_view.get(key) if node is not None else None
         if decided is not None:
             view.update(decided.facts if isinstance(decided, Decision) else decided)
-    # the decision record, with the path facts beside it; a pair NCCL does not decide keeps the facts alone (and
-    # RCCL's decisions, still mappings, are in the view itself)
+    # the decision record, with the path facts beside it; a pair NCCL does not decide keeps the facts alone
     return decided.beside(view) if isinstance(decided, Decision) else view
 
 

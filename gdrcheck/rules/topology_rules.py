@@ -236,11 +236,8 @@ _NVLINK_NEEDS = frozenset(("gdr.pxn_nvlink", "p2p.nvlink"))  # a decision that w
 
 
 def _rests_on_nvlink(view) -> bool:
-    """Whether NCCL's decision waits on an NVLink the input cannot show: by its needs' codes (RCCL's decisions,
-    still mappings, by what they depend on)."""
-    if isinstance(view, Decision):
-        return any(n.code in _NVLINK_NEEDS for n in view.needs)
-    return any("NVLink joins" in d for d in view.get("depends_on", ()))
+    """Whether NCCL's decision waits on an NVLink the input cannot show: by its needs' codes."""
+    return isinstance(view, Decision) and any(n.code in _NVLINK_NEEDS for n in view.needs)
 
 
 def _check_levels(ctx: Context) -> Iterable[Finding]:

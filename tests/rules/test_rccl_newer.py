@@ -48,3 +48,9 @@ def test_newer_release_on_other_gfx_is_not_touched():
     old = _gdr("--from", str(MODELS / "topo_8p_90a.xml"), "--nccl-version", "2.21.5")[0]
     new = _gdr("--from", str(MODELS / "topo_8p_90a.xml"), "--nccl-version", "2.22.3")[0]
     assert old == new and "unknown" not in new
+
+
+def test_the_later_release_pxn_pairs_are_counted_as_the_jobs_to_settle():
+    """The rank count a later release's PXN rests on is the job's (``nccl.depends.job``), not a fact not shown."""
+    _counts, doc = _gdr("--from", str(_mi300x()), "--nccl-version", "2.22.3")
+    assert doc["nccl"]["depends"] == {"job": 56}

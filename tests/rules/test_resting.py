@@ -32,3 +32,8 @@ def test_the_text_names_each_count(realworld):
     assert "NCCL's decision rests on facts this input does not show for 92 pairs: pairs --json gives depends_on" \
         in p.stdout, p.stdout
     assert "on the job" not in p.stdout
+
+
+def test_rccl_pairs_resting_on_the_hypervisor_are_facts_not_shown():
+    """RCCL's records too: the Hyper-V BIOS string a PXB rewrite rests on is a fact of the node."""
+    assert resting(evaluate(load_facts((str(ROOT / "fixtures/rccl-models/topo_8p_940vm.xml"),)))) == {"not_in_input": 8}

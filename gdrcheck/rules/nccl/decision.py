@@ -58,7 +58,7 @@ def shared_cause(code: str, **params: Any) -> Cause:
 FIELDS = ("distance", "via", "mode")
 # the needs that are the job's to settle (which GPUs share the communicator, how it runs them); every other need is
 # a fact of the node the input does not show
-JOB_NEEDS = frozenset({"gdr.pxn_rank", "p2p.nvb_rank", "job.gpus", "job.assumes", "gdr.mlopart"})
+JOB_NEEDS = frozenset({"gdr.pxn_rank", "p2p.nvb_rank", "job.gpus", "job.assumes", "gdr.mlopart", "rccl.gdr.pxn_later"})
 NO_FACTS: Mapping[str, Any] = MappingProxyType({})
 _ABSENT = object()
 
