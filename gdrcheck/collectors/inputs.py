@@ -276,17 +276,18 @@ def _copy_stream(path: str, name: str, dest: str) -> None:
 
 def load_facts(from_path, *, want_driver: bool = True, endpoint_config: bool = True,
                progress: Optional[Callable[[str], None]] = None, deadline=None,
-               while_waiting: Optional[Callable[[], None]] = None) -> Snapshot:
+               while_waiting: Optional[Callable[[], None]] = None, cpulists: bool = True) -> Snapshot:
     """Read the facts once, from wherever they are (within ``deadline``, a :class:`gdrcheck.io.deadline.Deadline`).
 
     ``from_path`` is None (this machine), one path, or several paths of one node (merged).
     ``while_waiting``: work the caller has for the time a live run waits on the NVIDIA driver.
+    ``cpulists``: each PCI function's ``local_cpulist`` from sysfs, which only a probe uses (it pins by it).
     """
     from gdrcheck.collectors.bounds import check_snapshot
 
     with streams_copied(from_path) as paths:
         snap = _load_facts(paths, want_driver=want_driver, endpoint_config=endpoint_config,
-                           progress=progress, deadline=deadline, while_waiting=while_waiting)
+                           progress=progress, deadline=deadline, while_waiting=while_waiting, cpulists=cpulists)
     return check_snapshot(snap, _shown(from_path))
 
 
@@ -299,30 +300,32 @@ def _shown(from_path) -> str:
 
 
 def _load_facts(from_path, *, want_driver: bool, endpoint_config: bool, progress, deadline,
-                while_waiting) -> Snapshot:
+                while_waiting, cpulists: bool = True) -> Snapshot:
     from gdrcheck.collectors.gather import gather
 
     if isinstance(from_path, (tuple, list)):
         if len(from_path) != 1:
             return load_many(tuple(from_path), want_driver=want_driver, endpoint_config=endpoint_config,
-                             deadline=deadline)
+                             deadline=deadline, cpulists=cpulists)
         from_path = from_path[0]
     with open_source(from_path) as src:
         if isinstance(src, Snapshot):
             return src
         src.deadline = deadline
         return gather(src, want_driver=want_driver, endpoint_config=endpoint_config, progress=progress,
-                      while_waiting=while_waiting)
+                      while_waiting=while_waiting, cpulists=cpulists)
 
 
-def load_many(paths, *, want_driver: bool = True, endpoint_config: bool = True, deadline=None) -> Snapshot:
+def load_many(paths, *, want_driver: bool = True, endpoint_config: bool = True, deadline=None,
+              cpulists: bool = True) -> Snapshot:
     """Several inputs of one node (``--from`` repeated), each read by its kind, merged into one snapshot."""
     from gdrcheck.collectors.pastes.merge import Part, merge
 
     parts = []
     for p in paths:
         if os.path.isdir(p) or (os.path.exists(p) and is_archive(p)):
-            snap = load_facts(p, want_driver=want_driver, endpoint_config=endpoint_config, deadline=deadline)
+            snap = load_facts(p, want_driver=want_driver, endpoint_config=endpoint_config, deadline=deadline,
+                              cpulists=cpulists)
             parts.append(Part(os.path.basename(os.path.normpath(p)) or p, snap.input_kind, snap))
         elif not os.path.exists(p):
             raise InputError(f"{p or repr(p)}: {missing_why(p)}")

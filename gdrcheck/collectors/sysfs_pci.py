@@ -196,10 +196,13 @@ def _wants_config(cls: Optional[int], endpoint_config: bool, has_nvme: bool) -> 
     return has_nvme and ((cls >> 16) == 0x03 or cls == 0x010802 or (cls >> 8) == 0x1200)
 
 
-def collect_sysfs_pci(src: Source, endpoint_config: bool = True
+def collect_sysfs_pci(src: Source, endpoint_config: bool = True, cpulists: bool = True
                       ) -> tuple[tuple[PciFunction, ...], dict[str, Optional[int]], CollectorStatus, tuple[str, ...]]:
     """Read every PCI function under ``/sys/bus/pci/devices``: (functions, NUMA node of each root bus,
-    status, notes on what the listing did not hold)."""
+    status, notes on what the listing did not hold). ``cpulists``: each function's ``local_cpulist`` is read
+    (a probe pins its workers by it); without, only where there is no ``numa_node`` to place the function by,
+    and a recording source reads it always, so that a snapshot holds it."""
+    cpulists = cpulists or src.recording
     names = src.listdir(DEVICES)
     if not names:
         why = src.why(DEVICES)
@@ -230,7 +233,7 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
         parent, hops = _listed_parent(chain, listed)
         if hops:
             unlisted.setdefault((hops, parent), []).append(bdf)
-        numa, said_numa, cpulist, by_cpus = _numa(src, base, node_cpus)
+        numa, said_numa, cpulist, by_cpus = _numa(src, base, node_cpus, cpulists)
         if by_cpus:
             from_cpus.append((bdf, numa))
         config = (src.read_bytes(f"{base}/config", 4096)
@@ -268,12 +271,14 @@ def _place(src: Source, base: str, name: str) -> Optional[tuple[str, list[str]]]
     return f"{int(dom_s, 16):04x}:{int(bus_s, 16):02x}", chain
 
 
-def _numa(src: Source, base: str, node_cpus: _NodeCpus) -> tuple[Optional[int], bool, Optional[str], bool]:
-    """A function's NUMA node, whether sysfs said one, its ``local_cpulist``, and whether the node was
-    taken from its local CPUs (no ``numa_node`` file: the node those CPUs belong to, as hwloc does)."""
+def _numa(src: Source, base: str, node_cpus: _NodeCpus, cpulists: bool = True
+          ) -> tuple[Optional[int], bool, Optional[str], bool]:
+    """A function's NUMA node, whether sysfs said one, its ``local_cpulist`` (None when not asked for and not
+    needed), and whether the node was taken from its local CPUs (no ``numa_node`` file: the node those CPUs
+    belong to, as hwloc does)."""
     numa_text = src.read_line(f"{base}/numa_node")
     numa = parse_int(numa_text)
-    cpulist = src.read_line(f"{base}/local_cpulist")
+    cpulist = src.read_line(f"{base}/local_cpulist") if cpulists or numa_text is None else None
     said_numa = numa_text is not None and numa is not None
     if numa is not None and numa < 0:
         numa = None
