@@ -145,15 +145,18 @@ def _host_facts(src: Source, devices, statuses: list[CollectorStatus], say) -> d
 def _driver_facts(src: Source, devices, pending_nvml, while_waiting, host: dict[str, Fact],
                   statuses: list[CollectorStatus], say):
     """What the NVIDIA driver says (NVML, nvidia-smi), and the CUDA attributes a snapshot recorded."""
-    from gdrcheck.collectors.cuda_attrs import collect_cuda_attrs
-    from gdrcheck.collectors.driver import collect_driver
+    from gdrcheck.collectors.driver import collect_driver, no_driver_records
 
     say("asking the NVIDIA driver (NVML, nvidia-smi)")
     if pending_nvml is not None and while_waiting is not None:
         while_waiting()
     drv = collect_driver(src, devices, nvml=pending_nvml)
     statuses.extend(drv.statuses)
-    cuda_fact, cuda_st = collect_cuda_attrs(src)  # asked by `gdrcheck snapshot` only, replayed from it
+    if (src.live and not src.recording) or no_driver_records(src):
+        return drv  # CUDA is asked by `gdrcheck snapshot` only, and replayed from its record
+    from gdrcheck.collectors.cuda_attrs import collect_cuda_attrs
+
+    cuda_fact, cuda_st = collect_cuda_attrs(src)
     if cuda_fact is not None:
         host["cuda_attrs"] = cuda_fact
     if cuda_st is not None:

@@ -16,13 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 
-from gdrcheck.collectors.archive import (  # noqa: F401 - unpack_archive: the archive reader's door here too
-    MAX_TOTAL_BYTES,
-    NO_ROOM,
-    is_archive,
-    no_room,
-    unpack_archive,
-)
 from gdrcheck.errors import InputError
 from gdrcheck.io.source import Source
 from gdrcheck.model import Snapshot
@@ -34,14 +27,20 @@ if TYPE_CHECKING:
 
 
 _FROM_INPUT_KINDS = ("ACCEPTED_KINDS", "FILE_KINDS_TEXT", "INPUT_KINDS", "MAX_SINGLE_FILE", "sniff")
+_FROM_ARCHIVE = ("MAX_TOTAL_BYTES", "NO_ROOM", "is_archive", "no_room", "unpack_archive")
 
 
 def __getattr__(name: str):
-    """The input-kind table's names, here too, imported when first asked (a directory input never needs them)."""
+    """The input-kind table's names and the archive reader's, here too, imported when first asked (a directory
+    input never needs them)."""
     if name in _FROM_INPUT_KINDS:
         from gdrcheck.collectors import input_kinds
 
         return getattr(input_kinds, name)
+    if name in _FROM_ARCHIVE or name == "MAX_STREAM_BYTES":
+        from gdrcheck.collectors import archive
+
+        return getattr(archive, "MAX_TOTAL_BYTES" if name == "MAX_STREAM_BYTES" else name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -117,6 +116,8 @@ def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[o
         require_machine(from_path, from_path)
         yield Source(from_path, live=False, label=from_path)
         return
+    from gdrcheck.collectors.archive import is_archive, unpack_archive
+
     if is_archive(from_path):
         from gdrcheck.io import tempdirs
 
@@ -216,9 +217,6 @@ def _archive_root(tmp: str) -> str:
     return tmp
 
 
-MAX_STREAM_BYTES = MAX_TOTAL_BYTES
-
-
 def _read_once(path: str) -> bool:
     """``-``, or a pipe, a FIFO or a device (:func:`gdrcheck.io.output.is_stream`)."""
     from gdrcheck.io.output import is_stream
@@ -253,7 +251,11 @@ def streams_copied(from_path) -> Iterator[object]:
 
 
 def _copy_stream(path: str, name: str, dest: str) -> None:
+    """Copy one stream, refused past :data:`MAX_STREAM_BYTES` (an archive's bound on what it unpacks)."""
     import sys
+
+    from gdrcheck.collectors.archive import MAX_TOTAL_BYTES as MAX_STREAM_BYTES
+    from gdrcheck.collectors.archive import NO_ROOM, no_room
 
     total = 0
     try:
@@ -319,6 +321,7 @@ def _load_facts(from_path, *, want_driver: bool, endpoint_config: bool, progress
 def load_many(paths, *, want_driver: bool = True, endpoint_config: bool = True, deadline=None,
               cpulists: bool = True) -> Snapshot:
     """Several inputs of one node (``--from`` repeated), each read by its kind, merged into one snapshot."""
+    from gdrcheck.collectors.archive import is_archive
     from gdrcheck.collectors.pastes.merge import Part, merge
 
     parts = []

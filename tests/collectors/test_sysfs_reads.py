@@ -120,3 +120,19 @@ def test_a_recording_source_reads_every_cpulist(tmp_path):
     devices = collect_sysfs_pci(Source(str(root), live=False, record=True), endpoint_config=False,
                                 cpulists=False)[0]
     assert devices and all(d.local_cpulist for d in devices)
+
+
+def test_an_input_without_records_has_the_statuses_their_readers_give(tmp_path):
+    """Without the driver's records the NVML, CUDA and nvidia-smi readers are not loaded; an input whose
+    commands' record holds nothing goes through them: the same collectors' statuses, the same facts."""
+    plain = _node(tmp_path)
+    empty = tmp_path / "empty-records"
+    shutil.copytree(plain, empty, symlinks=True)
+    (empty / "gdrcheck").mkdir()
+    (empty / "gdrcheck" / "commands.json").write_text("{}")
+    a, b = _facts(plain), _facts(empty)
+    assert [c for c in a.collectors if c.name in ("nvml", "nvidia-smi")] == \
+        [c for c in b.collectors if c.name in ("nvml", "nvidia-smi")]
+    assert len([c for c in a.collectors if c.name in ("nvml", "nvidia-smi")]) == 2
+    assert a.collectors == b.collectors and a.host == b.host and a.gpus == b.gpus
+    _same_devices(a, b)
