@@ -218,19 +218,17 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True, cpulists: bool 
     from_cpus: list[tuple[str, int]] = []
     unlisted: dict[tuple[tuple[str, ...], Optional[str]], list[str]] = {}
     short_config = 0
-    listed = {norm_bdf(n) for n in names if is_bdf(n)}
-    classes = {n: parse_int(src.read_line(f"{DEVICES}/{n}/class"), 16) for n in names if is_bdf(n)}
+    bdfs = {n: norm_bdf(n) for n in names if is_bdf(n)}  # each listed name's address, normalised once
+    listed = set(bdfs.values())
+    classes = {n: parse_int(src.read_line(f"{DEVICES}/{n}/class"), 16) for n in bdfs}
     has_nvme = any(c == 0x010802 for c in classes.values())
-    for name in names:
-        if not is_bdf(name):
-            continue
+    for name, bdf in bdfs.items():
         base = f"{DEVICES}/{name}"
         placed = _place(src, base, name)
         if placed is None:
             continue
         root_label, chain = placed
-        bdf = norm_bdf(name)
-        parent, hops = _listed_parent(chain, listed)
+        parent, hops = _listed_parent(chain, listed, bdfs)
         if hops:
             unlisted.setdefault((hops, parent), []).append(bdf)
         numa, said_numa, cpulist, by_cpus = _numa(src, base, node_cpus, cpulists)
@@ -356,12 +354,12 @@ def _function(src: Source, base: str, bdf: str, root_label: str, parent: Optiona
     )
 
 
-def _listed_parent(chain: list[str], listed: set) -> tuple[Optional[str], tuple[str, ...]]:
+def _listed_parent(chain: list[str], listed: set, bdfs: dict[str, str]) -> tuple[Optional[str], tuple[str, ...]]:
     """The nearest bridge above the function that /sys/bus/pci/devices lists, and the bridges between
-    the two that it does not list (top first)."""
+    the two that it does not list (top first). ``bdfs``: the listed names' addresses, normalised."""
     hops: list[str] = []
     for comp in reversed(chain[:-1]):
-        b = norm_bdf(comp)
+        b = bdfs.get(comp) or norm_bdf(comp)
         if b in listed:
             return b, tuple(reversed(hops))
         hops.append(b)
