@@ -30,7 +30,8 @@ def escape_controls(text: str) -> str:
     """JSON text with DEL, the C1 controls (U+0080-U+009F: a terminal may take U+009B for ESC [), the line
     and paragraph separators and lone surrogates (which UTF-8 cannot carry) written as ``\\uXXXX``; ``json``
     escapes only those below U+0020. Outside strings JSON text has none of them, so the result is the same
-    document."""
-    if not _RAW.search(text):
+    document. ASCII text without DEL has none of them: it is given back without the pattern being compiled or
+    run (str.isascii answers at once)."""
+    if (text.isascii() and "\x7f" not in text) or not _RAW.search(text):
         return text
     return _RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
