@@ -244,7 +244,7 @@ class Source:
         return data
 
     def read_text(self, path: str, limit: int = MAX_READ) -> Optional[str]:
-        data = self._read(path, limit, None)
+        data = self.read_bytes(path, limit)
         if data is None:
             return None
         return data.decode("utf-8", "replace")
@@ -261,7 +261,7 @@ class Source:
 
     def read_line(self, path: str) -> Optional[str]:
         """First line, stripped: the shape of most sysfs attributes."""
-        data = self._read(path, 4096, None)
+        data = self.read_bytes(path, 4096)  # (every read goes through read_bytes: a subclass may watch it)
         if data is None:
             return None
         return data.decode("utf-8", "replace").split("\n", 1)[0].strip()
