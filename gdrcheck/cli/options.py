@@ -10,8 +10,6 @@ README's command table to them. Nothing here imports click.
 
 from __future__ import annotations
 
-from gdrcheck.collectors.input_kinds import ACCEPTED_KINDS
-
 
 class Opt:
     """One option. ``choices``: the values it takes (case-sensitive, as click.Choice); ``bounds``: a float
@@ -97,8 +95,20 @@ def _timeout_help() -> str:
             f"{DEFAULT_SECONDS:g}, on a live machine and with --from; it covers writing the output; 0 waits forever")
 
 
-FROM_HELP = ("read facts from PATH instead of this machine; repeat it for several files of one node (merged): "
-             + "; ".join(f"{what}: {how}" for what, how in ACCEPTED_KINDS))  # collectors/input_kinds.py's table
+def _from_help() -> str:
+    """--from's help, from collectors/input_kinds.py's table (loaded only for help: a run never needs it)."""
+    from gdrcheck.collectors.input_kinds import ACCEPTED_KINDS
+
+    return ("read facts from PATH instead of this machine; repeat it for several files of one node (merged): "
+            + "; ".join(f"{what}: {how}" for what, how in ACCEPTED_KINDS))
+
+
+def __getattr__(name: str):
+    if name == "FROM_HELP":
+        return _from_help()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 REDACT_WHAT = "replace the host name, serial numbers, UUIDs, MAC and IP addresses, home user names"
 REDACT_HELP = REDACT_WHAT + " in the output"
 
@@ -130,7 +140,7 @@ def _probe_checks():
     return CHECKS
 
 
-FROM = Opt("from_path", "--from", multiple=True, callback=_from_paths, metavar="PATH", help=FROM_HELP)
+FROM = Opt("from_path", "--from", multiple=True, callback=_from_paths, metavar="PATH", help=_from_help)
 REDACT = Opt("redact", "--redact", flag=True, help=REDACT_HELP)
 JSON = Opt("as_json", "--json", flag=True, help="same as --format json")
 FAIL_ON = Opt("fail_on", "--fail-on", choices=("error", "warning"), default="error", show_default=True,

@@ -95,15 +95,17 @@ class Run:
         self.watchdog = None
         return not spoke
 
-    def load(self, want_driver: bool = True, endpoint_config: bool = False, while_waiting=None):
+    def load(self, want_driver: bool = True, endpoint_config: bool = False, while_waiting=None,
+             cpulists: bool = True):
         """The facts of the input (this machine or ``--from``), redacted as asked. ``while_waiting``: what to
-        load while a live run waits for the NVIDIA driver."""
+        load while a live run waits for the NVIDIA driver; ``cpulists``: each PCI function's local CPUs."""
         from gdrcheck.collectors.inputs import load_facts
 
         progress = progress_reporter() if self.live else None
         try:
             facts = load_facts(self.from_path, want_driver=want_driver, endpoint_config=endpoint_config,
-                               progress=progress, deadline=self.deadline, while_waiting=while_waiting)
+                               progress=progress, deadline=self.deadline, while_waiting=while_waiting,
+                               cpulists=cpulists)
         finally:
             end_progress(progress)
         return redacted(facts, self.redact)
@@ -205,7 +207,7 @@ def run_view(view, run: Run, options: Any = None) -> int:
     from gdrcheck.status import exit_status
 
     facts = run.load(want_driver=view.want_driver, endpoint_config=view.endpoint_config,
-                     while_waiting=view.prepare)
+                     while_waiting=view.prepare, cpulists=view.cpulists)
     subject = view.subject(facts, options)
     out = view.document(subject, run)
     if isinstance(out, str):

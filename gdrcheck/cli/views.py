@@ -107,6 +107,7 @@ class View:
 
     want_driver = True
     endpoint_config = False
+    cpulists = False  # no node document shows a function's local CPUs (a probe pins by them: it asks)
     redact_text: Optional[bool] = None  # None: as --redact says
     engine = "contract"  # who reads the exit status (gdrcheck.status.exit_status)
 

@@ -40,8 +40,8 @@ def clip_name(name: Optional[str], limit: int = MAX_NAME) -> Optional[str]:
         return name
     if len(name) > limit:
         name = f"{name[:limit].rstrip()}... (name cut: {len(name)} characters in the input)"
-    if not _UNSHOWN.search(name):
-        return name
+    if (name.isascii() and name.isprintable()) or not _UNSHOWN.search(name):
+        return name  # (printable ASCII holds none of the characters below: the pattern need not be compiled)
     if _CONTROL.search(name):
         name = _CONTROL.sub("?", name)
     return name.replace("\n", " ").replace("\t", " ")

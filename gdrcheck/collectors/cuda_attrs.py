@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 
+from gdrcheck.collectors.driver import CUDA_FILE
 from gdrcheck.cuda_attr import ATTR
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional
 
-CUDA_FILE = "/gdrcheck/cuda.json"
 RECORD_VERSION = 1
 ATTR_GDR = ATTR["gpu_direct_rdma_supported"]
 ATTR_DMABUF = ATTR["dma_buf_supported"]

@@ -7,13 +7,38 @@ NVIDIA GPU on the bus that the driver does not list is reported, not dropped.
 
 from __future__ import annotations
 
-from gdrcheck.io.source import Source
+from gdrcheck.io.source import COMMANDS_FILE, Source
 from gdrcheck.model import CollectorStatus, DriverGpu, NvLink, PciFunction, bdf_key, frozen_map
 from gdrcheck.record import field, record, replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+
+# where a snapshot keeps what the driver answered: NVML's, CUDA's and the tools' (nvidia-smi's) answers
+NVML_FILE = "/gdrcheck/nvml.json"
+CUDA_FILE = "/gdrcheck/cuda.json"
+DRIVER_RECORDS = (NVML_FILE, CUDA_FILE, COMMANDS_FILE)
+
+
+def no_driver_records(src: Source) -> bool:
+    """An input, not this machine, that holds none of a snapshot's records of the driver: NVML, CUDA and
+    nvidia-smi answered nothing in it, so their readers need not even load."""
+    return not src.live and not any(src.exists(path) for path in DRIVER_RECORDS)
+
+
+def nvml_not_recorded(src: Source) -> CollectorStatus:
+    """NVML's status where the input holds no NVML answers."""
+    hint = ("run gdrcheck on the node itself, or make a snapshot there with 'gdrcheck snapshot'"
+            if not src.has_capture() else "the snapshot was made without NVML answers")
+    return CollectorStatus("nvml", "unavailable", "NVML not available: not recorded in this input", hint)
+
+
+def not_captured(argv) -> CollectorStatus:
+    """nvidia-smi's status where the input holds no answer of ``argv``."""
+    return CollectorStatus("nvidia-smi", "unavailable", f"'{' '.join(argv)}' was not captured in this input",
+                           "run gdrcheck on the node itself, or snapshot it with 'gdrcheck snapshot'")
 
 
 @record
@@ -68,17 +93,24 @@ def _missing(gpus: Sequence[DriverGpu], devices: Sequence[PciFunction], who: str
 
 def collect_driver(src: Source, devices: Sequence[PciFunction], nvml=None) -> DriverFacts:
     """``nvml``: the waiter :func:`gdrcheck.collectors.nvml.begin_nvml` gave, when NVML was asked early."""
-    from gdrcheck.collectors.nvml import collect_nvml
+    if nvml is None and no_driver_records(src):
+        nv = None
+        facts = DriverFacts(statuses=[nvml_not_recorded(src)])
+    else:
+        from gdrcheck.collectors.nvml import collect_nvml
 
-    nv = nvml() if nvml is not None else collect_nvml(src)
-    facts = DriverFacts(statuses=[nv.status])
-    if nv.answered:
+        nv = nvml() if nvml is not None else collect_nvml(src)
+        facts = DriverFacts(statuses=[nv.status])
+    if nv is not None and nv.answered:
         facts.gpus = _with_bus_view(src, nv.gpus, devices)
         facts.nvlinks = nv.nvlinks
         facts.p2p_status = dict(nv.p2p_status)
         facts.shows_nvlink = nv.shows_nvlink
         facts.common_ancestor = dict(nv.common_ancestor)
         facts.statuses.extend(_missing(facts.gpus, devices, "NVML"))
+        return facts
+    if nv is None:  # nor any nvidia-smi output: the text query, the last one asked, says so
+        facts.statuses.append(not_captured(("nvidia-smi", "-q")))
         return facts
     from gdrcheck.collectors.pastes.nvidia_smi import collect_nvidia_smi, rows_to_gpus
 

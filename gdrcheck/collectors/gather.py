@@ -52,10 +52,11 @@ def _out_of_time(dl, what: str, statuses: list[CollectorStatus]) -> bool:
 
 def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = True, want_names: bool = True,
            progress: Optional[Callable[[str], None]] = None,
-           while_waiting: Optional[Callable[[], None]] = None) -> Snapshot:
+           while_waiting: Optional[Callable[[], None]] = None, cpulists: bool = True) -> Snapshot:
     """All facts of one machine (live, a ``--from`` tree or an unpacked snapshot). ``while_waiting`` runs
     just before a live run waits for NVML's answers: the caller's own work (loading what judges the facts)
-    then overlaps the driver's, whose calls release the GIL."""
+    then overlaps the driver's, whose calls release the GIL. ``cpulists``: each PCI function's
+    ``local_cpulist`` (:func:`gdrcheck.collectors.sysfs_pci.collect_sysfs_pci`)."""
     from gdrcheck.collectors.sysfs_pci import collect_sysfs_pci
 
     say = progress or (lambda _msg: None)
@@ -66,7 +67,8 @@ def gather(src: Source, *, want_driver: bool = True, endpoint_config: bool = Tru
 
         pending_nvml = begin_nvml(src)  # the driver answers while sysfs is read
     say("reading PCI devices")
-    devices, root_numa, st, pci_notes = collect_sysfs_pci(src, endpoint_config=endpoint_config)
+    devices, root_numa, st, pci_notes = collect_sysfs_pci(src, endpoint_config=endpoint_config,
+                                                                 cpulists=cpulists)
     statuses.append(st)
     if want_names:
         devices = _named(src, devices)
@@ -143,15 +145,18 @@ def _host_facts(src: Source, devices, statuses: list[CollectorStatus], say) -> d
 def _driver_facts(src: Source, devices, pending_nvml, while_waiting, host: dict[str, Fact],
                   statuses: list[CollectorStatus], say):
     """What the NVIDIA driver says (NVML, nvidia-smi), and the CUDA attributes a snapshot recorded."""
-    from gdrcheck.collectors.cuda_attrs import collect_cuda_attrs
-    from gdrcheck.collectors.driver import collect_driver
+    from gdrcheck.collectors.driver import collect_driver, no_driver_records
 
     say("asking the NVIDIA driver (NVML, nvidia-smi)")
     if pending_nvml is not None and while_waiting is not None:
         while_waiting()
     drv = collect_driver(src, devices, nvml=pending_nvml)
     statuses.extend(drv.statuses)
-    cuda_fact, cuda_st = collect_cuda_attrs(src)  # asked by `gdrcheck snapshot` only, replayed from it
+    if (src.live and not src.recording) or no_driver_records(src):
+        return drv  # CUDA is asked by `gdrcheck snapshot` only, and replayed from its record
+    from gdrcheck.collectors.cuda_attrs import collect_cuda_attrs
+
+    cuda_fact, cuda_st = collect_cuda_attrs(src)
     if cuda_fact is not None:
         host["cuda_attrs"] = cuda_fact
     if cuda_st is not None:

@@ -16,13 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 
-from gdrcheck.collectors.archive import (  # noqa: F401 - unpack_archive: the archive reader's door here too
-    MAX_TOTAL_BYTES,
-    NO_ROOM,
-    is_archive,
-    no_room,
-    unpack_archive,
-)
 from gdrcheck.errors import InputError
 from gdrcheck.io.source import Source
 from gdrcheck.model import Snapshot
@@ -34,14 +27,20 @@ if TYPE_CHECKING:
 
 
 _FROM_INPUT_KINDS = ("ACCEPTED_KINDS", "FILE_KINDS_TEXT", "INPUT_KINDS", "MAX_SINGLE_FILE", "sniff")
+_FROM_ARCHIVE = ("MAX_TOTAL_BYTES", "NO_ROOM", "is_archive", "no_room", "unpack_archive")
 
 
 def __getattr__(name: str):
-    """The input-kind table's names, here too, imported when first asked (a directory input never needs them)."""
+    """The input-kind table's names and the archive reader's, here too, imported when first asked (a directory
+    input never needs them)."""
     if name in _FROM_INPUT_KINDS:
         from gdrcheck.collectors import input_kinds
 
         return getattr(input_kinds, name)
+    if name in _FROM_ARCHIVE or name == "MAX_STREAM_BYTES":
+        from gdrcheck.collectors import archive
+
+        return getattr(archive, "MAX_TOTAL_BYTES" if name == "MAX_STREAM_BYTES" else name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -115,6 +114,8 @@ def open_source(from_path: Optional[str], *, record: bool = False) -> Iterator[o
         require_machine(from_path, from_path)
         yield Source(from_path, live=False, label=from_path)
         return
+    from gdrcheck.collectors.archive import is_archive, unpack_archive
+
     if is_archive(from_path):
         from gdrcheck.io import tempdirs
 
@@ -214,9 +215,6 @@ def _archive_root(tmp: str) -> str:
     return tmp
 
 
-MAX_STREAM_BYTES = MAX_TOTAL_BYTES
-
-
 def _read_once(path: str) -> bool:
     """``-``, or a pipe, a FIFO or a device (:func:`gdrcheck.io.output.is_stream`)."""
     from gdrcheck.io.output import is_stream
@@ -251,7 +249,11 @@ def streams_copied(from_path) -> Iterator[object]:
 
 
 def _copy_stream(path: str, name: str, dest: str) -> None:
+    """Copy one stream, refused past :data:`MAX_STREAM_BYTES` (an archive's bound on what it unpacks)."""
     import sys
+
+    from gdrcheck.collectors.archive import MAX_TOTAL_BYTES as MAX_STREAM_BYTES
+    from gdrcheck.collectors.archive import NO_ROOM, no_room
 
     total = 0
     try:
@@ -274,17 +276,18 @@ def _copy_stream(path: str, name: str, dest: str) -> None:
 
 def load_facts(from_path, *, want_driver: bool = True, endpoint_config: bool = True,
                progress: Optional[Callable[[str], None]] = None, deadline=None,
-               while_waiting: Optional[Callable[[], None]] = None) -> Snapshot:
+               while_waiting: Optional[Callable[[], None]] = None, cpulists: bool = True) -> Snapshot:
     """Read the facts once, from wherever they are (within ``deadline``, a :class:`gdrcheck.io.deadline.Deadline`).
 
     ``from_path`` is None (this machine), one path, or several paths of one node (merged).
     ``while_waiting``: work the caller has for the time a live run waits on the NVIDIA driver.
+    ``cpulists``: each PCI function's ``local_cpulist`` from sysfs, which only a probe uses (it pins by it).
     """
     from gdrcheck.collectors.bounds import check_snapshot
 
     with streams_copied(from_path) as paths:
         snap = _load_facts(paths, want_driver=want_driver, endpoint_config=endpoint_config,
-                           progress=progress, deadline=deadline, while_waiting=while_waiting)
+                           progress=progress, deadline=deadline, while_waiting=while_waiting, cpulists=cpulists)
     return check_snapshot(snap, _shown(from_path))
 
 
@@ -297,30 +300,33 @@ def _shown(from_path) -> str:
 
 
 def _load_facts(from_path, *, want_driver: bool, endpoint_config: bool, progress, deadline,
-                while_waiting) -> Snapshot:
+                while_waiting, cpulists: bool = True) -> Snapshot:
     from gdrcheck.collectors.gather import gather
 
     if isinstance(from_path, (tuple, list)):
         if len(from_path) != 1:
             return load_many(tuple(from_path), want_driver=want_driver, endpoint_config=endpoint_config,
-                             deadline=deadline)
+                             deadline=deadline, cpulists=cpulists)
         from_path = from_path[0]
     with open_source(from_path) as src:
         if isinstance(src, Snapshot):
             return src
         src.deadline = deadline
         return gather(src, want_driver=want_driver, endpoint_config=endpoint_config, progress=progress,
-                      while_waiting=while_waiting)
+                      while_waiting=while_waiting, cpulists=cpulists)
 
 
-def load_many(paths, *, want_driver: bool = True, endpoint_config: bool = True, deadline=None) -> Snapshot:
+def load_many(paths, *, want_driver: bool = True, endpoint_config: bool = True, deadline=None,
+              cpulists: bool = True) -> Snapshot:
     """Several inputs of one node (``--from`` repeated), each read by its kind, merged into one snapshot."""
+    from gdrcheck.collectors.archive import is_archive
     from gdrcheck.collectors.pastes.merge import Part, merge
 
     parts = []
     for p in paths:
         if os.path.isdir(p) or (os.path.exists(p) and is_archive(p)):
-            snap = load_facts(p, want_driver=want_driver, endpoint_config=endpoint_config, deadline=deadline)
+            snap = load_facts(p, want_driver=want_driver, endpoint_config=endpoint_config, deadline=deadline,
+                              cpulists=cpulists)
             parts.append(Part(os.path.basename(os.path.normpath(p)) or p, snap.input_kind, snap))
         elif not os.path.exists(p):
             raise InputError(f"{p or repr(p)}: {missing_why(p)}")

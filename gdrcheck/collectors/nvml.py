@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from gdrcheck.collectors.driver import NVML_FILE
 from gdrcheck.collectors.nvml_errors import error_doc
 from gdrcheck.collectors.nvml_record import P2P_CAPS, NvmlFacts, facts_from_record
 from gdrcheck.io.source import Source
@@ -24,7 +25,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
-NVML_FILE = "/gdrcheck/nvml.json"
 RECORD_VERSION = 1
 MAX_LINKS = 36
 _NO_LINK = ("NotSupported", "InvalidArgument")
@@ -331,10 +331,9 @@ def collect_nvml(src: Source, query: Optional[Callable[[], dict[str, Any]]] = No
         return facts_from_record(rec)
     text = src.read_text(NVML_FILE, 64 << 20)
     if text is None:
-        hint = ("run gdrcheck on the node itself, or make a snapshot there with 'gdrcheck snapshot'"
-                if not src.has_capture() else "the snapshot was made without NVML answers")
-        return NvmlFacts(CollectorStatus("nvml", "unavailable", "NVML not available: not recorded in this input",
-                                         hint))
+        from gdrcheck.collectors.driver import nvml_not_recorded
+
+        return NvmlFacts(nvml_not_recorded(src))
     try:
         rec = json.loads(text)
     except ValueError as e:

@@ -196,10 +196,13 @@ def _wants_config(cls: Optional[int], endpoint_config: bool, has_nvme: bool) -> 
     return has_nvme and ((cls >> 16) == 0x03 or cls == 0x010802 or (cls >> 8) == 0x1200)
 
 
-def collect_sysfs_pci(src: Source, endpoint_config: bool = True
+def collect_sysfs_pci(src: Source, endpoint_config: bool = True, cpulists: bool = True
                       ) -> tuple[tuple[PciFunction, ...], dict[str, Optional[int]], CollectorStatus, tuple[str, ...]]:
     """Read every PCI function under ``/sys/bus/pci/devices``: (functions, NUMA node of each root bus,
-    status, notes on what the listing did not hold)."""
+    status, notes on what the listing did not hold). ``cpulists``: each function's ``local_cpulist`` is read
+    (a probe pins its workers by it); without, only where there is no ``numa_node`` to place the function by,
+    and a recording source reads it always, so that a snapshot holds it."""
+    cpulists = cpulists or src.recording
     names = src.listdir(DEVICES)
     if not names:
         why = src.why(DEVICES)
@@ -215,22 +218,20 @@ def collect_sysfs_pci(src: Source, endpoint_config: bool = True
     from_cpus: list[tuple[str, int]] = []
     unlisted: dict[tuple[tuple[str, ...], Optional[str]], list[str]] = {}
     short_config = 0
-    listed = {norm_bdf(n) for n in names if is_bdf(n)}
-    classes = {n: parse_int(src.read_line(f"{DEVICES}/{n}/class"), 16) for n in names if is_bdf(n)}
+    bdfs = {n: norm_bdf(n) for n in names if is_bdf(n)}  # each listed name's address, normalised once
+    listed = set(bdfs.values())
+    classes = {n: parse_int(src.read_line(f"{DEVICES}/{n}/class"), 16) for n in bdfs}
     has_nvme = any(c == 0x010802 for c in classes.values())
-    for name in names:
-        if not is_bdf(name):
-            continue
+    for name, bdf in bdfs.items():
         base = f"{DEVICES}/{name}"
         placed = _place(src, base, name)
         if placed is None:
             continue
         root_label, chain = placed
-        bdf = norm_bdf(name)
-        parent, hops = _listed_parent(chain, listed)
+        parent, hops = _listed_parent(chain, listed, bdfs)
         if hops:
             unlisted.setdefault((hops, parent), []).append(bdf)
-        numa, said_numa, cpulist, by_cpus = _numa(src, base, node_cpus)
+        numa, said_numa, cpulist, by_cpus = _numa(src, base, node_cpus, cpulists)
         if by_cpus:
             from_cpus.append((bdf, numa))
         config = (src.read_bytes(f"{base}/config", 4096)
@@ -268,12 +269,14 @@ def _place(src: Source, base: str, name: str) -> Optional[tuple[str, list[str]]]
     return f"{int(dom_s, 16):04x}:{int(bus_s, 16):02x}", chain
 
 
-def _numa(src: Source, base: str, node_cpus: _NodeCpus) -> tuple[Optional[int], bool, Optional[str], bool]:
-    """A function's NUMA node, whether sysfs said one, its ``local_cpulist``, and whether the node was
-    taken from its local CPUs (no ``numa_node`` file: the node those CPUs belong to, as hwloc does)."""
+def _numa(src: Source, base: str, node_cpus: _NodeCpus, cpulists: bool = True
+          ) -> tuple[Optional[int], bool, Optional[str], bool]:
+    """A function's NUMA node, whether sysfs said one, its ``local_cpulist`` (None when not asked for and not
+    needed), and whether the node was taken from its local CPUs (no ``numa_node`` file: the node those CPUs
+    belong to, as hwloc does)."""
     numa_text = src.read_line(f"{base}/numa_node")
     numa = parse_int(numa_text)
-    cpulist = src.read_line(f"{base}/local_cpulist")
+    cpulist = src.read_line(f"{base}/local_cpulist") if cpulists or numa_text is None else None
     said_numa = numa_text is not None and numa is not None
     if numa is not None and numa < 0:
         numa = None
@@ -351,12 +354,12 @@ def _function(src: Source, base: str, bdf: str, root_label: str, parent: Optiona
     )
 
 
-def _listed_parent(chain: list[str], listed: set) -> tuple[Optional[str], tuple[str, ...]]:
+def _listed_parent(chain: list[str], listed: set, bdfs: dict[str, str]) -> tuple[Optional[str], tuple[str, ...]]:
     """The nearest bridge above the function that /sys/bus/pci/devices lists, and the bridges between
-    the two that it does not list (top first)."""
+    the two that it does not list (top first). ``bdfs``: the listed names' addresses, normalised."""
     hops: list[str] = []
     for comp in reversed(chain[:-1]):
-        b = norm_bdf(comp)
+        b = bdfs.get(comp) or norm_bdf(comp)
         if b in listed:
             return b, tuple(reversed(hops))
         hops.append(b)

@@ -107,6 +107,9 @@ class Source:
 
     def resolve(self, path: str, *, follow_last: bool = True) -> Optional[str]:
         """Resolve links inside the root; ``None`` on a loop or an unreadable link."""
+        hit = self._rcache.get((path, follow_last))  # a path as resolved before: its text is already normal
+        if hit is not None and path.count("/") <= 64:
+            return hit
         path = posixpath.normpath("/" + path.lstrip("/"))
         if path.count("/") > 64:
             self._errors[path] = "path too deep"
@@ -258,10 +261,10 @@ class Source:
 
     def read_line(self, path: str) -> Optional[str]:
         """First line, stripped: the shape of most sysfs attributes."""
-        text = self.read_text(path, 4096)
-        if text is None:
+        data = self.read_bytes(path, 4096)  # (every read goes through read_bytes: a subclass may watch it)
+        if data is None:
             return None
-        return text.split("\n", 1)[0].strip()
+        return data.decode("utf-8", "replace").split("\n", 1)[0].strip()
 
     def why(self, path: str) -> str:
         """Why the last read of ``path`` failed ("missing", "permission denied", ...)."""
@@ -269,10 +272,15 @@ class Source:
 
     def readlink(self, path: str) -> Optional[str]:
         """The target of a link (as stored), or ``None`` when it is not a link."""
-        parent = self.resolve(posixpath.dirname(path))
-        if parent is None:
-            return None
-        cand = posixpath.join(parent, posixpath.basename(path))
+        d, _, name = path.rpartition("/")
+        parent = self._dcache.get(d) if name not in ("", ".", "..") else None
+        if parent is not None:  # a directory already resolved for a read (a device's driver, iommu_group)
+            cand = parent + "/" + name if parent != "/" else "/" + name
+        else:
+            parent = self.resolve(posixpath.dirname(path))
+            if parent is None:
+                return None
+            cand = posixpath.join(parent, posixpath.basename(path))
         try:
             target = os.readlink(self._host(cand))
         except OSError:

@@ -105,3 +105,29 @@ def test_only_the_console_scripts_node_command_turns_the_cycle_collector_off(tmp
     p = subprocess.run([sys.executable, "-c", script, str(tmp_path / "node")], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
     assert [ln for ln in p.stderr.splitlines() if ln.startswith("GC ")] == ["GC False", "GC True"], p.stderr
+
+
+# what only a file input, an archive, a snapshot's records or another command's output needs
+_NOT_FOR_A_TREE = ("gdrcheck.collectors.archive", "gdrcheck.collectors.input_kinds", "gdrcheck.collectors.nvml",
+                   "gdrcheck.collectors.nvml_record", "gdrcheck.collectors.nvml_errors",
+                   "gdrcheck.collectors.cuda_attrs", "gdrcheck.cuda_attr", "gdrcheck.collectors.pastes",
+                   "gdrcheck.collectors.pastes.nvidia_smi")
+TOPOLOGY_MODULES = 49  # gdrcheck's own modules `topology --json` of a sysfs tree loads
+
+
+def test_topology_of_a_sysfs_tree_loads_no_reader_it_does_not_use(tmp_path):
+    """A sysfs tree without a snapshot's records: no archive reader, no input-kind table, no NVML, CUDA or
+    nvidia-smi reader (their statuses are said without them: tests/collectors/test_sysfs_reads.py)."""
+    from builders.servers import build
+
+    build(tmp_path / "node", gpus=2, nics=2, nvme=1, sockets=2, nested=True)
+    loaded = _modules("topology", "--json", "--from", str(tmp_path / "node"))
+    assert "gdrcheck.collectors.gather" in loaded
+    assert not (set(_NOT_FOR_A_TREE) & loaded), sorted(set(_NOT_FOR_A_TREE) & loaded)
+    own = sorted(m for m in loaded if m == "gdrcheck" or m.startswith("gdrcheck."))
+    assert len(own) <= TOPOLOGY_MODULES, own
+    snap = tmp_path / "snap"
+    (tmp_path / "node").rename(snap)
+    (snap / "gdrcheck").mkdir()
+    (snap / "gdrcheck" / "nvml.json").write_text("{}")
+    assert "gdrcheck.collectors.nvml" in _modules("topology", "--json", "--from", str(snap))  # records: read

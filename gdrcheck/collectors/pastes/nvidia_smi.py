@@ -295,8 +295,9 @@ def failure_status(res: CommandResult) -> CollectorStatus:
                                "install the NVIDIA driver (nvidia-smi ships with it), or set GDRCHECK_TOOL_PATH "
                                "to the directory that holds it")
     if res.error == "not captured":
-        return CollectorStatus("nvidia-smi", "unavailable", f"'{cmd}' was not captured in this input",
-                               "run gdrcheck on the node itself, or snapshot it with 'gdrcheck snapshot'")
+        from gdrcheck.collectors.driver import not_captured
+
+        return not_captured(res.argv)
     if res.error and res.error.startswith("timed out"):
         return CollectorStatus("nvidia-smi", "unavailable", f"'{cmd}' {res.error}: the driver did not answer",
                                "a GPU or the driver may be hung: check 'sudo dmesg | grep -i -e xid -e nvrm'; "
