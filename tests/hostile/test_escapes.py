@@ -369,10 +369,3 @@ def expect_clean_writers(docs: dict) -> None:
 def test_every_writer_shows_any_input_string_safely(docs):
     expect_clean_writers(docs)
 
-
-def test_json_ascii_fast_path_matches_the_pattern_scan():
-    """An ASCII text is passed on unscanned only where the pattern scan would change nothing in it."""
-    from gdrcheck.render.json_out import _RAW, escape_controls
-
-    for text in ('{"a":"plain"}', '{"a":"del\x7f"}', '{"a":"c1\x9b"}', '{"a":"\u2028"}', '{"a":"caf\u00e9"}', ""):
-        assert escape_controls(text) == _RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
