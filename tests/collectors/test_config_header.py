@@ -10,12 +10,12 @@ the collector reads.
 from __future__ import annotations
 
 import struct
-import tarfile
 from pathlib import Path
 from typing import Optional
 
 import pytest
 from support.replay import replay_tree
+from support.shared_unpack import unpacked_once
 
 from builders.sysfs_tree import SysfsTree
 from gdrcheck.collectors.config_header import header_facts, link_facts
@@ -44,15 +44,6 @@ ATTRIBUTE = {
 }
 
 
-def _unpack(archive: Path, dest: Path) -> Path:
-    with tarfile.open(archive) as tar:
-        tar.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    if (dest / "sys").is_dir():
-        return dest
-    (top,) = [p for p in dest.iterdir() if p.is_dir()]
-    return top
-
-
 def _compare(root: Path) -> dict[str, int]:
     """Every fact config decides against its attribute file; returns how many were compared, per fact."""
     compared: dict[str, int] = {}
@@ -78,8 +69,8 @@ def _compare(root: Path) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("archive", SNAPSHOTS, ids=lambda p: p.parent.name)
-def test_config_agrees_with_attribute_files_on_vm_snapshots(archive, tmp_path):
-    got = _compare(_unpack(archive, tmp_path))
+def test_config_agrees_with_attribute_files_on_vm_snapshots(archive, tmp_path_factory):
+    got = _compare(unpacked_once(archive, tmp_path_factory))
     # every function's ids, and the passed-through GPUs' links (4096 bytes, a PCI Express capability)
     for key in ("vendor", "device", "revision", "subsys_vendor", "subsys_device",
                 "cur_speed", "cur_width", "max_speed", "max_width"):
@@ -88,9 +79,10 @@ def test_config_agrees_with_attribute_files_on_vm_snapshots(archive, tmp_path):
 
 @pytest.mark.skipif(not HWLOC_CAPTURES, reason="../shared/hwloc-linux is not present")
 @pytest.mark.parametrize("archive", HWLOC_CAPTURES, ids=lambda p: p.name[: -len(".tar.bz2")])
-def test_config_agrees_with_attribute_files_on_hwloc_captures(archive, tmp_path):
-    got = _compare(_unpack(archive, tmp_path))
-    if any((tmp_path).rglob("config")):
+def test_config_agrees_with_attribute_files_on_hwloc_captures(archive, tmp_path_factory):
+    root = unpacked_once(archive, tmp_path_factory)
+    got = _compare(root)
+    if any(root.rglob("config")):
         assert got.get("vendor") and got.get("device")
 
 
@@ -105,8 +97,8 @@ class ConfigHidden(Source):
 
 @pytest.mark.parametrize("archive", SNAPSHOTS, ids=lambda p: p.parent.name)
 @pytest.mark.parametrize("endpoint_config", [True, False])
-def test_collector_facts_same_from_config_and_from_files(archive, endpoint_config, tmp_path):
-    root = str(_unpack(archive, tmp_path))
+def test_collector_facts_same_from_config_and_from_files(archive, endpoint_config, tmp_path_factory):
+    root = str(unpacked_once(archive, tmp_path_factory))
     from_config = collect_sysfs_pci(Source(root), endpoint_config=endpoint_config)[0]
     from_files = collect_sysfs_pci(ConfigHidden(root), endpoint_config=endpoint_config)[0]
     assert _without_config(from_config) == _without_config(from_files)

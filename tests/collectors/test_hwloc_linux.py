@@ -24,13 +24,13 @@ import json
 import os
 import shutil
 import subprocess
-import tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Optional
 
 import pytest
 from support.cli_util import call
+from support.shared_unpack import unpacked_once
 
 from gdrcheck.collectors.inputs import load_facts
 from gdrcheck.collectors.pastes.hwloc_xml import parse_hwloc_xml
@@ -74,10 +74,7 @@ _CACHE: dict[str, Capture] = {}
 def unpacked(tmp_path_factory):
     def get(name: str) -> Capture:
         if name not in _CACHE:
-            dest = tmp_path_factory.mktemp(name.replace("+", "_"))
-            with tarfile.open(HWLOC_LINUX / f"{name}.tar.bz2") as tar:
-                tar.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-            (root,) = [p for p in dest.iterdir() if p.is_dir()]
+            root = unpacked_once(HWLOC_LINUX / f"{name}.tar.bz2", tmp_path_factory)
             env = {k: v for k, v in os.environ.items() if not k.startswith("HWLOC_")}
             env.update(HWLOC_FSROOT=str(root), HWLOC_COMPONENTS="-x86")
             p = subprocess.run([LSTOPO, "--whole-io", "--of", "xml"], check=False, capture_output=True, text=True,

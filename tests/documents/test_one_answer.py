@@ -14,6 +14,7 @@ import tarfile
 import pytest
 from conftest import REALWORLD
 from support.cli_util import ROOT, assert_clean_error, call
+from support.facts_once import facts_read_once
 
 from builders import scenarios
 
@@ -39,6 +40,13 @@ def _cases():
 def _path(case, tmp_path):
     kind, what = case
     return what if kind == "real" else scenarios.scenario(tmp_path, what)
+
+
+@pytest.fixture(autouse=True)
+def _facts_read_once():
+    """Each test's node read once for the nine commands it runs: their agreement is the point, not the reading."""
+    with facts_read_once():
+        yield
 
 
 def expected_status(doc) -> str:

@@ -31,9 +31,10 @@ def _inputs(tmp_path, realworld=None):
     return out
 
 
-@pytest.fixture
-def inputs(tmp_path):
-    return _inputs(tmp_path, REALWORLD if REALWORLD.is_dir() else None)
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """The inputs, built once for the module's tests, which only read them."""
+    return _inputs(tmp_path_factory.mktemp("inputs"), REALWORLD if REALWORLD.is_dir() else None)
 
 
 def _judged(path):

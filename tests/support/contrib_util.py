@@ -67,15 +67,29 @@ def fake_fleet(tmp_path: Path) -> Path:
     nodes = tmp_path / "nodes"
     if nodes.is_dir():
         return nodes
-    trees = tmp_path / "trees"
-    healthy = build(trees / "healthy-gdr-node")
+    trees = _scenario_trees(tmp_path.parent)
     nodes.mkdir()
     for n in HEALTHY:
-        (nodes / n).symlink_to(healthy)
+        (nodes / n).symlink_to(trees / "healthy-gdr-node")
     for n, case in ROLES.items():
-        (nodes / n).symlink_to(build(trees / case, **CASES[case]))
+        (nodes / n).symlink_to(trees / case)
     (nodes / "node16").symlink_to(H200_X4)
     return nodes
+
+
+def _scenario_trees(base: Path) -> Path:
+    """The fake nodes' scenario trees, built once per test process in ``base`` (the folder that holds the tests'
+    own temporary folders): every engine only reads them."""
+    trees = base / "fleet-scenario-trees"
+    done = base / "fleet-scenario-trees.done"
+    if not done.exists():
+        if trees.exists():
+            shutil.rmtree(trees)
+        build(trees / "healthy-gdr-node")
+        for case in ROLES.values():
+            build(trees / case, **CASES[case])
+        done.touch()
+    return trees
 
 
 def run(argv, env, cwd=None, timeout=300, input=None) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ from support.cli_util import ROOT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 GIB = 1 << 30
 
@@ -66,3 +66,26 @@ def hang_guard(seconds: float = 600) -> Iterator[None]:
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+def least_cpu_seconds(fn: Callable[[], object], tries: int = 3) -> float:
+    """The least CPU time (user and system, this process) of ``tries`` calls of ``fn``: what the work costs,
+    however loaded the machine is."""
+    best = float("inf")
+    for _ in range(tries):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def assert_linear_cpu(make: Callable[[int], str], work: Callable[[str], object], small: int) -> None:
+    """``work`` on ten times the input costs well under a hundred times as much CPU time (a quadratic walk would):
+    linear time, shown with two sizes instead of one huge input."""
+    a, b = make(small), make(small * 10)
+    assert len(b) >= 8 * len(a)
+    ta = max(least_cpu_seconds(lambda: work(a)), 1e-4)
+    tb = least_cpu_seconds(lambda: work(b), tries=1)
+    if tb >= 30 * ta + 0.05:  # once more before failing: one slow run is not a slope
+        tb = min(tb, least_cpu_seconds(lambda: work(b), tries=1))
+    assert tb < 30 * ta + 0.05, (ta, tb)
