@@ -102,14 +102,16 @@ def build_pairs(topo: Topology) -> tuple[PairInfo, ...]:
     return tuple(out)
 
 
-def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
+def evaluate(snap: Snapshot, options: Optional[Options] = None, pcie_of: Optional[Topology] = None) -> Evaluation:
+    """``pcie_of``: the topology of an evaluation of the same node's facts before some were filled in
+    (:func:`gdrcheck.rules.expected.reevaluated`), whose tables of the PCIe tree carry over where they hold."""
     from gdrcheck.rules import registry
 
     options = options or Options()
     from gdrcheck.rules.nccl_log_settle import settled
 
     snap = settled(snap, options.env)  # what a job's NCCL log settles (its GPUs; P2P status of pairs joined by P2P)
-    topo = Topology(snap)
+    topo = Topology(snap, pcie_of)
     pairs = build_pairs(topo)
     node = nccl_node(snap, topo, pairs, options)
     st = node.st

@@ -315,7 +315,7 @@ def reevaluated(whole, memo: Optional[dict[str, Any]] = None) -> tuple[Any, tupl
     if memo is not None and "again" in memo:
         return memo["again"], memo["made"]
     snap2, options2, made = assumed_facts(whole)
-    again = evaluate(snap2, options2) if made else whole
+    again = evaluate(snap2, options2, whole.topo) if made else whole
     if memo is not None:
         memo["again"], memo["made"] = again, made
     return again, made

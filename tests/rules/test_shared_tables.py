@@ -187,3 +187,49 @@ def test_nvlinked_kept_per_pair_matches_the_paths(inputs):
             for b in rl.gpus:
                 if a != b:
                     assert rl.nvlinked(a, b) == rl.nvlinked_now(a, b) == rl.nvlinked(a, b), (path, a, b)
+
+
+def _filled(path):
+    """An input's evaluation and its facts with what it lacks filled in (gdrcheck.rules.expected)."""
+    from gdrcheck.rules.expected import assumed_facts
+
+    first = evaluate(load_facts(str(path)), Options())
+    snap2, options2, _made = assumed_facts(first)
+    return first, snap2, options2
+
+
+def test_topology_sharing_the_first_ones_pcie_tables_matches_a_fresh_one(inputs):
+    """A topology of the filled facts that takes over the first topology's tables of the PCIe tree (ancestors,
+    paths, pair classes, NUMA nodes) answers as one built afresh."""
+    for path in inputs:
+        first, snap2, _options2 = _filled(path)
+        shared, fresh = Topology(snap2, first.topo), Topology(snap2)
+        assert shared._paths is first.topo._paths, path  # the tree is the same: its paths carry over
+        ends = list(fresh.by_bdf)
+        for a in ends:
+            assert shared.ancestors(a) == fresh.ancestors(a) and shared.numa(a) == fresh.numa(a), (path, a)
+        for p in build_pairs(fresh):
+            for a, b in ((p.a, p.b), (p.b, p.a)):
+                assert shared.pair_path(a, b) == fresh.pair_path(a, b), (path, a, b)
+                assert shared.pcie_class(a, b) == fresh.pcie_class(a, b) == fresh._pcie_class(a, b), (path, a, b)
+        assert build_pairs(shared) == build_pairs(fresh), path
+
+
+def test_topology_of_another_tree_shares_nothing(tmp_path):
+    """A topology of another tree (other parents) keeps its own tables."""
+    build(tmp_path / "a", gpus=2, nics=2, nvme=0, sockets=1, nested=False)
+    build(tmp_path / "b", gpus=2, nics=2, nvme=0, sockets=1, nested=True)
+    first = Topology(load_facts(str(tmp_path / "a")))
+    other = Topology(load_facts(str(tmp_path / "b")), first)
+    assert other._paths is not first._paths and other._classes is not first._classes
+
+
+def test_second_evaluation_on_shared_pcie_tables_matches_a_fresh_one(inputs):
+    """The evaluation of the filled facts on the first topology's PCIe tables is the one made afresh."""
+    for path in inputs:
+        first, snap2, options2 = _filled(path)
+        shared, fresh = evaluate(snap2, options2, first.topo), evaluate(snap2, options2)
+        assert shared.pairs == fresh.pairs, path
+        assert shared.verdicts == fresh.verdicts and shared.pair_findings == fresh.pair_findings, path
+        assert shared.findings == fresh.findings, path
+        assert shared.nccl_view == fresh.nccl_view, path
