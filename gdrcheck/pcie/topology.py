@@ -54,6 +54,9 @@ class Topology:
         self._numa: dict[str, Optional[int]] = {}  # bdf -> numa()'s answer
         self._acs: dict[str, AcsState] = {}
         self._classes: dict[tuple[str, str], tuple[Optional[str], tuple[str, ...]]] = {}  # pcie_class()'s answers
+        # what other modules work out from the tree and the functions' links alone, by table (the PCIe hops NCCL's
+        # model reads, gdrcheck.rules.nccl.speed); shared with a topology of the same tree and links
+        self.link_tables: dict[str, dict] = {}
         nodes = host_fact(snap, "numa_nodes")
         self.single_numa: Optional[int] = None
         if nodes is not None and isinstance(nodes.value, (list, tuple)) and len(nodes.value) == 1:
@@ -63,16 +66,21 @@ class Topology:
 
     def _share_pcie(self, other: Topology) -> None:
         """Take over ``other``'s tables of the PCIe tree where they hold for this snapshot too: ancestors and
-        paths where every function has the same address and parent (they read nothing else); the pair classes
-        and NUMA nodes where, besides, the kinds, roots, NUMA facts, stated classes and placements are the
-        same (what :meth:`pcie_class` and :meth:`numa` read). The tables are shared, not copied: an answer
-        either topology works out is the other's too."""
+        paths where every function has the same address and parent (they read nothing else); the link tables
+        where the kinds and every function's link are the same too, and the tree is drawn by the same kind of
+        input; the pair classes and NUMA nodes where, besides, the kinds, roots, NUMA facts, stated classes and
+        placements are the same (what :meth:`pcie_class` and :meth:`numa` read). The tables are shared, not
+        copied: an answer either topology works out is the other's too."""
         mine, theirs = self.snap, other.snap
         if len(mine.devices) != len(theirs.devices) or any(
                 a.bdf != b.bdf or a.parent != b.parent for a, b in zip(mine.devices, theirs.devices)):
             return
         self._anc, self._anc_set, self._paths = other._anc, other._anc_set, other._paths
-        if (self.device_kind == other.device_kind and self.single_numa == other.single_numa
+        same_kinds = self.device_kind == other.device_kind
+        if same_kinds and nccl_own_tree(mine) == nccl_own_tree(theirs) and all(
+                a.link == b.link for a, b in zip(mine.devices, theirs.devices)):
+            self.link_tables = other.link_tables
+        if (same_kinds and self.single_numa == other.single_numa
                 and mine.root_numa == theirs.root_numa and mine.path_facts == theirs.path_facts
                 and mine.unplaced == theirs.unplaced
                 and all(a.root == b.root and a.numa_node == b.numa_node and address_known(a) == address_known(b)

@@ -200,11 +200,16 @@ def _filled(path):
 
 def test_topology_sharing_the_first_ones_pcie_tables_matches_a_fresh_one(inputs):
     """A topology of the filled facts that takes over the first topology's tables of the PCIe tree (ancestors,
-    paths, pair classes, NUMA nodes) answers as one built afresh."""
+    paths, pair classes, NUMA nodes, the hops NCCL's model reads) answers as one built afresh."""
+    from gdrcheck.rules.nccl.speed import pcie_hops
+
     for path in inputs:
         first, snap2, _options2 = _filled(path)
+        for p in first.pairs:  # the first topology's hop tables filled, as its evaluation leaves them
+            pcie_hops(first.topo, p.a, p.b, p.bridges)
         shared, fresh = Topology(snap2, first.topo), Topology(snap2)
         assert shared._paths is first.topo._paths, path  # the tree is the same: its paths carry over
+        assert shared.link_tables is first.topo.link_tables, path  # so are the links
         ends = list(fresh.by_bdf)
         for a in ends:
             assert shared.ancestors(a) == fresh.ancestors(a) and shared.numa(a) == fresh.numa(a), (path, a)
@@ -212,6 +217,10 @@ def test_topology_sharing_the_first_ones_pcie_tables_matches_a_fresh_one(inputs)
             for a, b in ((p.a, p.b), (p.b, p.a)):
                 assert shared.pair_path(a, b) == fresh.pair_path(a, b), (path, a, b)
                 assert shared.pcie_class(a, b) == fresh.pcie_class(a, b) == fresh._pcie_class(a, b), (path, a, b)
+            for skip in ((), (p.a,)):
+                bridges = shared.path_bridges(p.a, p.b)
+                assert pcie_hops(shared, p.a, p.b, bridges, skip) == _direct_hops(fresh, p.a, p.b, bridges, skip), \
+                    (path, p)
         assert build_pairs(shared) == build_pairs(fresh), path
 
 
