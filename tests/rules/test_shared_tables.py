@@ -242,3 +242,24 @@ def test_second_evaluation_on_shared_pcie_tables_matches_a_fresh_one(inputs):
         assert shared.verdicts == fresh.verdicts and shared.pair_findings == fresh.pair_findings, path
         assert shared.findings == fresh.findings, path
         assert shared.nccl_view == fresh.nccl_view, path
+
+
+def test_nvlink_peer_stopping_at_the_first_peer_matches_asking_every_gpu(inputs):
+    """A GPU's NVLink peer, asked until the first GPU still on NVLink answers, is what asking every GPU gives,
+    on the input's facts and on them filled in (where NVLink is assumed)."""
+    from gdrcheck.rules.nccl.pxn import Relays, nccl_own_dump
+
+    for path in inputs:
+        first, snap2, options2 = _filled(path)
+        for evaluation in (first, evaluate(snap2, options2, first.topo)):
+            node = evaluation.nccl_node
+            if not hasattr(node, "relays"):
+                continue  # RCCL's view of the node
+            rl = Relays(node, evaluation.snap, evaluation.topo, evaluation.pairs, node.types)
+            for g in rl.gpus:
+                if not evaluation.snap.shows_nvlink:
+                    want = False if nccl_own_dump(evaluation.topo) else None
+                else:
+                    seen = [rl.nvlinked_now(g, o) for o in rl.gpus if o != g]
+                    want = True if any(seen) else None if any(s is None for s in seen) else False
+                assert rl.nvlink_peer(g) == want, (path, g)

@@ -220,10 +220,14 @@ class Relays:
         dump without ``<nvlink>`` shows none (it lists every NVLink NCCL found, ``xml.cc:930-995@v2.30.7``)."""
         if not self.topo.snap.shows_nvlink:
             return False if nccl_own_dump(self.topo) else None
-        seen = [self.nvlinked(g, o) for o in self.gpus if o != g]
-        if any(seen):
-            return True
-        return None if any(s is None for s in seen) else False
+        unknown = False
+        for o in self.gpus:  # the first peer still on NVLink answers; the others are not asked
+            if o != g:
+                linked = self.nvlinked(g, o)
+                if linked:
+                    return True
+                unknown = unknown or linked is None
+        return None if unknown else False
 
 
 BEST_TYPE_FROM = (2, 30, 7)  # v2.30.7 paths.cc:96-99: the best type wins; before, fewest hops then bandwidth
