@@ -263,3 +263,28 @@ def test_nvlink_peer_stopping_at_the_first_peer_matches_asking_every_gpu(inputs)
                     seen = [rl.nvlinked_now(g, o) for o in rl.gpus if o != g]
                     want = True if any(seen) else None if any(s is None for s in seen) else False
                 assert rl.nvlink_peer(g) == want, (path, g)
+
+
+def test_links_filled_from_each_gpus_part_asked_once_match_each_pair(inputs, tmp_path):
+    """The NVLinks filled in where the input cannot show them, each GPU's part asked once, are those asking both
+    GPUs' parts for each pair gives."""
+    from gdrcheck.device_models import link_word
+    from gdrcheck.model import NvLink
+    from gdrcheck.rules.expected import NVLINK_OPEN, _links_filled, _nv_count, _part, all_to_all
+
+    build(tmp_path / "sxm", gpus=8, nics=8, nvme=0, sockets=2, nested=True)
+    for path in inputs + [tmp_path / "sxm", FIXTURES / "h200-x4-vm" / "snapshot.tar.gz"]:
+        first = evaluate(load_facts(str(path)), Options())
+        topo, gpus = first.topo, first.topo.of_kind("gpu")
+        want, open_ = [], False
+        for i, a in enumerate(gpus):
+            for b in gpus[i + 1:]:
+                if topo.nvlink_unseen(a, b):
+                    part, xgmi = _part(topo.by_bdf[a]), link_word(topo.by_bdf[a]) == "xGMI"
+                    if all_to_all(part) and all_to_all(_part(topo.by_bdf[b])):
+                        want.append(NvLink(a, b, 1 if xgmi else _nv_count(part), source="xgmi" if xgmi else "assumed"))
+                    else:
+                        open_ = True
+        made: list = []
+        assert _links_filled(first.snap, topo, gpus, made) == want, path
+        assert (NVLINK_OPEN in made) == open_, path
