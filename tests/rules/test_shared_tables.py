@@ -288,3 +288,28 @@ def test_links_filled_from_each_gpus_part_asked_once_match_each_pair(inputs, tmp
         made: list = []
         assert _links_filled(first.snap, topo, gpus, made) == want, path
         assert (NVLINK_OPEN in made) == open_, path
+
+
+def test_kept_shared_by_pairs_alike_matches_each_pairs_decision(inputs):
+    """Whether NCCL keeps a GPU pair's path, shared by pairs whose path and NVML statuses are alike, is what the
+    pair's own P2P decision says, on the input's facts and on them filled in."""
+    from gdrcheck.rules.nccl import p2p as p2p_rules
+    from gdrcheck.rules.nccl.pxn import Relays, nvml_hops
+
+    for path in inputs:
+        first, snap2, options2 = _filled(path)
+        for evaluation in (first, evaluate(snap2, options2, first.topo)):
+            node = evaluation.nccl_node
+            if not hasattr(node, "relays"):
+                continue  # RCCL's view of the node
+            rl = Relays(node, evaluation.snap, evaluation.topo, evaluation.pairs, node.types)
+            for p in evaluation.pairs:
+                if p.kind != "gpu-gpu":
+                    continue
+                t, cands, _flat, via = node.types[(p.a, p.b)]
+                hops = nvml_hops(evaluation.snap, p.a, p.b, via)
+                if t in ("NVL", "NVB") and not node.st.ignore_disabled_p2p:
+                    hops = tuple((h, r or "OK", w or "OK") for h, r, w in hops)
+                facts = p2p_rules.PairFacts(t, cands, via, hops, False, "")
+                want = p2p_rules.decide(node.version, node.st, rl.default, facts)["p2p"]
+                assert rl.kept(p.a, p.b) == rl.kept(p.b, p.a) == want, (path, p)
