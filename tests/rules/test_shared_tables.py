@@ -201,7 +201,7 @@ def _filled(path):
 def test_topology_sharing_the_first_ones_pcie_tables_matches_a_fresh_one(inputs):
     """A topology of the filled facts that takes over the first topology's tables of the PCIe tree (ancestors,
     paths, pair classes, NUMA nodes, the hops NCCL's model reads) answers as one built afresh."""
-    from gdrcheck.rules.nccl.speed import pcie_hops
+    from gdrcheck.rules.nccl.speed import _gpu_nic_bw, gpu_nic_bw, pcie_hops
 
     for path in inputs:
         first, snap2, _options2 = _filled(path)
@@ -217,6 +217,11 @@ def test_topology_sharing_the_first_ones_pcie_tables_matches_a_fresh_one(inputs)
             for a, b in ((p.a, p.b), (p.b, p.a)):
                 assert shared.pair_path(a, b) == fresh.pair_path(a, b), (path, a, b)
                 assert shared.pcie_class(a, b) == fresh.pcie_class(a, b) == fresh._pcie_class(a, b), (path, a, b)
+            if p.kind == "gpu-nic":  # the path's bandwidth, kept by every argument
+                for t, c2c, cpu_bws in (("PXB", False, ()), ("SYS", True, (20.0,)), ("SYS", None, ())):
+                    assert gpu_nic_bw(first.topo, p.a, p.b, 50.0, c2c, t, cpu_bws) == gpu_nic_bw(
+                        shared, p.a, p.b, 50.0, c2c, t, cpu_bws) == _gpu_nic_bw(fresh, p.a, p.b, 50.0, c2c, t,
+                                                                                 cpu_bws), (path, p, t)
             for skip in ((), (p.a,)):
                 bridges = shared.path_bridges(p.a, p.b)
                 assert pcie_hops(shared, p.a, p.b, bridges, skip) == _direct_hops(fresh, p.a, p.b, bridges, skip), \

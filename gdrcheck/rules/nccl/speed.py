@@ -114,9 +114,22 @@ def gpu_nic_bw(topo, g: str, n: str, nic_rate: Optional[float], c2c: Optional[bo
     ``paths.cc:71, 115@v2.30.7``): the PCIe hops, the NIC's port rate (its NET link), and across CPUs the CPU link
     (``cpu_bws``: :func:`gdrcheck.rules.nccl.cpu.inter_cpu_bw`'s values; more than one is not known). A GPU
     on C2C reaches its CPU over C2C, wider than any NIC: its own PCIe link is not on the path. None where a
-    figure is not shown."""
+    figure is not shown. Kept in the topology's link tables by every argument (a topology of the same tree and
+    links shares them)."""
     if t is None or nic_rate is None:
         return None
+    table = topo.link_tables.get("gpu_nic_bw")
+    if table is None:
+        table = topo.link_tables["gpu_nic_bw"] = {}
+    key = (g, n, nic_rate, c2c, t, cpu_bws)
+    got = table.get(key, _UNSEEN)
+    if got is _UNSEEN:
+        got = table[key] = _gpu_nic_bw(topo, g, n, nic_rate, c2c, t, cpu_bws)
+    return got
+
+
+def _gpu_nic_bw(topo, g: str, n: str, nic_rate: float, c2c: Optional[bool], t: str,
+                cpu_bws: tuple[float, ...]) -> Optional[float]:
     via_cpu = t in ("PHB", "SYS", "P2C", "C2C")
     bws = pcie_hops(topo, g, n, topo.path_bridges(g, n), (g,) if c2c and via_cpu else ())
     if t == "SYS":
