@@ -57,6 +57,9 @@ class Topology:
         # what other modules work out from the tree and the functions' links alone, by table (the PCIe hops NCCL's
         # model reads, gdrcheck.rules.nccl.speed); shared with a topology of the same tree and links
         self.link_tables: dict[str, dict] = {}
+        # what other modules make of the pair classes and paths alone, by table (the GPU-NIC and GPU-NVMe pairs,
+        # gdrcheck.rules.engine.build_pairs); shared with a topology that shares the classes
+        self.class_tables: dict[str, dict] = {}
         nodes = host_fact(snap, "numa_nodes")
         self.single_numa: Optional[int] = None
         if nodes is not None and isinstance(nodes.value, (list, tuple)) and len(nodes.value) == 1:
@@ -68,9 +71,9 @@ class Topology:
         """Take over ``other``'s tables of the PCIe tree where they hold for this snapshot too: ancestors and
         paths where every function has the same address and parent (they read nothing else); the link tables
         where the kinds and every function's link are the same too, and the tree is drawn by the same kind of
-        input; the pair classes and NUMA nodes where, besides, the kinds, roots, NUMA facts, stated classes and
-        placements are the same (what :meth:`pcie_class` and :meth:`numa` read). The tables are shared, not
-        copied: an answer either topology works out is the other's too."""
+        input; the pair classes, NUMA nodes and class tables where, besides, the kinds, roots, NUMA facts,
+        stated classes and placements are the same (what :meth:`pcie_class` and :meth:`numa` read). The tables
+        are shared, not copied: an answer either topology works out is the other's too."""
         mine, theirs = self.snap, other.snap
         if len(mine.devices) != len(theirs.devices) or any(
                 a.bdf != b.bdf or a.parent != b.parent for a, b in zip(mine.devices, theirs.devices)):
@@ -85,7 +88,7 @@ class Topology:
                 and mine.unplaced == theirs.unplaced
                 and all(a.root == b.root and a.numa_node == b.numa_node and address_known(a) == address_known(b)
                         for a, b in zip(mine.devices, theirs.devices))):
-            self._classes, self._numa = other._classes, other._numa
+            self._classes, self._numa, self.class_tables = other._classes, other._numa, other.class_tables
 
     def acs(self, bdf: str) -> AcsState:
         """A function's ACS, parsed from its config-space bytes once per topology."""

@@ -87,9 +87,16 @@ def build_pairs(topo: Topology) -> tuple[PairInfo, ...]:
         path = f"{topo.link_word(a, b)}{nvl}" if nvl else cls
         return PairInfo(a, b, "gpu-gpu", cls, path, tuple(cands), path_bridges(a, b), nvl, topo.nvlink_unseen(a, b))
 
+    made = topo.class_tables.get("endpoint_pairs")  # (a, b, kind) -> the pair: its class and path alone decide it
+    if made is None:
+        made = topo.class_tables["endpoint_pairs"] = {}
+
     def endpoint_pair(a: str, b: str, kind: str) -> PairInfo:
-        cls, cands = pcie_class(a, b)
-        return PairInfo(a, b, kind, cls, cls, tuple(cands), path_bridges(a, b))
+        got = made.get((a, b, kind))
+        if got is None:
+            cls, cands = pcie_class(a, b)
+            got = made[(a, b, kind)] = PairInfo(a, b, kind, cls, cls, tuple(cands), path_bridges(a, b))
+        return got
 
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
