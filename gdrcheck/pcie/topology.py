@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 class Topology:
     """Read-only view of a snapshot's PCI functions as a forest."""
 
-    def __init__(self, snap: Snapshot) -> None:
+    def __init__(self, snap: Snapshot, pcie_of: Optional[Topology] = None) -> None:
+        """``pcie_of``: a topology of another snapshot of the same node (the same facts with some filled in);
+        where its PCIe tree is this one's, its tables of the tree carry over (:meth:`_share_pcie`)."""
         self.snap = snap
         self.by_bdf: dict[str, PciFunction] = {d.bdf: d for d in snap.devices}
         self.children: dict[Optional[str], list[str]] = {}
@@ -51,10 +53,42 @@ class Topology:
         self._nv_counts: dict[tuple[str, str], Optional[int]] = {}  # (a, b) -> nvlink_count()'s answer
         self._numa: dict[str, Optional[int]] = {}  # bdf -> numa()'s answer
         self._acs: dict[str, AcsState] = {}
+        self._classes: dict[tuple[str, str], tuple[Optional[str], tuple[str, ...]]] = {}  # pcie_class()'s answers
+        # what other modules work out from the tree and the functions' links alone, by table (the PCIe hops NCCL's
+        # model reads, gdrcheck.rules.nccl.speed); shared with a topology of the same tree and links
+        self.link_tables: dict[str, dict] = {}
+        # what other modules make of the pair classes and paths alone, by table (the GPU-NIC and GPU-NVMe pairs,
+        # gdrcheck.rules.engine.build_pairs); shared with a topology that shares the classes
+        self.class_tables: dict[str, dict] = {}
         nodes = host_fact(snap, "numa_nodes")
         self.single_numa: Optional[int] = None
         if nodes is not None and isinstance(nodes.value, (list, tuple)) and len(nodes.value) == 1:
             self.single_numa = int(nodes.value[0])
+        if pcie_of is not None:
+            self._share_pcie(pcie_of)
+
+    def _share_pcie(self, other: Topology) -> None:
+        """Take over ``other``'s tables of the PCIe tree where they hold for this snapshot too: ancestors and
+        paths where every function has the same address and parent (they read nothing else); the link tables
+        where the kinds and every function's link are the same too, and the tree is drawn by the same kind of
+        input; the pair classes, NUMA nodes and class tables where, besides, the kinds, roots, NUMA facts,
+        stated classes and placements are the same (what :meth:`pcie_class` and :meth:`numa` read). The tables
+        are shared, not copied: an answer either topology works out is the other's too."""
+        mine, theirs = self.snap, other.snap
+        if len(mine.devices) != len(theirs.devices) or any(
+                a.bdf != b.bdf or a.parent != b.parent for a, b in zip(mine.devices, theirs.devices)):
+            return
+        self._anc, self._anc_set, self._paths = other._anc, other._anc_set, other._paths
+        same_kinds = self.device_kind == other.device_kind
+        if same_kinds and nccl_own_tree(mine) == nccl_own_tree(theirs) and all(
+                a.link == b.link for a, b in zip(mine.devices, theirs.devices)):
+            self.link_tables = other.link_tables
+        if (same_kinds and self.single_numa == other.single_numa
+                and mine.root_numa == theirs.root_numa and mine.path_facts == theirs.path_facts
+                and mine.unplaced == theirs.unplaced
+                and all(a.root == b.root and a.numa_node == b.numa_node and address_known(a) == address_known(b)
+                        for a, b in zip(mine.devices, theirs.devices))):
+            self._classes, self._numa, self.class_tables = other._classes, other._numa, other.class_tables
 
     def acs(self, bdf: str) -> AcsState:
         """A function's ACS, parsed from its config-space bytes once per topology."""
@@ -216,8 +250,15 @@ class Topology:
         """(class, candidates): class None when the input cannot decide.
 
         A class the input states for the pair (an ``nvidia-smi topo -m`` cell, ``snap.path_facts``) wins;
-        a function whose place in the tree the input does not show leaves every class open.
+        a function whose place in the tree the input does not show leaves every class open. Worked out once
+        per pair.
         """
+        got = self._classes.get((a, b))
+        if got is None:
+            got = self._classes[(a, b)] = self._pcie_class(a, b)
+        return got
+
+    def _pcie_class(self, a: str, b: str) -> tuple[Optional[str], tuple[str, ...]]:
         if self.snap.path_facts:
             fact = self.snap.path_facts.get((a, b) if bdf_key(a) <= bdf_key(b) else (b, a))
             if fact is not None:

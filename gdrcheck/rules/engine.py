@@ -87,9 +87,16 @@ def build_pairs(topo: Topology) -> tuple[PairInfo, ...]:
         path = f"{topo.link_word(a, b)}{nvl}" if nvl else cls
         return PairInfo(a, b, "gpu-gpu", cls, path, tuple(cands), path_bridges(a, b), nvl, topo.nvlink_unseen(a, b))
 
+    made = topo.class_tables.get("endpoint_pairs")  # (a, b, kind) -> the pair: its class and path alone decide it
+    if made is None:
+        made = topo.class_tables["endpoint_pairs"] = {}
+
     def endpoint_pair(a: str, b: str, kind: str) -> PairInfo:
-        cls, cands = pcie_class(a, b)
-        return PairInfo(a, b, kind, cls, cls, tuple(cands), path_bridges(a, b))
+        got = made.get((a, b, kind))
+        if got is None:
+            cls, cands = pcie_class(a, b)
+            got = made[(a, b, kind)] = PairInfo(a, b, kind, cls, cls, tuple(cands), path_bridges(a, b))
+        return got
 
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
@@ -102,14 +109,16 @@ def build_pairs(topo: Topology) -> tuple[PairInfo, ...]:
     return tuple(out)
 
 
-def evaluate(snap: Snapshot, options: Optional[Options] = None) -> Evaluation:
+def evaluate(snap: Snapshot, options: Optional[Options] = None, pcie_of: Optional[Topology] = None) -> Evaluation:
+    """``pcie_of``: the topology of an evaluation of the same node's facts before some were filled in
+    (:func:`gdrcheck.rules.expected.reevaluated`), whose tables of the PCIe tree carry over where they hold."""
     from gdrcheck.rules import registry
 
     options = options or Options()
     from gdrcheck.rules.nccl_log_settle import settled
 
     snap = settled(snap, options.env)  # what a job's NCCL log settles (its GPUs; P2P status of pairs joined by P2P)
-    topo = Topology(snap)
+    topo = Topology(snap, pcie_of)
     pairs = build_pairs(topo)
     node = nccl_node(snap, topo, pairs, options)
     st = node.st

@@ -168,14 +168,13 @@ def assumed_facts(evaluation) -> tuple[Any, Any, tuple[Assumption, ...]]:
     changes: dict[str, Any] = {"host": frozen_map(_host_filled(snap, topo, made)),
                                "devices": _acs_filled(snap, topo, made)}
     gpus = topo.of_kind("gpu")
-    status = dict(snap.p2p_status)
+    status, filled = dict(snap.p2p_status), False
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
             for cap in ("read", "write"):
                 if (a, b, cap) not in status and (b, a, cap) not in status:
-                    status[(a, b, cap)] = "OK"
-                    if P2P_STATUS not in made:
-                        made.append(P2P_STATUS)
+                    status[(a, b, cap)], filled = "OK", True
+    made.extend((P2P_STATUS,) if filled else ())
     changes["p2p_status"] = frozen_map(status)
     links = _links_filled(snap, topo, gpus, made)
     if links or NVLINK_OPEN in made:  # the pairs without an assumed link are taken over PCIe
@@ -242,13 +241,15 @@ def _links_filled(snap, topo, gpus, made: list[Assumption]) -> list[NvLink]:
     from gdrcheck.device_models import link_word
 
     links: list[NvLink] = []
+    parts = {g: _part(topo.by_bdf[g]) for g in gpus}  # each GPU's part, asked once (not once per pair)
+    joined = {g: all_to_all(part) for g, part in parts.items()}
     for i, a in enumerate(gpus):
+        xgmi = link_word(topo.by_bdf[a]) == "xGMI"
         for b in gpus[i + 1:]:
             if topo.nvlink_unseen(a, b):
-                part = _part(topo.by_bdf[a])
-                xgmi = link_word(topo.by_bdf[a]) == "xGMI"
-                if all_to_all(part) and all_to_all(_part(topo.by_bdf[b])):
-                    links.append(NvLink(a, b, 1 if xgmi else _nv_count(part), source="xgmi" if xgmi else "assumed"))
+                if joined[a] and joined[b]:
+                    links.append(NvLink(a, b, 1 if xgmi else _nv_count(parts[a]),
+                                        source="xgmi" if xgmi else "assumed"))
                 elif NVLINK_OPEN not in made:
                     made.append(NVLINK_OPEN)
     if links:
@@ -315,7 +316,7 @@ def reevaluated(whole, memo: Optional[dict[str, Any]] = None) -> tuple[Any, tupl
     if memo is not None and "again" in memo:
         return memo["again"], memo["made"]
     snap2, options2, made = assumed_facts(whole)
-    again = evaluate(snap2, options2) if made else whole
+    again = evaluate(snap2, options2, whole.topo) if made else whole
     if memo is not None:
         memo["again"], memo["made"] = again, made
     return again, made

@@ -188,3 +188,137 @@ def test_nvlinked_kept_per_pair_matches_the_paths(inputs):
             for b in rl.gpus:
                 if a != b:
                     assert rl.nvlinked(a, b) == rl.nvlinked_now(a, b) == rl.nvlinked(a, b), (path, a, b)
+
+
+def _filled(path):
+    """An input's evaluation and its facts with what it lacks filled in (gdrcheck.rules.expected)."""
+    from gdrcheck.rules.expected import assumed_facts
+
+    first = evaluate(load_facts(str(path)), Options())
+    snap2, options2, _made = assumed_facts(first)
+    return first, snap2, options2
+
+
+def test_topology_sharing_the_first_ones_pcie_tables_matches_a_fresh_one(inputs):
+    """A topology of the filled facts that takes over the first topology's tables of the PCIe tree (ancestors,
+    paths, pair classes, NUMA nodes, the hops NCCL's model reads) answers as one built afresh."""
+    from gdrcheck.rules.nccl.speed import _gpu_nic_bw, gpu_nic_bw, pcie_hops
+
+    for path in inputs:
+        first, snap2, _options2 = _filled(path)
+        for p in first.pairs:  # the first topology's hop tables filled, as its evaluation leaves them
+            pcie_hops(first.topo, p.a, p.b, p.bridges)
+        shared, fresh = Topology(snap2, first.topo), Topology(snap2)
+        assert shared._paths is first.topo._paths, path  # the tree is the same: its paths carry over
+        assert shared.link_tables is first.topo.link_tables, path  # so are the links
+        ends = list(fresh.by_bdf)
+        for a in ends:
+            assert shared.ancestors(a) == fresh.ancestors(a) and shared.numa(a) == fresh.numa(a), (path, a)
+        for p in build_pairs(fresh):
+            for a, b in ((p.a, p.b), (p.b, p.a)):
+                assert shared.pair_path(a, b) == fresh.pair_path(a, b), (path, a, b)
+                assert shared.pcie_class(a, b) == fresh.pcie_class(a, b) == fresh._pcie_class(a, b), (path, a, b)
+            if p.kind == "gpu-nic":  # the path's bandwidth, kept by every argument
+                for t, c2c, cpu_bws in (("PXB", False, ()), ("SYS", True, (20.0,)), ("SYS", None, ())):
+                    assert gpu_nic_bw(first.topo, p.a, p.b, 50.0, c2c, t, cpu_bws) == gpu_nic_bw(
+                        shared, p.a, p.b, 50.0, c2c, t, cpu_bws) == _gpu_nic_bw(fresh, p.a, p.b, 50.0, c2c, t,
+                                                                                 cpu_bws), (path, p, t)
+            for skip in ((), (p.a,)):
+                bridges = shared.path_bridges(p.a, p.b)
+                assert pcie_hops(shared, p.a, p.b, bridges, skip) == _direct_hops(fresh, p.a, p.b, bridges, skip), \
+                    (path, p)
+        build_pairs(first.topo)  # the first topology's pairs made, as its evaluation leaves them
+        assert build_pairs(shared) == build_pairs(fresh), path  # endpoint pairs from the shared class tables
+        if shared._classes is first.topo._classes:
+            assert shared.class_tables is first.topo.class_tables, path
+
+
+def test_topology_of_another_tree_shares_nothing(tmp_path):
+    """A topology of another tree (other parents) keeps its own tables."""
+    build(tmp_path / "a", gpus=2, nics=2, nvme=0, sockets=1, nested=False)
+    build(tmp_path / "b", gpus=2, nics=2, nvme=0, sockets=1, nested=True)
+    first = Topology(load_facts(str(tmp_path / "a")))
+    other = Topology(load_facts(str(tmp_path / "b")), first)
+    assert other._paths is not first._paths and other._classes is not first._classes
+
+
+def test_second_evaluation_on_shared_pcie_tables_matches_a_fresh_one(inputs):
+    """The evaluation of the filled facts on the first topology's PCIe tables is the one made afresh."""
+    for path in inputs:
+        first, snap2, options2 = _filled(path)
+        shared, fresh = evaluate(snap2, options2, first.topo), evaluate(snap2, options2)
+        assert shared.pairs == fresh.pairs, path
+        assert shared.verdicts == fresh.verdicts and shared.pair_findings == fresh.pair_findings, path
+        assert shared.findings == fresh.findings, path
+        assert shared.nccl_view == fresh.nccl_view, path
+
+
+def test_nvlink_peer_stopping_at_the_first_peer_matches_asking_every_gpu(inputs):
+    """A GPU's NVLink peer, asked until the first GPU still on NVLink answers, is what asking every GPU gives,
+    on the input's facts and on them filled in (where NVLink is assumed)."""
+    from gdrcheck.rules.nccl.pxn import Relays, nccl_own_dump
+
+    for path in inputs:
+        first, snap2, options2 = _filled(path)
+        for evaluation in (first, evaluate(snap2, options2, first.topo)):
+            node = evaluation.nccl_node
+            if not hasattr(node, "relays"):
+                continue  # RCCL's view of the node
+            rl = Relays(node, evaluation.snap, evaluation.topo, evaluation.pairs, node.types)
+            for g in rl.gpus:
+                if not evaluation.snap.shows_nvlink:
+                    want = False if nccl_own_dump(evaluation.topo) else None
+                else:
+                    seen = [rl.nvlinked_now(g, o) for o in rl.gpus if o != g]
+                    want = True if any(seen) else None if any(s is None for s in seen) else False
+                assert rl.nvlink_peer(g) == want, (path, g)
+
+
+def test_links_filled_from_each_gpus_part_asked_once_match_each_pair(inputs, tmp_path):
+    """The NVLinks filled in where the input cannot show them, each GPU's part asked once, are those asking both
+    GPUs' parts for each pair gives."""
+    from gdrcheck.device_models import link_word
+    from gdrcheck.model import NvLink
+    from gdrcheck.rules.expected import NVLINK_OPEN, _links_filled, _nv_count, _part, all_to_all
+
+    build(tmp_path / "sxm", gpus=8, nics=8, nvme=0, sockets=2, nested=True)
+    for path in inputs + [tmp_path / "sxm", FIXTURES / "h200-x4-vm" / "snapshot.tar.gz"]:
+        first = evaluate(load_facts(str(path)), Options())
+        topo, gpus = first.topo, first.topo.of_kind("gpu")
+        want, open_ = [], False
+        for i, a in enumerate(gpus):
+            for b in gpus[i + 1:]:
+                if topo.nvlink_unseen(a, b):
+                    part, xgmi = _part(topo.by_bdf[a]), link_word(topo.by_bdf[a]) == "xGMI"
+                    if all_to_all(part) and all_to_all(_part(topo.by_bdf[b])):
+                        want.append(NvLink(a, b, 1 if xgmi else _nv_count(part), source="xgmi" if xgmi else "assumed"))
+                    else:
+                        open_ = True
+        made: list = []
+        assert _links_filled(first.snap, topo, gpus, made) == want, path
+        assert (NVLINK_OPEN in made) == open_, path
+
+
+def test_kept_shared_by_pairs_alike_matches_each_pairs_decision(inputs):
+    """Whether NCCL keeps a GPU pair's path, shared by pairs whose path and NVML statuses are alike, is what the
+    pair's own P2P decision says, on the input's facts and on them filled in."""
+    from gdrcheck.rules.nccl import p2p as p2p_rules
+    from gdrcheck.rules.nccl.pxn import Relays, nvml_hops
+
+    for path in inputs:
+        first, snap2, options2 = _filled(path)
+        for evaluation in (first, evaluate(snap2, options2, first.topo)):
+            node = evaluation.nccl_node
+            if not hasattr(node, "relays"):
+                continue  # RCCL's view of the node
+            rl = Relays(node, evaluation.snap, evaluation.topo, evaluation.pairs, node.types)
+            for p in evaluation.pairs:
+                if p.kind != "gpu-gpu":
+                    continue
+                t, cands, _flat, via = node.types[(p.a, p.b)]
+                hops = nvml_hops(evaluation.snap, p.a, p.b, via)
+                if t in ("NVL", "NVB") and not node.st.ignore_disabled_p2p:
+                    hops = tuple((h, r or "OK", w or "OK") for h, r, w in hops)
+                facts = p2p_rules.PairFacts(t, cands, via, hops, False, "")
+                want = p2p_rules.decide(node.version, node.st, rl.default, facts)["p2p"]
+                assert rl.kept(p.a, p.b) == rl.kept(p.b, p.a) == want, (path, p)

@@ -96,6 +96,7 @@ class Relays:
         self._bw = lru_cache(maxsize=None)(self._path_bw)
         self._cpu_bws_of_node: Optional[tuple[float, ...]] = None
         self._nvlinked: dict[tuple[str, str], Optional[bool]] = {}  # (a, b) -> nvlinked()'s answer
+        self._kept_values: dict[tuple, str] = {}  # a pair's path and NVML statuses -> kept()'s answer
 
     # -- the path types NCCL compares
     def gn_type(self, g: str, n: str) -> Optional[str]:
@@ -195,8 +196,13 @@ class Relays:
             # a refusing NVML status on an NVLink path aborts NCCL's init (paths.cc:394-399): in a job
             # that runs, a status the input does not show was OK
             hops = tuple((h, r or "OK", w or "OK") for h, r, w in hops)
-        facts = p2p_rules.PairFacts(t, cands, via, hops, False, "")
-        return p2p_rules.decide(self.node.version, self.node.st, self.default, facts)["p2p"]
+        # the value reads each hop's status, not its name (only the causes name the hops): pairs alike share it
+        key = (t, cands, via, tuple((r, w) for _hop, r, w in hops))
+        got = self._kept_values.get(key)
+        if got is None:
+            facts = p2p_rules.PairFacts(t, cands, via, hops, False, "")
+            got = self._kept_values[key] = p2p_rules.decide(self.node.version, self.node.st, self.default, facts)["p2p"]
+        return got
 
     def nvlinked(self, a: str, b: str) -> Optional[bool]:
         """The pair's path is NVLink after NCCL's P2P decision (``<= PATH_NVL``); None: not known. Asked once
@@ -220,10 +226,14 @@ class Relays:
         dump without ``<nvlink>`` shows none (it lists every NVLink NCCL found, ``xml.cc:930-995@v2.30.7``)."""
         if not self.topo.snap.shows_nvlink:
             return False if nccl_own_dump(self.topo) else None
-        seen = [self.nvlinked(g, o) for o in self.gpus if o != g]
-        if any(seen):
-            return True
-        return None if any(s is None for s in seen) else False
+        unknown = False
+        for o in self.gpus:  # the first peer still on NVLink answers; the others are not asked
+            if o != g:
+                linked = self.nvlinked(g, o)
+                if linked:
+                    return True
+                unknown = unknown or linked is None
+        return None if unknown else False
 
 
 BEST_TYPE_FROM = (2, 30, 7)  # v2.30.7 paths.cc:96-99: the best type wins; before, fewest hops then bandwidth

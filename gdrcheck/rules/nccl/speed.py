@@ -7,7 +7,6 @@ Pure: each function takes the devices or values it reads.
 from __future__ import annotations
 
 import re
-import weakref
 
 from gdrcheck.reach import nccl_own_tree
 
@@ -48,16 +47,14 @@ def nvlink_bw(sm: Optional[int]) -> Optional[float]:
     return next((bw for s, bw in NVLINK_BW if sm is not None and sm >= s), None)
 
 
-# topology -> device -> its hop's bandwidth: a device's hop is fixed for a topology, and NCCL's model asks it
-# for every path that crosses the device (each GPU-NIC pair, several times)
-_HOP_BWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _hop_bws(topo) -> dict[str, Optional[float]]:
-    """The topology's table of device -> its hop's bandwidth (:func:`_device_hop_bw`), filled as devices are asked."""
-    memo = _HOP_BWS.get(topo)
+    """The topology's table of device -> its hop's bandwidth (:func:`_device_hop_bw`), filled as devices are asked:
+    a device's hop is fixed for a tree and its links, and NCCL's model asks it for every path that crosses the
+    device (each GPU-NIC pair, several times)."""
+    tables = topo.link_tables
+    memo = tables.get("hop_bw")
     if memo is None:
-        memo = _HOP_BWS[topo] = {}
+        memo = tables["hop_bw"] = {}
     return memo
 
 
@@ -79,8 +76,17 @@ def pcie_hops(topo, a: str, b: str, bridges, skip: tuple[str, ...] = ()) -> list
     """The bandwidth of each PCIe hop NCCL's path from ``a`` to ``b`` crosses: the two devices' own links and
     the uplink of each switch between them, but not of the switch where the two meet (NCCL's path turns there,
     ``topo.cc:637-701@v2.30.7``: a switch is one PCI node, its uplink one link). ``skip``: devices whose own
-    link the path does not take."""
-    meet = topo.pair_path(a, b)[0]
+    link the path does not take. The hops of a pair's own path (``bridges`` is the tree's path) are worked out
+    once per tree and links."""
+    meet, path = topo.pair_path(a, b)
+    own = bridges is path
+    if own:
+        hops = topo.link_tables.get("hops")
+        if hops is None:
+            hops = topo.link_tables["hops"] = {}
+        got = hops.get((a, b, skip))
+        if got is not None:
+            return list(got)
     kind = topo.device_kind
     parts = [x for x in (a, b) if x not in skip]
     parts += [x for x in bridges if x != meet and kind.get(x) == "switch_upstream"]
@@ -91,6 +97,8 @@ def pcie_hops(topo, a: str, b: str, bridges, skip: tuple[str, ...] = ()) -> list
         if bw is _UNSEEN:
             bw = memo[x] = _device_hop_bw(topo, x)
         out.append(bw)
+    if own:
+        hops[(a, b, skip)] = tuple(out)
     return out
 
 
@@ -106,9 +114,22 @@ def gpu_nic_bw(topo, g: str, n: str, nic_rate: Optional[float], c2c: Optional[bo
     ``paths.cc:71, 115@v2.30.7``): the PCIe hops, the NIC's port rate (its NET link), and across CPUs the CPU link
     (``cpu_bws``: :func:`gdrcheck.rules.nccl.cpu.inter_cpu_bw`'s values; more than one is not known). A GPU
     on C2C reaches its CPU over C2C, wider than any NIC: its own PCIe link is not on the path. None where a
-    figure is not shown."""
+    figure is not shown. Kept in the topology's link tables by every argument (a topology of the same tree and
+    links shares them)."""
     if t is None or nic_rate is None:
         return None
+    table = topo.link_tables.get("gpu_nic_bw")
+    if table is None:
+        table = topo.link_tables["gpu_nic_bw"] = {}
+    key = (g, n, nic_rate, c2c, t, cpu_bws)
+    got = table.get(key, _UNSEEN)
+    if got is _UNSEEN:
+        got = table[key] = _gpu_nic_bw(topo, g, n, nic_rate, c2c, t, cpu_bws)
+    return got
+
+
+def _gpu_nic_bw(topo, g: str, n: str, nic_rate: float, c2c: Optional[bool], t: str,
+                cpu_bws: tuple[float, ...]) -> Optional[float]:
     via_cpu = t in ("PHB", "SYS", "P2C", "C2C")
     bws = pcie_hops(topo, g, n, topo.path_bridges(g, n), (g,) if c2c and via_cpu else ())
     if t == "SYS":
