@@ -35,7 +35,7 @@ def _unit_names(units, labels) -> str:
 
 def missing_facts(evaluation, pairs) -> list[tuple[str, str]]:
     """The facts whose absence leaves ``pairs`` undecided: (what, the command that settles it), each once."""
-    from gdrcheck.rules.expected import KNOWN, SETTLE_ALL
+    from gdrcheck.rules.assumed_facts import KNOWN, SETTLE_ALL
 
     whole = evaluation.whole or evaluation
     keys = set(pairs)

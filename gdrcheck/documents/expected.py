@@ -3,7 +3,7 @@ line. The answers themselves are decided in :mod:`gdrcheck.rules.expected`; this
 
 from __future__ import annotations
 
-from gdrcheck.rules.expected import SETTLE_ALL
+from gdrcheck.rules.assumed_facts import SETTLE_ALL
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -324,7 +324,7 @@ def missing_doc(evaluation: Evaluation) -> list[dict[str, Any]]:
     unknown): ``code``, ``fact`` (what is missing, in words), ``settle`` (the command that shows it) and
     ``pairs`` (how many pairs wait on it). The one list the why line, stderr and the summary line count."""
     from gdrcheck.reach import FACTS
-    from gdrcheck.rules.expected import KNOWN
+    from gdrcheck.rules.assumed_facts import KNOWN
 
     lib = library_word(evaluation)
     facts: dict[str, str] = {}

@@ -192,7 +192,7 @@ def test_nvlinked_kept_per_pair_matches_the_paths(inputs):
 
 def _filled(path):
     """An input's evaluation and its facts with what it lacks filled in (gdrcheck.rules.expected)."""
-    from gdrcheck.rules.expected import assumed_facts
+    from gdrcheck.rules.assumed_facts import assumed_facts
 
     first = evaluate(load_facts(str(path)), Options())
     snap2, options2, _made = assumed_facts(first)
@@ -279,7 +279,7 @@ def test_links_filled_from_each_gpus_part_asked_once_match_each_pair(inputs, tmp
     GPUs' parts for each pair gives."""
     from gdrcheck.device_models import link_word
     from gdrcheck.model import NvLink
-    from gdrcheck.rules.expected import NVLINK_OPEN, _links_filled, _nv_count, _part, all_to_all
+    from gdrcheck.rules.assumed_facts import NVLINK_OPEN, _links_filled, _nv_count, _part, all_to_all
 
     build(tmp_path / "sxm", gpus=8, nics=8, nvme=0, sockets=2, nested=True)
     for path in inputs + [tmp_path / "sxm", FIXTURES / "h200-x4-vm" / "snapshot.tar.gz"]:
