@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 
-from gdrcheck.collectors.driver import CUDA_FILE
+from gdrcheck.collectors.driver_records import CUDA_FILE
 from gdrcheck.cuda_attr import ATTR
 
 TYPE_CHECKING = False

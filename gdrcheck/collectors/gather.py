@@ -145,7 +145,8 @@ def _host_facts(src: Source, devices, statuses: list[CollectorStatus], say) -> d
 def _driver_facts(src: Source, devices, pending_nvml, while_waiting, host: dict[str, Fact],
                   statuses: list[CollectorStatus], say):
     """What the NVIDIA driver says (NVML, nvidia-smi), and the CUDA attributes a snapshot recorded."""
-    from gdrcheck.collectors.driver import collect_driver, no_driver_records
+    from gdrcheck.collectors.driver import collect_driver
+    from gdrcheck.collectors.driver_records import no_driver_records
 
     say("asking the NVIDIA driver (NVML, nvidia-smi)")
     if pending_nvml is not None and while_waiting is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from gdrcheck.collectors.driver import NVML_FILE
+from gdrcheck.collectors.driver_records import NVML_FILE
 from gdrcheck.collectors.nvml_errors import error_doc
 from gdrcheck.collectors.nvml_record import P2P_CAPS, NvmlFacts, facts_from_record
 from gdrcheck.io.source import Source
@@ -331,7 +331,7 @@ def collect_nvml(src: Source, query: Optional[Callable[[], dict[str, Any]]] = No
         return facts_from_record(rec)
     text = src.read_text(NVML_FILE, 64 << 20)
     if text is None:
-        from gdrcheck.collectors.driver import nvml_not_recorded
+        from gdrcheck.collectors.driver_records import nvml_not_recorded
 
         return NvmlFacts(nvml_not_recorded(src))
     try:

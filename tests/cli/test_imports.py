@@ -112,7 +112,7 @@ _NOT_FOR_A_TREE = ("gdrcheck.collectors.archive", "gdrcheck.collectors.input_kin
                    "gdrcheck.collectors.nvml_record", "gdrcheck.collectors.nvml_errors",
                    "gdrcheck.collectors.cuda_attrs", "gdrcheck.cuda_attr", "gdrcheck.collectors.pastes",
                    "gdrcheck.collectors.pastes.nvidia_smi")
-TOPOLOGY_MODULES = 50  # gdrcheck's own modules `topology --json` of a sysfs tree loads (pair_classes among them)
+TOPOLOGY_MODULES = 51  # gdrcheck's own modules `topology --json` of a sysfs tree loads (pair_classes among them)
 
 
 def test_topology_of_a_sysfs_tree_loads_no_reader_it_does_not_use(tmp_path):

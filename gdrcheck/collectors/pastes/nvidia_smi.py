@@ -295,7 +295,7 @@ def failure_status(res: CommandResult) -> CollectorStatus:
                                "install the NVIDIA driver (nvidia-smi ships with it), or set GDRCHECK_TOOL_PATH "
                                "to the directory that holds it")
     if res.error == "not captured":
-        from gdrcheck.collectors.driver import not_captured
+        from gdrcheck.collectors.driver_records import not_captured
 
         return not_captured(res.argv)
     if res.error and res.error.startswith("timed out"):
