@@ -208,7 +208,7 @@ def _capabilities(evaluation: Evaluation, ex, labels, fail_on: str, memo: dict[s
         from gdrcheck.rules.expected import expected
 
         ex = expected(whole, fail_on, memo)
-    answers, expected_caps = caps.answers(evaluation), caps.expected_answers(evaluation, ex.pairs)
+    answers, expected_caps = caps.answers_and_expected(evaluation, ex.pairs)
     return capabilities_doc(evaluation, answers, expected_caps, labels), expected_caps
 
 

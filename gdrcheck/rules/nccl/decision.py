@@ -127,11 +127,18 @@ class Decision(Mapping):
             got = {self.word: self.value, "reason": reason}
             if depends_on:
                 got["depends_on"] = depends_on
-            for k in FIELDS:
-                if getattr(self, k) is not None:
-                    got[k] = getattr(self, k)
-            for k, v in self.facts.items():
-                got.setdefault(k, v)
+            if self.distance is not None:  # FIELDS, in order
+                got["distance"] = self.distance
+            if self.via is not None:
+                got["via"] = self.via
+            if self.mode is not None:
+                got["mode"] = self.mode
+            facts = self.facts
+            if got.keys().isdisjoint(facts):  # nearly always: the facts after the decision's own keys
+                got.update(facts)
+            else:
+                for k, v in facts.items():
+                    got.setdefault(k, v)
             self.__dict__["_said"] = got  # a cache of the words, not a field: replace() makes a record without it
         return got
 
