@@ -115,10 +115,22 @@ def _chosen_nics(whole, node) -> dict[str, Optional[tuple[str, ...]]]:
     return out
 
 
+# topology -> (the node's pairs, its GPUs' chosen drives): asked by the capabilities, their expected answers and
+# the pairs' ``chosen`` of one evaluation
+_DRIVES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def chosen_drives(evaluation) -> dict[str, Optional[tuple[str, ...]]]:
     """Per GPU, the NVMe drives nearest to it (the best PCIe class), the ones a GPUDirect Storage setup reads
-    through; ``None`` where a class is undecided."""
+    through; ``None`` where a class is undecided. Worked out once per evaluation of the node (its pairs)."""
     whole = evaluation.whole or evaluation
+    got = _DRIVES.get(whole.topo)
+    if got is None or got[0] is not whole.pairs:
+        got = _DRIVES[whole.topo] = (whole.pairs, _chosen_drives(whole))
+    return got[1]
+
+
+def _chosen_drives(whole) -> dict[str, Optional[tuple[str, ...]]]:
     by_gpu: dict[str, list[Any]] = {}
     for p in whole.pairs:
         if p.kind == "gpu-nvme":
@@ -324,8 +336,9 @@ def expected_answers(evaluation, pair_expected: dict[tuple[str, str], dict[str, 
         if e is None or logged:  # nothing assumed, or what NCCL did is in the job's log
             said[key] = (e["verdict"] if e is not None else verdict, decided, codes, logged)
             continue
-        word = next(iter(e.get("nccl") or {}), None)
-        said[key] = (e["verdict"], (e.get("nccl") or {}).get(word) if word else None, codes, False)
+        nccl = e.get("nccl") or {}
+        word = next(iter(nccl), None)
+        said[key] = (e["verdict"], nccl.get(word) if word else None, codes, False)
     out = {}
     for cap in CAPABILITIES:
         if _not_shown(cap, whole):
