@@ -147,9 +147,7 @@ class Decision(Mapping):
         if words is None and "_words_of" in self.__dict__:
             words = self.__dict__["_words_said"] = self.__dict__["_words_of"]._words()
         if words is None:
-            from gdrcheck.documents.decision_words import said  # the words are the documents'
-
-            words = self.__dict__["_words_said"] = said(self)
+            words = self.__dict__["_words_said"] = (_SAID or _words_module())(self)
         return words
 
     def __getitem__(self, key: str) -> Any:
@@ -191,6 +189,17 @@ class Decision(Mapping):
 
     def values(self):  # type: ignore[override]
         return self.as_contract().values()
+
+
+_SAID = None  # gdrcheck.documents.decision_words.said, imported when a record's words are first asked
+
+
+def _words_module():
+    global _SAID
+    from gdrcheck.documents.decision_words import said  # the words are the documents'
+
+    _SAID = said
+    return said
 
 
 Decision.__eq__ = Mapping.__eq__  # equal to the mapping it reads as (a test's dict too)
