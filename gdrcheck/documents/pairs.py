@@ -139,7 +139,7 @@ def _pair_rows(evaluation: Evaluation, expected_pairs: dict[tuple[str, str], Any
             "nvlinks": p.nvlinks,
             "verdict": verdicts[key],
             "findings": codes[key],
-            # the record's words, composed once (what nccl_decision gives it), else what nccl_decision makes
+            # a decision record's mapping, as nccl_decision gives it, read straight; any other view through it
             "nccl": view.as_contract() if isinstance(view, Decision) else nccl_decision(evaluation, p),
         }
         fact = path_facts.get(key if bdf_key(p.a) <= bdf_key(p.b) else (p.b, p.a)) if path_facts else None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import weakref
 
 from gdrcheck.model import bdf_key
-from gdrcheck.pair_classes import PCIE_RANK
+from gdrcheck.pair_classes import PAIR_KIND, PCIE_RANK
 from gdrcheck.record import record
 
 TYPE_CHECKING = False
@@ -192,7 +192,8 @@ def _fold(states: list[tuple[str, str]], any_with: bool) -> tuple[str, str]:
     return UNDECIDED, next((c for s, c in states if s == UNDECIDED), "missing-facts")
 
 
-_WORD = {"gpu-nic": "gdr", "gpu-gpu": "p2p"}  # the decision NCCL makes on a pair of this kind
+# pair kind -> the decision NCCL makes on such a pair (named as the capability is: gdr, p2p)
+_WORD = {kind: cap for cap, kind in PAIR_KIND.items() if cap != "gds"}
 
 
 def _own(evaluation):
