@@ -5,9 +5,11 @@ that are missing (with the command that settles each)."""
 
 from __future__ import annotations
 
+from gdrcheck.documents.decision_words import first_clause
 from gdrcheck.host_facts import host_fact, host_record
 from gdrcheck.rules.capabilities import CAPABILITIES, UNDECIDED, UNIT, WITH, WITHOUT
 from gdrcheck.rules.decisions import library_word
+from gdrcheck.rules.nccl.decision import Decision
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -76,8 +78,11 @@ def _cause_words(cause: str, evaluation, keys, every: bool) -> str:
     if cause == "no-choice":
         return f"which NIC {lib} picks is not shown (path types undecided)"
     view = whole.nccl_view.get(keys[0]) if keys else None
-    reason = str((view or {}).get("reason") or f"{lib}'s rule").split("; ")[0]
-    return f"{lib} does not use it: {reason}"
+    if isinstance(view, Decision):  # the record's first clause, composed from its first cause
+        reason = first_clause(view)
+    else:  # the words the rules gave a pair NCCL decides nothing on (a NIC it would not enumerate)
+        reason = str((view or {}).get("reason") or "")
+    return f"{lib} does not use it: " + (reason or f"{lib}'s rule")
 
 
 def _open_words(evaluation, units) -> str:

@@ -33,15 +33,22 @@ def _gdr_within(c: Cause) -> str:
     return f"path {c.get('distance')} within NCCL_NET_GDR_LEVEL={c.get('level')} ({c.get('source')})"
 
 
+def _gdr_beyond_lead(c: Cause) -> str:
+    return f"path {c.get('distance')} is beyond NCCL_NET_GDR_LEVEL={c.get('level')} ({c.get('source')})"
+
+
 def _gdr_beyond(c: Cause) -> str:
-    return (f"path {c.get('distance')} is beyond NCCL_NET_GDR_LEVEL={c.get('level')} ({c.get('source')}); NCCL "
-            "stages transfers through host memory")
+    return _gdr_beyond_lead(c) + "; NCCL stages transfers through host memory"
+
+
+def _gdr_open_flags_head(c: Cause) -> str:
+    route = c.get("route")
+    return (f"path {c.get('distance')} within NCCL_NET_GDR_LEVEL={c.get('level')}"
+            + (f" ({words(route)})" if route is not None else "") + ", but ")
 
 
 def _gdr_open_flags(c: Cause) -> str:
-    route = c.get("route")
-    return (f"path {c.get('distance')} within NCCL_NET_GDR_LEVEL={c.get('level')}"
-            + (f" ({words(route)})" if route is not None else "") + ", but " + "; ".join(c.get("missing")))
+    return _gdr_open_flags_head(c) + "; ".join(c.get("missing"))
 
 
 def _gdr_pxn(c: Cause) -> str:
@@ -101,17 +108,24 @@ def _p2p_nvb_memcpy(c: Cause) -> str:
             "indirect paths (p2p.cc)")
 
 
+def _p2p_beyond_defaults_lead(c: Cause) -> str:
+    return f"path {c.get('path')} is beyond every default level ({c.get('why')})"
+
+
 def _p2p_beyond_defaults(c: Cause) -> str:
-    return f"path {c.get('path')} is beyond every default level ({c.get('why')}); NCCL uses shared host memory"
+    return _p2p_beyond_defaults_lead(c) + "; NCCL uses shared host memory"
 
 
 def _p2p_default_open(c: Cause) -> str:
     return f"path {c.get('path')}: {c.get('why')}"
 
 
+def _p2p_beyond_lead(c: Cause) -> str:
+    return f"path {c.get('path')} is beyond NCCL_P2P_LEVEL={c.get('level')} ({c.get('source')})"
+
+
 def _p2p_beyond(c: Cause) -> str:
-    return (f"path {c.get('path')} is beyond NCCL_P2P_LEVEL={c.get('level')} ({c.get('source')}); NCCL uses "
-            "shared host memory")
+    return _p2p_beyond_lead(c) + "; NCCL uses shared host memory"
 
 
 def _p2p_within(c: Cause) -> str:
@@ -122,18 +136,26 @@ def _hops(c: Cause) -> str:
     return "; ".join(f"{hop}: read {r or '?'}, write {w or '?'}" for hop, r, w in c.get("hops"))
 
 
-def _p2p_nvml_abort(c: Cause) -> str:
+def _p2p_nvml_abort_lead(c: Cause) -> str:
     return (f"NVML P2P status {_hops(c)} on an {c.get('link')} path: NCCL aborts at init ('P2P is disabled "
-            "between NVLINK connected GPUs'); NCCL_IGNORE_DISABLED_P2P=1 makes it use host memory instead")
+            "between NVLINK connected GPUs')")
+
+
+def _p2p_nvml_abort(c: Cause) -> str:
+    return _p2p_nvml_abort_lead(c) + "; NCCL_IGNORE_DISABLED_P2P=1 makes it use host memory instead"
 
 
 def _p2p_nvml_fallback(c: Cause) -> str:
     return f"NVML P2P status {_hops(c)}: NCCL does not use P2P and falls back to shared host memory"
 
 
+def _p2p_nvml_logged_lead(c: Cause) -> str:
+    return f"NVML P2P status {_hops(c)}: NCCL {c.get('version')} only logs it on a PCIe path"
+
+
 def _p2p_nvml_logged(c: Cause) -> str:
-    return (f"NVML P2P status {_hops(c)}: NCCL {c.get('version')} only logs it on a PCIe path; the P2P "
-            "transport's cudaDeviceCanAccessPeer decides, which the input does not show")
+    return (_p2p_nvml_logged_lead(c) + "; the P2P transport's cudaDeviceCanAccessPeer decides, which the input "
+            "does not show")
 
 
 def _p2p_nvml_unknown(c: Cause) -> str:
@@ -157,6 +179,35 @@ def _p2p_transport(c: Cause) -> str:
 
 def _p2p_nvlink_unseen(c: Cause) -> str:
     return f"{c.get('text')}; NCCL decides P2P over NVLink or over PCIe ({', '.join(c.get('candidates'))})"
+
+
+def _first_hop(c: Cause) -> str:
+    hop, r, w = c.get("hops")[0]
+    return f"NVML P2P status {hop}: read {r or '?'}, write {w or '?'}"
+
+
+def _nvml_lead(lead: Callable[[Cause], str]) -> Callable[[Cause], str]:
+    """A NVML P2P status cause's first clause: its first hop's status where it names several, else ``lead``."""
+    return lambda c: _first_hop(c) if len(c.get("hops")) > 1 else lead(c)
+
+
+def _flags_lead(head: Callable[[Cause], str]) -> Callable[[Cause], str]:
+    """An open flags cause's first clause: the path, and the first flag missing."""
+    return lambda c: head(c) + next(iter(c.get("missing")), "")
+
+
+# code -> a cause's first clause, where its words say more after it (a consequence, another hop, another flag
+# missing); every other cause's first clause is its words
+LEADS: dict[str, Callable[[Cause], str]] = {
+    "gdr.beyond": _gdr_beyond_lead,
+    "gdr.open_flags": _flags_lead(_gdr_open_flags_head),
+    "p2p.beyond_defaults": _p2p_beyond_defaults_lead,
+    "p2p.beyond": _p2p_beyond_lead,
+    "p2p.nvml_abort": _nvml_lead(_p2p_nvml_abort_lead),
+    "p2p.nvml_fallback": _nvml_lead(_p2p_nvml_fallback),
+    "p2p.nvml_logged": _nvml_lead(_p2p_nvml_logged_lead),
+    "p2p.nvlink_unseen": _said,
+}
 
 
 # code -> (the joint before it when it is not the first cause, its words)
@@ -246,6 +297,7 @@ NEEDS: dict[str, Callable[[Cause], str]] = {
     "p2p.nvlink": lambda c: "whether NVLink joins the two GPUs (nvidia-smi nvlink -s, NVML)",
 }
 CAUSES.update(rccl_words.CAUSES)  # RCCL's codes (rccl.*), composed the same way
+LEADS.update(rccl_words.LEADS)
 NEEDS.update(rccl_words.NEEDS)
 
 
@@ -257,20 +309,45 @@ def reason(d: Decision) -> str:
     """The decision's reason: its causes' words in order; a job's log line said instead of NCCL's XML flag."""
     parts: list[str] = []
     heading = ""
+    logged = None  # the first log.line cause
     for c in d.causes:
-        if c.code in HEADINGS:
-            heading = HEADINGS[c.code](c) + ": "
-        elif c.code != "log.line":
-            parts.append((CAUSES[c.code][0] if parts else "") + words(c))
+        code = c.code
+        if code in HEADINGS:
+            heading = HEADINGS[code](c) + ": "
+        elif code != "log.line":
+            joint, said_by = CAUSES[code]
+            parts.append(joint + said_by(c) if parts else said_by(c))
+        elif logged is None:
+            logged = c
     text = heading + "".join(parts)
-    line = next((c.get("line") for c in d.causes if c.code == "log.line"), None)
+    line = logged.get("line") if logged is not None else None
     if line is None:
         return text
     nic = next((c.get("nic") for c in d.causes if c.code == "nic_flag" and c.get("from_input")), None)
-    how = next((c.get("how") for c in d.causes if c.code == "log.line"), "own")
+    how = logged.get("how")
     said = "NCCL used GPUDirect RDMA through it in the job's log" if how == "gdrdma" else \
         "NCCL's own line in the job's log"
     return (f"NIC {nic}" if nic else text) + f": {said} ({line})"
+
+
+def first_clause(d: Decision) -> str:
+    """The decision's reason as far as its first clause: the heading and the first cause's lead (:data:`LEADS`);
+    a job's log line is said as the reason says it."""
+    heading, first, logged = "", None, None
+    for c in d.causes:
+        code = c.code
+        if code in HEADINGS:
+            heading = HEADINGS[code](c) + ": "
+        elif code == "log.line":
+            logged = logged or c
+        elif first is None:
+            first = c
+    if logged is not None and logged.get("line") is not None:
+        return reason(d)
+    if first is None:
+        return heading
+    lead = LEADS.get(first.code)
+    return heading + (lead(first) if lead is not None else words(first))
 
 
 def depends_on(d: Decision) -> list[str]:

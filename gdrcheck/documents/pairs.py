@@ -120,25 +120,36 @@ def _gpu_nics(evaluation: Evaluation) -> dict[str, Any]:
     return out
 
 
-def _pair_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
-    """Each pair's own answer: path, verdict, findings, NCCL's decision, and the class an input stated."""
+def _pair_rows(evaluation: Evaluation, expected_pairs: dict[tuple[str, str], Any],
+               picked: dict[tuple[str, str], Any]) -> list[dict[str, Any]]:
+    """Each pair's own answer: path, verdict, findings, NCCL's decision, the class an input stated, its expected
+    answer and (a GPU-NIC or GPU-NVMe pair) whether it is the one its GPU would use."""
+    from gdrcheck.rules.nccl.decision import Decision
+
     pairs: list[dict[str, Any]] = []
     verdicts, codes, path_facts = evaluation.verdicts, evaluation.pair_findings, evaluation.snap.path_facts
+    views = evaluation.nccl_view
     for p in evaluation.pairs:
         key = (p.a, p.b)
-        pairs.append({
+        view = views.get(key)
+        row = {
             "a": p.a, "b": p.b, "kind": p.kind,
             "pcie_path": p.pcie_path, "path": p.path,
             "path_candidates": list(p.candidates) if p.pcie_path is None else [],
             "nvlinks": p.nvlinks,
             "verdict": verdicts[key],
             "findings": codes[key],
-            "nccl": nccl_decision(evaluation, p),
-        })
+            # a decision record's mapping, as nccl_decision gives it, read straight; any other view through it
+            "nccl": view.as_contract() if isinstance(view, Decision) else nccl_decision(evaluation, p),
+        }
         fact = path_facts.get(key if bdf_key(p.a) <= bdf_key(p.b) else (p.b, p.a)) if path_facts else None
         if fact is not None:  # the class an input stated (nvidia-smi topo -m), and the tree's when they differ
-            pairs[-1]["path_source"] = {"input": fact.source, "class": fact.cls, "tree": fact.tree,
-                                        "trusted": fact.source, "why": fact.why or None}
+            row["path_source"] = {"input": fact.source, "class": fact.cls, "tree": fact.tree,
+                                  "trusted": fact.source, "why": fact.why or None}
+        row["expected"] = expected_pairs[key]
+        if p.kind != "gpu-gpu":
+            row["chosen"] = picked.get(key)
+        pairs.append(row)
     return pairs
 
 
@@ -153,18 +164,13 @@ def pairs_doc(evaluation: Evaluation, fail_on: str = "error") -> dict[str, Any]:
     for dev in doc["devices"]:
         if dev["bdf"] in labels:
             dev["label"] = labels[dev["bdf"]]
-    pairs = _pair_rows(evaluation)
     from gdrcheck.rules.expected import expected, expected_status
 
     memo: dict[str, Any] = {}  # the node's second evaluation, made once for the gate and the node
     ex = expected(evaluation, fail_on, memo)
     from gdrcheck.rules import capabilities as caps
 
-    picked = caps.chosen(evaluation)
-    for p, row in zip(evaluation.pairs, pairs):
-        row["expected"] = ex.pairs[(p.a, p.b)]
-        if p.kind != "gpu-gpu":
-            row["chosen"] = picked.get((p.a, p.b))
+    pairs = _pair_rows(evaluation, ex.pairs, caps.chosen(evaluation))
     doc["pairs"] = pairs
     doc["capabilities"], expected_caps = _capabilities(evaluation, ex, labels, fail_on, memo)
     doc["findings"] = [f.to_doc() for f in evaluation.findings]
@@ -208,7 +214,7 @@ def _capabilities(evaluation: Evaluation, ex, labels, fail_on: str, memo: dict[s
         from gdrcheck.rules.expected import expected
 
         ex = expected(whole, fail_on, memo)
-    answers, expected_caps = caps.answers(evaluation), caps.expected_answers(evaluation, ex.pairs)
+    answers, expected_caps = caps.answers_and_expected(evaluation, ex.pairs)
     return capabilities_doc(evaluation, answers, expected_caps, labels), expected_caps
 
 

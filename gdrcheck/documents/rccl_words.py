@@ -38,28 +38,48 @@ def _p2p_unplaced(c: Cause) -> str:
     return "the input does not show where the two GPUs meet" + (f" ({' or '.join(cands)})" if cands else "")
 
 
-def _p2p_within(c: Cause) -> str:
+def _p2p_within_lead(c: Cause) -> str:
     link = "xGMI" if c.get("xgmi") else "PCIe"
     via = c.get("via")
     hop = f" through GPU {via} (RCCL keeps the type XGMI: no NVB, paths.cc:98@rocm-6.2.2)" if via else ""
-    return (f"{link}{hop}: path {c.get('path')} within NCCL_P2P_LEVEL={c.get('level')} ({c.get('source')}); "
-            f"{NO_P2P_STATUS}")
+    return f"{link}{hop}: path {c.get('path')} within NCCL_P2P_LEVEL={c.get('level')} ({c.get('source')})"
+
+
+def _p2p_within(c: Cause) -> str:
+    return f"{_p2p_within_lead(c)}; {NO_P2P_STATUS}"
+
+
+def _p2p_beyond_lead(c: Cause) -> str:
+    return f"path {c.get('path')} is beyond NCCL_P2P_LEVEL={c.get('level')} ({c.get('source')})"
 
 
 def _p2p_beyond(c: Cause) -> str:
-    return (f"path {c.get('path')} is beyond NCCL_P2P_LEVEL={c.get('level')} ({c.get('source')}); RCCL uses "
-            "shared host memory")
+    return _p2p_beyond_lead(c) + "; RCCL uses shared host memory"
+
+
+def _gdr_base_lead(c: Cause) -> str:
+    return f"path {c.get('distance')} within NCCL_NET_GDR_LEVEL={c.get('level')} ({level_why(c)})"
 
 
 def _gdr_base(c: Cause) -> str:
     via = c.get("via")
-    return (f"path {c.get('distance')} within NCCL_NET_GDR_LEVEL={c.get('level')} ({level_why(c)})"
-            + (f"; PXN: {PXN_WITH.format(via=via)}" if via else ""))
+    return _gdr_base_lead(c) + (f"; PXN: {PXN_WITH.format(via=via)}" if via else "")
+
+
+def _gdr_beyond_lead(c: Cause) -> str:
+    return f"path {c.get('distance')} is beyond NCCL_NET_GDR_LEVEL={c.get('level')} ({level_why(c)})"
 
 
 def _gdr_beyond(c: Cause) -> str:
-    return (f"path {c.get('distance')} is beyond NCCL_NET_GDR_LEVEL={c.get('level')} ({level_why(c)}); RCCL "
-            "stages transfers through host memory")
+    return _gdr_beyond_lead(c) + "; RCCL stages transfers through host memory"
+
+
+def _gdr_open_flags_lead(c: Cause) -> str:
+    """The first clause of an open flags cause: the path, and the first flag missing (unless the PXN relay is
+    said first)."""
+    if c.get("via"):
+        return _gdr_base_lead(c)
+    return f"{_gdr_base(c)}, but " + next(iter(c.get("missing")), "")
 
 
 # code -> (the joint before it when it is not the first cause, its words)
@@ -79,6 +99,14 @@ CAUSES: dict[str, tuple[str, Callable[[Cause], str]]] = {
     "rccl.gdr.open_flags": ("; ", lambda c: f"{_gdr_base(c)}, but " + "; ".join(c.get("missing"))),
     "rccl.gdr.hyperv_unseen": ("; ", lambda c: HYPERV_UNSEEN),
     "rccl.gdr.pxn_later": ("; ", lambda c: PXN_LATER),
+}
+# code -> a cause's first clause, where its words say more after it (gdrcheck.documents.decision_words.LEADS)
+LEADS: dict[str, Callable[[Cause], str]] = {
+    "rccl.p2p.beyond": _p2p_beyond_lead,
+    "rccl.p2p.within": _p2p_within_lead,
+    "rccl.gdr.beyond": _gdr_beyond_lead,
+    "rccl.gdr.within": _gdr_base_lead,
+    "rccl.gdr.open_flags": _gdr_open_flags_lead,
 }
 NEEDS: dict[str, Callable[[Cause], str]] = {
     "rccl.p2p.cpu_vendor": lambda c: (f"the CPU vendor: P2P at level {'/'.join(c.get('levels'))} (Intel, ARM or "

@@ -19,7 +19,7 @@ from __future__ import annotations
 import weakref
 
 from gdrcheck.model import bdf_key
-from gdrcheck.pair_classes import PCIE_RANK
+from gdrcheck.pair_classes import PAIR_KIND, PCIE_RANK
 from gdrcheck.record import record
 
 TYPE_CHECKING = False
@@ -115,10 +115,22 @@ def _chosen_nics(whole, node) -> dict[str, Optional[tuple[str, ...]]]:
     return out
 
 
+# topology -> (the node's pairs, its GPUs' chosen drives): asked by the capabilities, their expected answers and
+# the pairs' ``chosen`` of one evaluation
+_DRIVES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def chosen_drives(evaluation) -> dict[str, Optional[tuple[str, ...]]]:
     """Per GPU, the NVMe drives nearest to it (the best PCIe class), the ones a GPUDirect Storage setup reads
-    through; ``None`` where a class is undecided."""
+    through; ``None`` where a class is undecided. Worked out once per evaluation of the node (its pairs)."""
     whole = evaluation.whole or evaluation
+    got = _DRIVES.get(whole.topo)
+    if got is None or got[0] is not whole.pairs:
+        got = _DRIVES[whole.topo] = (whole.pairs, _chosen_drives(whole))
+    return got[1]
+
+
+def _chosen_drives(whole) -> dict[str, Optional[tuple[str, ...]]]:
     by_gpu: dict[str, list[Any]] = {}
     for p in whole.pairs:
         if p.kind == "gpu-nvme":
@@ -180,17 +192,26 @@ def _fold(states: list[tuple[str, str]], any_with: bool) -> tuple[str, str]:
     return UNDECIDED, next((c for s, c in states if s == UNDECIDED), "missing-facts")
 
 
+# pair kind -> the decision NCCL makes on such a pair (named as the capability is: gdr, p2p)
+_WORD = {kind: cap for cap, kind in PAIR_KIND.items() if cap != "gds"}
+
+
 def _own(evaluation):
-    """(pair key -> (verdict, NCCL's decision, finding codes)) of the whole evaluation."""
+    """(pair key -> (verdict, NCCL's decision, finding codes, whether the job's log settled it)) of the whole
+    evaluation."""
     whole = evaluation.whole or evaluation
+    views, verdicts, findings = whole.nccl_view, whole.verdicts, whole.pair_findings
     out = {}
     for p in whole.pairs:
         key = (p.a, p.b)
-        view = whole.nccl_view.get(key) or {}
-        word = "gdr" if p.kind == "gpu-nic" else "p2p" if p.kind == "gpu-gpu" else None
-        decided = view.get(word) if word else None
+        word = _WORD.get(p.kind)
+        if word is None:  # NCCL decides nothing on it (a GPU-NVMe pair)
+            out[key] = (verdicts[key], None, findings.get(key, ()), False)
+            continue
+        view = views.get(key) or {}
+        decided = view.get(word)
         seen = _as_seen(view, word, decided)
-        out[key] = (whole.verdicts[key], seen, whole.pair_findings.get(key, ()), seen != decided)
+        out[key] = (verdicts[key], seen, findings.get(key, ()), seen != decided)
     return out
 
 
@@ -279,9 +300,10 @@ def devices_unknown(evaluation) -> bool:
         or bool(blank_functions(whole.topo))
 
 
-def answers(evaluation) -> dict[str, Capability]:
-    """Each capability's answer from the pairs' own answers."""
-    said = _own(evaluation)
+def answers(evaluation, own=None) -> dict[str, Capability]:
+    """Each capability's answer from the pairs' own answers (``own``: :func:`_own` of the evaluation, where the
+    caller made it)."""
+    said = own if own is not None else _own(evaluation)
     unknown_devices = devices_unknown(evaluation)
     out = {}
     for cap in CAPABILITIES:
@@ -293,24 +315,38 @@ def answers(evaluation) -> dict[str, Capability]:
     return out
 
 
-def expected_answers(evaluation, pair_expected: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Capability]:
-    """Each capability's expected answer, from each pair's expected answer (never ``unknown``)."""
+def answers_and_expected(evaluation, pair_expected: dict[tuple[str, str], dict[str, Any]]) -> tuple[
+        dict[str, Capability], dict[str, Capability]]:
+    """:func:`answers` and :func:`expected_answers`, the pairs' own answers and the capabilities' own units read
+    once for both."""
+    own = _own(evaluation)
+    got = answers(evaluation, own)
+    return got, expected_answers(evaluation, pair_expected, own, got)
+
+
+def expected_answers(evaluation, pair_expected: dict[tuple[str, str], dict[str, Any]], own=None,
+                     answered: Optional[dict[str, Capability]] = None) -> dict[str, Capability]:
+    """Each capability's expected answer, from each pair's expected answer (never ``unknown``); ``own`` and
+    ``answered``: :func:`_own` and :func:`answers` of the evaluation, where the caller made them."""
     whole = evaluation.whole or evaluation
-    own = _own(whole)
+    if own is None:
+        own = _own(whole)
     said = {}
     for key, (verdict, decided, codes, logged) in own.items():
         e = pair_expected.get(key)
         if e is None or logged:  # nothing assumed, or what NCCL did is in the job's log
             said[key] = (e["verdict"] if e is not None else verdict, decided, codes, logged)
             continue
-        word = next(iter(e.get("nccl") or {}), None)
-        said[key] = (e["verdict"], (e.get("nccl") or {}).get(word) if word else None, codes, False)
+        nccl = e.get("nccl") or {}
+        word = next(iter(nccl), None)
+        said[key] = (e["verdict"], nccl.get(word) if word else None, codes, False)
     out = {}
     for cap in CAPABILITIES:
         if _not_shown(cap, whole):
             out[cap] = Capability(cap, "not-in-input")
             continue
-        own_open = {u.subject for u in _units(cap, whole, own, False) if u.state == UNDECIDED}
+        units = answered[cap].units if answered is not None else _units(cap, whole, own, False)
+        own_open = {u.subject for u in units if u.state == UNDECIDED}
         units = tuple(_worse(u, u.subject in own_open) for u in _units(cap, whole, said, True))
         out[cap] = Capability(cap, "not-in-input" if not units and devices_unknown(whole) else answer_of(units),
                               units)

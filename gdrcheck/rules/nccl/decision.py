@@ -127,11 +127,18 @@ class Decision(Mapping):
             got = {self.word: self.value, "reason": reason}
             if depends_on:
                 got["depends_on"] = depends_on
-            for k in FIELDS:
-                if getattr(self, k) is not None:
-                    got[k] = getattr(self, k)
-            for k, v in self.facts.items():
-                got.setdefault(k, v)
+            if self.distance is not None:  # FIELDS, in order
+                got["distance"] = self.distance
+            if self.via is not None:
+                got["via"] = self.via
+            if self.mode is not None:
+                got["mode"] = self.mode
+            facts = self.facts
+            if got.keys().isdisjoint(facts):  # nearly always: the facts after the decision's own keys
+                got.update(facts)
+            else:
+                for k, v in facts.items():
+                    got.setdefault(k, v)
             self.__dict__["_said"] = got  # a cache of the words, not a field: replace() makes a record without it
         return got
 
@@ -140,9 +147,7 @@ class Decision(Mapping):
         if words is None and "_words_of" in self.__dict__:
             words = self.__dict__["_words_said"] = self.__dict__["_words_of"]._words()
         if words is None:
-            from gdrcheck.documents.decision_words import said  # the words are the documents'
-
-            words = self.__dict__["_words_said"] = said(self)
+            words = self.__dict__["_words_said"] = (_SAID or _words_module())(self)
         return words
 
     def __getitem__(self, key: str) -> Any:
@@ -184,6 +189,17 @@ class Decision(Mapping):
 
     def values(self):  # type: ignore[override]
         return self.as_contract().values()
+
+
+_SAID = None  # gdrcheck.documents.decision_words.said, imported when a record's words are first asked
+
+
+def _words_module():
+    global _SAID
+    from gdrcheck.documents.decision_words import said  # the words are the documents'
+
+    _SAID = said
+    return said
 
 
 Decision.__eq__ = Mapping.__eq__  # equal to the mapping it reads as (a test's dict too)
