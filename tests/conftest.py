@@ -16,6 +16,18 @@ def realworld():
     return REALWORLD
 
 
+@pytest.fixture
+def ctrl_c():
+    """Ctrl-C as a terminal delivers it: SIGINT raises KeyboardInterrupt in this process and is at its default in
+    the processes it starts. A shell's background job (``pytest ... &``, some CI runners) starts Python with SIGINT
+    ignored, and a child inherits that: a test of Ctrl-C would wait for a signal nothing receives."""
+    import signal
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
 @pytest.fixture(autouse=True)
 def _no_nccl_env(monkeypatch):
     """Tests judge inputs, not the environment of whoever runs them."""

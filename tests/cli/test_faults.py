@@ -391,7 +391,7 @@ def _copying_begun(p, tmp) -> bool:
 
 
 @pytest.mark.parametrize("sig,status,word", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
-def test_a_signal_ends_the_run_and_removes_what_it_copied(tmp_path, sig, status, word):
+def test_a_signal_ends_the_run_and_removes_what_it_copied(tmp_path, sig, status, word, ctrl_c):
     """signal-while-reading-a-pipe: `--from <(...)` whose writer never comes; SIGTERM (a scheduler's or an
     engine's timeout) or Ctrl-C ends the run with one line and the shell's status for the signal, and the
     temporary directory the pipe was being copied into is gone."""

@@ -124,7 +124,7 @@ def test_sigterm_during_a_removal_is_raised_once_it_is_done(tmp_path, monkeypatc
     assert sent and not os.path.lexists(top)
 
 
-def test_ctrl_c_during_a_removal_is_raised_once_it_is_done(tmp_path, monkeypatch):
+def test_ctrl_c_during_a_removal_is_raised_once_it_is_done(tmp_path, monkeypatch, ctrl_c):
     top = str(tmp_path / "deep")
     deep_tree(top, 300)
     real = tempdirs._clear_files

@@ -350,7 +350,7 @@ def test_a_refused_plan_runs_nothing(tmp_path):
     assert run_plan(Plan(steps=[step], busy=["GPU busy"], refused=True), env=_env()) == [None]
 
 
-def test_ctrl_c_during_a_step_takes_its_worker_down(monkeypatch, tmp_path):
+def test_ctrl_c_during_a_step_takes_its_worker_down(monkeypatch, tmp_path, ctrl_c):
     """The worker runs in its own session, so a terminal's Ctrl-C never reaches it: when the probe is
     interrupted (or sent SIGTERM) mid-step, it kills the worker's group before it goes, and no copy is left
     running on the GPU."""
