@@ -83,7 +83,7 @@ def nccl_doc(evaluation: Evaluation) -> dict[str, Any]:
     depends = resting(evaluation)
     if depends:  # how many pairs' depends_on is the job's to settle, how many facts the input does not show
         doc["depends"] = depends
-    from gdrcheck.rules.nccl_log import log_doc
+    from gdrcheck.documents.nccl_log import log_doc
 
     log = log_doc(evaluation)
     if log is not None:  # a job's NCCL log: what NCCL did, beside the prediction

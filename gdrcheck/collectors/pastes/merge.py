@@ -243,7 +243,8 @@ class _Merge(MatrixSteps, HostSteps):
 
     def add_logs(self, parts: Sequence[Part]) -> None:
         """One job's log (several ranks' files are one log); of its hosts, one is this node's."""
-        from gdrcheck.collectors.pastes.nccl_log import choose_host, merge_logs
+        from gdrcheck.collectors.pastes.nccl_log import merge_logs
+        from gdrcheck.collectors.pastes.nccl_log_host import choose_host
         from gdrcheck.model import Fact
 
         log = merge_logs([p.data for p in parts])
@@ -251,7 +252,7 @@ class _Merge(MatrixSteps, HostSteps):
         gpus = {b for b, d in self.devs.items() if base_kind(d) == "gpu"}
         host, why = choose_host(log, gpus, self.base.hostname if self.base else None)
         if not self.devs:  # the log alone: its ranks' GPUs, by the bus ids NCCL printed
-            from gdrcheck.collectors.pastes.nccl_log import bus_ids_shown
+            from gdrcheck.collectors.pastes.nccl_log_host import bus_ids_shown
 
             new = []
             for bdf, what in bus_ids_shown(log, host):

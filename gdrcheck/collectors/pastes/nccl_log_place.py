@@ -38,7 +38,7 @@ def _log_gpus(log, host: Optional[str]) -> tuple[dict[str, Optional[int]], dict[
             index[r.bdf] = r.nvml_dev
         said.setdefault(r.bdf, f"rank {r.rank}")
     if not index:  # no ncclCommInitRank line: the bus ids of connection lines before 2.18.3
-        from gdrcheck.collectors.pastes.nccl_log import bus_ids_shown
+        from gdrcheck.collectors.pastes.nccl_log_host import bus_ids_shown
 
         for bdf, what in bus_ids_shown(log, host):
             index[bdf] = None
