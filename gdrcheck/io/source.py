@@ -261,10 +261,10 @@ class Source:
 
     def read_line(self, path: str) -> Optional[str]:
         """First line, stripped: the shape of most sysfs attributes."""
-        data = self.read_bytes(path, 4096)  # (every read goes through read_bytes: a subclass may watch it)
-        if data is None:
+        text = self.read_text(path, 4096)
+        if text is None:
             return None
-        return data.decode("utf-8", "replace").split("\n", 1)[0].strip()
+        return text.split("\n", 1)[0].strip()
 
     def why(self, path: str) -> str:
         """Why the last read of ``path`` failed ("missing", "permission denied", ...)."""

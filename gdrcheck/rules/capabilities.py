@@ -16,8 +16,6 @@ Pure: reads an evaluation (and, for the expected answer, each pair's expected an
 
 from __future__ import annotations
 
-import weakref
-
 from gdrcheck.model import bdf_key
 from gdrcheck.pair_classes import PAIR_KIND, PCIE_RANK
 from gdrcheck.record import record
@@ -83,11 +81,6 @@ def job_gpus(evaluation) -> list[str]:
     return gpus
 
 
-# topology -> (NCCL's view of the node, its GPUs' chosen NICs): the capabilities, their expected answers and the
-# pairs' ``chosen`` all ask it of one evaluation
-_CHOSEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def chosen_nics(evaluation) -> dict[str, Optional[tuple[str, ...]]]:
     """Per GPU, the NICs NCCL would use for it (its local NICs); ``None`` where the input does not show the
     path types NCCL compares. Worked out once per evaluation of the node."""
@@ -95,9 +88,10 @@ def chosen_nics(evaluation) -> dict[str, Optional[tuple[str, ...]]]:
     node = whole.nccl_node
     if node is None:
         return {}
-    got = _CHOSEN.get(whole.topo)
+    # kept beside NCCL's view of the node: the capabilities, their expected answers and the pairs' ``chosen`` ask
+    got = whole.kept.get("chosen_nics")
     if got is None or got[0] is not node:
-        got = _CHOSEN[whole.topo] = (node, _chosen_nics(whole, node))
+        got = whole.kept["chosen_nics"] = (node, _chosen_nics(whole, node))
     return got[1]
 
 
@@ -115,18 +109,13 @@ def _chosen_nics(whole, node) -> dict[str, Optional[tuple[str, ...]]]:
     return out
 
 
-# topology -> (the node's pairs, its GPUs' chosen drives): asked by the capabilities, their expected answers and
-# the pairs' ``chosen`` of one evaluation
-_DRIVES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def chosen_drives(evaluation) -> dict[str, Optional[tuple[str, ...]]]:
     """Per GPU, the NVMe drives nearest to it (the best PCIe class), the ones a GPUDirect Storage setup reads
     through; ``None`` where a class is undecided. Worked out once per evaluation of the node (its pairs)."""
     whole = evaluation.whole or evaluation
-    got = _DRIVES.get(whole.topo)
+    got = whole.kept.get("chosen_drives")  # kept beside the pairs they were worked out from
     if got is None or got[0] is not whole.pairs:
-        got = _DRIVES[whole.topo] = (whole.pairs, _chosen_drives(whole))
+        got = whole.kept["chosen_drives"] = (whole.pairs, _chosen_drives(whole))
     return got[1]
 
 

@@ -39,6 +39,9 @@ class Evaluation:
     nccl_node: Any = None  # gdrcheck.rules.nccl.node.NodeNccl: NCCL's view of the node at the version judged
     nic_side: tuple[Optional[bool], str] = (None, "")  # NCCL's NIC-side GDR flag for this node, and why
     reconciled: Optional[dict[str, Any]] = None  # a job's NCCL log held to the prediction (rules.nccl_log)
+    # answers worked out once for this evaluation and asked by several stages (rules.capabilities: the GPUs'
+    # chosen NICs and drives), each beside what it was worked out from
+    kept: dict[str, Any] = field(default_factory=dict)
 
 
 

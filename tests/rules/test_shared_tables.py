@@ -37,6 +37,13 @@ def inputs(tmp_path_factory):
     return _inputs(tmp_path_factory.mktemp("inputs"), REALWORLD if REALWORLD.is_dir() else None)
 
 
+def _fresh_relays(node, snap, topo, pairs):
+    """NCCL's relay choice made afresh for the node; None for RCCL's view of the node, which has none."""
+    from gdrcheck.rules.nccl.pxn import Relays
+
+    return Relays(node, snap, topo, pairs, node.types) if hasattr(node, "relays") else None
+
+
 def _judged(path):
     """An input's topology, pairs and NCCL view, as evaluate builds them."""
     snap = load_facts(str(path))
@@ -157,14 +164,13 @@ def test_chosen_nics_from_the_decisions_relays_match_a_fresh_relay_choice(inputs
 def test_node_cpu_link_asked_once_matches_each_ask(inputs):
     """The CPU link's bandwidths a relay choice keeps for its node are what asking for them gives."""
     from gdrcheck.rules.nccl.cpu import cpu_kind, cpu_model, inter_cpu_bw
-    from gdrcheck.rules.nccl.pxn import Relays
     from gdrcheck.rules.nccl.speed import gpu_nic_bw
 
     for path in inputs:
         topo, pairs, node = _judged(path)
-        if not hasattr(node, "relays"):
-            continue  # RCCL's view of the node
-        rl = Relays(node, topo.snap, topo, pairs, node.types)
+        rl = _fresh_relays(node, topo.snap, topo, pairs)
+        if rl is None:
+            continue
         want = inter_cpu_bw(node.version, cpu_kind(node.cpu), *cpu_model(topo.snap))[0]
         assert rl._cpu_bws() == want and rl._cpu_bws() == want, path
         for g in rl.gpus:
@@ -177,13 +183,12 @@ def test_node_cpu_link_asked_once_matches_each_ask(inputs):
 
 def test_nvlinked_kept_per_pair_matches_the_paths(inputs):
     """Whether a GPU pair's path is NVLink after NCCL's P2P decision, kept per pair, is what the paths give."""
-    from gdrcheck.rules.nccl.pxn import Relays
 
     for path in inputs:
         topo, pairs, node = _judged(path)
-        if not hasattr(node, "relays"):
-            continue  # RCCL's view of the node
-        rl = Relays(node, topo.snap, topo, pairs, node.types)
+        rl = _fresh_relays(node, topo.snap, topo, pairs)
+        if rl is None:
+            continue
         for a in rl.gpus:
             for b in rl.gpus:
                 if a != b:
@@ -256,15 +261,15 @@ def test_second_evaluation_on_shared_pcie_tables_matches_a_fresh_one(inputs):
 def test_nvlink_peer_stopping_at_the_first_peer_matches_asking_every_gpu(inputs):
     """A GPU's NVLink peer, asked until the first GPU still on NVLink answers, is what asking every GPU gives,
     on the input's facts and on them filled in (where NVLink is assumed)."""
-    from gdrcheck.rules.nccl.pxn import Relays, nccl_own_dump
+    from gdrcheck.rules.nccl.pxn import nccl_own_dump
 
     for path in inputs:
         first, snap2, options2 = _filled(path)
         for evaluation in (first, evaluate(snap2, options2, first.topo)):
             node = evaluation.nccl_node
-            if not hasattr(node, "relays"):
-                continue  # RCCL's view of the node
-            rl = Relays(node, evaluation.snap, evaluation.topo, evaluation.pairs, node.types)
+            rl = _fresh_relays(node, evaluation.snap, evaluation.topo, evaluation.pairs)
+            if rl is None:
+                continue
             for g in rl.gpus:
                 if not evaluation.snap.shows_nvlink:
                     want = False if nccl_own_dump(evaluation.topo) else None
@@ -303,15 +308,15 @@ def test_kept_shared_by_pairs_alike_matches_each_pairs_decision(inputs):
     """Whether NCCL keeps a GPU pair's path, shared by pairs whose path and NVML statuses are alike, is what the
     pair's own P2P decision says, on the input's facts and on them filled in."""
     from gdrcheck.rules.nccl import p2p as p2p_rules
-    from gdrcheck.rules.nccl.pxn import Relays, nvml_hops
+    from gdrcheck.rules.nccl.pxn import nvml_hops
 
     for path in inputs:
         first, snap2, options2 = _filled(path)
         for evaluation in (first, evaluate(snap2, options2, first.topo)):
             node = evaluation.nccl_node
-            if not hasattr(node, "relays"):
-                continue  # RCCL's view of the node
-            rl = Relays(node, evaluation.snap, evaluation.topo, evaluation.pairs, node.types)
+            rl = _fresh_relays(node, evaluation.snap, evaluation.topo, evaluation.pairs)
+            if rl is None:
+                continue
             for p in evaluation.pairs:
                 if p.kind != "gpu-gpu":
                     continue
